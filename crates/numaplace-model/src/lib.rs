@@ -1,0 +1,12 @@
+//! numaplace's pure domain: the machine's topology and CPU sets. No I/O
+//! and no OS calls live here; readers in `numaplace-linux` and the
+//! simulator's presets build these values, and the policies read them.
+
+pub mod cpuset;
+pub mod topology;
+
+pub use cpuset::{CpuSet, CpuSetParseError};
+pub use topology::{
+    Cache, CacheDesc, CacheKind, Core, CoreDesc, Cpu, CpuKind, CpuKindDesc, Llc, Node, NodeDesc,
+    Package, PackageDesc, SyntheticError, Topology, TopologyDesc, TopologyError,
+};
