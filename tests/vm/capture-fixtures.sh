@@ -9,7 +9,8 @@
 # @@NUMAPLACE-CAPTURE-END@@ on the serial console. This script cuts that out,
 # decodes it and repacks it reproducibly as tests/fixtures/NAME.tar.xz with
 # sys/ and proc/ at the top level. host-1node is the same gather run on this
-# machine. Beside each tarball it writes NAME.lstopo-console.txt
+# machine (its mount tables and cgroup paths trimmed to what topology readers
+# use, see scrub_host). Beside each tarball it writes NAME.lstopo-console.txt
 # (`lstopo-no-graphics -i DIR --of console`) and finally runs verify-fixtures.sh.
 #
 # Needs (host): qemu-system-x86, busybox-static, cpio, hwloc, xz-utils, GNU tar;
@@ -58,6 +59,31 @@ pack() {
   log "wrote tests/fixtures/$name.tar.xz ($(wc -c < "$fixtures/$name.tar.xz") bytes) and $name.lstopo-console.txt"
 }
 
+# scrub_host DIR: keep the host fixture free of this machine's unrelated names.
+# Mount tables keep only / and the proc, sysfs, cgroup, cgroup2, cpuset and
+# hugetlbfs mounts (all hwloc and numaplace look at); cgroup paths of controllers
+# other than cpuset and the v2 hierarchy become /; proc/version is dropped.
+scrub_host() {
+  local dir=$1 keep='^(proc|sysfs|cgroup|cgroup2|cpuset|hugetlbfs)$'
+  if [ -f "$dir/proc/mounts" ]; then
+    awk -v keep="$keep" '$2 == "/" || $3 ~ keep' "$dir/proc/mounts" > "$dir/proc/mounts.new"
+    mv "$dir/proc/mounts.new" "$dir/proc/mounts"
+  fi
+  if [ -f "$dir/proc/self/mountinfo" ]; then
+    awk -v keep="$keep" '{ for (i = 7; i <= NF; i++) if ($i == "-") break }
+                         $5 == "/" || $(i + 1) ~ keep' \
+      "$dir/proc/self/mountinfo" > "$dir/proc/self/mountinfo.new"
+    mv "$dir/proc/self/mountinfo.new" "$dir/proc/self/mountinfo"
+  fi
+  if [ -f "$dir/proc/self/cgroup" ]; then
+    awk -F: 'BEGIN { OFS = ":" }
+             $1 != "0" && $2 !~ /(^|,)cpuset(,|$)/ { $3 = "/" } { print }' \
+      "$dir/proc/self/cgroup" > "$dir/proc/self/cgroup.new"
+    mv "$dir/proc/self/cgroup.new" "$dir/proc/self/cgroup"
+  fi
+  rm -f "$dir/proc/version"
+}
+
 needs_vm=0
 for n in "${only[@]}"; do case "$n" in qemu-*) needs_vm=1 ;; esac; done
 if [ "$needs_vm" = 1 ]; then
@@ -95,6 +121,7 @@ for name in "${only[@]}"; do
     host-1node)
       log "gathering this host"
       sh "$here/gather-topology.sh" "$out"
+      scrub_host "$out"
       ;;
   esac
   pack "$out" "$name"

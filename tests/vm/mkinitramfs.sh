@@ -80,7 +80,11 @@ fi
 echo "root:x:0:0:root:/root:/bin/sh" > "$stage/etc/passwd"
 echo "root:x:0:" > "$stage/etc/group"
 
+# The applet links point at the absolute /bin/busybox, which on the host is the
+# host's busybox: never copy *through* one (an extra file named like an applet,
+# e.g. `true`, replaces the link instead).
 for f in "$@"; do
+  rm -f "$stage/bin/$(basename "$f")"
   cp "$f" "$stage/bin/$(basename "$f")"
 done
 
@@ -92,10 +96,12 @@ printf '%s' "$adds" | while IFS= read -r spec; do
   case "$dest" in /*) ;; *) die "--add '$spec': DEST must be an absolute guest path" ;; esac
   [ -e "$src" ] || die "--add '$spec': '$src' not found"
   mkdir -p "$stage$(dirname "$dest")"
+  if [ -L "$stage$dest" ]; then rm -f "$stage$dest"; fi
   cp -R "$src" "$stage$dest"
 done
 
 if [ -n "$script" ]; then
+  rm -f "$stage/test.sh"
   cp "$script" "$stage/test.sh"
   chmod 0755 "$stage/test.sh"
 fi

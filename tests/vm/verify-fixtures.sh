@@ -50,9 +50,11 @@ for name in "$@"; do
   if [ -n "$want" ]; then
     [ "$pkgs $numas $pus" = "$want" ] \
       || bad "$name" "packages/NUMA nodes/PUs = $pkgs/$numas/$pus, expected ${want// //}"
-    # lstopo --distances prints a header line then 'index: d d d'-style rows.
+    # lstopo --distances prints a title, an ' index 0 1 ...' line, then one
+    # row per node: its logical index followed by the distances.
     got_dist=$(lstopo-no-graphics -i "$dir" --distances \
-      | awk '/^ *[0-9]+: / { $1=""; sub(/^ +/, ""); print }' | head -n "$numas")
+      | awk '$1 == "index" { on = 1; next } on && NF > 1 { $1 = ""; sub(/^ +/, ""); print }' \
+      | head -n "$numas")
     sys_dist=$(cat "$dir"/sys/devices/system/node/node*/distance)
     [ "$sys_dist" = "$want_dist" ] || bad "$name" "sysfs distances differ from boot.sh's: $sys_dist"
     [ "$got_dist" = "$want_dist" ] || bad "$name" "hwloc distances differ from boot.sh's: $got_dist"

@@ -63,10 +63,10 @@ fn two_socket_desc() -> TopologyDesc {
             CoreDesc { os_id: 1, cpus: set("3") },
         ],
         nodes: vec![
-            NodeDesc { os_id: 1, memory: 100, cpus: set("1,3"), locality: set("1,3") },
-            NodeDesc { os_id: 0, memory: 200, cpus: set("0,2"), locality: set("0,2") },
+            NodeDesc { os_id: 1, memory: 100, cpus: set("1,3"), locality: set("1,3"), package: None },
+            NodeDesc { os_id: 0, memory: 200, cpus: set("0,2"), locality: set("0,2"), package: None },
             // CPU-less memory near package 0 (persistent memory, CXL).
-            NodeDesc { os_id: 4, memory: 1000, cpus: CpuSet::new(), locality: set("0,2") },
+            NodeDesc { os_id: 4, memory: 1000, cpus: CpuSet::new(), locality: set("0,2"), package: None },
         ],
         caches: vec![],
         // In the order of `nodes` above: 1, 0, 4.
@@ -103,6 +103,31 @@ fn interleaved_ids_cpu_less_node_and_distances() {
 }
 
 #[test]
+fn cgroup_leaves_a_package_only_its_memory() {
+    // A cpuset cgroup allows CPUs of package 0 only, but memory everywhere:
+    // package 1 stays, holding its node as CPU-less memory.
+    let mut d = two_socket_desc();
+    d.packages[1].cpus = CpuSet::new();
+    d.cores.truncate(2);
+    d.nodes[0] = NodeDesc {
+        os_id: 1,
+        memory: 100,
+        cpus: CpuSet::new(),
+        locality: CpuSet::new(),
+        package: Some(1),
+    };
+    let t = Topology::new(d).unwrap();
+    assert_eq!(t.packages().len(), 2);
+    assert!(t.packages()[1].span.is_empty());
+    assert_eq!(t.packages()[1].nodes, vec![1]);
+    assert_eq!(t.node_by_os_id(1).unwrap().package, Some(1));
+    assert_eq!(t.cpus().len(), 2);
+    assert_eq!(t.llcs().len(), 1);
+    let back: Topology = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+    assert_eq!(back, t);
+}
+
+#[test]
 fn refusals_name_the_fault() {
     let cases: Vec<(&str, Box<dyn Fn(&mut TopologyDesc)>)> = vec![
         ("shares CPUs", Box::new(|d| d.cores[1].cpus = set("0,2"))),
@@ -117,7 +142,12 @@ fn refusals_name_the_fault() {
         ),
         ("appears twice", Box::new(|d| d.nodes[2].os_id = 0)),
         ("no NUMA node", Box::new(|d| d.nodes.clear())),
-        ("has no CPU", Box::new(|d| d.packages[0].cpus = CpuSet::new())),
+        ("cores cover CPUs 0-3 but packages cover 1,3", Box::new(|d| d.packages[0].cpus = CpuSet::new())),
+        (
+            "package 7 has no CPU and no memory",
+            Box::new(|d| d.packages.push(PackageDesc { os_id: 7, cpus: CpuSet::new() })),
+        ),
+        ("names package 9", Box::new(|d| d.nodes[2].package = Some(9))),
         (
             "split by an L2",
             Box::new(|d| {

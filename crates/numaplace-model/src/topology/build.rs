@@ -40,8 +40,11 @@ fn disjoint_union<'a>(
     Ok(all)
 }
 
-/// The index of the one set in `sets` that contains `inner`.
+/// The index of the one set in `sets` that contains the non-empty `inner`.
 fn container(sets: &[&CpuSet], inner: &CpuSet) -> Option<usize> {
+    if inner.is_empty() {
+        return None;
+    }
     sets.iter().position(|s| inner.is_subset(s))
 }
 
@@ -64,7 +67,14 @@ impl Topology {
         if let Some(w) = pkg_desc.windows(2).find(|w| w[0].os_id == w[1].os_id) {
             bail!("package {} appears twice", w[0].os_id);
         }
-        let span = disjoint_union("package", pkg_desc.iter().map(|p| (p.os_id, &p.cpus)))?;
+        // CPU-less packages are checked once nodes are known.
+        let span = disjoint_union(
+            "package",
+            pkg_desc.iter().filter(|p| !p.cpus.is_empty()).map(|p| (p.os_id, &p.cpus)),
+        )?;
+        if span.is_empty() {
+            bail!("no package has a CPU: a machine has at least one CPU");
+        }
 
         // Cores.
         let core_span = disjoint_union("core", desc.cores.iter().map(|c| (c.os_id, &c.cpus)))?;
@@ -326,8 +336,16 @@ impl Topology {
                 } else {
                     n.locality.clone()
                 };
-                let near = if n.cpus.is_empty() { &locality } else { &n.cpus };
-                let package = if near.is_empty() { None } else { container(&pkg_sets, near) };
+                let package = if n.cpus.is_empty() {
+                    // CPU-less: the package the backend names, else the one
+                    // holding its locality.
+                    match n.package {
+                        Some(os) => pkg_desc.iter().position(|p| p.os_id == os),
+                        None => container(&pkg_sets, &locality),
+                    }
+                } else {
+                    container(&pkg_sets, &n.cpus)
+                };
                 Node {
                     id,
                     os_id: n.os_id,
@@ -341,6 +359,11 @@ impl Topology {
             })
             .collect();
         for n in &node_desc {
+            if let Some(os) = n.package
+                && !pkg_desc.iter().any(|p| p.os_id == os)
+            {
+                bail!("node {} names package {os}, which the machine lacks", n.os_id);
+            }
             if !n.locality.is_empty() && !n.cpus.is_subset(&n.locality) {
                 bail!("node {}'s CPUs {} lie outside its locality {}", n.os_id, n.cpus, n.locality);
             }
@@ -377,6 +400,9 @@ impl Topology {
             if let Some(p) = n.package {
                 packages[p].nodes.push(n.id);
             }
+        }
+        if let Some(p) = packages.iter().find(|p| p.span.is_empty() && p.nodes.is_empty()) {
+            bail!("package {} has no CPU and no memory node", p.os_id);
         }
 
         // CPU kinds (hybrid machines).

@@ -46,11 +46,13 @@ pub struct TopologyDesc {
     /// Row-major `nodes.len()²` distances in the order of `nodes`, if the
     /// machine reports them.
     pub distances: Option<Vec<u32>>,
-    /// CPU kinds of a hybrid machine, least efficient... as hwloc ranks them:
-    /// by increasing efficiency. Empty when all CPUs are alike.
+    /// CPU kinds of a hybrid machine in hwloc's order, most power-efficient
+    /// first. Empty when all CPUs are alike.
     pub cpu_kinds: Vec<CpuKindDesc>,
 }
 
+/// A package may have no CPU when a cgroup leaves us none of its CPUs but
+/// some of its memory: it then holds only CPU-less nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PackageDesc {
     pub os_id: u32,
@@ -72,8 +74,13 @@ pub struct NodeDesc {
     /// CPUs whose home node this is (`/sys/devices/system/node/nodeN/cpulist`).
     pub cpus: CpuSet,
     /// CPUs close to this node's memory; a superset of `cpus`. For a CPU-less
-    /// node, the CPUs of the package or group it hangs from.
+    /// node, the CPUs of the package or group it hangs from (empty when a
+    /// cgroup leaves none of those CPUs to us).
     pub locality: CpuSet,
+    /// Kernel id of the package the node belongs to, when the backend knows
+    /// it; needed for a CPU-less node whose package has no usable CPU.
+    #[serde(default)]
+    pub package: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -115,8 +122,8 @@ pub struct Cpu {
     /// Home node (dense id).
     pub node: usize,
     pub package: usize,
-    /// Index into [`Topology::cpu_kinds`], higher is more efficient... as
-    /// hwloc ranks kinds; `None` when the machine is not hybrid.
+    /// Index into [`Topology::cpu_kinds`] (most power-efficient first);
+    /// `None` when the machine is not hybrid.
     pub kind: Option<usize>,
 }
 
@@ -379,6 +386,7 @@ fn desc_from_parts(
                 memory: n.memory,
                 cpus: n.span.clone(),
                 locality: n.locality.clone(),
+                package: n.package.map(|p| packages[p].os_id),
             })
             .collect(),
         caches: (caches.iter())

@@ -186,6 +186,7 @@ impl Topology {
                         memory,
                         locality: cpus.clone(),
                         cpus,
+                        package: None,
                     })
                     .collect()
             }
@@ -194,6 +195,7 @@ impl Topology {
                 memory: GIB,
                 cpus: CpuSet::first_n(total),
                 locality: CpuSet::first_n(total),
+                package: None,
             }],
         };
         let mut caches = Vec::new();

@@ -1,0 +1,365 @@
+//! Topology discovery through hwloc (Debian's libhwloc, through the
+//! `hwlocality` binding), from the live host, another machine's sysfs
+//! snapshot, an hwloc XML file or a synthetic description.
+//!
+//! What hwloc reports is converted to a [`TopologyDesc`] and validated by
+//! [`Topology::new`]. hwloc's view is the allowed one: CPUs offline or
+//! outside our cgroup's cpuset are absent, memory nodes outside its mems
+//! are absent. Nodes and packages whose memory we may use but none of whose
+//! CPUs we may run on stay, as CPU-less.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use hwlocality::Topology as Hw;
+use hwlocality::object::TopologyObject;
+use hwlocality::object::attributes::{CacheAssociativity, ObjectAttributes};
+use hwlocality::object::distance::DistancesKind;
+use hwlocality::object::types::{CacheType, ObjectType};
+use numaplace_model::{
+    CacheDesc, CacheKind, CoreDesc, CpuKindDesc, CpuSet, NodeDesc, PackageDesc, Topology,
+    TopologyDesc, TopologyError,
+};
+use thiserror::Error;
+
+use crate::sysroot::SysRoot;
+
+/// Where to read a machine from.
+#[derive(Debug, Clone)]
+pub enum TopologySource {
+    /// The running machine.
+    Host,
+    /// Another machine's tree (hwloc's fsroot).
+    Root(SysRoot),
+    /// An hwloc XML export (`lstopo --of xml`).
+    Xml(PathBuf),
+    /// An hwloc synthetic description (`pack:2 l3:1 core:4 pu:2`).
+    Synthetic(String),
+}
+
+impl TopologySource {
+    /// A short name for people and for `Topology::source`.
+    pub fn describe(&self) -> String {
+        match self {
+            TopologySource::Host => "host".into(),
+            TopologySource::Root(r) => format!("sysfs:{}", r.path().display()),
+            TopologySource::Xml(p) => format!("xml:{}", p.display()),
+            TopologySource::Synthetic(s) => format!("synthetic:{s}"),
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum DiscoveryError {
+    #[error("hwloc could not read {what}: {detail}")]
+    Hwloc { what: String, detail: String },
+    #[error("{path}: hwloc rejected this XML file: {detail} (give a file written by `lstopo --of xml`)")]
+    Xml { path: PathBuf, detail: String },
+    #[error("invalid synthetic topology {input:?}: {detail} (expected levels like \"pack:2 l3:1 core:4 pu:2\")")]
+    Synthetic { input: String, detail: String },
+    #[error("{source_name}: {error}")]
+    Inconsistent {
+        source_name: String,
+        error: TopologyError,
+    },
+}
+
+/// hwloc's Linux backend takes another root only from the `HWLOC_FSROOT`
+/// environment variable, read while the topology loads. Loads are
+/// serialised here so that variable is never seen half-set by another load.
+static HWLOC_LOAD: Mutex<()> = Mutex::new(());
+
+/// Environment variables through which hwloc would read something other
+/// than the machine it runs on.
+const HWLOC_REDIRECTS: [&str; 4] = ["HWLOC_FSROOT", "HWLOC_XMLFILE", "HWLOC_SYNTHETIC", "HWLOC_COMPONENTS"];
+
+/// Reads the machine `source` names.
+pub fn discover(source: &TopologySource) -> Result<Topology, DiscoveryError> {
+    let name = source.describe();
+    let hw = load(source)?;
+    let sysfs = match source {
+        TopologySource::Host => Some(SysRoot::host()),
+        TopologySource::Root(r) => Some(r.clone()),
+        _ => None,
+    };
+    let desc = convert(&hw, name.clone(), sysfs.as_ref());
+    Topology::new(desc).map_err(|error| DiscoveryError::Inconsistent {
+        source_name: name,
+        error,
+    })
+}
+
+fn hwloc_err(what: &str, e: impl std::fmt::Display) -> DiscoveryError {
+    DiscoveryError::Hwloc {
+        what: what.to_string(),
+        detail: e.to_string(),
+    }
+}
+
+fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
+    let _guard = HWLOC_LOAD.lock().unwrap_or_else(|p| p.into_inner());
+    match source {
+        TopologySource::Host => {
+            for var in HWLOC_REDIRECTS {
+                if std::env::var_os(var).is_some() {
+                    tracing::warn!(
+                        "{var} is set: hwloc honours it, so the topology may not be this machine's"
+                    );
+                }
+            }
+            Hw::new().map_err(|e| hwloc_err("this machine's topology", e))
+        }
+        TopologySource::Root(root) => load_fsroot(root.path()),
+        TopologySource::Xml(path) => {
+            let b = Hw::builder()
+                .from_xml_file(path)
+                .map_err(|e| DiscoveryError::Xml {
+                    path: path.clone(),
+                    detail: e.to_string(),
+                })?;
+            b.build().map_err(|e| DiscoveryError::Xml {
+                path: path.clone(),
+                detail: e.to_string(),
+            })
+        }
+        TopologySource::Synthetic(text) => {
+            let b = Hw::builder()
+                .from_synthetic(text)
+                .map_err(|e| DiscoveryError::Synthetic {
+                    input: text.clone(),
+                    detail: e.to_string(),
+                })?;
+            b.build().map_err(|e| DiscoveryError::Synthetic {
+                input: text.clone(),
+                detail: e.to_string(),
+            })
+        }
+    }
+}
+
+/// Loads another root as `lstopo -i DIR` does: `HWLOC_FSROOT` set, the
+/// topology marked as not this system so that hwloc's x86 backend does not
+/// mix the CPUID of the machine we run on into the foreign tree.
+/// Must be called with `HWLOC_LOAD` held.
+fn load_fsroot(path: &Path) -> Result<Hw, DiscoveryError> {
+    let what = format!("the sysfs tree at {}", path.display());
+    let abs = std::fs::canonicalize(path).map_err(|e| hwloc_err(&what, e))?;
+    let previous = std::env::var_os("HWLOC_FSROOT");
+    // SAFETY: set_var races only with concurrent environment reads from C
+    // code in other threads. hwloc is the only C code in this process that
+    // reads HWLOC_* variables, and every hwloc load is serialised by
+    // HWLOC_LOAD, which we hold. The binary discovers before it starts
+    // threads; in tests, other threads only read the environment through
+    // std, which takes its own lock.
+    unsafe { std::env::set_var("HWLOC_FSROOT", &abs) };
+    let result = Hw::builder()
+        .without_component("x86")
+        .map_err(|e| hwloc_err(&what, e))
+        .and_then(|b| b.build().map_err(|e| hwloc_err(&what, e)));
+    // SAFETY: as above.
+    unsafe {
+        match previous {
+            Some(v) => std::env::set_var("HWLOC_FSROOT", v),
+            None => std::env::remove_var("HWLOC_FSROOT"),
+        }
+    }
+    let hw = result?;
+    if hw.is_this_system() {
+        return Err(hwloc_err(&what, "hwloc read the running machine instead"));
+    }
+    Ok(hw)
+}
+
+fn cpuset_of(obj: &TopologyObject) -> CpuSet {
+    obj.cpuset()
+        .map(|s| s.iter_set().map(|i| usize::from(i) as u32).collect())
+        .unwrap_or_default()
+}
+
+fn os_id(obj: &TopologyObject) -> u32 {
+    obj.os_index().unwrap_or(obj.logical_index()) as u32
+}
+
+/// The CPUs the kernel makes each node the home of (`nodeN/cpulist`), where
+/// sysfs is at hand; hwloc gives a CPU-less node its neighbours' CPUs.
+fn sysfs_node_cpus(root: &SysRoot, node: u32) -> Option<CpuSet> {
+    let text = root
+        .read_optional(&format!("sys/devices/system/node/node{node}/cpulist"))
+        .ok()??;
+    CpuSet::parse_list(&text).ok()
+}
+
+fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> TopologyDesc {
+    let all: CpuSet = hw.cpuset().iter_set().map(|i| usize::from(i) as u32).collect();
+
+    let mut packages: Vec<PackageDesc> = hw
+        .objects_with_type(ObjectType::Package)
+        .map(|p| PackageDesc {
+            os_id: os_id(p),
+            cpus: cpuset_of(p),
+        })
+        .collect();
+    if packages.is_empty() {
+        packages.push(PackageDesc {
+            os_id: 0,
+            cpus: all.clone(),
+        });
+    }
+
+    let mut cores: Vec<CoreDesc> = hw
+        .objects_with_type(ObjectType::Core)
+        .map(|c| CoreDesc {
+            os_id: os_id(c),
+            cpus: cpuset_of(c),
+        })
+        .filter(|c| !c.cpus.is_empty())
+        .collect();
+    // PUs outside any core (synthetic or XML machines without cores) are
+    // cores of their own.
+    let in_cores = cores.iter().fold(CpuSet::new(), |a, c| a.union(&c.cpus));
+    for pu in hw.objects_with_type(ObjectType::PU) {
+        let id = os_id(pu);
+        if all.contains(id) && !in_cores.contains(id) {
+            cores.push(CoreDesc {
+                os_id: id,
+                cpus: [id].into_iter().collect(),
+            });
+        }
+    }
+
+    // Nodes: locality is hwloc's cpuset; home CPUs from sysfs where we
+    // have it, otherwise each CPU goes to the most local node covering it
+    // (smallest locality, then lowest kernel id: CPU nodes come first).
+    let hw_nodes: Vec<&TopologyObject> = hw.objects_with_type(ObjectType::NUMANode).collect();
+    let mut nodes: Vec<NodeDesc> = hw_nodes
+        .iter()
+        .map(|n| {
+            let memory = match n.attributes() {
+                Some(ObjectAttributes::NUMANode(a)) => a.local_memory().map_or(0, |m| m.get()),
+                _ => 0,
+            };
+            let package = n
+                .ancestors()
+                .find(|a| a.object_type() == ObjectType::Package)
+                .map(os_id);
+            NodeDesc {
+                os_id: os_id(n),
+                memory,
+                cpus: CpuSet::new(),
+                locality: cpuset_of(n),
+                package,
+            }
+        })
+        .collect();
+    let from_sysfs: Option<Vec<CpuSet>> = sysfs.and_then(|root| {
+        nodes
+            .iter()
+            .map(|n| sysfs_node_cpus(root, n.os_id).map(|c| c.intersection(&all)))
+            .collect()
+    });
+    match from_sysfs {
+        Some(home) => {
+            for (n, cpus) in nodes.iter_mut().zip(home) {
+                n.cpus = cpus;
+            }
+        }
+        None => {
+            for cpu in all.iter() {
+                let best = (0..nodes.len())
+                    .filter(|&i| nodes[i].locality.contains(cpu))
+                    .min_by_key(|&i| (nodes[i].locality.len(), nodes[i].os_id));
+                if let Some(i) = best {
+                    nodes[i].cpus.insert(cpu);
+                }
+            }
+        }
+    }
+
+    let mut caches = Vec::new();
+    for obj in hw.objects().filter(|o| o.object_type().is_cpu_cache()) {
+        let Some(ObjectAttributes::Cache(attr)) = obj.attributes() else {
+            continue;
+        };
+        let cpus = cpuset_of(obj);
+        if cpus.is_empty() {
+            // A cache none of whose CPUs we may use (cgroup) is no domain.
+            continue;
+        }
+        caches.push(CacheDesc {
+            level: attr.depth() as u8,
+            kind: match attr.cache_type() {
+                CacheType::Data => CacheKind::Data,
+                CacheType::Instruction => CacheKind::Instruction,
+                _ => CacheKind::Unified,
+            },
+            size: attr.size().map_or(0, |s| s.get()),
+            line_size: attr.line_size().map_or(0, |l| l.get() as u32),
+            ways: match attr.associativity() {
+                CacheAssociativity::Ways(w) => w.get() as i32,
+                CacheAssociativity::Full => -1,
+                _ => 0,
+            },
+            cpus,
+        });
+    }
+
+    let distances = node_distances(hw, &nodes);
+
+    let cpu_kinds = match hw.cpu_kinds() {
+        Ok(kinds) if kinds.len() > 1 => kinds
+            .enumerate()
+            .map(|(i, k)| CpuKindDesc {
+                name: k
+                    .infos
+                    .iter()
+                    .find(|info| info.name().to_str() == Ok("CoreType"))
+                    .and_then(|info| info.value().to_str().ok())
+                    .map_or_else(|| format!("kind{i}"), str::to_string),
+                cpus: k.cpuset.iter_set().map(|i| usize::from(i) as u32).collect(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+
+    TopologyDesc {
+        source,
+        packages,
+        cores,
+        nodes,
+        caches,
+        distances,
+        cpu_kinds,
+    }
+}
+
+/// The NUMA distance matrix in the order of `nodes`: the operating
+/// system's (ACPI SLIT) latency matrix if hwloc has one.
+fn node_distances(hw: &Hw, nodes: &[NodeDesc]) -> Option<Vec<u32>> {
+    let all = hw.distances(None).ok()?;
+    let matrix = all
+        .iter()
+        .filter(|d| {
+            d.objects()
+                .all(|o| o.is_some_and(|o| o.object_type() == ObjectType::NUMANode))
+        })
+        .max_by_key(|d| {
+            let k = d.kind();
+            (
+                k.contains(DistancesKind::FROM_OS),
+                k.contains(DistancesKind::MEANS_LATENCY),
+            )
+        })?;
+    let index: Vec<Option<u32>> = matrix.objects().map(|o| o.map(os_id)).collect();
+    let n = nodes.len();
+    let pos = |os: u32| index.iter().position(|&i| i == Some(os));
+    let values = matrix.distances();
+    let mut out = Vec::with_capacity(n * n);
+    for a in nodes {
+        for b in nodes {
+            let (ia, ib) = (pos(a.os_id)?, pos(b.os_id)?);
+            let v = values[ia * index.len() + ib];
+            out.push(u32::try_from(v).ok()?);
+        }
+    }
+    Some(out)
+}

@@ -1,0 +1,3 @@
+//! What numaplace prints for people.
+
+pub mod topology;
