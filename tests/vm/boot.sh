@@ -39,7 +39,7 @@ while [ $# -gt 0 ]; do
     --accel) [ $# -ge 2 ] || die "--accel needs tcg or kvm"; accel=$2; shift 2 ;;
     --append) [ $# -ge 2 ] || die "--append needs ARGS"; extra_append=$2; shift 2 ;;
     --print-cmd) print_cmd=1; shift ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done

@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --only) [ $# -ge 2 ] || die "--only needs a name"; only+=("$2"); shift 2 ;;
     --timeout) [ $# -ge 2 ] || die "--timeout needs seconds"; timeout_s=$2; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
 done
@@ -108,8 +108,10 @@ for name in "${only[@]}"; do
       nodes=${name#qemu-}; nodes=${nodes%node}
       log "booting the ${nodes}-node guest (timeout ${timeout_s}s)"
       rc=0
+      # nokaslr: with KASLR the kernel image lands on a random node, so per-node
+      # MemTotal (and hwloc's view) would change from one capture to the next.
       "$here/boot.sh" --nodes "$nodes" --initrd "$work/capture.cpio.gz" \
-        --timeout "$timeout_s" > "$tmp/$name.console" || rc=$?
+        --append nokaslr --timeout "$timeout_s" > "$tmp/$name.console" || rc=$?
       [ "$rc" = 0 ] || { tail -n 30 "$tmp/$name.console" >&2; die "$name: boot.sh exited $rc"; }
       tr -d '\r' < "$tmp/$name.console" \
         | sed -n '/^@@NUMAPLACE-CAPTURE-BEGIN@@$/,/^@@NUMAPLACE-CAPTURE-END@@$/p' \

@@ -20,7 +20,7 @@
 set -eu
 
 die() { echo "mkinitramfs.sh: error: $*" >&2; exit 1; }
-usage() { sed -n '4,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2; exit 2; }
 
 script=""
 adds=""

@@ -275,6 +275,8 @@ fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> TopologyDesc {
         }
     }
 
+    adopt_orphan_cpus(&all, &packages, &mut nodes);
+
     let mut caches = Vec::new();
     for obj in hw.objects().filter(|o| o.object_type().is_cpu_cache()) {
         let Some(ObjectAttributes::Cache(attr)) = obj.attributes() else {
@@ -362,4 +364,45 @@ fn node_distances(hw: &Hw, nodes: &[NodeDesc]) -> Option<Vec<u32>> {
         }
     }
     Some(out)
+}
+
+/// CPUs whose own node is offline (the kernel links them to a node that is
+/// not online, as on a machine with node 0 offline) are in no node of
+/// hwloc's. Their memory comes from another node, as Linux falls back to
+/// the nearest node with memory: we count them with a node that has memory
+/// in their package if there is one, else with the first node that has
+/// memory, and say so.
+fn adopt_orphan_cpus(all: &CpuSet, packages: &[PackageDesc], nodes: &mut [NodeDesc]) {
+    let homed = nodes.iter().fold(CpuSet::new(), |a, n| a.union(&n.cpus));
+    let orphans = all.difference(&homed);
+    if orphans.is_empty() || nodes.is_empty() {
+        return;
+    }
+    let mut adopted: Vec<(u32, CpuSet)> = Vec::new();
+    for cpu in orphans.iter() {
+        let package = packages.iter().find(|p| p.cpus.contains(cpu)).map(|p| p.os_id);
+        let has_memory = |n: &&NodeDesc| n.memory > 0;
+        let pick = nodes
+            .iter()
+            .filter(has_memory)
+            .find(|n| n.package.is_some() && n.package == package)
+            .or_else(|| nodes.iter().find(has_memory))
+            .or(nodes.first())
+            .map(|n| n.os_id);
+        if let Some(os) = pick {
+            if let Some(n) = nodes.iter_mut().find(|n| n.os_id == os) {
+                n.cpus.insert(cpu);
+            }
+            match adopted.iter_mut().find(|(o, _)| *o == os) {
+                Some((_, s)) => s.insert(cpu),
+                None => adopted.push((os, [cpu].into_iter().collect())),
+            }
+        }
+    }
+    for (os, cpus) in adopted {
+        tracing::warn!(
+            "CPUs {cpus} are in no online NUMA node (their node is offline); \
+             counting them with node {os}, where their memory comes from"
+        );
+    }
 }

@@ -1,38 +1,19 @@
 //! Self-tests for the lstopo test-support module (`tests/support/lstopo.rs`).
 //!
 //! The fixture-based tests need Debian hwloc's `lstopo-no-graphics` (2.x)
-//! and the sysfs snapshot tarballs in `/work/shared/fixtures/sysfs/`
-//! (override with `NUMAPLACE_SYSFS_FIXTURES`); they are skipped with a
-//! message when either is missing.
+//! and the sysfs snapshot tarballs in `shared/fixtures/sysfs/` beside the
+//! repository (override with `NUMAPLACE_SYSFS_FIXTURES`); they fail, saying
+//! what to install, when either is missing.
 
 #[path = "support/lstopo.rs"]
 mod lstopo;
 
 use lstopo::*;
-use std::path::PathBuf;
-
-fn fixtures_dir() -> PathBuf {
-    std::env::var_os("NUMAPLACE_SYSFS_FIXTURES")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/work/shared/fixtures/sysfs"))
-}
-
-fn have_lstopo() -> bool {
-    std::process::Command::new(LSTOPO)
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
-}
 
 /// Extracts fixture `name` (file name of the tarball) and runs lstopo on it.
-/// Returns None (test skipped) if lstopo or the fixture is unavailable.
 fn fixture_view(name: &str) -> Option<LstopoView> {
     let tarball = fixtures_dir().join(name);
-    if !have_lstopo() || !tarball.is_file() {
-        eprintln!("skipping: {LSTOPO} or {} unavailable", tarball.display());
-        return None;
-    }
+    require_lstopo();
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = extract_fixture(&tarball, tmp.path());
     assert!(root.join("sys").is_dir());
@@ -184,10 +165,7 @@ fn parse_xml_without_numa_distances() {
 
 #[test]
 fn synthetic_input() {
-    if !have_lstopo() {
-        eprintln!("skipping: {LSTOPO} unavailable");
-        return;
-    }
+    require_lstopo();
     let v = lstopo_view_input("pack:2 l3:1 core:4 pu:2");
     assert_eq!(v.packages, 2);
     assert_eq!(v.cores, 8);

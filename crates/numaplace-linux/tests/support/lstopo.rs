@@ -554,3 +554,36 @@ impl std::fmt::Display for LstopoView {
         }
     }
 }
+
+/// Where the shared real-machine snapshots are: `shared/fixtures/sysfs/`
+/// beside the repository, or `NUMAPLACE_SYSFS_FIXTURES`.
+pub fn fixtures_dir() -> PathBuf {
+    let dir = std::env::var_os("NUMAPLACE_SYSFS_FIXTURES")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/sysfs")
+        });
+    assert!(
+        dir.is_dir(),
+        "fixture directory {} is missing: these tests need the shared/ folder beside the \
+         repository, or NUMAPLACE_SYSFS_FIXTURES pointing at shared/fixtures/sysfs",
+        dir.display()
+    );
+    dir
+}
+
+/// This repository's own captures: `tests/fixtures/` at its top.
+pub fn own_fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+}
+
+/// Fails the test, saying what to install, if lstopo is missing: a
+/// comparison that silently skips would prove nothing.
+pub fn require_lstopo() {
+    let ok = Command::new(LSTOPO)
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(ok, "{LSTOPO} not found: install Debian's hwloc package (apt-get install hwloc)");
+}

@@ -336,16 +336,11 @@ impl Topology {
                 } else {
                     n.locality.clone()
                 };
-                let package = if n.cpus.is_empty() {
-                    // CPU-less: the package the backend names, else the one
-                    // holding its locality.
-                    match n.package {
-                        Some(os) => pkg_desc.iter().position(|p| p.os_id == os),
-                        None => container(&pkg_sets, &locality),
-                    }
-                } else {
-                    container(&pkg_sets, &n.cpus)
-                };
+                // The package holding the CPUs near the node (its own, for
+                // an ordinary node), else the one the backend names.
+                let package = container(&pkg_sets, &locality).or_else(|| {
+                    n.package.and_then(|os| pkg_desc.iter().position(|p| p.os_id == os))
+                });
                 Node {
                     id,
                     os_id: n.os_id,
@@ -363,9 +358,6 @@ impl Topology {
                 && !pkg_desc.iter().any(|p| p.os_id == os)
             {
                 bail!("node {} names package {os}, which the machine lacks", n.os_id);
-            }
-            if !n.locality.is_empty() && !n.cpus.is_subset(&n.locality) {
-                bail!("node {}'s CPUs {} lie outside its locality {}", n.os_id, n.cpus, n.locality);
             }
             if !n.locality.is_subset(&span) {
                 bail!("node {}'s locality {} holds CPUs the machine lacks", n.os_id, n.locality);

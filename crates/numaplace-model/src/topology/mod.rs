@@ -72,8 +72,10 @@ pub struct NodeDesc {
     /// Bytes of memory local to the node.
     pub memory: u64,
     /// CPUs whose home node this is (`/sys/devices/system/node/nodeN/cpulist`).
+    /// CPUs whose own node is offline take their memory from another node
+    /// and are counted with it: then `cpus` is wider than `locality`.
     pub cpus: CpuSet,
-    /// CPUs close to this node's memory; a superset of `cpus`. For a CPU-less
+    /// CPUs close to this node's memory: usually equal to `cpus`. For a CPU-less
     /// node, the CPUs of the package or group it hangs from (empty when a
     /// cgroup leaves none of those CPUs to us).
     pub locality: CpuSet,
@@ -166,7 +168,8 @@ pub struct Node {
     /// CPUs whose home node this is; empty for a CPU-less node.
     pub span: CpuSet,
     /// CPUs close to this node's memory (hwloc's cpuset); equal to `span`
-    /// for an ordinary node.
+    /// for an ordinary node, empty-spanned for a CPU-less one, narrower when
+    /// the node adopted CPUs whose own node is offline.
     pub locality: CpuSet,
     pub cores: Vec<usize>,
     pub llcs: Vec<usize>,
