@@ -10,19 +10,17 @@ use thiserror::Error;
 /// Why a directory cannot serve as a root.
 #[derive(Debug, Error)]
 pub enum SysRootError {
-    #[error("{path}: cannot read the root directory: {source}")]
+    #[error("{path}: cannot read the root directory")]
     Unreadable { path: PathBuf, source: io::Error },
     #[error("{path}: not a directory; give the directory that holds sys/")]
     NotADirectory { path: PathBuf },
-    #[error(
-        "{path}: not a Linux sysfs tree: {path}/sys/devices/system/cpu is missing{hint}"
-    )]
+    #[error("{path}: not a Linux sysfs tree: {path}/sys/devices/system/cpu is missing{hint}")]
     NotSysfs { path: PathBuf, hint: &'static str },
 }
 
 /// A file read under a root failed.
 #[derive(Debug, Error)]
-#[error("{path}: {source}")]
+#[error("cannot read {path}")]
 pub struct ReadError {
     pub path: PathBuf,
     pub source: io::Error,
@@ -130,7 +128,10 @@ mod tests {
         fs::write(dir.path().join("sys/devices/system/cpu/online"), "0-3\n").unwrap();
         let root = SysRoot::new(dir.path()).unwrap();
         assert!(!root.is_host());
-        assert_eq!(root.read("/sys/devices/system/cpu/online").unwrap(), "0-3\n");
+        assert_eq!(
+            root.read("/sys/devices/system/cpu/online").unwrap(),
+            "0-3\n"
+        );
         assert_eq!(root.read_optional("sys/nothing").unwrap(), None);
         let e = root.read("sys/nothing").unwrap_err();
         assert!(e.to_string().contains("sys/nothing"), "{e}");

@@ -53,9 +53,15 @@ impl TopologySource {
 pub enum DiscoveryError {
     #[error("hwloc could not read {what}: {detail}")]
     Hwloc { what: String, detail: String },
-    #[error("{path}: hwloc rejected this XML file: {detail} (give a file written by `lstopo --of xml`)")]
+    #[error("{path}: cannot read: {detail}")]
+    Read { path: PathBuf, detail: String },
+    #[error(
+        "{path}: hwloc rejected this XML file: {detail} (give a file written by `lstopo --of xml`)"
+    )]
     Xml { path: PathBuf, detail: String },
-    #[error("invalid synthetic topology {input:?}: {detail} (expected levels like \"pack:2 l3:1 core:4 pu:2\")")]
+    #[error(
+        "invalid synthetic topology {input:?}: {detail} (expected levels like \"pack:2 l3:1 core:4 pu:2\")"
+    )]
     Synthetic { input: String, detail: String },
     #[error("{source_name}: {error}")]
     Inconsistent {
@@ -71,7 +77,12 @@ static HWLOC_LOAD: Mutex<()> = Mutex::new(());
 
 /// Environment variables through which hwloc would read something other
 /// than the machine it runs on.
-const HWLOC_REDIRECTS: [&str; 4] = ["HWLOC_FSROOT", "HWLOC_XMLFILE", "HWLOC_SYNTHETIC", "HWLOC_COMPONENTS"];
+const HWLOC_REDIRECTS: [&str; 4] = [
+    "HWLOC_FSROOT",
+    "HWLOC_XMLFILE",
+    "HWLOC_SYNTHETIC",
+    "HWLOC_COMPONENTS",
+];
 
 /// Reads the machine `source` names.
 pub fn discover(source: &TopologySource) -> Result<Topology, DiscoveryError> {
@@ -111,28 +122,37 @@ fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
         }
         TopologySource::Root(root) => load_fsroot(root.path()),
         TopologySource::Xml(path) => {
-            let b = Hw::builder()
-                .from_xml_file(path)
-                .map_err(|e| DiscoveryError::Xml {
-                    path: path.clone(),
-                    detail: e.to_string(),
-                })?;
-            b.build().map_err(|e| DiscoveryError::Xml {
+            // Read it ourselves: the binding's file path API treats an
+            // unreadable file as an internal error.
+            let xml_err = |detail: String| DiscoveryError::Xml {
+                path: path.clone(),
+                detail,
+            };
+            let text = std::fs::read_to_string(path).map_err(|e| DiscoveryError::Read {
                 path: path.clone(),
                 detail: e.to_string(),
-            })
+            })?;
+            Hw::builder()
+                .from_xml(&text)
+                .map_err(|e| xml_err(e.to_string()))?
+                .build()
+                .map_err(|e| xml_err(e.to_string()))
         }
         TopologySource::Synthetic(text) => {
-            let b = Hw::builder()
-                .from_synthetic(text)
-                .map_err(|e| DiscoveryError::Synthetic {
-                    input: text.clone(),
-                    detail: e.to_string(),
-                })?;
-            b.build().map_err(|e| DiscoveryError::Synthetic {
+            // hwloc's own message is a bare errno; numaplace's parser of the
+            // same syntax says what is wrong where it can.
+            let refused = |e: &dyn std::fmt::Display| DiscoveryError::Synthetic {
                 input: text.clone(),
-                detail: e.to_string(),
-            })
+                detail: match Topology::synthetic(text) {
+                    Err(ours) => ours.reason,
+                    Ok(_) => format!("hwloc refused it: {e}"),
+                },
+            };
+            Hw::builder()
+                .from_synthetic(text)
+                .map_err(|e| refused(&e))?
+                .build()
+                .map_err(|e| refused(&e))
         }
     }
 }
@@ -164,8 +184,20 @@ fn load_fsroot(path: &Path) -> Result<Hw, DiscoveryError> {
         }
     }
     let hw = result?;
-    if hw.is_this_system() {
-        return Err(hwloc_err(&what, "hwloc read the running machine instead"));
+    // When hwloc's Linux backend gives up on a tree (no CPU topology in it)
+    // hwloc falls back to a backend that describes the running machine:
+    // only a topology the Linux backend built is the tree's.
+    let linux = hw
+        .root_object()
+        .info("Backend")
+        .and_then(|v| v.to_str().ok())
+        == Some("Linux");
+    if hw.is_this_system() || !linux {
+        return Err(hwloc_err(
+            &what,
+            "hwloc's Linux backend found no CPU topology in it \
+             (sys/devices/system/cpu/cpuN/topology); give a snapshot of a Linux machine's /sys",
+        ));
     }
     Ok(hw)
 }
@@ -190,7 +222,11 @@ fn sysfs_node_cpus(root: &SysRoot, node: u32) -> Option<CpuSet> {
 }
 
 fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> TopologyDesc {
-    let all: CpuSet = hw.cpuset().iter_set().map(|i| usize::from(i) as u32).collect();
+    let all: CpuSet = hw
+        .cpuset()
+        .iter_set()
+        .map(|i| usize::from(i) as u32)
+        .collect();
 
     let mut packages: Vec<PackageDesc> = hw
         .objects_with_type(ObjectType::Package)
@@ -380,7 +416,10 @@ fn adopt_orphan_cpus(all: &CpuSet, packages: &[PackageDesc], nodes: &mut [NodeDe
     }
     let mut adopted: Vec<(u32, CpuSet)> = Vec::new();
     for cpu in orphans.iter() {
-        let package = packages.iter().find(|p| p.cpus.contains(cpu)).map(|p| p.os_id);
+        let package = packages
+            .iter()
+            .find(|p| p.cpus.contains(cpu))
+            .map(|p| p.os_id);
         let has_memory = |n: &&NodeDesc| n.memory > 0;
         let pick = nodes
             .iter()

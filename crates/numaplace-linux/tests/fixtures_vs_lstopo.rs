@@ -48,10 +48,17 @@ fn compare(tarball: &Path) {
         .iter()
         .map(|n| (n.os_index, n.cpus.clone(), n.local_memory))
         .collect();
-    assert_eq!(nodes, want_nodes, "{name}: NUMA nodes (kernel id, cpuset, memory)");
+    assert_eq!(
+        nodes, want_nodes,
+        "{name}: NUMA nodes (kernel id, cpuset, memory)"
+    );
     // Home CPUs: within the node's cpuset, except CPUs that are in no
     // node of lstopo's (their node is offline) and were adopted.
-    let in_some_node: CpuSet = want.numa_nodes.iter().flat_map(|n| n.cpus.iter().copied()).collect();
+    let in_some_node: CpuSet = want
+        .numa_nodes
+        .iter()
+        .flat_map(|n| n.cpus.iter().copied())
+        .collect();
     for n in got.nodes() {
         let extra = n.span.difference(&n.locality);
         assert!(
@@ -126,7 +133,11 @@ fn tarballs(dir: &Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn every_shared_fixture_matches_lstopo() {
     let all = tarballs(&fixtures_dir());
-    assert!(all.len() >= 9, "expected the 9 shared snapshots, found {}", all.len());
+    assert!(
+        all.len() >= 9,
+        "expected the 9 shared snapshots, found {}",
+        all.len()
+    );
     for t in all {
         compare(&t);
     }
@@ -163,7 +174,12 @@ fn traps_of_real_machines() {
     // Sub-NUMA clustering with CPU-less memory nodes: nodes 4 and 5 have
     // memory only; CPUs belong to nodes 0-3; one L3 spans two nodes.
     let (_d, t) = load("nri-server.tar.xz");
-    let cpuless: Vec<u32> = t.nodes().iter().filter(|n| n.span.is_empty()).map(|n| n.os_id).collect();
+    let cpuless: Vec<u32> = t
+        .nodes()
+        .iter()
+        .filter(|n| n.span.is_empty())
+        .map(|n| n.os_id)
+        .collect();
     assert_eq!(cpuless, vec![4, 5]);
     assert_eq!(t.node_by_os_id(4).unwrap().package, Some(0));
     assert_eq!(t.llcs().len(), 2);

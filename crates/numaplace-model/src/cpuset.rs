@@ -224,7 +224,9 @@ impl CpuSet {
         };
         let trimmed = text.trim();
         if trimmed.is_empty() {
-            return Err(err("empty mask (the kernel writes at least one word)".into()));
+            return Err(err(
+                "empty mask (the kernel writes at least one word)".into()
+            ));
         }
         let chunks: Vec<&str> = trimmed.split(',').collect();
         let mut set = CpuSet::new();

@@ -56,10 +56,34 @@ fn check_invariants(t: &Topology) {
     assert_eq!(all.len(), t.cpus().len());
     // Every CPU in exactly one core, LLC, node span and package.
     for cpu in t.cpus() {
-        assert_eq!(t.cores().iter().filter(|c| c.span.contains(cpu.os_id)).count(), 1);
-        assert_eq!(t.llcs().iter().filter(|l| l.span.contains(cpu.os_id)).count(), 1);
-        assert_eq!(t.nodes().iter().filter(|n| n.span.contains(cpu.os_id)).count(), 1);
-        assert_eq!(t.packages().iter().filter(|p| p.span.contains(cpu.os_id)).count(), 1);
+        assert_eq!(
+            t.cores()
+                .iter()
+                .filter(|c| c.span.contains(cpu.os_id))
+                .count(),
+            1
+        );
+        assert_eq!(
+            t.llcs()
+                .iter()
+                .filter(|l| l.span.contains(cpu.os_id))
+                .count(),
+            1
+        );
+        assert_eq!(
+            t.nodes()
+                .iter()
+                .filter(|n| n.span.contains(cpu.os_id))
+                .count(),
+            1
+        );
+        assert_eq!(
+            t.packages()
+                .iter()
+                .filter(|p| p.span.contains(cpu.os_id))
+                .count(),
+            1
+        );
         assert!(t.cores()[cpu.core].span.contains(cpu.os_id));
         assert!(t.llcs()[cpu.llc].span.contains(cpu.os_id));
         assert!(t.nodes()[cpu.node].span.contains(cpu.os_id));
@@ -74,7 +98,11 @@ fn check_invariants(t: &Topology) {
     }
     for l in t.llcs() {
         assert!(l.span.is_subset(&t.packages()[l.package].span));
-        let cores: CpuSet = l.cores.iter().flat_map(|&c| t.cores()[c].span.iter()).collect();
+        let cores: CpuSet = l
+            .cores
+            .iter()
+            .flat_map(|&c| t.cores()[c].span.iter())
+            .collect();
         assert_eq!(cores, l.span);
     }
     for n in t.nodes() {

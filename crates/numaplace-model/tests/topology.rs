@@ -53,20 +53,56 @@ fn two_socket_desc() -> TopologyDesc {
     TopologyDesc {
         source: "test".into(),
         packages: vec![
-            PackageDesc { os_id: 0, cpus: set("0,2") },
-            PackageDesc { os_id: 1, cpus: set("1,3") },
+            PackageDesc {
+                os_id: 0,
+                cpus: set("0,2"),
+            },
+            PackageDesc {
+                os_id: 1,
+                cpus: set("1,3"),
+            },
         ],
         cores: vec![
-            CoreDesc { os_id: 0, cpus: set("0") },
-            CoreDesc { os_id: 1, cpus: set("2") },
-            CoreDesc { os_id: 0, cpus: set("1") },
-            CoreDesc { os_id: 1, cpus: set("3") },
+            CoreDesc {
+                os_id: 0,
+                cpus: set("0"),
+            },
+            CoreDesc {
+                os_id: 1,
+                cpus: set("2"),
+            },
+            CoreDesc {
+                os_id: 0,
+                cpus: set("1"),
+            },
+            CoreDesc {
+                os_id: 1,
+                cpus: set("3"),
+            },
         ],
         nodes: vec![
-            NodeDesc { os_id: 1, memory: 100, cpus: set("1,3"), locality: set("1,3"), package: None },
-            NodeDesc { os_id: 0, memory: 200, cpus: set("0,2"), locality: set("0,2"), package: None },
+            NodeDesc {
+                os_id: 1,
+                memory: 100,
+                cpus: set("1,3"),
+                locality: set("1,3"),
+                package: None,
+            },
+            NodeDesc {
+                os_id: 0,
+                memory: 200,
+                cpus: set("0,2"),
+                locality: set("0,2"),
+                package: None,
+            },
             // CPU-less memory near package 0 (persistent memory, CXL).
-            NodeDesc { os_id: 4, memory: 1000, cpus: CpuSet::new(), locality: set("0,2"), package: None },
+            NodeDesc {
+                os_id: 4,
+                memory: 1000,
+                cpus: CpuSet::new(),
+                locality: set("0,2"),
+                package: None,
+            },
         ],
         caches: vec![],
         // In the order of `nodes` above: 1, 0, 4.
@@ -129,9 +165,13 @@ fn cgroup_leaves_a_package_only_its_memory() {
 
 #[test]
 fn refusals_name_the_fault() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut TopologyDesc)>)> = vec![
+    type Mutation = Box<dyn Fn(&mut TopologyDesc)>;
+    let cases: Vec<(&str, Mutation)> = vec![
         ("shares CPUs", Box::new(|d| d.cores[1].cpus = set("0,2"))),
-        ("belong to no node", Box::new(|d| d.nodes[0].cpus = set("1"))),
+        (
+            "belong to no node",
+            Box::new(|d| d.nodes[0].cpus = set("1")),
+        ),
         ("needs 9", Box::new(|d| d.distances = Some(vec![10; 4]))),
         (
             "spans packages",
@@ -142,12 +182,23 @@ fn refusals_name_the_fault() {
         ),
         ("appears twice", Box::new(|d| d.nodes[2].os_id = 0)),
         ("no NUMA node", Box::new(|d| d.nodes.clear())),
-        ("cores cover CPUs 0-3 but packages cover 1,3", Box::new(|d| d.packages[0].cpus = CpuSet::new())),
+        (
+            "cores cover CPUs 0-3 but packages cover 1,3",
+            Box::new(|d| d.packages[0].cpus = CpuSet::new()),
+        ),
         (
             "package 7 has no CPU and no memory",
-            Box::new(|d| d.packages.push(PackageDesc { os_id: 7, cpus: CpuSet::new() })),
+            Box::new(|d| {
+                d.packages.push(PackageDesc {
+                    os_id: 7,
+                    cpus: CpuSet::new(),
+                })
+            }),
         ),
-        ("names package 9", Box::new(|d| d.nodes[2].package = Some(9))),
+        (
+            "names package 9",
+            Box::new(|d| d.nodes[2].package = Some(9)),
+        ),
         (
             "split by an L2",
             Box::new(|d| {
@@ -196,7 +247,11 @@ fn json_round_trip_revalidates() {
     let back: Topology = serde_json::from_str(&j).unwrap();
     assert_eq!(back, t);
     // A tampered view is refused, not trusted.
-    let bad = j.replacen(r#""os_id":0,"span":"0,2","cores""#, r#""os_id":0,"span":"0-3","cores""#, 1);
+    let bad = j.replacen(
+        r#""os_id":0,"span":"0,2","cores""#,
+        r#""os_id":0,"span":"0-3","cores""#,
+        1,
+    );
     assert_ne!(bad, j);
     assert!(serde_json::from_str::<Topology>(&bad).is_err());
 }

@@ -585,5 +585,8 @@ pub fn require_lstopo() {
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
-    assert!(ok, "{LSTOPO} not found: install Debian's hwloc package (apt-get install hwloc)");
+    assert!(
+        ok,
+        "{LSTOPO} not found: install Debian's hwloc package (apt-get install hwloc)"
+    );
 }

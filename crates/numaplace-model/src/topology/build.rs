@@ -33,7 +33,10 @@ fn disjoint_union<'a>(
             bail!("{what} {id} has no CPU");
         }
         if s.intersects(&all) {
-            bail!("{what} {id} shares CPUs {} with another {what}", s.intersection(&all));
+            bail!(
+                "{what} {id} shares CPUs {} with another {what}",
+                s.intersection(&all)
+            );
         }
         all = all.union(s);
     }
@@ -70,7 +73,10 @@ impl Topology {
         // CPU-less packages are checked once nodes are known.
         let span = disjoint_union(
             "package",
-            pkg_desc.iter().filter(|p| !p.cpus.is_empty()).map(|p| (p.os_id, &p.cpus)),
+            pkg_desc
+                .iter()
+                .filter(|p| !p.cpus.is_empty())
+                .map(|p| (p.os_id, &p.cpus)),
         )?;
         if span.is_empty() {
             bail!("no package has a CPU: a machine has at least one CPU");
@@ -79,11 +85,7 @@ impl Topology {
         // Cores.
         let core_span = disjoint_union("core", desc.cores.iter().map(|c| (c.os_id, &c.cpus)))?;
         if core_span != span {
-            bail!(
-                "cores cover CPUs {} but packages cover {}",
-                core_span,
-                span
-            );
+            bail!("cores cover CPUs {} but packages cover {}", core_span, span);
         }
         let pkg_sets: Vec<&CpuSet> = pkg_desc.iter().map(|p| &p.cpus).collect();
 
@@ -162,7 +164,11 @@ impl Topology {
                 bail!("an L{} cache has no CPU", c.level);
             }
             if !c.cpus.is_subset(&span) {
-                bail!("an L{} cache holds CPUs {} the machine lacks", c.level, c.cpus.difference(&span));
+                bail!(
+                    "an L{} cache holds CPUs {} the machine lacks",
+                    c.level,
+                    c.cpus.difference(&span)
+                );
             }
             if container(&pkg_sets, &c.cpus).is_none() {
                 bail!("the L{} cache of CPUs {} spans packages", c.level, c.cpus);
@@ -175,7 +181,11 @@ impl Topology {
                     break;
                 }
                 if a.cpus.intersects(&b.cpus) {
-                    bail!("two L{} caches share CPUs {}", a.level, a.cpus.intersection(&b.cpus));
+                    bail!(
+                        "two L{} caches share CPUs {}",
+                        a.level,
+                        a.cpus.intersection(&b.cpus)
+                    );
                 }
             }
         }
@@ -339,7 +349,8 @@ impl Topology {
                 // The package holding the CPUs near the node (its own, for
                 // an ordinary node), else the one the backend names.
                 let package = container(&pkg_sets, &locality).or_else(|| {
-                    n.package.and_then(|os| pkg_desc.iter().position(|p| p.os_id == os))
+                    n.package
+                        .and_then(|os| pkg_desc.iter().position(|p| p.os_id == os))
                 });
                 Node {
                     id,
@@ -357,10 +368,17 @@ impl Topology {
             if let Some(os) = n.package
                 && !pkg_desc.iter().any(|p| p.os_id == os)
             {
-                bail!("node {} names package {os}, which the machine lacks", n.os_id);
+                bail!(
+                    "node {} names package {os}, which the machine lacks",
+                    n.os_id
+                );
             }
             if !n.locality.is_subset(&span) {
-                bail!("node {}'s locality {} holds CPUs the machine lacks", n.os_id, n.locality);
+                bail!(
+                    "node {}'s locality {} holds CPUs the machine lacks",
+                    n.os_id,
+                    n.locality
+                );
             }
         }
         for c in &cores {
@@ -393,14 +411,20 @@ impl Topology {
                 packages[p].nodes.push(n.id);
             }
         }
-        if let Some(p) = packages.iter().find(|p| p.span.is_empty() && p.nodes.is_empty()) {
+        if let Some(p) = packages
+            .iter()
+            .find(|p| p.span.is_empty() && p.nodes.is_empty())
+        {
             bail!("package {} has no CPU and no memory node", p.os_id);
         }
 
         // CPU kinds (hybrid machines).
         let kind_span = disjoint_union(
             "CPU kind",
-            desc.cpu_kinds.iter().enumerate().map(|(i, k)| (i as u32, &k.cpus)),
+            desc.cpu_kinds
+                .iter()
+                .enumerate()
+                .map(|(i, k)| (i as u32, &k.cpus)),
         )?;
         if !desc.cpu_kinds.is_empty() && kind_span != span {
             bail!("CPU kinds cover {} but the machine has {}", kind_span, span);

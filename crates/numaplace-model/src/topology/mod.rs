@@ -378,10 +378,16 @@ fn desc_from_parts(
     TopologyDesc {
         source,
         packages: (packages.iter())
-            .map(|p| PackageDesc { os_id: p.os_id, cpus: p.span.clone() })
+            .map(|p| PackageDesc {
+                os_id: p.os_id,
+                cpus: p.span.clone(),
+            })
             .collect(),
         cores: (cores.iter())
-            .map(|c| CoreDesc { os_id: c.os_id, cpus: c.span.clone() })
+            .map(|c| CoreDesc {
+                os_id: c.os_id,
+                cpus: c.span.clone(),
+            })
             .collect(),
         nodes: (nodes.iter())
             .map(|n| NodeDesc {
@@ -404,7 +410,10 @@ fn desc_from_parts(
             .collect(),
         distances,
         cpu_kinds: (cpu_kinds.iter())
-            .map(|k| CpuKindDesc { name: k.name.clone(), cpus: k.span.clone() })
+            .map(|k| CpuKindDesc {
+                name: k.name.clone(),
+                cpus: k.span.clone(),
+            })
             .collect(),
     }
 }

@@ -49,10 +49,16 @@ const GIB: u64 = 1024 * MIB;
 fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
     let upper = s.to_ascii_uppercase();
-    let (digits, mult) = [("TB", GIB * KIB), ("GB", GIB), ("MB", MIB), ("KB", KIB), ("B", 1)]
-        .iter()
-        .find_map(|(suf, m)| upper.strip_suffix(suf).map(|d| (d.to_string(), *m)))
-        .unwrap_or((upper.clone(), 1));
+    let (digits, mult) = [
+        ("TB", GIB * KIB),
+        ("GB", GIB),
+        ("MB", MIB),
+        ("KB", KIB),
+        ("B", 1),
+    ]
+    .iter()
+    .find_map(|(suf, m)| upper.strip_suffix(suf).map(|d| (d.to_string(), *m)))
+    .unwrap_or((upper.clone(), 1));
     digits.trim().parse::<u64>().ok()?.checked_mul(mult)
 }
 
@@ -88,7 +94,9 @@ impl Topology {
                     .split_once('=')
                     .ok_or_else(|| err(format!("{tok:?}: attribute {a:?} is not KEY=VALUE")))?;
                 if k.trim() != key {
-                    return Err(err(format!("{tok:?}: {name} takes only the attribute {key}=")));
+                    return Err(err(format!(
+                        "{tok:?}: {name} takes only the attribute {key}="
+                    )));
                 }
                 parse_size(v)
                     .map(Some)
@@ -134,10 +142,17 @@ impl Topology {
         }
         for unique in [Level::Package, Level::Core] {
             if levels.iter().filter(|(l, _)| *l == unique).count() > 1 {
-                return Err(err(format!("{unique:?} appears more than once").to_lowercase()));
+                return Err(err(
+                    format!("{unique:?} appears more than once").to_lowercase()
+                ));
             }
         }
-        if levels.iter().filter(|(l, _)| matches!(l, Level::Numa { .. })).count() > 1 {
+        if levels
+            .iter()
+            .filter(|(l, _)| matches!(l, Level::Numa { .. }))
+            .count()
+            > 1
+        {
             return Err(err("numa appears more than once".into()));
         }
         let total: u64 = levels.iter().map(|&(_, c)| c as u64).product();
@@ -177,7 +192,9 @@ impl Topology {
             .collect();
         let nodes = match find(&|l| matches!(l, Level::Numa { .. })) {
             Some(i) => {
-                let Level::Numa { memory } = levels[i].0 else { unreachable!() };
+                let Level::Numa { memory } = levels[i].0 else {
+                    unreachable!()
+                };
                 groups(i)
                     .into_iter()
                     .enumerate()
@@ -204,7 +221,11 @@ impl Topology {
                 for cpus in groups(i) {
                     caches.push(CacheDesc {
                         level,
-                        kind: if level == 1 { CacheKind::Data } else { CacheKind::Unified },
+                        kind: if level == 1 {
+                            CacheKind::Data
+                        } else {
+                            CacheKind::Unified
+                        },
                         size,
                         line_size: 64,
                         ways: 0,
@@ -218,7 +239,10 @@ impl Topology {
             packages: packages
                 .into_iter()
                 .enumerate()
-                .map(|(i, cpus)| PackageDesc { os_id: i as u32, cpus })
+                .map(|(i, cpus)| PackageDesc {
+                    os_id: i as u32,
+                    cpus,
+                })
                 .collect(),
             cores,
             nodes,

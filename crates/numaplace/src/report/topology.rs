@@ -40,7 +40,11 @@ fn private_caches(t: &Topology, core: usize) -> String {
         .filter(|&&i| Some(i) != llc_cache)
         .map(|&i| {
             let cache = &t.caches()[i];
-            let kind = if cache.kind == CacheKind::Data { "d" } else { "" };
+            let kind = if cache.kind == CacheKind::Data {
+                "d"
+            } else {
+                ""
+            };
             format!("L{}{} {}", cache.level, kind, bytes(cache.size))
         })
         .rev()
@@ -62,7 +66,11 @@ pub fn render(t: &Topology) -> String {
         plural(t.packages().len()),
         t.nodes().len(),
         plural(t.nodes().len()),
-        if cpuless > 0 { format!(" ({cpuless} without CPUs)") } else { String::new() },
+        if cpuless > 0 {
+            format!(" ({cpuless} without CPUs)")
+        } else {
+            String::new()
+        },
         t.llcs().len(),
         plural(t.llcs().len()),
         t.cores().len(),
@@ -70,7 +78,10 @@ pub fn render(t: &Topology) -> String {
         t.smt_width(),
         bytes(t.total_memory()),
     );
-    let _ = writeln!(out, "CPU numbers are the kernel's; [a,b] is one core's hardware threads.");
+    let _ = writeln!(
+        out,
+        "CPU numbers are the kernel's; [a,b] is one core's hardware threads."
+    );
     for p in t.packages() {
         if p.span.is_empty() {
             let _ = writeln!(out, "Package {}: none of its CPUs is ours to use", p.os_id);
@@ -81,7 +92,12 @@ pub fn render(t: &Topology) -> String {
             render_node(t, n, &mut out);
         }
     }
-    let orphans: Vec<usize> = t.nodes().iter().filter(|n| n.package.is_none()).map(|n| n.id).collect();
+    let orphans: Vec<usize> = t
+        .nodes()
+        .iter()
+        .filter(|n| n.package.is_none())
+        .map(|n| n.id)
+        .collect();
     if !orphans.is_empty() {
         let _ = writeln!(out, "Nodes outside any one package:");
         for n in orphans {
@@ -105,10 +121,21 @@ fn render_node(t: &Topology, n: usize, out: &mut String) {
         } else {
             format!("near CPUs {}", node.locality)
         };
-        let _ = writeln!(out, "  Node {}: {}, no CPUs ({near})", node.os_id, bytes(node.memory));
+        let _ = writeln!(
+            out,
+            "  Node {}: {}, no CPUs ({near})",
+            node.os_id,
+            bytes(node.memory)
+        );
         return;
     }
-    let _ = writeln!(out, "  Node {}: {}, CPUs {}", node.os_id, bytes(node.memory), node.span);
+    let _ = writeln!(
+        out,
+        "  Node {}: {}, CPUs {}",
+        node.os_id,
+        bytes(node.memory),
+        node.span
+    );
     for &l in &node.llcs {
         let llc = &t.llcs()[l];
         let name = match llc.cache {
@@ -119,15 +146,33 @@ fn render_node(t: &Topology, n: usize, out: &mut String) {
             None => "LLC (no cache reported)".to_string(),
         };
         let shared = if llc.nodes.len() > 1 {
-            let ids: Vec<String> = llc.nodes.iter().map(|&i| t.nodes()[i].os_id.to_string()).collect();
+            let ids: Vec<String> = llc
+                .nodes
+                .iter()
+                .map(|&i| t.nodes()[i].os_id.to_string())
+                .collect();
             format!(", shared by nodes {}", ids.join(","))
         } else {
             String::new()
         };
-        let cores: Vec<usize> = llc.cores.iter().copied().filter(|&c| t.cores()[c].node == n).collect();
-        let span = cores.iter().fold(numaplace_model::CpuSet::new(), |a, &c| a.union(&t.cores()[c].span));
-        let private = cores.first().map(|&c| private_caches(t, c)).unwrap_or_default();
-        let private = if private.is_empty() { String::new() } else { format!(" ({private} per core)") };
+        let cores: Vec<usize> = llc
+            .cores
+            .iter()
+            .copied()
+            .filter(|&c| t.cores()[c].node == n)
+            .collect();
+        let span = cores.iter().fold(numaplace_model::CpuSet::new(), |a, &c| {
+            a.union(&t.cores()[c].span)
+        });
+        let private = cores
+            .first()
+            .map(|&c| private_caches(t, c))
+            .unwrap_or_default();
+        let private = if private.is_empty() {
+            String::new()
+        } else {
+            format!(" ({private} per core)")
+        };
         let _ = writeln!(out, "    {name}: CPUs {span}{shared}{private}");
         let mut line = format!("      {} core{}:", cores.len(), plural(cores.len()));
         for &c in &cores {
@@ -146,7 +191,10 @@ fn render_kinds(t: &Topology, out: &mut String) {
     if t.cpu_kinds().is_empty() {
         return;
     }
-    let _ = writeln!(out, "CPU kinds (hybrid machine, most power-efficient first):");
+    let _ = writeln!(
+        out,
+        "CPU kinds (hybrid machine, most power-efficient first):"
+    );
     for k in t.cpu_kinds() {
         let _ = writeln!(out, "  {}: CPUs {}", k.name, k.span);
     }
@@ -201,12 +249,22 @@ mod tests {
 
     #[test]
     fn tree_of_a_sub_numa_machine() {
-        let t = Topology::synthetic("pack:2 l3:1(size=30MB) numa:2 l2:2(size=1MB) l1:1 core:1 pu:2").unwrap();
+        let t =
+            Topology::synthetic("pack:2 l3:1(size=30MB) numa:2 l2:2(size=1MB) l1:1 core:1 pu:2")
+                .unwrap();
         let s = render(&t);
-        assert!(s.contains("2 packages, 4 NUMA nodes, 2 LLC domains, 8 cores, 16 CPUs (2 per core)"), "{s}");
+        assert!(
+            s.contains("2 packages, 4 NUMA nodes, 2 LLC domains, 8 cores, 16 CPUs (2 per core)"),
+            "{s}"
+        );
         assert!(s.contains("Package 1: CPUs 8-15"), "{s}");
         assert!(s.contains("  Node 1: 1 GiB, CPUs 4-7"), "{s}");
-        assert!(s.contains("    L3 30 MiB: CPUs 4-7, shared by nodes 0,1 (L2 1 MiB, L1d 32 KiB per core)"), "{s}");
+        assert!(
+            s.contains(
+                "    L3 30 MiB: CPUs 4-7, shared by nodes 0,1 (L2 1 MiB, L1d 32 KiB per core)"
+            ),
+            "{s}"
+        );
         assert!(s.contains("      2 cores: [4-5] [6-7]"), "{s}");
         assert!(s.contains("none reported, Linux's defaults"), "{s}");
         assert!(s.contains("     0  10  20  20  20"), "{s}");

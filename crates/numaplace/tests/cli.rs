@@ -1,0 +1,182 @@
+//! The `numaplace` binary as a user runs it.
+
+#[path = "../../numaplace-linux/tests/support/lstopo.rs"]
+mod lstopo;
+
+use std::process::{Command, Output};
+
+use numaplace_model::Topology;
+
+fn numaplace(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run numaplace")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn topology_of_this_machine() {
+    let o = numaplace(&["topology"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with("Machine (host): "), "{out}");
+    assert!(out.contains("Package "), "{out}");
+    assert!(out.contains("  Node "), "{out}");
+
+    let o = numaplace(&["topology", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t: Topology = serde_json::from_slice(&o.stdout).expect("topology JSON");
+    assert_eq!(t.source(), "host");
+    assert_eq!(
+        t.cpus().len(),
+        std::thread::available_parallelism().unwrap().get()
+    );
+}
+
+#[test]
+fn topology_of_every_fixture_as_json() {
+    let mut seen = 0;
+    for dir in [lstopo::fixtures_dir(), lstopo::own_fixtures_dir()] {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.to_string_lossy().into_owned();
+            if !(name.ends_with(".tar.bz2") || name.ends_with(".tar.xz")) {
+                continue;
+            }
+            let tmp = tempfile::tempdir().unwrap();
+            let root = lstopo::extract_fixture(&path, tmp.path());
+            let o = numaplace(&["topology", "--sysfs-root", root.to_str().unwrap(), "--json"]);
+            assert!(o.status.success(), "{name}: {}", stderr(&o));
+            let t: Topology = serde_json::from_slice(&o.stdout).expect("topology JSON");
+            assert!(!t.cpus().is_empty(), "{name}");
+            let o = numaplace(&["topology", "--sysfs-root", root.to_str().unwrap()]);
+            assert!(stdout(&o).contains("Machine (sysfs:"), "{name}");
+            seen += 1;
+        }
+    }
+    assert!(seen >= 12, "only {seen} fixtures found");
+}
+
+#[test]
+fn synthetic_and_xml_machines() {
+    let o = numaplace(&["topology", "--synthetic", "pack:2 numa:2 l3:1 core:4 pu:2"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("2 packages, 4 NUMA nodes, 4 LLC domains, 16 cores, 32 CPUs"),
+        "{out}"
+    );
+
+    // An XML export of a fixture reads back as the same machine.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = lstopo::extract_fixture(
+        &lstopo::fixtures_dir().join("16em64t-4s2c2t.tar.bz2"),
+        tmp.path(),
+    );
+    let xml = tmp.path().join("m.xml");
+    std::fs::write(&xml, lstopo::lstopo_xml(&root)).unwrap();
+    let from_xml = numaplace(&["topology", "--xml", xml.to_str().unwrap(), "--json"]);
+    let from_root = numaplace(&["topology", "--sysfs-root", root.to_str().unwrap(), "--json"]);
+    assert!(from_xml.status.success(), "{}", stderr(&from_xml));
+    let a: Topology = serde_json::from_slice(&from_xml.stdout).unwrap();
+    let b: Topology = serde_json::from_slice(&from_root.stdout).unwrap();
+    assert_eq!(a.cpus(), b.cpus());
+    assert_eq!(a.nodes().len(), b.nodes().len());
+    assert_eq!(a.llcs(), b.llcs());
+}
+
+/// Bad input: exit status 2 and one line naming the input, never a panic.
+#[test]
+fn bad_input_is_one_clear_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let not_sysfs = tmp.path().join("etc");
+    std::fs::create_dir(&not_sysfs).unwrap();
+    let empty_sysfs = tmp.path().join("empty");
+    std::fs::create_dir_all(empty_sysfs.join("sys/devices/system/cpu")).unwrap();
+    let garbage_xml = tmp.path().join("garbage.xml");
+    std::fs::write(&garbage_xml, "<topology><object type=\"Blob\"/>").unwrap();
+    let missing = tmp.path().join("missing");
+    let p = |p: &std::path::Path| p.to_str().unwrap().to_string();
+
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--sysfs-root".into(), p(&missing)],
+            "cannot read the root directory",
+        ),
+        (
+            vec!["--sysfs-root".into(), p(&not_sysfs)],
+            "not a Linux sysfs tree",
+        ),
+        (
+            vec!["--sysfs-root".into(), p(&empty_sysfs)],
+            "found no CPU topology",
+        ),
+        (
+            vec!["--xml".into(), p(&garbage_xml)],
+            "hwloc rejected this XML file",
+        ),
+        (vec!["--xml".into(), p(&missing)], "cannot read"),
+        (
+            vec!["--synthetic".into(), "pack:2 l3:x pu:2".into()],
+            "count must be a positive number",
+        ),
+        (
+            vec!["--synthetic".into(), "pack:2 core:4".into()],
+            "last level must be pu",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["topology".to_string()];
+        all.extend(args.iter().cloned());
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        let o = numaplace(&all);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{all:?}: {err}");
+        assert!(!err.contains("panicked"), "{all:?}: {err}");
+        let ours: Vec<&str> = err.lines().filter(|l| !l.starts_with("[hwloc")).collect();
+        assert_eq!(ours.len(), 1, "{all:?}: one line wanted, got {err}");
+        assert!(ours[0].starts_with("numaplace: error: "), "{err}");
+        assert!(ours[0].contains(want), "{all:?}: wanted {want:?} in {err}");
+        if let Some(input) = args.get(1) {
+            assert!(
+                ours[0].contains(input.as_str()),
+                "{all:?}: the error must name the input: {err}"
+            );
+        }
+        assert!(o.stdout.is_empty(), "{all:?}: nothing on stdout");
+    }
+
+    // Two machines at once is a usage error.
+    let o = numaplace(&["topology", "--xml", "a", "--synthetic", "pu:1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
+}
+
+#[test]
+fn help_reads_well() {
+    let o = numaplace(&["--help"]);
+    assert!(o.status.success());
+    let h = stdout(&o);
+    assert!(h.contains("multi-socket"), "{h}");
+    assert!(h.contains("topology"), "{h}");
+    let o = numaplace(&["topology", "--help"]);
+    let h = stdout(&o);
+    for want in [
+        "--sysfs-root <DIR>",
+        "--xml <FILE>",
+        "--synthetic <LEVELS>",
+        "--json",
+        "Examples:",
+    ] {
+        assert!(h.contains(want), "topology --help lacks {want}: {h}");
+    }
+}
