@@ -16,7 +16,10 @@ use numaplace_model::{CpuSet, Topology};
 
 fn bench(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
-    let root = lstopo::extract_fixture(&lstopo::fixtures_dir().join("nri-server.tar.xz"), tmp.path());
+    let root = lstopo::extract_fixture(
+        &lstopo::fixtures_dir().join("nri-server.tar.xz"),
+        tmp.path(),
+    );
     let source = TopologySource::Root(SysRoot::new(&root).unwrap());
     let topo = discover(&source).unwrap();
     assert_eq!(topo.cpus().len(), 112);

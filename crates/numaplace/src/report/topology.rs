@@ -145,15 +145,17 @@ fn render_node(t: &Topology, n: usize, out: &mut String) {
             }
             None => "LLC (no cache reported)".to_string(),
         };
-        let shared = if llc.nodes.len() > 1 {
+        // An LLC spanning several nodes (sub-NUMA clustering) is named with
+        // them: its CPUs on this node are the node's, listed above.
+        let whom = if llc.nodes.len() > 1 {
             let ids: Vec<String> = llc
                 .nodes
                 .iter()
                 .map(|&i| t.nodes()[i].os_id.to_string())
                 .collect();
-            format!(", shared by nodes {}", ids.join(","))
+            format!("spanning nodes {}", ids.join(","))
         } else {
-            String::new()
+            format!("CPUs {}", llc.span)
         };
         let cores: Vec<usize> = llc
             .cores
@@ -161,9 +163,6 @@ fn render_node(t: &Topology, n: usize, out: &mut String) {
             .copied()
             .filter(|&c| t.cores()[c].node == n)
             .collect();
-        let span = cores.iter().fold(numaplace_model::CpuSet::new(), |a, &c| {
-            a.union(&t.cores()[c].span)
-        });
         let private = cores
             .first()
             .map(|&c| private_caches(t, c))
@@ -173,7 +172,7 @@ fn render_node(t: &Topology, n: usize, out: &mut String) {
         } else {
             format!(" ({private} per core)")
         };
-        let _ = writeln!(out, "    {name}: CPUs {span}{shared}{private}");
+        let _ = writeln!(out, "    {name}: {whom}{private}");
         let mut line = format!("      {} core{}:", cores.len(), plural(cores.len()));
         for &c in &cores {
             let item = format!(" [{}]", t.cores()[c].span);
@@ -260,9 +259,7 @@ mod tests {
         assert!(s.contains("Package 1: CPUs 8-15"), "{s}");
         assert!(s.contains("  Node 1: 1 GiB, CPUs 4-7"), "{s}");
         assert!(
-            s.contains(
-                "    L3 30 MiB: CPUs 4-7, shared by nodes 0,1 (L2 1 MiB, L1d 32 KiB per core)"
-            ),
+            s.contains("    L3 30 MiB: spanning nodes 0,1 (L2 1 MiB, L1d 32 KiB per core)"),
             "{s}"
         );
         assert!(s.contains("      2 cores: [4-5] [6-7]"), "{s}");
