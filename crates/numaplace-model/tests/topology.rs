@@ -255,3 +255,24 @@ fn json_round_trip_revalidates() {
     assert_ne!(bad, j);
     assert!(serde_json::from_str::<Topology>(&bad).is_err());
 }
+
+#[test]
+fn restrict_to_a_cpuset() {
+    let t = Topology::synthetic("pack:2 numa:1 l3:1 core:4 pu:2").unwrap();
+    let r = t.restrict(&set("0-2,100")).unwrap();
+    assert_eq!(r.span(), &set("0-2"));
+    assert_eq!(r.cores().len(), 2);
+    assert_eq!(r.cores()[1].span, set("2"));
+    assert_eq!(r.llcs().len(), 1);
+    // Node 1's memory is still ours: package 1 stays, holding it CPU-less.
+    assert_eq!(r.nodes().len(), 2);
+    assert!(r.nodes()[1].span.is_empty());
+    assert_eq!(r.packages().len(), 2);
+    assert_eq!(r.packages()[1].nodes, vec![1]);
+    assert!(r.source().ends_with("restricted to CPUs 0-2"));
+    let e = t.restrict(&set("64-65")).unwrap_err().to_string();
+    assert!(
+        e.contains("none of CPUs 64-65 is on this machine (it has 0-15)"),
+        "{e}"
+    );
+}

@@ -33,7 +33,8 @@ pub enum Command {
         numaplace topology --json\n  \
         numaplace topology --sysfs-root ./snapshot      (holds sys/ of another machine)\n  \
         numaplace topology --xml machine.xml            (from `lstopo --of xml`)\n  \
-        numaplace topology --synthetic \"pack:2 l3:1 core:4 pu:2\"")]
+        numaplace topology --synthetic \"pack:2 l3:1 core:4 pu:2\"\n  \
+        numaplace topology --cpus 0-3,8                 (what work confined to those CPUs sees)")]
     Topology(TopologyArgs),
 }
 
@@ -41,6 +42,11 @@ pub enum Command {
 pub struct TopologyArgs {
     #[command(flatten)]
     pub machine: MachineArgs,
+
+    /// Show the machine as work confined to these CPUs sees it (kernel list
+    /// syntax, e.g. 0-3,8): their cores and caches, and every node's memory.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
 
     /// Print JSON for programs instead of the tree.
     #[arg(long)]

@@ -133,6 +133,12 @@ fn bad_input_is_one_clear_line() {
             vec!["--synthetic".into(), "pack:2 core:4".into()],
             "last level must be pu",
         ),
+        (vec!["--cpus".into(), "".into()], "names no CPU"),
+        (vec!["--cpus".into(), "3-1".into()], "runs backwards"),
+        (
+            vec!["--cpus".into(), "4000".into()],
+            "none of CPUs 4000 is on this machine",
+        ),
     ];
     for (args, want) in cases {
         let mut all = vec!["topology".to_string()];
@@ -162,6 +168,29 @@ fn bad_input_is_one_clear_line() {
 }
 
 #[test]
+fn restricted_view_and_hybrid_machine() {
+    let o = numaplace(&[
+        "topology",
+        "--synthetic",
+        "pack:2 numa:1 l3:1 core:4 pu:2",
+        "--cpus",
+        "0-2",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("2 packages, 2 NUMA nodes (1 without CPUs), 1 LLC domain, 2 cores, 3 CPUs"),
+        "{out}"
+    );
+
+    let xml = lstopo::own_fixtures_dir().join("hybrid-2p4e.xml");
+    let o = numaplace(&["topology", "--xml", xml.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("CPU kinds (hybrid machine, most power-efficient first):\n  IntelAtom: CPUs 2-5\n  IntelCore: CPUs 0-1"), "{out}");
+}
+
+#[test]
 fn help_reads_well() {
     let o = numaplace(&["--help"]);
     assert!(o.status.success());
@@ -174,6 +203,7 @@ fn help_reads_well() {
         "--sysfs-root <DIR>",
         "--xml <FILE>",
         "--synthetic <LEVELS>",
+        "--cpus <LIST>",
         "--json",
         "Examples:",
     ] {

@@ -417,3 +417,48 @@ fn desc_from_parts(
             .collect(),
     }
 }
+
+impl Topology {
+    /// The machine as seen by work confined to `cpus` (a cpuset cgroup, a
+    /// scope): CPUs, cores, caches and kinds outside it are gone; every node
+    /// stays, since confining CPUs does not confine memory, and nodes left
+    /// without CPUs become CPU-less nodes of their package.
+    pub fn restrict(&self, cpus: &CpuSet) -> Result<Topology, TopologyError> {
+        let keep = self.span.intersection(cpus);
+        if keep.is_empty() {
+            return Err(TopologyError(format!(
+                "none of CPUs {cpus} is on this machine (it has {})",
+                self.span
+            )));
+        }
+        let mut d = self.to_desc();
+        for (n, node) in d.nodes.iter_mut().zip(&self.nodes) {
+            n.cpus = n.cpus.intersection(&keep);
+            n.locality = n.locality.intersection(&keep);
+            n.package = node.package.map(|p| self.packages[p].os_id);
+        }
+        let pkg_with_nodes: Vec<u32> = d.nodes.iter().filter_map(|n| n.package).collect();
+        for p in &mut d.packages {
+            p.cpus = p.cpus.intersection(&keep);
+        }
+        d.packages
+            .retain(|p| !p.cpus.is_empty() || pkg_with_nodes.contains(&p.os_id));
+        for c in &mut d.cores {
+            c.cpus = c.cpus.intersection(&keep);
+        }
+        d.cores.retain(|c| !c.cpus.is_empty());
+        for c in &mut d.caches {
+            c.cpus = c.cpus.intersection(&keep);
+        }
+        d.caches.retain(|c| !c.cpus.is_empty());
+        for k in &mut d.cpu_kinds {
+            k.cpus = k.cpus.intersection(&keep);
+        }
+        d.cpu_kinds.retain(|k| !k.cpus.is_empty());
+        if d.cpu_kinds.len() == 1 {
+            d.cpu_kinds.clear();
+        }
+        d.source = format!("{} restricted to CPUs {keep}", self.source);
+        Topology::new(d)
+    }
+}

@@ -4,11 +4,24 @@ pub mod topology;
 
 use numaplace_linux::{DiscoveryError, SysRootError};
 
-/// Exit status: 2 when the input was at fault (a path, file or description
-/// the user gave), 1 for anything else.
+/// Something the user gave on the command line is wrong; the message says
+/// what and names it.
+#[derive(Debug)]
+pub struct InputError(pub String);
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+/// Exit status: 2 when the input was at fault (a path, file, list or
+/// description the user gave), 1 for anything else.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     let input_fault = e
         .chain()
-        .any(|c| c.is::<SysRootError>() || c.is::<DiscoveryError>());
+        .any(|c| c.is::<SysRootError>() || c.is::<DiscoveryError>() || c.is::<InputError>());
     if input_fault { 2 } else { 1 }
 }

@@ -2,13 +2,22 @@
 
 use anyhow::Result;
 use numaplace_linux::{SysRoot, TopologySource, discover};
-use numaplace_model::Topology;
+use numaplace_model::{CpuSet, Topology};
 
 use crate::cli::{MachineArgs, TopologyArgs};
+use crate::commands::InputError;
 use crate::report;
 
 pub fn run(args: &TopologyArgs) -> Result<()> {
-    let topo = load(&args.machine)?;
+    let mut topo = load(&args.machine)?;
+    if let Some(list) = &args.cpus {
+        let cpus: CpuSet = list
+            .parse()
+            .map_err(|e| InputError(format!("--cpus: {e}")))?;
+        topo = topo
+            .restrict(&cpus)
+            .map_err(|e| InputError(format!("--cpus {list}: {}", e.0)))?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&topo)?);
     } else {
