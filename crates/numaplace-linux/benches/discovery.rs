@@ -5,7 +5,6 @@
 //! `cargo bench -p numaplace-linux --bench discovery`
 
 #[path = "../tests/support/lstopo.rs"]
-#[allow(dead_code)]
 mod lstopo;
 
 use std::hint::black_box;

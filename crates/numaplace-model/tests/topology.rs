@@ -19,7 +19,11 @@ fn synthetic_two_packages() {
     assert_eq!(t.llcs()[1].span, set("8-15"));
     assert_eq!(t.llc_size(0), Some(16 << 20));
     assert_eq!(t.cores()[5].span, set("10-11"));
-    assert_eq!(t.cores()[5].os_id, 1, "core_id counts within the package");
+    assert_eq!(
+        t.cores()[5].os_id,
+        5,
+        "core ids count across the machine, as hwloc's synthetic ones"
+    );
     assert_eq!(t.cpus()[11].core, 5);
     assert_eq!(t.distance(0, 0), 10);
     assert!(!t.distances_reported());
@@ -29,7 +33,7 @@ fn synthetic_two_packages() {
 #[test]
 fn sub_numa_clustering_llc_spans_nodes() {
     // One L3 per package, two nodes under it (Intel SNC2).
-    let t = Topology::synthetic("pack:2 l3:1(size=30MB) numa:2(memory=8GB) core:4 pu:1").unwrap();
+    let t = Topology::synthetic("pack:2 l3:1(size=30MiB) numa:2(memory=8GiB) core:4 pu:1").unwrap();
     assert_eq!(t.nodes().len(), 4);
     assert_eq!(t.llcs().len(), 2);
     assert_eq!(t.llcs()[0].nodes, vec![0, 1]);

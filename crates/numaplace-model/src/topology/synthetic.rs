@@ -5,10 +5,11 @@
 //! each `TYPE:COUNT` children per parent. Types: `package`/`pack`/`socket`,
 //! `numa`/`node`/`numanode`, `group`/`die` (ignored), `l1`/`l1d`, `l2`, `l3`,
 //! `l4`, `core`, `pu`. Attributes: `(size=N)` on caches, `(memory=N)` on NUMA
-//! nodes, with `KB`/`MB`/`GB`/`TB` binary suffixes. Defaults are hwloc's own
+//! nodes, with hwloc's suffixes (`KiB`.. binary, `kB`.. decimal). Defaults are hwloc's own
 //! (hwloc 2.9 `lstopo -i "..."`): L1 32 KiB, L2 4 MiB, L3 and L4 16 MiB,
 //! 1 GiB per NUMA node; without a NUMA level, one node spans the machine.
-//! Kernel ids are assigned in order, as hwloc does.
+//! Kernel ids (CPUs, cores, nodes, packages) are assigned in order across
+//! the machine, as hwloc does.
 
 use std::fmt;
 
@@ -46,19 +47,25 @@ const KIB: u64 = 1024;
 const MIB: u64 = 1024 * KIB;
 const GIB: u64 = 1024 * MIB;
 
+/// Sizes as hwloc's synthetic syntax reads them: `KiB`/`MiB`/`GiB`/`TiB`
+/// binary, `kB`/`MB`/`GB`/`TB` decimal, a bare number in bytes.
 fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let upper = s.to_ascii_uppercase();
-    let (digits, mult) = [
-        ("TB", GIB * KIB),
-        ("GB", GIB),
-        ("MB", MIB),
-        ("KB", KIB),
+    const SUFFIXES: [(&str, u64); 9] = [
+        ("TIB", 1 << 40),
+        ("GIB", GIB),
+        ("MIB", MIB),
+        ("KIB", KIB),
+        ("TB", 1_000_000_000_000),
+        ("GB", 1_000_000_000),
+        ("MB", 1_000_000),
+        ("KB", 1_000),
         ("B", 1),
-    ]
-    .iter()
-    .find_map(|(suf, m)| upper.strip_suffix(suf).map(|d| (d.to_string(), *m)))
-    .unwrap_or((upper.clone(), 1));
+    ];
+    let upper = s.trim().to_ascii_uppercase();
+    let (digits, mult) = SUFFIXES
+        .iter()
+        .find_map(|(suf, m)| upper.strip_suffix(suf).map(|d| (d.to_string(), *m)))
+        .unwrap_or((upper.clone(), 1));
     digits.trim().parse::<u64>().ok()?.checked_mul(mult)
 }
 
@@ -182,11 +189,12 @@ impl Topology {
             None => vec![CpuSet::first_n(total)],
         };
         let core_level = find(&|l| *l == Level::Core).unwrap_or(levels.len() - 1);
-        let pkg_under = find(&|l| *l == Level::Package).map_or(total, |i| under[i]);
+        // Cores numbered across the machine, as hwloc numbers synthetic ones.
         let cores = groups(core_level)
             .into_iter()
-            .map(|cpus| CoreDesc {
-                os_id: cpus.first().unwrap_or(0) % pkg_under / under[core_level],
+            .enumerate()
+            .map(|(i, cpus)| CoreDesc {
+                os_id: i as u32,
                 cpus,
             })
             .collect();

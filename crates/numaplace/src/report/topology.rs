@@ -249,7 +249,7 @@ mod tests {
     #[test]
     fn tree_of_a_sub_numa_machine() {
         let t =
-            Topology::synthetic("pack:2 l3:1(size=30MB) numa:2 l2:2(size=1MB) l1:1 core:1 pu:2")
+            Topology::synthetic("pack:2 l3:1(size=30MiB) numa:2 l2:2(size=1MiB) l1:1 core:1 pu:2")
                 .unwrap();
         let s = render(&t);
         assert!(
