@@ -19,7 +19,7 @@ fn bench(c: &mut Criterion) {
         &lstopo::fixtures_dir().join("nri-server.tar.xz"),
         tmp.path(),
     );
-    let source = TopologySource::Root(SysRoot::new(&root).unwrap());
+    let source = TopologySource::Sysfs(SysRoot::new(&root).unwrap());
     let topo = discover(&source).unwrap();
     assert_eq!(topo.cpus().len(), 112);
 

@@ -27,10 +27,9 @@ use crate::sysroot::SysRoot;
 /// Where to read a machine from.
 #[derive(Debug, Clone)]
 pub enum TopologySource {
-    /// The running machine.
-    Host,
-    /// Another machine's tree (hwloc's fsroot).
-    Root(SysRoot),
+    /// A Linux sysfs tree: the running machine's (`SysRoot::host()`) or
+    /// another machine's snapshot, read through hwloc's fsroot.
+    Sysfs(SysRoot),
     /// An hwloc XML export (`lstopo --of xml`).
     Xml(PathBuf),
     /// An hwloc synthetic description (`pack:2 l3:1 core:4 pu:2`).
@@ -41,8 +40,8 @@ impl TopologySource {
     /// A short name for people and for `Topology::source`.
     pub fn describe(&self) -> String {
         match self {
-            TopologySource::Host => "host".into(),
-            TopologySource::Root(r) => format!("sysfs:{}", r.path().display()),
+            TopologySource::Sysfs(r) if r.is_host() => "host".into(),
+            TopologySource::Sysfs(r) => format!("sysfs:{}", r.path().display()),
             TopologySource::Xml(p) => format!("xml:{}", p.display()),
             TopologySource::Synthetic(s) => format!("synthetic:{s}"),
         }
@@ -89,8 +88,7 @@ pub fn discover(source: &TopologySource) -> Result<Topology, DiscoveryError> {
     let name = source.describe();
     let hw = load(source)?;
     let sysfs = match source {
-        TopologySource::Host => Some(SysRoot::host()),
-        TopologySource::Root(r) => Some(r.clone()),
+        TopologySource::Sysfs(r) => Some(r.clone()),
         _ => None,
     };
     let desc = convert(&hw, name.clone(), sysfs.as_ref());
@@ -110,7 +108,7 @@ fn hwloc_err(what: &str, e: impl std::fmt::Display) -> DiscoveryError {
 fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
     let _guard = HWLOC_LOAD.lock().unwrap_or_else(|p| p.into_inner());
     match source {
-        TopologySource::Host => {
+        TopologySource::Sysfs(root) if root.is_host() => {
             for var in HWLOC_REDIRECTS {
                 if std::env::var_os(var).is_some() {
                     tracing::warn!(
@@ -120,7 +118,7 @@ fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
             }
             Hw::new().map_err(|e| hwloc_err("this machine's topology", e))
         }
-        TopologySource::Root(root) => load_fsroot(root.path()),
+        TopologySource::Sysfs(root) => load_fsroot(root.path()),
         TopologySource::Xml(path) => {
             // Read it ourselves: the binding's file path API treats an
             // unreadable file as an internal error.

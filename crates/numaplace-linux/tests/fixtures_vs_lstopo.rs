@@ -27,7 +27,7 @@ fn compare(tarball: &Path) {
     let tmp = tempfile::tempdir().unwrap();
     let root = extract_fixture(tarball, tmp.path());
     let want = lstopo_view(&root);
-    let got: Topology = discover(&TopologySource::Root(SysRoot::new(&root).unwrap()))
+    let got: Topology = discover(&TopologySource::Sysfs(SysRoot::new(&root).unwrap()))
         .unwrap_or_else(|e| panic!("{}: {e}", tarball.display()));
     let name = tarball.file_name().unwrap().to_string_lossy();
 
@@ -167,7 +167,7 @@ fn traps_of_real_machines() {
     let load = |name: &str| {
         let tmp = tempfile::tempdir().unwrap();
         let root = extract_fixture(&fixtures_dir().join(name), tmp.path());
-        let t = discover(&TopologySource::Root(SysRoot::new(&root).unwrap())).unwrap();
+        let t = discover(&TopologySource::Sysfs(SysRoot::new(&root).unwrap())).unwrap();
         (tmp, t)
     };
 

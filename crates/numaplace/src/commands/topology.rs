@@ -30,13 +30,13 @@ pub fn run(args: &TopologyArgs) -> Result<()> {
 /// description, or this one.
 pub fn load(m: &MachineArgs) -> Result<Topology> {
     let source = if let Some(dir) = &m.sysfs_root {
-        TopologySource::Root(SysRoot::new(dir)?)
+        TopologySource::Sysfs(SysRoot::new(dir)?)
     } else if let Some(file) = &m.xml {
         TopologySource::Xml(file.clone())
     } else if let Some(text) = &m.synthetic {
         TopologySource::Synthetic(text.clone())
     } else {
-        TopologySource::Host
+        TopologySource::Sysfs(SysRoot::host())
     };
     Ok(discover(&source)?)
 }
