@@ -2,9 +2,11 @@
 //! and no OS calls live here; readers in `numaplace-linux` and the
 //! simulator's presets build these values, and the policies read them.
 
+pub mod counters;
 pub mod cpuset;
 pub mod topology;
 
+pub use counters::{Counter, CounterDeltas};
 pub use cpuset::{CpuSet, CpuSetParseError};
 pub use topology::{
     Cache, CacheDesc, CacheKind, Core, CoreDesc, Cpu, CpuKind, CpuKindDesc, Llc, Node, NodeDesc,
