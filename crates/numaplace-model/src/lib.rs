@@ -4,10 +4,17 @@
 
 pub mod counters;
 pub mod cpuset;
+pub mod metrics;
+pub mod snapshot;
+pub mod task;
 pub mod topology;
 
 pub use counters::{Counter, CounterDeltas};
 pub use cpuset::{CpuSet, CpuSetParseError};
+pub use snapshot::{
+    EnergyDelta, MachineReadings, NodeMeminfo, RecordHeader, ResctrlSample, Snapshot,
+};
+pub use task::{GroupKind, NodeMemory, NodeSet, Task, TaskGroup, TaskId};
 pub use topology::{
     Cache, CacheDesc, CacheKind, Core, CoreDesc, Cpu, CpuKind, CpuKindDesc, Llc, Node, NodeDesc,
     Package, PackageDesc, SyntheticError, Topology, TopologyDesc, TopologyError,

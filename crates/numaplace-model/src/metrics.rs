@@ -1,0 +1,56 @@
+//! Metrics derived from raw counter deltas, by pure functions.
+
+use crate::counters::{Counter, CounterDeltas};
+
+/// Instructions per cycle.
+pub fn ipc(d: &CounterDeltas) -> Option<f64> {
+    let (i, c) = (d.get(Counter::Instructions)?, d.get(Counter::Cycles)?);
+    (c > 0).then(|| i as f64 / c as f64)
+}
+
+/// Last-level-cache misses per 1000 instructions: the memory intensity that
+/// seed 004 §3 sorts and classifies threads by.
+pub fn mpki(d: &CounterDeltas) -> Option<f64> {
+    let (m, i) = (d.get(Counter::LlcMisses)?, d.get(Counter::Instructions)?);
+    (i > 0).then(|| m as f64 * 1000.0 / i as f64)
+}
+
+/// Share of the interval the thread ran, from the task clock.
+pub fn cpu_share(d: &CounterDeltas, interval_ns: u64) -> Option<f64> {
+    let t = d.get(Counter::TaskClock)?;
+    (interval_ns > 0).then(|| t as f64 / interval_ns as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deltas(pairs: &[(Counter, u64)]) -> CounterDeltas {
+        CounterDeltas {
+            values: pairs.iter().copied().collect(),
+            enabled_ns: 1,
+            running_ns: 1,
+        }
+    }
+
+    #[test]
+    fn derived_metrics() {
+        let d = deltas(&[
+            (Counter::Instructions, 2_000_000),
+            (Counter::Cycles, 1_000_000),
+            (Counter::LlcMisses, 50_000),
+        ]);
+        assert_eq!(ipc(&d), Some(2.0));
+        assert_eq!(mpki(&d), Some(25.0));
+        assert_eq!(ipc(&deltas(&[(Counter::Instructions, 5)])), None);
+        assert_eq!(
+            mpki(&deltas(&[
+                (Counter::Instructions, 0),
+                (Counter::LlcMisses, 3)
+            ])),
+            None
+        );
+        let t = deltas(&[(Counter::TaskClock, 250_000_000)]);
+        assert_eq!(cpu_share(&t, 1_000_000_000), Some(0.25));
+    }
+}

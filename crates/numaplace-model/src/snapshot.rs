@@ -1,0 +1,101 @@
+//! What one collection round saw: tasks, their raw counter deltas, memory
+//! per node, machine-level readings. Snapshots are what the recorder writes
+//! and the replay source yields, so everything here is raw; derived
+//! metrics come from [`crate::metrics`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::counters::CounterDeltas;
+use crate::task::{Task, TaskGroup};
+use crate::topology::Topology;
+
+/// One round.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// Round number, from 0.
+    pub seq: u64,
+    /// When the round was taken, nanoseconds since the Unix epoch.
+    pub time_unix_ns: u64,
+    /// Nanoseconds the deltas cover (monotonic clock); 0 in the first round.
+    pub interval_ns: u64,
+    pub tasks: Vec<Task>,
+    pub groups: Vec<TaskGroup>,
+    /// Counter deltas over the interval, by tid (tasks in `tasks` only).
+    pub counters: BTreeMap<i32, CounterDeltas>,
+    pub machine: MachineReadings,
+}
+
+impl Snapshot {
+    pub fn task(&self, tid: i32) -> Option<&Task> {
+        self.tasks.iter().find(|t| t.tid == tid)
+    }
+
+    pub fn group(&self, pid: i32) -> Option<&TaskGroup> {
+        self.groups.iter().find(|g| g.pid == pid)
+    }
+}
+
+/// Machine-wide readings of the round.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MachineReadings {
+    /// Memory of each node (kernel id): total and free bytes.
+    pub nodes: BTreeMap<u32, NodeMeminfo>,
+    /// Energy used over the interval per powercap zone.
+    pub energy: Vec<EnergyDelta>,
+    /// resctrl monitoring per group and cache domain.
+    pub resctrl: Vec<ResctrlSample>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeMeminfo {
+    pub total: u64,
+    pub free: u64,
+}
+
+/// Energy of one powercap (RAPL) zone over the interval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnergyDelta {
+    /// The zone's directory name, e.g. `intel-rapl:0`.
+    pub zone: String,
+    /// The zone's own name, e.g. `package-0`, `dram`.
+    pub name: String,
+    /// Microjoules over the interval; `None` in the first round.
+    pub microjoules: Option<u64>,
+}
+
+/// resctrl monitoring of one group on one L3 domain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResctrlSample {
+    /// The monitoring group's path under `/sys/fs/resctrl` (`` for the root).
+    pub group: String,
+    pub domain: u32,
+    /// LLC occupancy now, bytes.
+    pub llc_occupancy: Option<u64>,
+    /// Memory bandwidth over the interval, bytes (total and local).
+    pub mbm_total_bytes: Option<u64>,
+    pub mbm_local_bytes: Option<u64>,
+}
+
+/// What a recording starts with: which machine, which signals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordHeader {
+    /// Always [`RecordHeader::FORMAT`].
+    pub format: String,
+    /// [`RecordHeader::VERSION`] when written by this numaplace.
+    pub version: u32,
+    /// The numaplace version that wrote it.
+    pub writer: String,
+    /// The interval asked for, nanoseconds.
+    pub interval_ns: u64,
+    pub topology: Topology,
+    /// What could not be measured on the recording machine, and why.
+    #[serde(default)]
+    pub missing_signals: Vec<String>,
+}
+
+impl RecordHeader {
+    pub const FORMAT: &'static str = "numaplace-record";
+    pub const VERSION: u32 = 1;
+}

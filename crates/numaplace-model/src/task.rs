@@ -1,0 +1,239 @@
+//! Threads, and the applications and virtual machines they belong to, as
+//! one collection round saw them.
+//!
+//! A thread is identified by its tid *and* its start time: the kernel
+//! reuses tids, and an action decided for one thread must never land on
+//! another that took its number ([`TaskId`]).
+//!
+//! Names (`comm`, command lines) come from the tasks themselves and are
+//! untrusted: they are shown, matched against user patterns, never used to
+//! decide what a task is allowed to be (a process can call itself anything).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpuset::CpuSet;
+
+/// A set of NUMA node ids, in the same kernel list / mask syntax as CPUs.
+pub type NodeSet = CpuSet;
+
+/// A thread's identity across rounds: tid plus start time (clock ticks
+/// since boot, `/proc/<pid>/task/<tid>/stat` field 22).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TaskId {
+    pub tid: i32,
+    pub start_time: u64,
+}
+
+/// One thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    pub tid: i32,
+    /// The process (thread group) it belongs to.
+    pub tgid: i32,
+    /// Clock ticks since boot when it started.
+    pub start_time: u64,
+    /// The kernel's `comm` (at most 15 bytes), lossy UTF-8. Untrusted.
+    pub comm: String,
+    /// The kernel's one-letter state (`R`, `S`, `D`, `T`, `Z`, `I`, ...).
+    pub state: char,
+    /// The CPU it last ran on (kernel id).
+    pub last_cpu: Option<u32>,
+    /// CPUs it may run on (`Cpus_allowed_list`).
+    pub allowed_cpus: CpuSet,
+    /// Nodes it may allocate from (`Mems_allowed_list`).
+    pub allowed_mems: NodeSet,
+    /// Cumulative user and system CPU time, clock ticks.
+    pub utime: u64,
+    pub stime: u64,
+    /// The vCPU index, if this is a virtual machine's vCPU thread.
+    pub vcpu: Option<u32>,
+}
+
+impl Task {
+    pub fn id(&self) -> TaskId {
+        TaskId {
+            tid: self.tid,
+            start_time: self.start_time,
+        }
+    }
+}
+
+/// Bytes of a process's memory on one node, by kind, from `numa_maps`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeMemory {
+    /// Anonymous memory (heap, stacks, private anonymous mappings).
+    pub anon: u64,
+    /// File-backed pages mapped by the process (page cache it maps).
+    pub file: u64,
+    /// Huge pages (hugetlbfs and other mappings with pages of 2 MiB or more).
+    pub huge: u64,
+}
+
+impl NodeMemory {
+    pub fn total(&self) -> u64 {
+        self.anon + self.file + self.huge
+    }
+}
+
+/// What kind of application a thread group is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GroupKind {
+    /// An ordinary process.
+    Process,
+    /// A QEMU/KVM virtual machine: its vCPU threads carry `Task::vcpu`.
+    Vm {
+        /// The guest's name (`-name guest=NAME` or `-name NAME`), if given.
+        name: Option<String>,
+        /// `KVM` or `TCG` (emulation), from the vCPU threads' names.
+        accel: String,
+    },
+}
+
+/// A process (an application, or a VM), with its threads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskGroup {
+    pub pid: i32,
+    pub start_time: u64,
+    /// The main thread's `comm`. Untrusted.
+    pub comm: String,
+    /// Command line; empty for kernel threads. Untrusted.
+    pub cmdline: Vec<String>,
+    /// cgroup v2 path (`/system.slice/foo.service`), if the process is in
+    /// the unified hierarchy.
+    pub cgroup: Option<String>,
+    pub kind: GroupKind,
+    /// Its threads' tids, in increasing order.
+    pub threads: Vec<i32>,
+    /// Memory per node (kernel node id), if `numa_maps` could be read.
+    pub memory: Option<BTreeMap<u32, NodeMemory>>,
+}
+
+impl TaskGroup {
+    pub fn id(&self) -> TaskId {
+        TaskId {
+            tid: self.pid,
+            start_time: self.start_time,
+        }
+    }
+
+    /// Whether this is a kernel thread (no command line, no memory map).
+    pub fn is_kernel(&self) -> bool {
+        self.cmdline.is_empty()
+    }
+
+    /// A short label for people: the VM's name, or the program's.
+    pub fn label(&self) -> String {
+        match &self.kind {
+            GroupKind::Vm { name: Some(n), .. } => format!("vm:{n}"),
+            GroupKind::Vm { name: None, .. } => format!("vm:{}", self.pid),
+            GroupKind::Process => self.comm.clone(),
+        }
+    }
+
+    /// Total memory per node, all kinds.
+    pub fn memory_total(&self) -> Option<BTreeMap<u32, u64>> {
+        self.memory
+            .as_ref()
+            .map(|m| m.iter().map(|(&n, b)| (n, b.total())).collect())
+    }
+}
+
+/// A QEMU vCPU thread name: `CPU <n>/KVM` or `CPU <n>/TCG` (QEMU names them
+/// so since 2.9, `qemu_thread_create(..., "CPU %d/%s", ...)`). Returns the
+/// vCPU index and the accelerator.
+pub fn parse_vcpu_comm(comm: &str) -> Option<(u32, &str)> {
+    let rest = comm.strip_prefix("CPU ")?;
+    let (n, accel) = rest.split_once('/')?;
+    let n: u32 = n.parse().ok()?;
+    if accel.is_empty() || !accel.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return None;
+    }
+    Some((n, accel))
+}
+
+/// The guest name from a QEMU command line: `-name guest=NAME,...`,
+/// `-name NAME` (also `--name` and `-name=...`). QEMU's option syntax
+/// doubles commas to escape them.
+pub fn qemu_guest_name(cmdline: &[String]) -> Option<String> {
+    let mut it = cmdline.iter();
+    while let Some(arg) = it.next() {
+        let value = match arg.as_str() {
+            "-name" | "--name" => it.next()?.clone(),
+            a => match a
+                .strip_prefix("-name=")
+                .or_else(|| a.strip_prefix("--name="))
+            {
+                Some(v) => v.to_string(),
+                None => continue,
+            },
+        };
+        // Split on single commas (",," is a literal comma).
+        let mut parts = Vec::new();
+        let mut cur = String::new();
+        let mut chars = value.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == ',' {
+                if chars.peek() == Some(&',') {
+                    chars.next();
+                    cur.push(',');
+                } else {
+                    parts.push(std::mem::take(&mut cur));
+                }
+            } else {
+                cur.push(c);
+            }
+        }
+        parts.push(cur);
+        for (i, p) in parts.iter().enumerate() {
+            if let Some(g) = p.strip_prefix("guest=") {
+                return Some(g.to_string());
+            }
+            if i == 0 && !p.contains('=') && !p.is_empty() {
+                return Some(p.clone());
+            }
+        }
+        return None;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vcpu_thread_names() {
+        assert_eq!(parse_vcpu_comm("CPU 0/KVM"), Some((0, "KVM")));
+        assert_eq!(parse_vcpu_comm("CPU 12/TCG"), Some((12, "TCG")));
+        assert_eq!(parse_vcpu_comm("CPU x/KVM"), None);
+        assert_eq!(parse_vcpu_comm("CPU 1/"), None);
+        assert_eq!(parse_vcpu_comm("CPU 1/K M"), None);
+        assert_eq!(parse_vcpu_comm("qemu-system-x86"), None);
+    }
+
+    #[test]
+    fn guest_names_from_command_lines() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            qemu_guest_name(&v(&["qemu", "-name", "guest=web1,debug-threads=on"])),
+            Some("web1".into())
+        );
+        assert_eq!(
+            qemu_guest_name(&v(&["qemu", "-name", "db"])),
+            Some("db".into())
+        );
+        assert_eq!(
+            qemu_guest_name(&v(&["qemu", "-name", "a,,b,process=x"])),
+            Some("a,b".into())
+        );
+        assert_eq!(
+            qemu_guest_name(&v(&["qemu", "--name=guest=x"])),
+            Some("x".into())
+        );
+        assert_eq!(qemu_guest_name(&v(&["qemu", "-m", "1G"])), None);
+        assert_eq!(qemu_guest_name(&v(&["qemu", "-name"])), None);
+    }
+}
