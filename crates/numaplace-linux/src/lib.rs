@@ -2,6 +2,7 @@
 //! reader takes a [`SysRoot`], so a snapshot of another machine can stand
 //! in for the live one.
 
+pub mod record;
 pub mod sysroot;
 pub mod topology;
 
