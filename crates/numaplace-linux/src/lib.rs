@@ -2,9 +2,18 @@
 //! reader takes a [`SysRoot`], so a snapshot of another machine can stand
 //! in for the live one.
 
+pub mod collect;
+pub mod nodes;
+pub mod perf;
+pub mod powercap;
+pub mod procfs;
 pub mod record;
+pub mod resctrl;
 pub mod sysroot;
 pub mod topology;
+pub mod vm;
 
+pub use collect::{CollectOptions, Collector};
+pub use record::{RecordError, Recorder, Replay};
 pub use sysroot::{ReadError, SysRoot, SysRootError};
 pub use topology::{DiscoveryError, TopologySource, discover};

@@ -299,6 +299,7 @@ mod tests {
                 kind: GroupKind::Vm {
                     name: Some("web".into()),
                     accel: "KVM".into(),
+                    evidence: "kvm-vcpu fds".into(),
                 },
                 threads: vec![42],
                 memory: Some(

@@ -89,6 +89,9 @@ pub enum GroupKind {
         name: Option<String>,
         /// `KVM` or `TCG` (emulation), from the vCPU threads' names.
         accel: String,
+        /// Why numaplace believes it is a VM beyond thread names, which any
+        /// process can set: `kvm-vcpu fds` or `qemu executable`.
+        evidence: String,
     },
 }
 

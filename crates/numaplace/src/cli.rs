@@ -36,6 +36,112 @@ pub enum Command {
         numaplace topology --synthetic \"pack:2 l3:1 core:4 pu:2\"\n  \
         numaplace topology --cpus 0-3,8                 (what work confined to those CPUs sees)")]
     Topology(TopologyArgs),
+
+    /// List applications and VMs with their threads: where each runs and may
+    /// run, memory per node, CPU share, IPC and LLC misses per 1000
+    /// instructions where the machine has hardware counters.
+    #[command(after_help = "Examples:\n  \
+        numaplace tasks                        (user processes; two rounds 500 ms apart)\n  \
+        numaplace tasks --vms                  (QEMU/KVM guests and their vCPU threads)\n  \
+        numaplace tasks --comm 'postgres*' --cgroup /system.slice\n  \
+        numaplace tasks --pid 1234 --json")]
+    Tasks(TasksArgs),
+
+    /// Record what numaplace sees, one snapshot per interval, as JSON lines
+    /// (the machine's topology first), for replaying decisions later.
+    #[command(
+        after_help = "Example:\n  numaplace record --interval 1s --duration 60s -o run.jsonl"
+    )]
+    Record(RecordArgs),
+
+    /// Read a recording back and summarise each snapshot (or print them as
+    /// JSON lines).
+    Replay(ReplayArgs),
+}
+
+/// Where to read tasks from and which to show.
+#[derive(Debug, Args, Clone, Default)]
+pub struct TaskFilterArgs {
+    /// Only these processes (repeat for several).
+    #[arg(long, value_name = "PID")]
+    pub pid: Vec<i32>,
+
+    /// Only applications whose name, or a thread's, matches this pattern
+    /// (`*` and `?` wildcards; repeat for several). Names are what the
+    /// tasks call themselves: a filter, not an identity.
+    #[arg(long, value_name = "PATTERN")]
+    pub comm: Vec<String>,
+
+    /// Only processes in this cgroup v2 subtree, e.g. /system.slice (repeat
+    /// for several).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Vec<String>,
+
+    /// Only virtual machines.
+    #[arg(long)]
+    pub vms: bool,
+
+    /// Include kernel threads.
+    #[arg(long)]
+    pub kernel: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct TasksArgs {
+    #[command(flatten)]
+    pub filter: TaskFilterArgs,
+
+    /// Time between the two rounds whose difference gives CPU share and
+    /// counters; 0 takes one round and shows no rates.
+    #[arg(long, value_name = "DURATION", default_value = "500ms")]
+    pub interval: String,
+
+    /// Read /proc and /sys under this directory instead of / (a snapshot
+    /// of another machine); no counters are read then.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+
+    /// Print the snapshot as JSON for programs instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Time between snapshots.
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub interval: String,
+
+    /// How long to record; without it, until interrupted (Ctrl-C).
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<String>,
+
+    /// The file to write (created mode 0600: it holds every process's
+    /// command line).
+    #[arg(short, long, value_name = "FILE")]
+    pub output: PathBuf,
+
+    /// Overwrite the file if it exists.
+    #[arg(long)]
+    pub force: bool,
+
+    /// Leave out memory per node (saves reading every numa_maps).
+    #[arg(long)]
+    pub no_memory: bool,
+
+    /// Read /proc and /sys under this directory instead of /.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// A recording made by `numaplace record`.
+    pub file: PathBuf,
+
+    /// Print the snapshots as JSON lines instead of a summary.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

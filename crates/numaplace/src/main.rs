@@ -2,6 +2,7 @@
 
 mod cli;
 mod commands;
+mod duration;
 mod report;
 
 use std::process::ExitCode;
@@ -16,6 +17,9 @@ fn main() -> ExitCode {
     init_logging(cli.verbose);
     let result = match cli.command {
         Command::Topology(args) => commands::topology::run(&args),
+        Command::Tasks(args) => commands::tasks::run(&args),
+        Command::Record(args) => commands::record::record(&args),
+        Command::Replay(args) => commands::record::replay(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,8 +1,10 @@
 //! One module per subcommand.
 
+pub mod record;
+pub mod tasks;
 pub mod topology;
 
-use numaplace_linux::{DiscoveryError, SysRootError};
+use numaplace_linux::{DiscoveryError, RecordError, SysRootError};
 
 /// Something the user gave on the command line is wrong; the message says
 /// what and names it.
@@ -20,8 +22,11 @@ impl std::error::Error for InputError {}
 /// Exit status: 2 when the input was at fault (a path, file, list or
 /// description the user gave), 1 for anything else.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
-    let input_fault = e
-        .chain()
-        .any(|c| c.is::<SysRootError>() || c.is::<DiscoveryError>() || c.is::<InputError>());
+    let input_fault = e.chain().any(|c| {
+        c.is::<SysRootError>()
+            || c.is::<DiscoveryError>()
+            || c.is::<RecordError>()
+            || c.is::<InputError>()
+    });
     if input_fault { 2 } else { 1 }
 }

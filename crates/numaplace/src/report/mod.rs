@@ -1,3 +1,4 @@
 //! What numaplace prints for people.
 
+pub mod tasks;
 pub mod topology;

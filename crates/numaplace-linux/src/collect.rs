@@ -1,0 +1,404 @@
+//! One collection round on a live host (or a fixture tree): every thread
+//! from procfs, grouped into applications and VMs, memory per node from
+//! `numa_maps`, counter deltas from perf_event, machine readings.
+//!
+//! Races are normal here: a thread that exits between listing and reading
+//! is skipped silently; a file we may not read (another user's process
+//! when not root) leaves that part empty and is counted, not fatal.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use numaplace_model::{
+    Counter, EnergyDelta, GroupKind, MachineReadings, NodeMemory, ResctrlSample, Snapshot, Task,
+    TaskGroup,
+};
+use thiserror::Error;
+
+use crate::nodes::read_node_meminfo;
+use crate::perf::{CounterStatus, PerfConfig, PerfMonitor};
+use crate::powercap::{Rapl, energy_delta};
+use crate::procfs::{ProcError, ProcReader};
+use crate::resctrl::{Resctrl, mbm_delta};
+use crate::sysroot::SysRoot;
+use crate::vm;
+
+/// What to collect besides the task list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CollectOptions {
+    /// Memory per node of every process (reads each `numa_maps`).
+    pub memory: bool,
+    /// Hardware / software counters per thread (perf_event).
+    pub counters: bool,
+    /// Machine readings: node memory, RAPL energy, resctrl.
+    pub machine: bool,
+}
+
+impl Default for CollectOptions {
+    fn default() -> Self {
+        CollectOptions {
+            memory: true,
+            counters: true,
+            machine: true,
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum CollectError {
+    #[error("cannot list processes")]
+    ListProcesses(#[source] ProcError),
+}
+
+/// Counts of what a round could not see, for the log and the notes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RoundGaps {
+    /// Tasks that vanished while being read.
+    pub gone: usize,
+    /// Files we were not allowed to read.
+    pub denied: usize,
+    /// Files that did not parse.
+    pub malformed: usize,
+}
+
+pub struct Collector {
+    root: SysRoot,
+    proc: ProcReader,
+    opts: CollectOptions,
+    seq: u64,
+    last: Option<Instant>,
+    gaps: RoundGaps,
+    perf: Option<PerfMonitor>,
+    rapl: Option<Rapl>,
+    /// Last `energy_uj` per zone.
+    energy_prev: BTreeMap<String, u64>,
+    resctrl: Option<Resctrl>,
+    /// Last cumulative (total, local) bandwidth bytes per (group, domain).
+    mbm_prev: BTreeMap<(String, u32), (Option<u64>, Option<u64>)>,
+    missing: Vec<String>,
+}
+
+impl Collector {
+    /// Sets up the sources `opts` asks for and finds out, once, which
+    /// signals this machine cannot give; [`Collector::missing_signals`]
+    /// says which and why.
+    pub fn new(root: SysRoot, opts: CollectOptions) -> Collector {
+        let mut missing = Vec::new();
+        let perf = opts.counters.then(|| {
+            let m = PerfMonitor::new(&root, &PerfConfig::default());
+            // One line per kind of counter when all of that kind are
+            // missing (as on a machine without a PMU), else one per counter.
+            let avail = m.availability();
+            for kind in [
+                &Counter::HARDWARE[..],
+                &Counter::UNCORE[..],
+                &Counter::SOFTWARE[..],
+            ] {
+                let reasons: Vec<(Counter, &str)> = kind
+                    .iter()
+                    .filter_map(|&c| match avail.counters.get(&c) {
+                        Some(CounterStatus::Unavailable { reason }) => Some((c, reason.as_str())),
+                        _ => None,
+                    })
+                    .collect();
+                if reasons.len() == kind.len() && kind.len() > 1 {
+                    let names: Vec<&str> = kind.iter().map(|c| c.name()).collect();
+                    missing.push(format!("{}: {}", names.join(", "), reasons[0].1));
+                } else {
+                    for (c, r) in reasons {
+                        missing.push(format!("{}: {r}", c.name()));
+                    }
+                }
+            }
+            m
+        });
+        let (rapl, resctrl) = if opts.machine {
+            let rapl = Rapl::probe(&root);
+            if let Some(r) = rapl.reason() {
+                missing.push(format!("package energy: {r}"));
+            }
+            let resctrl = Resctrl::probe(&root);
+            if let Some(r) = resctrl.reason() {
+                missing.push(format!("LLC occupancy and memory bandwidth: {r}"));
+            }
+            (rapl.into_available(), resctrl.into_available())
+        } else {
+            (None, None)
+        };
+        Collector {
+            proc: ProcReader::new(root.clone()),
+            root,
+            opts,
+            seq: 0,
+            last: None,
+            gaps: RoundGaps::default(),
+            perf,
+            rapl,
+            energy_prev: BTreeMap::new(),
+            resctrl,
+            mbm_prev: BTreeMap::new(),
+            missing,
+        }
+    }
+
+    /// Signals this machine cannot give, each with why: said once, at start.
+    pub fn missing_signals(&self) -> &[String] {
+        &self.missing
+    }
+
+    /// The counters' availability report, if counters were asked for.
+    pub fn perf(&self) -> Option<&PerfMonitor> {
+        self.perf.as_ref()
+    }
+
+    /// What the last round could not see.
+    pub fn gaps(&self) -> &RoundGaps {
+        &self.gaps
+    }
+
+    fn note(&mut self, e: &ProcError) {
+        match e {
+            ProcError::Gone { .. } => self.gaps.gone += 1,
+            ProcError::Denied { .. } => self.gaps.denied += 1,
+            ProcError::Parse { .. } => {
+                self.gaps.malformed += 1;
+                tracing::debug!("{e}");
+            }
+            ProcError::Io { .. } | ProcError::Unavailable { .. } => {
+                self.gaps.malformed += 1;
+                tracing::debug!("{e}");
+            }
+        }
+    }
+
+    /// Takes one round.
+    pub fn collect(&mut self) -> Result<Snapshot, CollectError> {
+        let now = Instant::now();
+        let interval_ns = self
+            .last
+            .map_or(0, |l| now.duration_since(l).as_nanos() as u64);
+        self.gaps = RoundGaps::default();
+        let pids = self.proc.pids().map_err(CollectError::ListProcesses)?;
+        let mut tasks = Vec::new();
+        let mut groups = Vec::new();
+        for pid in pids {
+            if let Some((g, mut ts)) = self.read_process(pid) {
+                groups.push(g);
+                tasks.append(&mut ts);
+            }
+        }
+        let counters = match &mut self.perf {
+            Some(perf) => {
+                let tids: Vec<i32> = tasks.iter().map(|t| t.tid).collect();
+                // Deltas first (threads counted since the last round), then
+                // open counters for the threads that appeared.
+                let alive: BTreeSet<i32> = tids.iter().copied().collect();
+                let mut deltas = perf.read_deltas();
+                deltas.retain(|tid, _| alive.contains(tid));
+                perf.sync(&tids);
+                deltas
+            }
+            None => BTreeMap::new(),
+        };
+        let machine = if self.opts.machine {
+            MachineReadings {
+                nodes: read_node_meminfo(&self.root),
+                energy: self.read_energy(),
+                resctrl: self.read_resctrl(),
+            }
+        } else {
+            MachineReadings::default()
+        };
+        let snapshot = Snapshot {
+            seq: self.seq,
+            time_unix_ns: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+            interval_ns,
+            tasks,
+            groups,
+            counters,
+            machine,
+        };
+        self.seq += 1;
+        self.last = Some(now);
+        Ok(snapshot)
+    }
+
+    fn read_energy(&mut self) -> Vec<EnergyDelta> {
+        let Some(rapl) = &self.rapl else {
+            return Vec::new();
+        };
+        let readings = match rapl.read() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("package energy: {e}");
+                return Vec::new();
+            }
+        };
+        readings
+            .into_iter()
+            .map(|r| {
+                let max = rapl
+                    .zone(&r.zone)
+                    .map_or(u64::MAX, |z| z.max_energy_range_uj);
+                let prev = self.energy_prev.insert(r.zone.clone(), r.energy_uj);
+                EnergyDelta {
+                    microjoules: prev.map(|p| energy_delta(p, r.energy_uj, max)),
+                    zone: r.zone,
+                    name: r.name,
+                }
+            })
+            .collect()
+    }
+
+    fn read_resctrl(&mut self) -> Vec<ResctrlSample> {
+        let Some(resctrl) = &self.resctrl else {
+            return Vec::new();
+        };
+        let readings = match resctrl.read() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("resctrl: {e}");
+                return Vec::new();
+            }
+        };
+        readings
+            .into_iter()
+            .map(|r| {
+                let key = (r.group.clone(), r.domain);
+                let cur = (r.mbm_total_bytes, r.mbm_local_bytes);
+                let prev = self.mbm_prev.insert(key, cur);
+                ResctrlSample {
+                    group: r.group,
+                    domain: r.domain,
+                    llc_occupancy: r.llc_occupancy,
+                    mbm_total_bytes: prev.and_then(|p| mbm_delta(p.0, cur.0)),
+                    mbm_local_bytes: prev.and_then(|p| mbm_delta(p.1, cur.1)),
+                }
+            })
+            .collect()
+    }
+
+    /// Reads one process and its threads; `None` if it vanished or its
+    /// main thread cannot be read.
+    fn read_process(&mut self, pid: i32) -> Option<(TaskGroup, Vec<Task>)> {
+        let main = match self.proc.stat(pid, pid) {
+            Ok(s) => s,
+            Err(e) => {
+                self.note(&e);
+                return None;
+            }
+        };
+        let tids = match self.proc.tids(pid) {
+            Ok(t) => t,
+            Err(e) => {
+                self.note(&e);
+                vec![pid]
+            }
+        };
+        let mut tasks = Vec::with_capacity(tids.len());
+        for tid in tids {
+            let stat = match self.proc.stat(pid, tid) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.note(&e);
+                    continue;
+                }
+            };
+            let status = match self.proc.status(pid, tid) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    self.note(&e);
+                    if matches!(e, ProcError::Gone { .. }) {
+                        continue;
+                    }
+                    None
+                }
+            };
+            tasks.push(Task {
+                tid,
+                tgid: status.as_ref().map_or(pid, |s| s.tgid),
+                start_time: stat.start_time,
+                comm: stat.comm,
+                state: stat.state,
+                last_cpu: stat.processor,
+                allowed_cpus: status
+                    .as_ref()
+                    .map(|s| s.cpus_allowed.clone())
+                    .unwrap_or_default(),
+                allowed_mems: status
+                    .as_ref()
+                    .map(|s| s.mems_allowed.clone())
+                    .unwrap_or_default(),
+                utime: stat.utime,
+                stime: stat.stime,
+                vcpu: None,
+            });
+        }
+        if tasks.is_empty() {
+            return None;
+        }
+        let cmdline = self.proc.cmdline(pid).unwrap_or_else(|e| {
+            self.note(&e);
+            Vec::new()
+        });
+        let cgroup = match self.proc.cgroup(pid) {
+            Ok(c) => c.v2_path,
+            Err(e) => {
+                self.note(&e);
+                None
+            }
+        };
+        let named: Vec<(i32, &str)> = tasks.iter().map(|t| (t.tid, t.comm.as_str())).collect();
+        let (kind, vcpus) = vm::classify(&self.root, pid, &named, &cmdline);
+        for (tid, n) in vcpus {
+            if let Some(t) = tasks.iter_mut().find(|t| t.tid == tid) {
+                t.vcpu = Some(n);
+            }
+        }
+        // Kernel threads have no memory map of their own.
+        let memory = if self.opts.memory && !cmdline.is_empty() {
+            match self.proc.numa_maps(pid) {
+                Ok(m) => Some(
+                    m.nodes
+                        .iter()
+                        .map(|(&n, p)| {
+                            (
+                                n,
+                                NodeMemory {
+                                    anon: p.anon,
+                                    file: p.file,
+                                    huge: p.huge,
+                                },
+                            )
+                        })
+                        .collect(),
+                ),
+                Err(e) => {
+                    self.note(&e);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let threads: BTreeSet<i32> = tasks.iter().map(|t| t.tid).collect();
+        let group = TaskGroup {
+            pid,
+            start_time: main.start_time,
+            comm: main.comm,
+            cmdline,
+            cgroup,
+            kind,
+            threads: threads.into_iter().collect(),
+            memory,
+        };
+        Some((group, tasks))
+    }
+}
+
+/// Whether a group is a VM.
+pub fn is_vm(g: &TaskGroup) -> bool {
+    matches!(g.kind, GroupKind::Vm { .. })
+}

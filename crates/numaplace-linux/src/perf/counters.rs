@@ -1,0 +1,326 @@
+//! One thread's counters: a single perf_event group (a leader and its
+//! members), read in one `read(2)` with `TOTAL_TIME_ENABLED |
+//! TOTAL_TIME_RUNNING | GROUP | ID`, so all counts of a reading share one
+//! enabled / running time and can be scaled together.
+//!
+//! File-descriptor cost: one fd per event in the group (the leader is a
+//! real event, not a dummy): 4 for the generic hardware events, +2 with the
+//! uncore pair, 4 for the software fallback group.
+
+use std::io;
+
+use numaplace_model::Counter;
+use perf_event::events::{Hardware, Raw, Software};
+use perf_event::{Builder, ReadFormat};
+
+use super::events::RawEvent;
+use super::scaling::GroupReading;
+use crate::sysroot::{ReadError, SysRoot};
+
+/// Where a counter's event comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventSource {
+    /// The kernel's generic event for the counter (`PERF_COUNT_HW_*`,
+    /// `PERF_COUNT_SW_*`).
+    Generic,
+    /// An event encoded from sysfs or from the user.
+    Raw(RawEvent),
+}
+
+/// One event of a group.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventSpec {
+    pub counter: Counter,
+    pub source: EventSource,
+}
+
+impl EventSpec {
+    /// The generic event for `counter`; `None` for the uncore pair, which
+    /// has no generic event.
+    pub fn generic(counter: Counter) -> Option<Self> {
+        (!Counter::UNCORE.contains(&counter)).then_some(EventSpec {
+            counter,
+            source: EventSource::Generic,
+        })
+    }
+
+    pub fn raw(counter: Counter, event: RawEvent) -> Self {
+        EventSpec {
+            counter,
+            source: EventSource::Raw(event),
+        }
+    }
+
+    /// Whether this needs a hardware PMU (everything but the software four).
+    pub fn is_hardware(&self) -> bool {
+        !Counter::SOFTWARE.contains(&self.counter)
+    }
+
+    /// perf's name for the event, for messages.
+    pub fn describe(&self) -> String {
+        match (&self.source, self.counter) {
+            (EventSource::Raw(ev), _) => ev.what.clone(),
+            (EventSource::Generic, Counter::LlcReferences) => "cache-references".into(),
+            (EventSource::Generic, Counter::LlcMisses) => "cache-misses".into(),
+            (EventSource::Generic, c) => c.name().replace('_', "-"),
+        }
+    }
+
+    fn builder(&self) -> Builder<'static> {
+        let mut b = match (&self.source, self.counter) {
+            (EventSource::Raw(ev), _) => {
+                let mut b =
+                    Builder::new(Raw::new(ev.config).config1(ev.config1).config2(ev.config2));
+                b.attrs_mut().type_ = ev.pmu_type;
+                b
+            }
+            (EventSource::Generic, c) => generic_builder(c),
+        };
+        b.read_format(
+            ReadFormat::TOTAL_TIME_ENABLED
+                | ReadFormat::TOTAL_TIME_RUNNING
+                | ReadFormat::GROUP
+                | ReadFormat::ID,
+        );
+        b
+    }
+}
+
+fn generic_builder(c: Counter) -> Builder<'static> {
+    match c {
+        Counter::Instructions => Builder::new(Hardware::INSTRUCTIONS),
+        Counter::Cycles => Builder::new(Hardware::CPU_CYCLES),
+        Counter::LlcReferences => Builder::new(Hardware::CACHE_REFERENCES),
+        Counter::LlcMisses => Builder::new(Hardware::CACHE_MISSES),
+        Counter::TaskClock => Builder::new(Software::TASK_CLOCK),
+        Counter::ContextSwitches => Builder::new(Software::CONTEXT_SWITCHES),
+        Counter::CpuMigrations => Builder::new(Software::CPU_MIGRATIONS),
+        Counter::PageFaults => Builder::new(Software::PAGE_FAULTS),
+        // No generic event: never built (EventSpec::generic refuses them).
+        Counter::UncoreOccupancy | Counter::UncoreRequests => Builder::new(Software::DUMMY),
+    }
+}
+
+/// How groups are opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Count user space only (`exclude_kernel`).
+    pub exclude_kernel: bool,
+}
+
+/// Parses `/proc/sys/kernel/perf_event_paranoid`.
+pub fn parse_paranoid(text: &str) -> Option<i32> {
+    text.trim().parse().ok()
+}
+
+/// Reads `perf_event_paranoid` under the root; `None` if the file is absent
+/// (a kernel without perf events).
+pub fn read_paranoid(root: &SysRoot) -> Result<Option<i32>, ReadError> {
+    Ok(root
+        .read_optional("proc/sys/kernel/perf_event_paranoid")?
+        .as_deref()
+        .and_then(parse_paranoid))
+}
+
+/// At `perf_event_paranoid >= 2` an unprivileged user may count user space
+/// only, so numaplace always excludes the kernel there (also as root: the
+/// counts then mean the same on every host). Unknown: exclude.
+pub fn exclude_kernel_for(paranoid: Option<i32>) -> bool {
+    paranoid.is_none_or(|p| p >= 2)
+}
+
+/// Opening one event of a group failed.
+#[derive(Debug, thiserror::Error)]
+#[error("perf_event_open({event}) for thread {tid}: {source}")]
+pub struct OpenError {
+    pub tid: i32,
+    pub counter: Counter,
+    pub event: String,
+    pub source: io::Error,
+}
+
+/// The counters of one thread (`tid`; 0 means the calling thread).
+#[derive(Debug)]
+pub struct ThreadCounters {
+    tid: i32,
+    leader: perf_event::Counter,
+    /// Every event including the leader, in group order.
+    members: Vec<(Counter, Option<perf_event::Counter>)>,
+}
+
+impl ThreadCounters {
+    /// Opens `specs` as one group on `tid` (the first is the leader) and
+    /// enables it; all or nothing.
+    pub fn open(tid: i32, specs: &[EventSpec], opts: OpenOptions) -> Result<Self, OpenError> {
+        let err = |spec: &EventSpec, source| OpenError {
+            tid,
+            counter: spec.counter,
+            event: spec.describe(),
+            source,
+        };
+        let Some((first, rest)) = specs.split_first() else {
+            let source = io::Error::new(io::ErrorKind::InvalidInput, "an empty group");
+            return Err(OpenError {
+                tid,
+                counter: Counter::TaskClock,
+                event: "nothing".into(),
+                source,
+            });
+        };
+        let build = |spec: &EventSpec| {
+            let mut b = spec.builder();
+            if tid != 0 {
+                b.observe_pid(tid);
+            }
+            b.exclude_kernel(opts.exclude_kernel);
+            b
+        };
+        let mut leader = build(first).build().map_err(|e| err(first, e))?;
+        let mut members = vec![(first.counter, None)];
+        for spec in rest {
+            let m = build(spec)
+                .build_with_group(&mut leader)
+                .map_err(|e| err(spec, e))?;
+            members.push((spec.counter, Some(m)));
+        }
+        leader.enable_group().map_err(|e| err(first, e))?;
+        Ok(ThreadCounters {
+            tid,
+            leader,
+            members,
+        })
+    }
+
+    pub fn tid(&self) -> i32 {
+        self.tid
+    }
+
+    /// File descriptors held: one per event.
+    pub fn fds(&self) -> usize {
+        self.members.len()
+    }
+
+    pub fn counters(&self) -> impl Iterator<Item = Counter> + '_ {
+        self.members.iter().map(|(c, _)| *c)
+    }
+
+    /// The group's raw cumulative counts and times, in one `read(2)`
+    /// ([`GroupReading::scaled`] gives them scaled for multiplexing).
+    pub fn read(&mut self) -> io::Result<GroupReading> {
+        let data = self.leader.read_group()?;
+        let ns = |d: Option<std::time::Duration>| {
+            d.map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        };
+        let mut reading = GroupReading {
+            enabled_ns: ns(data.time_enabled()),
+            running_ns: ns(data.time_running()),
+            ..GroupReading::default()
+        };
+        for (counter, member) in &self.members {
+            let ctr = member.as_ref().unwrap_or(&self.leader);
+            if let Some(entry) = data.get(ctr) {
+                reading.values.insert(*counter, entry.value());
+            }
+        }
+        Ok(reading)
+    }
+
+    /// Whether the thread still exists: `kill(tid, 0)` says `ESRCH` once
+    /// it has exited and been reaped. (`poll(2)` on the perf fd cannot
+    /// tell: without a ring buffer it reports `POLLHUP` from the start.)
+    pub fn is_alive(&self) -> bool {
+        thread_alive(self.tid)
+    }
+}
+
+/// Whether a thread id names a live task (`kill(tid, 0)`; `EPERM` means it
+/// exists). Signal 0 sends nothing.
+pub fn thread_alive(tid: i32) -> bool {
+    if tid == 0 {
+        return true;
+    }
+    // SAFETY: kill with signal 0 only checks for existence and permission.
+    let rc = unsafe { libc::kill(tid, 0) };
+    rc == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paranoid_decides_exclude_kernel() {
+        assert_eq!(parse_paranoid("2\n"), Some(2));
+        assert_eq!(parse_paranoid("-1"), Some(-1));
+        assert_eq!(parse_paranoid("x"), None);
+        assert!(exclude_kernel_for(Some(2)));
+        assert!(exclude_kernel_for(Some(3)));
+        assert!(exclude_kernel_for(None));
+        assert!(!exclude_kernel_for(Some(1)));
+        assert!(!exclude_kernel_for(Some(-1)));
+
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("sys/devices/system/cpu")).unwrap();
+        let root = SysRoot::new(dir.path()).unwrap();
+        assert_eq!(read_paranoid(&root).unwrap(), None);
+        std::fs::create_dir_all(dir.path().join("proc/sys/kernel")).unwrap();
+        std::fs::write(
+            dir.path().join("proc/sys/kernel/perf_event_paranoid"),
+            "1\n",
+        )
+        .unwrap();
+        assert_eq!(read_paranoid(&root).unwrap(), Some(1));
+    }
+
+    #[test]
+    fn describes_events_in_perfs_words() {
+        let d = |c| EventSpec::generic(c).unwrap().describe();
+        assert_eq!(d(Counter::Instructions), "instructions");
+        assert_eq!(d(Counter::LlcMisses), "cache-misses");
+        assert_eq!(d(Counter::TaskClock), "task-clock");
+        assert!(EventSpec::generic(Counter::UncoreRequests).is_none());
+        assert!(
+            !EventSpec::generic(Counter::PageFaults)
+                .unwrap()
+                .is_hardware()
+        );
+    }
+
+    #[test]
+    fn software_group_on_this_thread_counts() {
+        let specs: Vec<_> = Counter::SOFTWARE
+            .iter()
+            .filter_map(|&c| EventSpec::generic(c))
+            .collect();
+        let mut g = ThreadCounters::open(
+            0,
+            &specs,
+            OpenOptions {
+                exclude_kernel: true,
+            },
+        )
+        .unwrap();
+        assert_eq!(g.fds(), 4);
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        let r = g.read().unwrap();
+        assert_eq!(r.values.len(), 4, "{r:?}");
+        assert!(r.values[&Counter::TaskClock] > 0, "{r:?}");
+        assert!(r.enabled_ns > 0 && r.running_ns > 0, "{r:?}");
+        assert!(g.is_alive() && thread_alive(std::process::id() as i32));
+        assert!(!thread_alive(0x7fff_fff0));
+        assert!(
+            ThreadCounters::open(
+                0,
+                &[],
+                OpenOptions {
+                    exclude_kernel: true
+                }
+            )
+            .is_err()
+        );
+    }
+}

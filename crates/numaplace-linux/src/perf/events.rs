@@ -1,0 +1,570 @@
+//! Events by name, from the kernel's own descriptions in sysfs:
+//! `sys/bus/event_source/devices/<pmu>/type` (the `perf_event_attr.type`),
+//! `.../events/<name>` (terms such as `event=0x60,umask=0x08,cmask=1`) and
+//! `.../format/<field>` (where a term's bits go: `config:0-7`,
+//! `config1:0-15`, or split as `config:0-7,32-35`).
+//!
+//! Parsing and encoding are pure functions on `&str`; [`EventResolver`]
+//! binds them to a [`SysRoot`].
+//!
+//! ## The uncore-penalty events (seed 000 §3.1)
+//!
+//! The uncore penalty `P = t' / λ` needs, per thread, the cycles with at
+//! least one outstanding demand request (`t'`, [`Counter::UncoreOccupancy`])
+//! and the number of such requests (`λ`, [`Counter::UncoreRequests`]). They
+//! are looked up under these names, first hit wins, in the core PMUs
+//! [`CORE_PMUS`]:
+//!
+//! - occupancy: Intel `offcore_requests_outstanding.cycles_with_demand_data_rd`,
+//!   else Intel `offcore_requests_outstanding.demand_data_rd` with `cmask=1`,
+//!   else AMD Zen `ls_alloc_mab_count` (PMCx05F, in-flight L1D misses in the
+//!   miss address buffer each cycle) with `cmask=1`;
+//! - requests: Intel `offcore_requests.demand_data_rd`, else AMD Zen
+//!   `ls_mab_alloc.all_allocations` (Zen 4/5) or `ls_mab_alloc.loads`
+//!   (Zen 2/3).
+//!
+//! The AMD pair measures L1D misses in flight, not L2 misses: a superset of
+//! the uncore requests (as the seed's super queue is), the closest per-thread
+//! equivalent. AMD's true L3-miss latency events (`l3_xi_sampled_latency*`,
+//! Zen 4) live in the `amd_l3` uncore PMU, which counts per CPU only and
+//! cannot be attached to a thread, so they are not candidates.
+//!
+//! Linux puts only generic events (`cpu-cycles`, `cache-misses`, ...) in
+//! sysfs; the model-specific names above live in perf's pmu-events tables.
+//! So on most kernels none is found and both counters are reported
+//! unavailable with that reason; the user can then give the encoding
+//! ([`UncoreEncodings`]), which is checked against the PMU's format files.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::io;
+use std::path::PathBuf;
+
+use numaplace_model::Counter;
+use thiserror::Error;
+
+use crate::sysroot::{ReadError, SysRoot};
+
+/// Where the kernel lists its PMUs, relative to the root.
+pub const EVENT_SOURCE_DIR: &str = "sys/bus/event_source/devices";
+
+/// PMUs that count per thread on the core: `cpu` (Intel, AMD), `cpu_core`
+/// and `cpu_atom` (Intel hybrid parts).
+pub const CORE_PMUS: [&str; 3] = ["cpu", "cpu_core", "cpu_atom"];
+
+/// Which `perf_event_attr` word a format field lives in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ConfigWord {
+    Config,
+    Config1,
+    Config2,
+    /// Newer kernels' fourth word; not supported by our encoder.
+    Config3,
+}
+
+/// A PMU format field: which word, and which bits (inclusive ranges, the
+/// value's low bits going to the first range).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormatField {
+    pub word: ConfigWord,
+    pub ranges: Vec<(u8, u8)>,
+}
+
+impl FormatField {
+    /// Total width in bits.
+    pub fn width(&self) -> u32 {
+        self.ranges
+            .iter()
+            .map(|&(lo, hi)| u32::from(hi - lo) + 1)
+            .sum()
+    }
+
+    /// `value` spread over the field's bits, or `None` if it is too wide.
+    pub fn place(&self, value: u64) -> Option<u64> {
+        let width = self.width();
+        if width < 64 && value >> width != 0 {
+            return None;
+        }
+        let mut out = 0u64;
+        let mut rest = value;
+        for &(lo, hi) in &self.ranges {
+            let n = u32::from(hi - lo) + 1;
+            let mask = if n >= 64 { u64::MAX } else { (1u64 << n) - 1 };
+            out |= (rest & mask) << lo;
+            rest = rest.checked_shr(n).unwrap_or(0);
+        }
+        Some(out)
+    }
+}
+
+/// One `name=value` term of an event description.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    pub name: String,
+    pub value: u64,
+}
+
+/// What was wrong with a format or event text.
+#[derive(Debug, Clone, Error, PartialEq, Eq)]
+pub enum ParseError {
+    #[error("format {text:?}: {why}")]
+    Format { text: String, why: &'static str },
+    #[error("event term {term:?}: {why}")]
+    Term { term: String, why: &'static str },
+    #[error("field {field:?} is not in this PMU's format/ directory (it has: {known})")]
+    UnknownField { field: String, known: String },
+    #[error("field {field:?} has an unreadable format file: {why}")]
+    BadField { field: String, why: String },
+    #[error("value {value:#x} does not fit field {field:?} ({width} bits)")]
+    TooWide {
+        field: String,
+        value: u64,
+        width: u32,
+    },
+    #[error("field {field:?} lives in config3, which numaplace cannot set")]
+    Config3 { field: String },
+}
+
+/// Parses a format file: `config:0-7`, `config1:0-15`, `config:21`,
+/// `config:0-7,32-35`.
+pub fn parse_format(text: &str) -> Result<FormatField, ParseError> {
+    let text = text.trim();
+    let bad = |why| ParseError::Format {
+        text: text.to_owned(),
+        why,
+    };
+    let (word, bits) = text
+        .split_once(':')
+        .ok_or(bad("no ':' between word and bits"))?;
+    let word = match word.trim() {
+        "config" => ConfigWord::Config,
+        "config1" => ConfigWord::Config1,
+        "config2" => ConfigWord::Config2,
+        "config3" => ConfigWord::Config3,
+        _ => return Err(bad("word is not config, config1, config2 or config3")),
+    };
+    let mut ranges = Vec::new();
+    for part in bits.split(',') {
+        let part = part.trim();
+        let (lo, hi) = match part.split_once('-') {
+            Some((lo, hi)) => (lo.trim(), hi.trim()),
+            None => (part, part),
+        };
+        let lo: u8 = lo.parse().map_err(|_| bad("bit is not a number"))?;
+        let hi: u8 = hi.parse().map_err(|_| bad("bit is not a number"))?;
+        if lo > hi || hi > 63 {
+            return Err(bad("bit range is reversed or beyond bit 63"));
+        }
+        ranges.push((lo, hi));
+    }
+    Ok(FormatField { word, ranges })
+}
+
+fn parse_number(s: &str) -> Option<u64> {
+    let s = s.trim();
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// Parses event terms: `event=0x60,umask=0x08,cmask=1`; a bare `edge`
+/// means `edge=1`. Terms with a `?` (a parameter perf asks the user for)
+/// are refused.
+pub fn parse_terms(text: &str) -> Result<Vec<Term>, ParseError> {
+    let mut terms: Vec<Term> = Vec::new();
+    for raw in text.trim().split(',') {
+        let raw = raw.trim();
+        let bad = |why| ParseError::Term {
+            term: raw.to_owned(),
+            why,
+        };
+        if raw.is_empty() {
+            return Err(bad("empty term"));
+        }
+        let (name, value) = match raw.split_once('=') {
+            Some((n, v)) => (n.trim(), v.trim()),
+            None => (raw, "1"),
+        };
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(bad("not a field name"));
+        }
+        if value.contains('?') {
+            return Err(bad("needs a parameter ('?'); give the value"));
+        }
+        let value = parse_number(value).ok_or(bad("value is not a number"))?;
+        if terms.iter().any(|t| t.name == name) {
+            return Err(bad("given twice"));
+        }
+        terms.push(Term {
+            name: name.to_owned(),
+            value,
+        });
+    }
+    Ok(terms)
+}
+
+/// Splits `cpu/event=0x60,umask=1/` into `("cpu", "event=0x60,umask=1")`;
+/// bare terms go to `default_pmu`.
+pub fn split_pmu<'a>(text: &'a str, default_pmu: &'a str) -> (&'a str, &'a str) {
+    let t = text.trim();
+    match t.split_once('/') {
+        Some((pmu, rest)) if !pmu.is_empty() => (pmu, rest.trim_end_matches('/')),
+        _ => (default_pmu, t),
+    }
+}
+
+/// Replaces or adds a term (e.g. `cmask=1` to turn an occupancy count
+/// into "cycles with at least one").
+pub fn with_term(mut terms: Vec<Term>, name: &str, value: u64) -> Vec<Term> {
+    match terms.iter_mut().find(|t| t.name == name) {
+        Some(t) => t.value = value,
+        None => terms.push(Term {
+            name: name.to_owned(),
+            value,
+        }),
+    }
+    terms
+}
+
+/// A PMU as sysfs describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pmu {
+    pub name: String,
+    /// `perf_event_attr.type` for its events.
+    pub pmu_type: u32,
+    pub formats: BTreeMap<String, FormatField>,
+    /// Format files that did not parse: an error only if an event uses them.
+    pub bad_formats: BTreeMap<String, ParseError>,
+}
+
+impl Pmu {
+    /// Encodes terms into `(config, config1, config2)`. Terms named
+    /// `config`, `config1`, `config2` without a format file set the word
+    /// directly, as perf does.
+    pub fn encode(&self, terms: &[Term]) -> Result<[u64; 3], ParseError> {
+        let mut words = [0u64; 3];
+        for t in terms {
+            let Some(field) = self.formats.get(&t.name) else {
+                if let Some(why) = self.bad_formats.get(&t.name) {
+                    return Err(ParseError::BadField {
+                        field: t.name.clone(),
+                        why: why.to_string(),
+                    });
+                }
+                match t.name.as_str() {
+                    "config" => words[0] |= t.value,
+                    "config1" => words[1] |= t.value,
+                    "config2" => words[2] |= t.value,
+                    _ => {
+                        let known = self.formats.keys().cloned().collect::<Vec<_>>().join(", ");
+                        return Err(ParseError::UnknownField {
+                            field: t.name.clone(),
+                            known,
+                        });
+                    }
+                }
+                continue;
+            };
+            let bits = field.place(t.value).ok_or_else(|| ParseError::TooWide {
+                field: t.name.clone(),
+                value: t.value,
+                width: field.width(),
+            })?;
+            let i = match field.word {
+                ConfigWord::Config => 0,
+                ConfigWord::Config1 => 1,
+                ConfigWord::Config2 => 2,
+                ConfigWord::Config3 => {
+                    return Err(ParseError::Config3 {
+                        field: t.name.clone(),
+                    });
+                }
+            };
+            words[i] |= bits;
+        }
+        Ok(words)
+    }
+
+    /// Encodes terms into an event of this PMU; `what` says where they came
+    /// from (for messages).
+    pub fn event(&self, terms: &[Term], what: String) -> Result<RawEvent, ParseError> {
+        let [config, config1, config2] = self.encode(terms)?;
+        Ok(RawEvent {
+            what,
+            pmu_type: self.pmu_type,
+            config,
+            config1,
+            config2,
+        })
+    }
+}
+
+/// An encoded event, ready for `perf_event_open`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawEvent {
+    /// Where it came from, perf-style: `cpu/offcore_requests.demand_data_rd/`
+    /// or `cpu/event=0x60,umask=0x01,cmask=1/`.
+    pub what: String,
+    pub pmu_type: u32,
+    pub config: u64,
+    pub config1: u64,
+    pub config2: u64,
+}
+
+/// Reading or encoding an event under a root failed.
+#[derive(Debug, Error)]
+pub enum EventError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("{path}: {source}")]
+    Parse { path: PathBuf, source: ParseError },
+    #[error("{path}: not a PMU type number: {text:?}")]
+    BadType { path: PathBuf, text: String },
+    #[error("no PMU {pmu:?} under {dir} (there are: {known})")]
+    NoSuchPmu {
+        pmu: String,
+        dir: PathBuf,
+        known: String,
+    },
+    #[error("{what}: {source}")]
+    Encoding { what: String, source: ParseError },
+}
+
+/// Resolves events by name through a [`SysRoot`].
+#[derive(Debug, Clone, Copy)]
+pub struct EventResolver<'a> {
+    root: &'a SysRoot,
+}
+
+impl<'a> EventResolver<'a> {
+    pub fn new(root: &'a SysRoot) -> Self {
+        EventResolver { root }
+    }
+
+    /// The PMUs the kernel lists, sorted (empty if the directory is absent).
+    pub fn pmus(&self) -> Result<Vec<String>, EventError> {
+        list_dir(self.root, EVENT_SOURCE_DIR)
+    }
+
+    /// Reads one PMU's type and format files.
+    pub fn pmu(&self, name: &str) -> Result<Pmu, EventError> {
+        let dir = format!("{EVENT_SOURCE_DIR}/{name}");
+        let type_rel = format!("{dir}/type");
+        let Some(text) = self.root.read_optional(&type_rel)? else {
+            return Err(EventError::NoSuchPmu {
+                pmu: name.to_owned(),
+                dir: self.root.join(EVENT_SOURCE_DIR),
+                known: self.pmus()?.join(", "),
+            });
+        };
+        let pmu_type = text.trim().parse().map_err(|_| EventError::BadType {
+            path: self.root.join(&type_rel),
+            text: text.trim().to_owned(),
+        })?;
+        let mut formats = BTreeMap::new();
+        let mut bad_formats = BTreeMap::new();
+        let format_dir = format!("{dir}/format");
+        for field in list_dir(self.root, &format_dir)? {
+            let text = self.root.read(&format!("{format_dir}/{field}"))?;
+            match parse_format(&text) {
+                Ok(f) => {
+                    formats.insert(field, f);
+                }
+                Err(e) => {
+                    bad_formats.insert(field, e);
+                }
+            }
+        }
+        Ok(Pmu {
+            name: name.to_owned(),
+            pmu_type,
+            formats,
+            bad_formats,
+        })
+    }
+
+    /// The event `name` of `pmu` as sysfs describes it, with `overrides`
+    /// applied; `Ok(None)` if the PMU has no such event.
+    pub fn named_event(
+        &self,
+        pmu: &Pmu,
+        name: &str,
+        overrides: &[(&str, u64)],
+    ) -> Result<Option<RawEvent>, EventError> {
+        let rel = format!("{EVENT_SOURCE_DIR}/{}/events/{name}", pmu.name);
+        let Some(text) = self.root.read_optional(&rel)? else {
+            return Ok(None);
+        };
+        let path = self.root.join(&rel);
+        let mut terms = parse_terms(&text).map_err(|source| EventError::Parse {
+            path: path.clone(),
+            source,
+        })?;
+        let mut what = format!("{}/{name}", pmu.name);
+        for &(field, value) in overrides {
+            terms = with_term(terms, field, value);
+            let _ = write!(what, ",{field}={value}");
+        }
+        what.push('/');
+        pmu.event(&terms, what)
+            .map(Some)
+            .map_err(|source| EventError::Parse { path, source })
+    }
+
+    /// A user-given encoding, `event=0x60,umask=0x01,cmask=1` (for
+    /// `default_pmu`) or `cpu/event=0x60,umask=0x01/`, checked against the
+    /// PMU's format files.
+    pub fn encoding(&self, text: &str, default_pmu: &str) -> Result<RawEvent, EventError> {
+        let (pmu_name, terms_text) = split_pmu(text, default_pmu);
+        let pmu = self.pmu(pmu_name)?;
+        let what = format!("{pmu_name}/{terms_text}/");
+        let terms = parse_terms(terms_text).map_err(|source| EventError::Encoding {
+            what: what.clone(),
+            source,
+        })?;
+        pmu.event(&terms, what.clone())
+            .map_err(|source| EventError::Encoding { what, source })
+    }
+}
+
+fn list_dir(root: &SysRoot, rel: &str) -> Result<Vec<String>, EventError> {
+    let path = root.join(rel);
+    let entries = match fs::read_dir(&path) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(ReadError { path, source }.into()),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| ReadError {
+            path: path.clone(),
+            source,
+        })?;
+        names.push(entry.file_name().to_string_lossy().into_owned());
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// A name to look for, with terms to override (`cmask=1`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate {
+    pub name: &'static str,
+    pub overrides: &'static [(&'static str, u64)],
+}
+
+/// Candidates for [`Counter::UncoreOccupancy`] (`t'`), best first.
+pub const OCCUPANCY_CANDIDATES: [Candidate; 3] = [
+    Candidate {
+        name: "offcore_requests_outstanding.cycles_with_demand_data_rd",
+        overrides: &[],
+    },
+    Candidate {
+        name: "offcore_requests_outstanding.demand_data_rd",
+        overrides: &[("cmask", 1)],
+    },
+    Candidate {
+        name: "ls_alloc_mab_count",
+        overrides: &[("cmask", 1)],
+    },
+];
+
+/// Candidates for [`Counter::UncoreRequests`] (`λ`), best first.
+pub const REQUEST_CANDIDATES: [Candidate; 3] = [
+    Candidate {
+        name: "offcore_requests.demand_data_rd",
+        overrides: &[],
+    },
+    Candidate {
+        name: "ls_mab_alloc.all_allocations",
+        overrides: &[],
+    },
+    Candidate {
+        name: "ls_mab_alloc.loads",
+        overrides: &[],
+    },
+];
+
+/// Encodings the user gives for the uncore pair where sysfs has no names
+/// (e.g. `event=0x60,umask=0x01,cmask=1` and `event=0xb0,umask=0x01` on
+/// Intel Nehalem to Skylake; perf's pmu-events JSON has the others).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UncoreEncodings {
+    pub occupancy: Option<String>,
+    pub requests: Option<String>,
+}
+
+/// The uncore pair: each an event, or why not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UncoreEvents {
+    pub occupancy: Result<RawEvent, String>,
+    pub requests: Result<RawEvent, String>,
+}
+
+impl UncoreEvents {
+    pub fn get(&self, c: Counter) -> Option<&Result<RawEvent, String>> {
+        match c {
+            Counter::UncoreOccupancy => Some(&self.occupancy),
+            Counter::UncoreRequests => Some(&self.requests),
+            _ => None,
+        }
+    }
+}
+
+/// Resolves the uncore pair: the user's encodings where given, else the
+/// candidate names in the core PMUs present.
+pub fn resolve_uncore(root: &SysRoot, user: &UncoreEncodings) -> UncoreEvents {
+    let resolver = EventResolver::new(root);
+    let pmus: Vec<Pmu> = CORE_PMUS
+        .iter()
+        .filter_map(|name| resolver.pmu(name).ok())
+        .collect();
+    let one = |given: &Option<String>, candidates: &[Candidate]| -> Result<RawEvent, String> {
+        if let Some(text) = given {
+            return resolver
+                .encoding(text, "cpu")
+                .map_err(|e| format!("the given encoding is unusable: {e}"));
+        }
+        if pmus.is_empty() {
+            let known = resolver.pmus().map(|p| p.join(", ")).unwrap_or_default();
+            return Err(format!(
+                "no core PMU: {} has none of {} (only: {known})",
+                root.join(EVENT_SOURCE_DIR).display(),
+                CORE_PMUS.join(", ")
+            ));
+        }
+        let mut problems = Vec::new();
+        for pmu in &pmus {
+            for c in candidates {
+                match resolver.named_event(pmu, c.name, c.overrides) {
+                    Ok(Some(ev)) => return Ok(ev),
+                    Ok(None) => {}
+                    Err(e) => problems.push(e.to_string()),
+                }
+            }
+        }
+        let names: Vec<&str> = candidates.iter().map(|c| c.name).collect();
+        let pmu_names: Vec<&str> = pmus.iter().map(|p| p.name.as_str()).collect();
+        let mut why = format!(
+            "none of {} is described under {}/{{{}}}/events (kernels list only generic \
+             events there): give the encoding for this CPU",
+            names.join(", "),
+            root.join(EVENT_SOURCE_DIR).display(),
+            pmu_names.join(",")
+        );
+        if !problems.is_empty() {
+            let _ = write!(why, "; unusable descriptions: {}", problems.join("; "));
+        }
+        Err(why)
+    };
+    UncoreEvents {
+        occupancy: one(&user.occupancy, &OCCUPANCY_CANDIDATES),
+        requests: one(&user.requests, &REQUEST_CANDIDATES),
+    }
+}
+
+#[cfg(test)]
+#[path = "events_tests.rs"]
+mod tests;

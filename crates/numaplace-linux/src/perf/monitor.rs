@@ -1,0 +1,454 @@
+//! `PerfMonitor`: counters for a changing set of threads.
+//!
+//! What can be counted is decided once, in [`PerfMonitor::new`], by opening
+//! the intended group on the daemon's own thread: the answer then depends
+//! only on the PMU, `perf_event_paranoid` and the security setup, never on
+//! whether the first target thread happened to exit or belong to another
+//! user. A failed open is never retried per interval: a thread that cannot
+//! be counted is remembered until it leaves the tid list, and threads that
+//! found no free fd are retried only after some fds were freed.
+//!
+//! File descriptors: one per event per thread ([`Availability::fds_per_thread`]:
+//! 4 hardware, +2 uncore, or 4 software). `new` raises the soft
+//! `RLIMIT_NOFILE` to the hard limit once and keeps
+//! [`PerfConfig::fd_reserve`] fds for the rest of the daemon; threads beyond
+//! that budget are reported in [`PerfMonitor::uncounted`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io;
+
+use numaplace_model::{Counter, CounterDeltas};
+
+use super::availability::{
+    Availability, CounterStatus, FdLimit, HostFacts, errno_name, open_failure_reason,
+};
+use super::counters::{EventSpec, OpenOptions, ThreadCounters, exclude_kernel_for, read_paranoid};
+use super::events::{EventResolver, UncoreEncodings, resolve_uncore};
+use super::scaling::{GroupReading, delta};
+use crate::sysroot::SysRoot;
+
+/// How the monitor counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PerfConfig {
+    /// Encodings for the uncore pair where sysfs does not name them.
+    pub uncore: UncoreEncodings,
+    /// Count the software events even when hardware counters work (4 more
+    /// fds per thread); by default they are only the fallback.
+    pub always_software: bool,
+    /// File descriptors left for the rest of the daemon.
+    pub fd_reserve: usize,
+    /// A cap on the fds the monitor holds (default: the fd limit less the
+    /// reserve).
+    pub max_fds: Option<usize>,
+}
+
+impl Default for PerfConfig {
+    fn default() -> Self {
+        PerfConfig {
+            uncore: UncoreEncodings::default(),
+            always_software: false,
+            fd_reserve: 256,
+            max_fds: None,
+        }
+    }
+}
+
+/// What one [`PerfMonitor::sync`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    pub opened: usize,
+    /// Closed because the thread left the list.
+    pub closed: usize,
+    /// Exited before its counters could be opened.
+    pub gone: usize,
+    /// Cannot be counted (permission, other errors); not retried.
+    pub refused: usize,
+    /// No fd left for them.
+    pub starved: usize,
+}
+
+struct Tracked {
+    counters: ThreadCounters,
+    last: GroupReading,
+}
+
+/// Per-thread counters for a changing set of threads.
+pub struct PerfMonitor {
+    specs: Vec<EventSpec>,
+    opts: OpenOptions,
+    availability: Availability,
+    threads: BTreeMap<i32, Tracked>,
+    /// Threads that cannot be counted, and why; forgotten when they leave
+    /// the tid list.
+    refused: BTreeMap<i32, String>,
+    /// Threads that found no fd; retried once fds are freed.
+    starved: BTreeSet<i32>,
+    fds_freed: bool,
+}
+
+impl std::fmt::Debug for PerfMonitor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PerfMonitor")
+            .field("specs", &self.specs)
+            .field("threads", &self.threads.keys().collect::<Vec<_>>())
+            .field("refused", &self.refused)
+            .field("starved", &self.starved)
+            .finish()
+    }
+}
+
+/// Reads what explains failed opens: paranoid level, PMUs, hypervisor flag.
+pub fn host_facts(root: &SysRoot) -> HostFacts {
+    HostFacts {
+        paranoid: read_paranoid(root).ok().flatten(),
+        pmus: EventResolver::new(root).pmus().unwrap_or_default(),
+        hypervisor: root
+            .read_optional("proc/cpuinfo")
+            .ok()
+            .flatten()
+            .is_some_and(|s| cpuinfo_has_hypervisor(&s)),
+    }
+}
+
+fn cpuinfo_has_hypervisor(cpuinfo: &str) -> bool {
+    cpuinfo
+        .lines()
+        .filter(|l| l.starts_with("flags"))
+        .any(|l| l.split_whitespace().any(|w| w == "hypervisor"))
+}
+
+/// Threads that fit: `(soft - reserve) / fds_per_thread`, at most `max_fds /
+/// fds_per_thread`; 0 if nothing is counted.
+pub fn thread_budget(
+    soft: u64,
+    reserve: usize,
+    fds_per_thread: usize,
+    max_fds: Option<usize>,
+) -> usize {
+    if fds_per_thread == 0 {
+        return 0;
+    }
+    let usable = usize::try_from(soft)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(reserve);
+    usable.min(max_fds.unwrap_or(usize::MAX)) / fds_per_thread
+}
+
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit (where that is finite).
+fn raise_nofile_limit() -> FdLimit {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
+        return FdLimit {
+            soft: 1024,
+            hard: 1024,
+            raised_from: None,
+        };
+    }
+    let mut limit = FdLimit {
+        soft: r.rlim_cur,
+        hard: r.rlim_max,
+        raised_from: None,
+    };
+    if r.rlim_cur < r.rlim_max && r.rlim_max != libc::RLIM_INFINITY {
+        let raised = libc::rlimit {
+            rlim_cur: r.rlim_max,
+            rlim_max: r.rlim_max,
+        };
+        // SAFETY: setrlimit reads one rlimit struct we own.
+        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+            limit.raised_from = Some(r.rlim_cur);
+            limit.soft = r.rlim_max;
+            tracing::info!(
+                from = r.rlim_cur,
+                to = r.rlim_max,
+                "raised RLIMIT_NOFILE for perf counters"
+            );
+        }
+    }
+    limit
+}
+
+/// Opens `candidates` one by one on this thread, keeping those that join
+/// the group (`chosen`); failures are recorded in `statuses`.
+fn probe_into(
+    chosen: &mut Vec<EventSpec>,
+    candidates: Vec<EventSpec>,
+    opts: OpenOptions,
+    host: &HostFacts,
+    statuses: &mut BTreeMap<Counter, CounterStatus>,
+) {
+    for spec in candidates {
+        let mut trial = chosen.clone();
+        trial.push(spec.clone());
+        match ThreadCounters::open(0, &trial, opts) {
+            Ok(_) => chosen.push(spec),
+            Err(e) => {
+                let reason = open_failure_reason(&e.event, spec.is_hardware(), &e.source, host);
+                statuses.insert(spec.counter, CounterStatus::Unavailable { reason });
+            }
+        }
+    }
+}
+
+impl PerfMonitor {
+    /// Decides, once, what this host can count (see the module docs) and
+    /// raises the fd limit. Never fails: what does not work is in
+    /// [`availability`](Self::availability). `root` supplies the sysfs and
+    /// procfs facts; the counters themselves are always the live kernel's.
+    pub fn new(root: &SysRoot, config: &PerfConfig) -> Self {
+        let host = host_facts(root);
+        let opts = OpenOptions {
+            exclude_kernel: exclude_kernel_for(host.paranoid),
+        };
+        let mut statuses = BTreeMap::new();
+
+        let mut candidates: Vec<EventSpec> = Counter::HARDWARE
+            .iter()
+            .filter_map(|&c| EventSpec::generic(c))
+            .collect();
+        let uncore = resolve_uncore(root, &config.uncore);
+        for c in Counter::UNCORE {
+            match uncore.get(c) {
+                Some(Ok(ev)) => candidates.push(EventSpec::raw(c, ev.clone())),
+                Some(Err(reason)) => {
+                    statuses.insert(
+                        c,
+                        CounterStatus::Unavailable {
+                            reason: reason.clone(),
+                        },
+                    );
+                }
+                None => {}
+            }
+        }
+        let mut hardware = Vec::new();
+        probe_into(&mut hardware, candidates, opts, &host, &mut statuses);
+
+        let mut software = Vec::new();
+        let sw: Vec<EventSpec> = Counter::SOFTWARE
+            .iter()
+            .filter_map(|&c| EventSpec::generic(c))
+            .collect();
+        probe_into(&mut software, sw, opts, &host, &mut statuses);
+
+        let mut specs = hardware.clone();
+        let mut spare = Vec::new();
+        if hardware.is_empty() {
+            specs = software;
+        } else if config.always_software {
+            specs.extend(software.iter().cloned());
+            if let Err(e) = ThreadCounters::open(0, &specs, opts) {
+                let why = format!(
+                    "they do not fit in the hardware group: {}",
+                    errno_name(&e.source)
+                );
+                spare.extend(software.iter().map(|s| (s.counter, why.clone())));
+                specs = hardware;
+            }
+        } else {
+            let why = "the hardware counters are counted instead (PerfConfig::always_software adds \
+                       these, 4 more fds per thread)";
+            spare.extend(software.iter().map(|s| (s.counter, why.to_owned())));
+        }
+        for spec in &specs {
+            statuses.insert(
+                spec.counter,
+                CounterStatus::Counted {
+                    event: spec.describe(),
+                },
+            );
+        }
+        for (c, why) in spare {
+            statuses.insert(c, CounterStatus::Spare { why });
+        }
+
+        let fd_limit = raise_nofile_limit();
+        let max_threads = thread_budget(
+            fd_limit.soft,
+            config.fd_reserve,
+            specs.len(),
+            config.max_fds,
+        );
+        let availability = Availability {
+            counters: statuses,
+            paranoid: host.paranoid,
+            exclude_kernel: opts.exclude_kernel,
+            fds_per_thread: specs.len(),
+            fd_limit,
+            max_threads,
+        };
+        for (c, status) in &availability.counters {
+            if let CounterStatus::Unavailable { reason } = status {
+                tracing::debug!(counter = c.name(), "not counted: {reason}");
+            }
+        }
+        PerfMonitor {
+            specs,
+            opts,
+            availability,
+            threads: BTreeMap::new(),
+            refused: BTreeMap::new(),
+            starved: BTreeSet::new(),
+            fds_freed: false,
+        }
+    }
+
+    /// What is counted, and why not where not. Decided once.
+    pub fn availability(&self) -> &Availability {
+        &self.availability
+    }
+
+    /// The threads counted now.
+    pub fn tracked(&self) -> impl Iterator<Item = i32> + '_ {
+        self.threads.keys().copied()
+    }
+
+    /// File descriptors held.
+    pub fn open_fds(&self) -> usize {
+        self.threads.values().map(|t| t.counters.fds()).sum()
+    }
+
+    /// Listed threads that are not counted, and why.
+    pub fn uncounted(&self) -> BTreeMap<i32, String> {
+        let mut out = self.refused.clone();
+        let a = &self.availability;
+        for &tid in &self.starved {
+            out.insert(
+                tid,
+                format!(
+                    "no file descriptor left: {} threads at {} fds each fill the budget \
+                     (RLIMIT_NOFILE {}, hard {}); raise the hard limit (ulimit -Hn, LimitNOFILE=)",
+                    a.max_threads, a.fds_per_thread, a.fd_limit.soft, a.fd_limit.hard
+                ),
+            );
+        }
+        out
+    }
+
+    /// Makes the counted set follow `tids`: opens counters for new threads,
+    /// closes those of threads no longer listed.
+    pub fn sync(&mut self, tids: &[i32]) -> SyncReport {
+        let want: BTreeSet<i32> = tids.iter().copied().collect();
+        let mut report = SyncReport::default();
+        let before = self.threads.len();
+        self.threads.retain(|tid, _| want.contains(tid));
+        report.closed = before - self.threads.len();
+        self.fds_freed |= report.closed > 0;
+        self.refused.retain(|tid, _| want.contains(tid));
+        self.starved.retain(|tid| want.contains(tid));
+        if self.specs.is_empty() {
+            return report;
+        }
+        let retry_starved = std::mem::take(&mut self.fds_freed);
+        for tid in want {
+            if self.threads.contains_key(&tid) || self.refused.contains_key(&tid) {
+                continue;
+            }
+            if tid <= 0 {
+                // 0 would be this thread and -1 every thread: never a target.
+                self.refused
+                    .insert(tid, format!("{tid} is not a thread id"));
+                report.refused += 1;
+                continue;
+            }
+            if self.starved.contains(&tid) && !retry_starved {
+                report.starved += 1;
+                continue;
+            }
+            if self.threads.len() >= self.availability.max_threads {
+                self.starve(tid);
+                report.starved += 1;
+                continue;
+            }
+            match ThreadCounters::open(tid, &self.specs, self.opts) {
+                Ok(counters) => {
+                    self.starved.remove(&tid);
+                    let last = GroupReading::zero(counters.counters());
+                    self.threads.insert(tid, Tracked { counters, last });
+                    report.opened += 1;
+                }
+                Err(e) => match e.source.raw_os_error() {
+                    Some(libc::ESRCH | libc::ENOENT) => {
+                        self.refused.insert(tid, "exited".into());
+                        report.gone += 1;
+                    }
+                    Some(libc::EMFILE | libc::ENFILE) => {
+                        self.starve(tid);
+                        report.starved += 1;
+                    }
+                    code => {
+                        let why = if matches!(code, Some(libc::EACCES | libc::EPERM)) {
+                            format!(
+                                "not permitted to watch thread {tid} ({}): another user's \
+                                 thread needs root or CAP_PERFMON",
+                                errno_name(&e.source)
+                            )
+                        } else {
+                            e.to_string()
+                        };
+                        tracing::debug!(tid, "not counted: {why}");
+                        self.refused.insert(tid, why);
+                        report.refused += 1;
+                    }
+                },
+            }
+        }
+        report
+    }
+
+    fn starve(&mut self, tid: i32) {
+        if self.starved.is_empty() {
+            tracing::warn!(
+                max_threads = self.availability.max_threads,
+                fds_per_thread = self.availability.fds_per_thread,
+                "out of file descriptors for perf counters: some threads are not counted"
+            );
+        }
+        self.starved.insert(tid);
+    }
+
+    /// Each counted thread's counts since the previous read (or since its
+    /// counters were opened). Threads that exited are dropped, silently.
+    pub fn read_deltas(&mut self) -> BTreeMap<i32, CounterDeltas> {
+        let mut out = BTreeMap::new();
+        let mut drop = Vec::new();
+        for (&tid, t) in self.threads.iter_mut() {
+            let exited = !t.counters.is_alive();
+            if exited {
+                drop.push((tid, None));
+                continue;
+            }
+            match t.counters.read() {
+                Ok(cur) => {
+                    out.insert(tid, delta(&t.last, &cur));
+                    t.last = cur;
+                }
+                Err(e) => drop.push((tid, Some(e))),
+            }
+        }
+        for (tid, err) in drop {
+            self.threads.remove(&tid);
+            self.fds_freed = true;
+            let why = match err {
+                None => "exited".to_owned(),
+                Some(e) => read_failure(tid, &e),
+            };
+            self.refused.insert(tid, why);
+        }
+        out
+    }
+}
+
+fn read_failure(tid: i32, e: &io::Error) -> String {
+    let why = format!("reading its counters failed ({e}); not retried");
+    tracing::warn!(tid, "{why}");
+    why
+}
+
+#[cfg(test)]
+#[path = "monitor_tests.rs"]
+mod tests;

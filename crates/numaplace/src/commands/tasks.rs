@@ -1,0 +1,198 @@
+//! `numaplace tasks`.
+
+use std::thread::sleep;
+
+use anyhow::{Context, Result};
+use numaplace_linux::{CollectOptions, Collector, SysRoot};
+use numaplace_model::{GroupKind, Snapshot, TaskGroup};
+
+use crate::cli::{TaskFilterArgs, TasksArgs};
+use crate::commands::InputError;
+use crate::duration::parse_duration;
+use crate::report;
+
+/// The root to read tasks under: `/`, or a snapshot directory.
+pub fn root_of(dir: Option<&std::path::Path>) -> Result<SysRoot> {
+    Ok(match dir {
+        Some(d) => SysRoot::new(d)?,
+        None => SysRoot::host(),
+    })
+}
+
+pub fn run(args: &TasksArgs) -> Result<()> {
+    let interval = parse_duration(&args.interval, "--interval").map_err(InputError)?;
+    validate(&args.filter)?;
+    let root = root_of(args.root.as_deref())?;
+    let rates = !interval.is_zero() && root.is_host();
+    let mut collector = Collector::new(
+        root,
+        CollectOptions {
+            memory: true,
+            counters: rates,
+            machine: false,
+        },
+    );
+    let mut snap = collector.collect().context("reading tasks")?;
+    if rates {
+        sleep(interval);
+        snap = collector.collect().context("reading tasks")?;
+    }
+    let groups: Vec<&TaskGroup> = snap
+        .groups
+        .iter()
+        .filter(|g| keep(&args.filter, g, &snap))
+        .collect();
+    if args.json {
+        let pids: Vec<i32> = groups.iter().map(|g| g.pid).collect();
+        println!("{}", serde_json::to_string_pretty(&select(&snap, &pids))?);
+        return Ok(());
+    }
+    let mut notes: Vec<String> = collector.missing_signals().to_vec();
+    if !rates {
+        notes.push("one round only: no CPU share or counters (give --interval)".into());
+    }
+    let gaps = collector.gaps();
+    if gaps.denied > 0 {
+        notes.push(format!(
+            "{} file{} could not be read (permission denied; run as root to see every task)",
+            gaps.denied,
+            if gaps.denied == 1 { "" } else { "s" }
+        ));
+    }
+    print!("{}", report::tasks::render(&snap, &groups, &notes));
+    Ok(())
+}
+
+fn validate(f: &TaskFilterArgs) -> Result<()> {
+    if let Some(bad) = f.pid.iter().find(|&&p| p <= 0) {
+        return Err(InputError(format!("--pid {bad}: process ids are positive")).into());
+    }
+    if let Some(bad) = f.cgroup.iter().find(|c| !c.starts_with('/')) {
+        return Err(InputError(format!(
+            "--cgroup {bad:?}: give a cgroup v2 path from the hierarchy's root, like /system.slice"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// The snapshot reduced to the given processes and their threads.
+fn select(s: &Snapshot, pids: &[i32]) -> Snapshot {
+    let groups: Vec<TaskGroup> = s
+        .groups
+        .iter()
+        .filter(|g| pids.contains(&g.pid))
+        .cloned()
+        .collect();
+    let tids: std::collections::BTreeSet<i32> = groups
+        .iter()
+        .flat_map(|g| g.threads.iter().copied())
+        .collect();
+    Snapshot {
+        tasks: s
+            .tasks
+            .iter()
+            .filter(|t| tids.contains(&t.tid))
+            .cloned()
+            .collect(),
+        counters: s
+            .counters
+            .iter()
+            .filter(|(t, _)| tids.contains(t))
+            .map(|(&t, c)| (t, c.clone()))
+            .collect(),
+        groups,
+        ..s.clone()
+    }
+}
+
+/// Whether a group passes the filter. Each kind of filter given must
+/// match (pid, name, cgroup); within a kind, any value may.
+pub fn keep(f: &TaskFilterArgs, g: &TaskGroup, s: &Snapshot) -> bool {
+    if !f.kernel && g.is_kernel() {
+        return false;
+    }
+    if f.vms && !matches!(g.kind, GroupKind::Vm { .. }) {
+        return false;
+    }
+    if !f.pid.is_empty() && !f.pid.contains(&g.pid) {
+        return false;
+    }
+    if !f.comm.is_empty() {
+        let names = std::iter::once(g.comm.as_str()).chain(
+            g.threads
+                .iter()
+                .filter_map(|&t| s.task(t))
+                .map(|t| t.comm.as_str()),
+        );
+        let mut names = names;
+        if !names.any(|n| f.comm.iter().any(|p| glob(p, n))) {
+            return false;
+        }
+    }
+    if !f.cgroup.is_empty() {
+        let Some(cg) = &g.cgroup else { return false };
+        if !f.cgroup.iter().any(|p| in_subtree(p, cg)) {
+            return false;
+        }
+    }
+    true
+}
+
+/// `path` is `prefix` or below it, component-wise (`/a` holds `/a/b`, not `/ab`).
+fn in_subtree(prefix: &str, path: &str) -> bool {
+    let prefix = prefix.trim_end_matches('/');
+    prefix.is_empty()
+        || path == prefix
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|r| r.starts_with('/'))
+}
+
+/// Shell-style wildcard match: `*` any run, `?` one character.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards() {
+        assert!(glob("postgres*", "postgres: writer"));
+        assert!(glob("*KVM", "CPU 0/KVM"));
+        assert!(glob("CPU ?/TCG", "CPU 3/TCG"));
+        assert!(!glob("CPU ?/TCG", "CPU 12/TCG"));
+        assert!(glob("a*b*c", "aXXbYYc"));
+        assert!(!glob("a*b", "ac"));
+        assert!(glob("*", ""));
+    }
+
+    #[test]
+    fn cgroup_subtrees() {
+        assert!(in_subtree("/system.slice", "/system.slice/foo.service"));
+        assert!(in_subtree("/system.slice/", "/system.slice"));
+        assert!(!in_subtree("/system.slice", "/system.slicer"));
+        assert!(in_subtree("/", "/anything"));
+    }
+}

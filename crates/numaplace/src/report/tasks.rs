@@ -1,0 +1,144 @@
+//! The tasks table: applications and VMs with their threads, where they
+//! run and may run, their memory per node, and what their counters say.
+
+use std::fmt::Write;
+
+use numaplace_model::metrics::{cpu_share, ipc, mpki};
+use numaplace_model::{GroupKind, Snapshot, TaskGroup};
+
+use crate::report::topology::bytes;
+
+/// Makes an untrusted name safe to print on a terminal: control
+/// characters and backslashes are escaped (`\n`, `\x1b`, `\\`), so a thread
+/// cannot move the cursor or forge table rows.
+pub fn printable(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn group_label(g: &TaskGroup) -> String {
+    match &g.kind {
+        GroupKind::Vm { name, accel, .. } => {
+            let n = name.as_deref().map(printable).unwrap_or_else(|| "?".into());
+            format!("vm:{n} ({accel})")
+        }
+        GroupKind::Process => printable(&g.comm),
+    }
+}
+
+fn memory_cell(g: &TaskGroup) -> String {
+    match g.memory_total() {
+        None => "-".into(),
+        Some(m) if m.values().all(|&b| b == 0) => "0".into(),
+        Some(m) => m
+            .iter()
+            .filter(|(_, b)| **b > 0)
+            .map(|(n, b)| format!("{n}:{}", bytes(*b).replace(' ', "")))
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
+fn cut(s: &str, width: usize) -> String {
+    if s.chars().count() <= width {
+        s.to_string()
+    } else {
+        let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
+        t.push('~');
+        t
+    }
+}
+
+fn opt(v: Option<f64>, decimals: usize) -> String {
+    v.map_or_else(|| "-".into(), |x| format!("{x:.decimals$}"))
+}
+
+/// Renders the groups in `groups` (indexes into the snapshot) with their
+/// threads.
+pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  MEMORY PER NODE",
+        "APPLICATION", "PID", "TID", "THREAD", "S", "CPU", "ALLOWED", "CPU%", "IPC", "MPKI"
+    );
+    let mut threads = 0;
+    for g in groups {
+        let _ = writeln!(
+            out,
+            "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {}",
+            cut(&group_label(g), 22),
+            g.pid,
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+            memory_cell(g)
+        );
+        for &tid in &g.threads {
+            let Some(t) = s.task(tid) else { continue };
+            threads += 1;
+            let c = s.counters.get(&tid);
+            let mut name = printable(&t.comm);
+            if let Some(v) = t.vcpu {
+                name = format!("{name} [vcpu{v}]");
+            }
+            let share = c
+                .and_then(|c| cpu_share(c, s.interval_ns))
+                .map(|x| x * 100.0);
+            let _ = writeln!(
+                out,
+                "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}",
+                "",
+                "",
+                t.tid,
+                cut(&name, 18),
+                t.state,
+                t.last_cpu.map_or_else(|| "-".into(), |c| c.to_string()),
+                cut(&t.allowed_cpus.to_string(), 12),
+                opt(share, 1),
+                opt(c.and_then(ipc), 2),
+                opt(c.and_then(mpki), 2),
+            );
+        }
+    }
+    let _ = writeln!(out, "{} applications, {threads} threads", groups.len());
+    for n in notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_names_are_escaped() {
+        assert_eq!(printable("a) b\n(c"), "a) b\\n(c");
+        assert_eq!(printable("\x1b[2J"), "\\x1b[2J");
+        assert_eq!(printable("back\\slash\t"), "back\\\\slash\\t");
+        assert_eq!(printable("CPU 0/KVM"), "CPU 0/KVM");
+    }
+
+    #[test]
+    fn long_cells_are_cut_visibly() {
+        assert_eq!(cut("0-3", 12), "0-3");
+        assert_eq!(cut("0,2,4,6,8,10,12", 12), "0,2,4,6,8,1~");
+    }
+}

@@ -1,0 +1,14 @@
+//! `parse_stat` on arbitrary bytes: must never panic; what it accepts must
+//! be consistent with the input.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use numaplace_linux::procfs::parse_stat;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(s) = parse_stat(data) {
+        assert!(data.ends_with(b"\n"));
+        assert!(s.comm.len() <= 3 * data.len());
+        assert!(s.state.is_ascii_alphabetic());
+    }
+});

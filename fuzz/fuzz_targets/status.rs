@@ -1,0 +1,15 @@
+//! `parse_status`, `parse_cgroup` and `parse_cmdline` on arbitrary input:
+//! must never panic.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use numaplace_linux::procfs::{parse_cgroup, parse_cmdline, parse_status};
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    if let Ok(s) = parse_status(&text) {
+        let _ = s.cpus_allowed.len() + s.mems_allowed.len();
+    }
+    let _ = parse_cgroup(&text);
+    let _ = parse_cmdline(data);
+});
