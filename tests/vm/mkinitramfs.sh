@@ -5,11 +5,18 @@
 #
 #   FILE...            extra files copied into the guest's /bin (mode kept), e.g.
 #                      a static numaplace binary or static test programs.
-#                      Dynamic binaries will NOT run: the guest has no libc.
+#                      Dynamic binaries will NOT run from here: the guest has
+#                      no libc (use --bin-with-libs).
 #   --script FILE      the guest script, installed as /test.sh and run by /init
 #                      with busybox sh (cwd /, PATH=/bin:/sbin:/usr/bin:/usr/sbin).
 #                      Without it, /init starts an interactive shell on the console.
 #   --add SRC=DEST     copy SRC to the absolute guest path DEST (dirs created).
+#   --bin-with-libs FILE
+#                      copy a dynamically linked binary into /bin, plus every
+#                      shared library `ldd FILE` lists for it and the dynamic
+#                      loader, each at the path ldd resolves it to on the host
+#                      (symlinks followed). Repeatable. ldd may run FILE's
+#                      loader: only use it on binaries you trust (your build).
 #
 # The generated /init mounts /proc, /sys, /dev (devtmpfs), /tmp (tmpfs) and
 # /sys/fs/cgroup (cgroup2, if the kernel has it), runs /test.sh, prints
@@ -24,12 +31,17 @@ usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" 
 
 script=""
 adds=""
+bin_libs=""
 nl='
 '
 while [ $# -gt 0 ]; do
   case "$1" in
     --script) [ $# -ge 2 ] || die "--script needs a FILE"; script=$2; shift 2 ;;
     --add) [ $# -ge 2 ] || die "--add needs SRC=DEST"; adds="$adds$2$nl"; shift 2 ;;
+    --bin-with-libs)
+      [ $# -ge 2 ] || die "--bin-with-libs needs a FILE"
+      case "$2" in *"$nl"*) die "--bin-with-libs: file names with newlines are not supported" ;; esac
+      bin_libs="$bin_libs$2$nl"; shift 2 ;;
     -h|--help) usage ;;
     --) shift; break ;;
     -*) die "unknown option '$1'" ;;
@@ -54,6 +66,12 @@ command -v gzip >/dev/null 2>&1 || die "gzip not found"
 for f in "$@"; do
   [ -f "$f" ] || die "extra file '$f' not found"
 done
+if [ -n "$bin_libs" ]; then
+  command -v ldd >/dev/null 2>&1 || die "ldd not found (needed by --bin-with-libs; apt-get install libc-bin)"
+  printf '%s' "$bin_libs" | while IFS= read -r f; do
+    [ -f "$f" ] || die "--bin-with-libs: '$f' not found"
+  done
+fi
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/mkinitramfs.XXXXXX")
 trap 'rm -rf "$stage"' EXIT INT TERM
@@ -86,6 +104,33 @@ echo "root:x:0:" > "$stage/etc/group"
 for f in "$@"; do
   rm -f "$stage/bin/$(basename "$f")"
   cp "$f" "$stage/bin/$(basename "$f")"
+done
+
+# Dynamic binaries: the binary into /bin, its libraries and the loader where
+# ldd says they are (`libx.so => /path (0x..)`, `/lib64/ld-linux-x86-64.so.2
+# (0x..)`; the vDSO has no path and is skipped).
+printf '%s' "$bin_libs" | while IFS= read -r f; do
+  [ -n "$f" ] || continue
+  if ! deps=$(LC_ALL=C ldd "$f" 2>&1); then
+    case "$deps" in
+      *"not a dynamic executable"*) deps="" ;;
+      *) die "--bin-with-libs: ldd '$f' failed: $deps" ;;
+    esac
+  fi
+  case "$deps" in
+    *"=> not found"*)
+      die "--bin-with-libs: '$f' needs libraries ldd cannot find:$nl$(printf '%s\n' "$deps" | grep '=> not found')" ;;
+  esac
+  rm -f "$stage/bin/$(basename "$f")"
+  cp "$f" "$stage/bin/$(basename "$f")"
+  printf '%s\n' "$deps" \
+    | awk '$2 == "=>" && $3 ~ /^\// { print $3; next } $1 ~ /^\// { print $1 }' \
+    | while IFS= read -r lib; do
+        [ -f "$lib" ] || die "--bin-with-libs: '$f': library '$lib' (from ldd) not found"
+        mkdir -p "$stage$(dirname "$lib")"
+        if [ -L "$stage$lib" ]; then rm -f "$stage$lib"; fi
+        cp -L "$lib" "$stage$lib"
+      done
 done
 
 printf '%s' "$adds" | while IFS= read -r spec; do

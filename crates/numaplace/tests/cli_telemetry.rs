@@ -1,0 +1,147 @@
+//! `numaplace tasks`, `record` and `replay` as a user runs them.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use numaplace_model::Snapshot;
+
+fn numaplace(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run numaplace")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn tasks_lists_this_process() {
+    let pid = std::process::id().to_string();
+    let o = numaplace(&["tasks", "--pid", &pid, "--interval", "200ms"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.starts_with("APPLICATION"), "{out}");
+    assert!(out.contains(&format!(" {pid} ")), "{out}");
+    assert!(out.contains("1 applications"), "{out}");
+
+    let o = numaplace(&["tasks", "--pid", &pid, "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s: Snapshot = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s.groups.len(), 1);
+    assert_eq!(s.groups[0].pid.to_string(), pid);
+    assert!(s.tasks.iter().all(|t| t.tgid.to_string() == pid));
+    assert!(s.interval_ns > 0, "two rounds by default");
+
+    // Kernel threads are left out unless asked for.
+    let o = numaplace(&[
+        "tasks",
+        "--interval",
+        "0",
+        "--json",
+        "--kernel",
+        "--comm",
+        "kthreadd",
+    ]);
+    let s: Snapshot = serde_json::from_slice(&o.stdout).unwrap();
+    let o2 = numaplace(&["tasks", "--interval", "0", "--json", "--comm", "kthreadd"]);
+    let s2: Snapshot = serde_json::from_slice(&o2.stdout).unwrap();
+    assert!(s2.groups.len() <= s.groups.len());
+    assert!(s2.groups.iter().all(|g| !g.is_kernel()));
+}
+
+#[test]
+fn tasks_bad_input() {
+    for (args, want) in [
+        (&["tasks", "--interval", "5x"][..], "unknown unit"),
+        (&["tasks", "--pid", "0"][..], "process ids are positive"),
+        (
+            &["tasks", "--cgroup", "system.slice"][..],
+            "from the hierarchy's root",
+        ),
+        (
+            &["tasks", "--root", "/nonexistent-np"][..],
+            "cannot read the root",
+        ),
+        (
+            &["record", "-o", "/tmp/x", "--interval", "1ms"][..],
+            "at least 10ms",
+        ),
+        (&["replay", "/nonexistent-np"][..], "cannot open"),
+    ] {
+        let o = numaplace(args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: wanted {want:?} in {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn record_then_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("run.jsonl");
+    let f = file.to_str().unwrap();
+    let o = numaplace(&[
+        "record",
+        "--interval",
+        "100ms",
+        "--duration",
+        "350ms",
+        "-o",
+        f,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "a recording holds command lines: owner only");
+
+    let o = numaplace(&["replay", f]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(out.contains("4 snapshots"), "{out}");
+    assert!(out.contains("#0 "), "{out}");
+
+    let o = numaplace(&["replay", "--json", f]);
+    let snaps: Vec<Snapshot> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(snaps.len(), 4);
+    assert!(snaps.windows(2).all(|w| w[1].seq == w[0].seq + 1));
+    assert!(snaps[1].interval_ns > 50_000_000);
+
+    // The file is not overwritten without --force.
+    let before = std::fs::read(&file).unwrap();
+    let o = numaplace(&["record", "--duration", "100ms", "-o", f]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("already exists"));
+    assert_eq!(std::fs::read(&file).unwrap(), before);
+}
+
+#[test]
+fn record_stops_cleanly_on_sigint() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("run.jsonl");
+    let child = Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .args(["record", "--interval", "50ms", "-o", file.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    // SAFETY: kill with a valid pid and signal number.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("recorded"), "{}", text(&o.stderr));
+    let o = numaplace(&["replay", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        !text(&o.stderr).contains("partial line"),
+        "{}",
+        text(&o.stderr)
+    );
+}

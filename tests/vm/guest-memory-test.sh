@@ -1,0 +1,121 @@
+#!/bin/bash
+# Boot the 2-node test-bed guest, allocate memory bound to node 1 there and
+# capture what `numaplace tasks` reports for that process, as JSON.
+#
+# Usage: tests/vm/guest-memory-test.sh [OUT.json]
+#
+# Builds (release) numaplace and the numaplace-linux example alloc_on_node,
+# fetches the kernel (fetch-kernel.sh, idempotent), packs an initramfs with
+# both (dynamically linked: mkinitramfs.sh --bin-with-libs) and a guest script
+# that runs `alloc_on_node 1 64` in the background, waits for its `ready <pid>`,
+# runs `numaplace tasks --pid <pid> --interval 0 --json` and prints the JSON
+# between @@NUMAPLACE-GUEST-JSON-BEGIN@@ / -END@@ lines on the console. Boots
+# `boot.sh --nodes 2` and writes the JSON found between the markers (`\r`
+# stripped) to OUT.json, or to stdout. The guest console goes to stderr.
+#
+# Exit status: 0 with the JSON written; otherwise non-zero with the reason on
+# stderr (build failure, guest failure: boot.sh's status, no JSON on the console).
+#
+# Environment: NUMAPLACE_VM_TIMEOUT (seconds, default 180) bounds the boot;
+# CARGO (default cargo); CARGO_TARGET_DIR is honoured.
+set -euo pipefail
+
+die() { echo "guest-memory-test.sh: error: $*" >&2; exit 1; }
+log() { echo "guest-memory-test.sh: $*" >&2; }
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+out=""
+case "${1:-}" in
+  -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+  -*) die "unknown option '$1' (usage: $0 [OUT.json])" ;;
+  "") ;;
+  *) out=$1 ;;
+esac
+[ $# -le 1 ] || die "too many arguments (usage: $0 [OUT.json])"
+timeout_s=${NUMAPLACE_VM_TIMEOUT:-180}
+cargo=${CARGO:-cargo}
+
+begin="@@NUMAPLACE-GUEST-JSON-BEGIN@@"
+end="@@NUMAPLACE-GUEST-JSON-END@@"
+
+log "building numaplace and alloc_on_node (release)"
+(cd "$repo" && "$cargo" build --release --locked -p numaplace --bin numaplace) >&2 \
+  || die "cargo build of numaplace failed"
+(cd "$repo" && "$cargo" build --release --locked -p numaplace-linux --example alloc_on_node) >&2 \
+  || die "cargo build of the alloc_on_node example failed"
+target=${CARGO_TARGET_DIR:-$repo/target}
+case "$target" in /*) ;; *) target="$repo/$target" ;; esac
+numaplace="$target/release/numaplace"
+alloc="$target/release/examples/alloc_on_node"
+[ -x "$numaplace" ] || die "$numaplace missing after the build"
+[ -x "$alloc" ] || die "$alloc missing after the build"
+
+"$here/fetch-kernel.sh" || die "fetch-kernel.sh failed"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/guest-memory-test.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# The guest side (busybox sh). Everything it prints lands on the console.
+cat > "$tmp/guest.sh" <<GUEST
+#!/bin/sh
+echo "guest: nodes online: \$(cat /sys/devices/system/node/online)"
+alloc_on_node 1 64 > /tmp/alloc.out 2> /tmp/alloc.err &
+apid=\$!
+i=0
+until grep -q '^ready ' /tmp/alloc.out 2>/dev/null; do
+  if ! kill -0 "\$apid" 2>/dev/null; then
+    echo "guest: alloc_on_node exited before it was ready:"
+    cat /tmp/alloc.err
+    exit 3
+  fi
+  i=\$((i + 1))
+  if [ "\$i" -gt 600 ]; then
+    echo "guest: alloc_on_node not ready after 60 s"
+    exit 4
+  fi
+  usleep 100000
+done
+pid=\$(sed -n 's/^ready //p' /tmp/alloc.out)
+echo "guest: alloc_on_node ready, pid \$pid"
+grep -H -e AnonPages -e MemUsed /sys/devices/system/node/node*/meminfo
+numaplace tasks --pid "\$pid" --interval 0 --json > /tmp/np.json 2> /tmp/np.err
+rc=\$?
+if [ "\$rc" != 0 ]; then
+  echo "guest: numaplace exited with \$rc:"
+  cat /tmp/np.err
+fi
+echo "$begin"
+cat /tmp/np.json
+echo
+echo "$end"
+kill "\$apid"
+exit "\$rc"
+GUEST
+
+initrd="$here/work/guest-memory.cpio.gz"
+"$here/mkinitramfs.sh" --script "$tmp/guest.sh" \
+  --bin-with-libs "$numaplace" --bin-with-libs "$alloc" "$initrd" \
+  || die "mkinitramfs.sh failed"
+
+log "booting the 2-node guest (timeout ${timeout_s}s)"
+start=$(date +%s)
+set +e
+"$here/boot.sh" --nodes 2 --initrd "$initrd" --timeout "$timeout_s" </dev/null \
+  | tee "$tmp/console" >&2
+boot_rc=${PIPESTATUS[0]}
+set -e
+log "guest finished after $(($(date +%s) - start))s, boot.sh status $boot_rc"
+[ "$boot_rc" = 0 ] || die "the guest failed (boot.sh status $boot_rc; console above)"
+
+tr -d '\r' < "$tmp/console" \
+  | awk -v b="$begin" -v e="$end" '$0 == e { on = 0 } on { print } $0 == b { on = 1; seen = 1 }
+      END { if (!seen) exit 1 }' > "$tmp/json" \
+  || die "no $begin line on the console"
+grep -q '[^[:space:]]' "$tmp/json" || die "the guest printed no JSON between the markers"
+if [ -n "$out" ]; then
+  cp "$tmp/json" "$out"
+  log "wrote $out"
+else
+  cat "$tmp/json"
+fi
