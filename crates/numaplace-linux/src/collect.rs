@@ -103,7 +103,14 @@ impl Collector {
                     .collect();
                 if reasons.len() == kind.len() && kind.len() > 1 {
                     let names: Vec<&str> = kind.iter().map(|c| c.name()).collect();
-                    missing.push(format!("{}: {}", names.join(", "), reasons[0].1));
+                    // Say what still works in their place.
+                    let instead = if kind[0] == Counter::Instructions && avail.software() {
+                        "; counting software events instead (task clock, context switches, \
+                         CPU migrations, page faults): CPU share is shown, IPC and MPKI are not"
+                    } else {
+                        ""
+                    };
+                    missing.push(format!("{}: {}{instead}", names.join(", "), reasons[0].1));
                 } else {
                     for (c, r) in reasons {
                         missing.push(format!("{}: {r}", c.name()));
