@@ -73,7 +73,9 @@ pub struct NodeMemory {
 
 impl NodeMemory {
     pub fn total(&self) -> u64 {
-        self.anon.saturating_add(self.file).saturating_add(self.huge)
+        self.anon
+            .saturating_add(self.file)
+            .saturating_add(self.huge)
     }
 }
 

@@ -145,3 +145,53 @@ fn record_stops_cleanly_on_sigint() {
         text(&o.stderr)
     );
 }
+
+/// A capture of this host's /proc with a QEMU guest running under TCG
+/// (tests/vm/gather-procfs.sh; see tests/fixtures/README.md).
+#[test]
+fn tasks_from_a_captured_root_with_a_vm() {
+    let dir = tempfile::tempdir().unwrap();
+    let tarball = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/procfs-qemu-vm.tar.xz");
+    let st = Command::new("tar")
+        .arg("-xf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(dir.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let root = dir.path().to_str().unwrap();
+    let o = numaplace(&["tasks", "--root", root, "--vms", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let s: Snapshot = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(s.groups.len(), 1, "one VM");
+    let vm = &s.groups[0];
+    assert_eq!(
+        vm.kind,
+        numaplace_model::GroupKind::Vm {
+            name: Some("fixture-vm".into()),
+            accel: "TCG".into(),
+            evidence: "qemu executable".into()
+        }
+    );
+    let mut vcpus: Vec<(u32, String)> = s
+        .tasks
+        .iter()
+        .filter_map(|t| t.vcpu.map(|v| (v, t.comm.clone())))
+        .collect();
+    vcpus.sort();
+    assert_eq!(
+        vcpus,
+        vec![(0, "CPU 0/TCG".to_string()), (1, "CPU 1/TCG".to_string())]
+    );
+    let mem = vm.memory.as_ref().expect("numa_maps captured");
+    assert!(mem[&0].anon > 1 << 20, "{mem:?}");
+
+    // Without --vms the shell that captured it is there too, as a process.
+    let o = numaplace(&["tasks", "--root", root, "--interval", "0"]);
+    let out = text(&o.stdout);
+    assert!(out.contains("vm:fixture-vm (TCG)"), "{out}");
+    assert!(out.contains("CPU 1/TCG [vcpu1]"), "{out}");
+    assert!(out.contains("2 applications, 5 threads"), "{out}");
+}
