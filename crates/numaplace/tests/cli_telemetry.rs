@@ -195,3 +195,96 @@ fn tasks_from_a_captured_root_with_a_vm() {
     assert!(out.contains("CPU 1/TCG [vcpu1]"), "{out}");
     assert!(out.contains("2 applications, 5 threads"), "{out}");
 }
+
+/// A fixture root with two processes; one's `numa_maps` and one thread's
+/// `status` cannot be read, one thread vanished (its directory is empty),
+/// and one `stat` is truncated. `tasks` lists what it can and says what it
+/// could not read.
+#[test]
+fn tasks_survive_denied_vanished_and_truncated_files() {
+    use std::fs;
+    use std::os::unix::process::CommandExt;
+
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    fs::create_dir_all(root.join("sys/devices/system/cpu")).unwrap();
+    let stat = |pid: i32, comm: &str| {
+        format!(
+            "{pid} ({comm}) S 1 {pid} {pid} 0 -1 4194304 101 0 0 0 7 3 0 0 20 0 1 0 255411 3133440 379 \
+             18446744073709551615 1 1 1 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+        )
+    };
+    let status = |pid: i32, tid: i32| {
+        format!(
+            "Name:\tx\nTgid:\t{pid}\nPid:\t{tid}\nPPid:\t1\nCpus_allowed_list:\t0-1\nMems_allowed_list:\t0\n"
+        )
+    };
+    let write = |rel: &str, text: &str| {
+        let p = root.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    };
+    for (pid, comm) in [(100, "app) (x"), (200, "other")] {
+        write(&format!("proc/{pid}/stat"), &stat(pid, comm));
+        write(&format!("proc/{pid}/status"), &status(pid, pid));
+        write(&format!("proc/{pid}/cmdline"), &format!("{comm}\0--flag\0"));
+        write(&format!("proc/{pid}/cgroup"), "0::/test.slice\n");
+        write(
+            &format!("proc/{pid}/numa_maps"),
+            "7f0000000000 default anon=256 dirty=256 N0=256 kernelpagesize_kB=4\n",
+        );
+        write(&format!("proc/{pid}/task/{pid}/stat"), &stat(pid, comm));
+        write(&format!("proc/{pid}/task/{pid}/status"), &status(pid, pid));
+    }
+    // Thread 101: readable stat, unreadable status. Thread 102: vanished.
+    // Thread 103: truncated stat.
+    write("proc/100/task/101/stat", &stat(101, "worker"));
+    write("proc/100/task/101/status", &status(100, 101));
+    fs::create_dir_all(root.join("proc/100/task/102")).unwrap();
+    write("proc/100/task/103/stat", "103 (cut) S 1 100");
+    let deny = |rel: &str| {
+        fs::set_permissions(root.join(rel), fs::Permissions::from_mode(0o000)).unwrap();
+    };
+    deny("proc/100/task/101/status");
+    deny("proc/200/numa_maps");
+    // Let an unprivileged user walk the tree.
+    for d in walkdirs(root) {
+        fs::set_permissions(&d, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_numaplace"));
+    cmd.args(["tasks", "--root", root.to_str().unwrap(), "--interval", "0"]);
+    // As root, permissions do not bite: run as nobody.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        cmd.uid(65534).gid(65534);
+    }
+    let o = cmd.output().unwrap();
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(out.contains("app) (x"), "{out}");
+    assert!(out.contains("2 applications, 3 threads"), "{out}");
+    assert!(out.contains(" 101  worker"), "{out}");
+    assert!(!out.contains(" 102 ") && !out.contains(" 103 "), "{out}");
+    assert!(out.contains("0:1MiB"), "{out}");
+    assert!(
+        out.contains("note: 2 files could not be read (permission denied"),
+        "{out}"
+    );
+}
+
+fn walkdirs(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = vec![root.to_path_buf()];
+    let mut i = 0;
+    while i < out.len() {
+        if let Ok(rd) = std::fs::read_dir(&out[i]) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    out.push(e.path());
+                }
+            }
+        }
+        i += 1;
+    }
+    out
+}
