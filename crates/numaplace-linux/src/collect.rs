@@ -196,7 +196,19 @@ impl Collector {
         }
         let counters = match &mut self.perf {
             Some(perf) => {
-                let tids: Vec<i32> = tasks.iter().map(|t| t.tid).collect();
+                // Kernel threads run no user code to count (and counting
+                // is user space only where perf_event_paranoid >= 2): their
+                // fds are better spent on user threads.
+                let kernel: BTreeSet<i32> = groups
+                    .iter()
+                    .filter(|g| g.is_kernel())
+                    .map(|g| g.pid)
+                    .collect();
+                let tids: Vec<i32> = tasks
+                    .iter()
+                    .filter(|t| !kernel.contains(&t.tgid))
+                    .map(|t| t.tid)
+                    .collect();
                 // Deltas first (threads counted since the last round), then
                 // open counters for the threads that appeared.
                 let alive: BTreeSet<i32> = tids.iter().copied().collect();
