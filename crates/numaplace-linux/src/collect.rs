@@ -224,9 +224,13 @@ impl Collector {
                 nodes: read_node_meminfo(&self.root),
                 energy: self.read_energy(),
                 resctrl: self.read_resctrl(),
+                clock_ticks: clock_ticks(),
             }
         } else {
-            MachineReadings::default()
+            MachineReadings {
+                clock_ticks: clock_ticks(),
+                ..MachineReadings::default()
+            }
         };
         let snapshot = Snapshot {
             seq: self.seq,
@@ -420,4 +424,11 @@ impl Collector {
 /// Whether a group is a VM.
 pub fn is_vm(g: &TaskGroup) -> bool {
     matches!(g.kind, GroupKind::Vm { .. })
+}
+
+/// Clock ticks per second of procfs CPU times.
+fn clock_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 { hz as u64 } else { 100 }
 }

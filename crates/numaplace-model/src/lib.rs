@@ -5,12 +5,14 @@
 pub mod counters;
 pub mod cpuset;
 pub mod metrics;
+pub mod plan;
 pub mod snapshot;
 pub mod task;
 pub mod topology;
 
 pub use counters::{Counter, CounterDeltas};
 pub use cpuset::{CpuSet, CpuSetParseError};
+pub use plan::{Action, Decision, Outcome, PageCounts, Plan};
 pub use snapshot::{
     EnergyDelta, MachineReadings, NodeMeminfo, RecordHeader, ResctrlSample, Snapshot,
 };

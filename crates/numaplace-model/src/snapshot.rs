@@ -38,7 +38,7 @@ impl Snapshot {
 }
 
 /// Machine-wide readings of the round.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MachineReadings {
     /// Memory of each node (kernel id): total and free bytes.
     pub nodes: BTreeMap<u32, NodeMeminfo>,
@@ -46,6 +46,13 @@ pub struct MachineReadings {
     pub energy: Vec<EnergyDelta>,
     /// resctrl monitoring per group and cache domain.
     pub resctrl: Vec<ResctrlSample>,
+    /// Clock ticks per second of `utime` / `stime` (`sysconf(_SC_CLK_TCK)`).
+    #[serde(default = "default_clock_ticks")]
+    pub clock_ticks: u64,
+}
+
+fn default_clock_ticks() -> u64 {
+    100
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,4 +105,15 @@ pub struct RecordHeader {
 impl RecordHeader {
     pub const FORMAT: &'static str = "numaplace-record";
     pub const VERSION: u32 = 1;
+}
+
+impl Default for MachineReadings {
+    fn default() -> Self {
+        MachineReadings {
+            nodes: BTreeMap::new(),
+            energy: Vec::new(),
+            resctrl: Vec::new(),
+            clock_ticks: default_clock_ticks(),
+        }
+    }
 }

@@ -1,1 +1,51 @@
-//! placeholder
+//! numaplace's policies and the engine that runs them.
+//!
+//! A policy is a plain struct behind [`Policy`]: each round it gets a
+//! [`View`] (the machine, what telemetry saw, which processes it may touch)
+//! and returns a [`Plan`]. It never knows whether the world is a live host,
+//! a replayed recording or the simulator: the [`engine`] feeds it from a
+//! [`engine::Telemetry`] and hands its plan to an [`engine::Actuator`].
+
+pub mod engine;
+pub mod numad;
+pub mod registry;
+pub mod scope;
+
+use std::collections::BTreeSet;
+
+use numaplace_model::{Plan, Snapshot, Topology};
+
+pub use registry::{PolicyKind, UnknownPolicy};
+pub use scope::Scope;
+
+/// What a policy sees in one round.
+pub struct View<'a> {
+    pub topology: &'a Topology,
+    pub snapshot: &'a Snapshot,
+    /// Processes (pids) the policy may act on; anything else it must leave
+    /// alone (the engine also refuses actions outside it).
+    pub managed: &'a BTreeSet<i32>,
+}
+
+/// A placement policy.
+pub trait Policy: Send {
+    /// The registry name (`numad-like`).
+    fn name(&self) -> &'static str;
+
+    /// Decides one round.
+    fn decide(&mut self, view: &View<'_>) -> Plan;
+}
+
+/// Leaves Linux alone: the baseline every other policy is measured against.
+#[derive(Debug, Default)]
+pub struct DefaultPolicy;
+
+impl Policy for DefaultPolicy {
+    fn name(&self) -> &'static str {
+        "default"
+    }
+
+    fn decide(&mut self, _view: &View<'_>) -> Plan {
+        Plan::default()
+    }
+}

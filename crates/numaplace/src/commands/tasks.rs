@@ -5,6 +5,7 @@ use std::thread::sleep;
 use anyhow::{Context, Result};
 use numaplace_linux::{CollectOptions, Collector, SysRoot};
 use numaplace_model::{GroupKind, Snapshot, TaskGroup};
+use numaplace_policy::scope::{glob, in_subtree};
 
 use crate::cli::{TaskFilterArgs, TasksArgs};
 use crate::commands::InputError;
@@ -137,62 +138,4 @@ pub fn keep(f: &TaskFilterArgs, g: &TaskGroup, s: &Snapshot) -> bool {
         }
     }
     true
-}
-
-/// `path` is `prefix` or below it, component-wise (`/a` holds `/a/b`, not `/ab`).
-fn in_subtree(prefix: &str, path: &str) -> bool {
-    let prefix = prefix.trim_end_matches('/');
-    prefix.is_empty()
-        || path == prefix
-        || path
-            .strip_prefix(prefix)
-            .is_some_and(|r| r.starts_with('/'))
-}
-
-/// Shell-style wildcard match: `*` any run, `?` one character.
-pub fn glob(pattern: &str, text: &str) -> bool {
-    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
-    let (mut pi, mut ti) = (0, 0);
-    let (mut star, mut mark) = (None, 0);
-    while ti < t.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = ti;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ti = mark;
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wildcards() {
-        assert!(glob("postgres*", "postgres: writer"));
-        assert!(glob("*KVM", "CPU 0/KVM"));
-        assert!(glob("CPU ?/TCG", "CPU 3/TCG"));
-        assert!(!glob("CPU ?/TCG", "CPU 12/TCG"));
-        assert!(glob("a*b*c", "aXXbYYc"));
-        assert!(!glob("a*b", "ac"));
-        assert!(glob("*", ""));
-    }
-
-    #[test]
-    fn cgroup_subtrees() {
-        assert!(in_subtree("/system.slice", "/system.slice/foo.service"));
-        assert!(in_subtree("/system.slice/", "/system.slice"));
-        assert!(!in_subtree("/system.slice", "/system.slicer"));
-        assert!(in_subtree("/", "/anything"));
-    }
 }

@@ -1,0 +1,115 @@
+//! What a policy decides: a plan of actions, each with its reason, and
+//! what really happened when an actuator carried one out.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpuset::CpuSet;
+use crate::task::TaskId;
+
+/// Default window of seed 004 §4: K pages before and after a sampled hot
+/// address are moved together.
+pub const DEFAULT_WINDOW_PAGES: u64 = 4096;
+
+/// One change to the world.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
+pub enum Action {
+    /// Restrict a thread to CPUs (`sched_setaffinity`).
+    Pin {
+        task: TaskId,
+        /// Its process, for the journal and for scope checks.
+        tgid: i32,
+        cpus: CpuSet,
+    },
+    /// Move a process's resident pages that are not on `to_node` there.
+    MoveMemory {
+        process: TaskId,
+        to_node: u32,
+        /// At most this many pages this round (the migration rate limit).
+        max_pages: Option<u64>,
+    },
+    /// Move the pages within `pages_before` / `pages_after` pages of a hot
+    /// address to `to_node` (seed 004 §4).
+    MoveWindow {
+        process: TaskId,
+        address: u64,
+        pages_before: u64,
+        pages_after: u64,
+        to_node: u32,
+    },
+}
+
+impl Action {
+    /// The process the action touches.
+    pub fn pid(&self) -> i32 {
+        match self {
+            Action::Pin { tgid, .. } => *tgid,
+            Action::MoveMemory { process, .. } | Action::MoveWindow { process, .. } => process.tid,
+        }
+    }
+
+    /// Whether it moves memory (for the migration rate limit).
+    pub fn moves_memory(&self) -> bool {
+        !matches!(self, Action::Pin { .. })
+    }
+}
+
+/// An action and why the policy wants it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Decision {
+    pub action: Action,
+    pub reason: String,
+}
+
+/// A round's decisions, in the order they are to be carried out.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub decisions: Vec<Decision>,
+}
+
+impl Plan {
+    pub fn push(&mut self, action: Action, reason: impl Into<String>) {
+        self.decisions.push(Decision {
+            action,
+            reason: reason.into(),
+        });
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.decisions.is_empty()
+    }
+}
+
+/// Pages a memory move touched, by what became of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageCounts {
+    /// Now on the target node, moved by this action.
+    pub moved: u64,
+    /// Already on the target node.
+    pub already: u64,
+    /// Could not move now (`EBUSY`, `EAGAIN`: locked, under writeback).
+    pub busy: u64,
+    /// Could not move at all (`EFAULT`, `ENOENT`: not present, shared
+    /// zero page, `EACCES`: mapped by several processes).
+    pub failed: u64,
+}
+
+/// What really happened when an action was carried out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum Outcome {
+    /// Done as asked.
+    Done,
+    /// A memory move ran: the page counts say how far it got.
+    Pages(PageCounts),
+    /// Not applied: dry run or advice only.
+    NotApplied,
+    /// The task is gone, or its id now names another task (reused tid).
+    Gone,
+    /// The kernel refused (`EPERM`, `EINVAL` from a cpuset the task may
+    /// not use, ...): `errno` names it, `why` explains.
+    Refused { errno: String, why: String },
+    /// numaplace declined: out of scope, rate limit, the task set its own
+    /// affinity.
+    Skipped { why: String },
+}

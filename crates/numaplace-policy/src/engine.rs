@@ -1,0 +1,386 @@
+//! The loop of ARCHITECTURE.md: each round, a snapshot from telemetry goes
+//! to the policy, whose plan goes, action by action, to an actuator; every
+//! action and what became of it goes to the journal.
+//!
+//! The engine is where safety rules that no policy may bend live:
+//! * only processes in scope are touched;
+//! * a thread whose affinity numaplace did not set, and that is narrower
+//!   than the machine (it, its launcher or its cgroup chose its CPUs), is
+//!   never pinned; one that changed its affinity after numaplace pinned it
+//!   is left alone from then on;
+//! * before a pin is applied, the guard records the thread's original
+//!   affinity (write-ahead), so a crash right after it can still be undone;
+//! * memory moves are held to a rate limit.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use numaplace_model::{Action, CpuSet, Outcome, Snapshot, TaskId, Topology};
+
+use crate::{Policy, Scope, View};
+
+/// Where snapshots come from: the live host, a recording, the simulator.
+pub trait Telemetry {
+    type Error: std::error::Error + Send + Sync + 'static;
+    fn next_snapshot(&mut self) -> Result<Snapshot, Self::Error>;
+}
+
+/// What carries actions out: the live host, or a recorder that applies
+/// nothing.
+pub trait Actuator {
+    fn apply(&mut self, action: &Action) -> Outcome;
+}
+
+/// Called before a pin is applied, to record the thread's original
+/// affinity durably; an error cancels the pin.
+pub trait PinGuard {
+    fn before_pin(
+        &mut self,
+        task: TaskId,
+        tgid: i32,
+        original: &CpuSet,
+        new: &CpuSet,
+    ) -> Result<(), String>;
+}
+
+/// A guard that records nothing (dry runs, the simulator).
+pub struct NoGuard;
+
+impl PinGuard for NoGuard {
+    fn before_pin(&mut self, _: TaskId, _: i32, _: &CpuSet, _: &CpuSet) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// One line of the decision journal.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JournalEntry {
+    /// The snapshot's round.
+    pub round: u64,
+    pub time_unix_ns: u64,
+    pub policy: String,
+    pub pid: i32,
+    /// The process's label (VM name or program name). Untrusted.
+    pub label: String,
+    #[serde(flatten)]
+    pub action: Action,
+    pub reason: String,
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EngineConfig {
+    /// Memory moved per second at most, MiB (numaplace's rate limit on
+    /// migrations; 0 means none moves).
+    pub migrate_mib_per_sec: u64,
+    /// Page size of the host, bytes (a host constant, passed in).
+    #[serde(skip)]
+    pub page_size: u64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            migrate_mib_per_sec: 256,
+            page_size: 4096,
+        }
+    }
+}
+
+/// What one round did, and what it cost.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoundReport {
+    pub managed: usize,
+    pub decided: usize,
+    pub applied: usize,
+    pub skipped: usize,
+    pub refused: usize,
+    pub gone: usize,
+    pub pages_moved: u64,
+    /// Nanoseconds in the policy and in the actuator.
+    pub decide_ns: u64,
+    pub apply_ns: u64,
+}
+
+/// Totals since the engine started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineTotals {
+    pub rounds: u64,
+    pub decided: u64,
+    pub applied: u64,
+    pub skipped: u64,
+    pub refused: u64,
+    pub gone: u64,
+    pub pages_moved: u64,
+    pub decide_ns: u64,
+    pub apply_ns: u64,
+}
+
+pub struct Engine {
+    policy: Box<dyn Policy>,
+    scope: Scope,
+    config: EngineConfig,
+    /// Affinity each thread had when first seen.
+    first_seen: HashMap<TaskId, CpuSet>,
+    /// What numaplace last set.
+    applied: HashMap<TaskId, CpuSet>,
+    /// Threads numaplace leaves alone for good (said once in the journal).
+    hands_off: HashSet<TaskId>,
+    totals: EngineTotals,
+}
+
+impl Engine {
+    pub fn new(policy: Box<dyn Policy>, scope: Scope, config: EngineConfig) -> Engine {
+        Engine {
+            policy,
+            scope,
+            config,
+            first_seen: HashMap::new(),
+            applied: HashMap::new(),
+            hands_off: HashSet::new(),
+            totals: EngineTotals::default(),
+        }
+    }
+
+    pub fn policy_name(&self) -> &'static str {
+        self.policy.name()
+    }
+
+    pub fn totals(&self) -> &EngineTotals {
+        &self.totals
+    }
+
+    /// The processes of `s` in scope.
+    pub fn managed(&self, s: &Snapshot) -> BTreeSet<i32> {
+        s.groups
+            .iter()
+            .filter(|g| self.scope.matches(g, s))
+            .map(|g| g.pid)
+            .collect()
+    }
+
+    /// One round: decide on `s`, carry the plan out through `actuator`,
+    /// journal every action.
+    pub fn round(
+        &mut self,
+        topology: &Topology,
+        s: &Snapshot,
+        actuator: &mut dyn Actuator,
+        guard: &mut dyn PinGuard,
+        journal: &mut dyn FnMut(&JournalEntry),
+    ) -> RoundReport {
+        let managed = self.managed(s);
+        // Remember first-seen affinities; forget threads that are gone.
+        let alive: HashSet<TaskId> = s.tasks.iter().map(|t| t.id()).collect();
+        self.first_seen.retain(|id, _| alive.contains(id));
+        self.applied.retain(|id, _| alive.contains(id));
+        self.hands_off.retain(|id| alive.contains(id));
+        for t in &s.tasks {
+            self.first_seen
+                .entry(t.id())
+                .or_insert_with(|| t.allowed_cpus.clone());
+        }
+
+        let start = Instant::now();
+        let plan = self.policy.decide(&View {
+            topology,
+            snapshot: s,
+            managed: &managed,
+        });
+        let decide_ns = start.elapsed().as_nanos() as u64;
+
+        let mut report = RoundReport {
+            managed: managed.len(),
+            decided: plan.decisions.len(),
+            decide_ns,
+            ..RoundReport::default()
+        };
+        let secs = (s.interval_ns as f64 / 1e9).max(0.001);
+        let mut page_budget = ((self.config.migrate_mib_per_sec << 20) as f64 * secs
+            / self.config.page_size.max(1) as f64) as u64;
+
+        let start = Instant::now();
+        for d in plan.decisions {
+            let pid = d.action.pid();
+            let label = s.group(pid).map(|g| g.label()).unwrap_or_default();
+            let outcome = if !managed.contains(&pid) {
+                Outcome::Skipped {
+                    why: "outside the scope".into(),
+                }
+            } else {
+                match &d.action {
+                    Action::Pin { task, tgid, cpus } => {
+                        self.pin(topology, s, *task, *tgid, cpus, actuator, guard)
+                    }
+                    Action::MoveMemory {
+                        process,
+                        to_node,
+                        max_pages,
+                    } => {
+                        if page_budget == 0 {
+                            Outcome::Skipped {
+                                why: format!(
+                                    "migration rate limit ({} MiB/s) reached this round",
+                                    self.config.migrate_mib_per_sec
+                                ),
+                            }
+                        } else {
+                            let cap = max_pages.map_or(page_budget, |m| m.min(page_budget));
+                            let o = actuator.apply(&Action::MoveMemory {
+                                process: *process,
+                                to_node: *to_node,
+                                max_pages: Some(cap),
+                            });
+                            if let Outcome::Pages(p) = &o {
+                                page_budget = page_budget.saturating_sub(p.moved);
+                            }
+                            o
+                        }
+                    }
+                    Action::MoveWindow {
+                        pages_before,
+                        pages_after,
+                        ..
+                    } => {
+                        let want = pages_before + pages_after + 1;
+                        if page_budget < want {
+                            Outcome::Skipped {
+                                why: format!(
+                                    "migration rate limit ({} MiB/s) reached this round",
+                                    self.config.migrate_mib_per_sec
+                                ),
+                            }
+                        } else {
+                            let o = actuator.apply(&d.action);
+                            if let Outcome::Pages(p) = &o {
+                                page_budget = page_budget.saturating_sub(p.moved);
+                            }
+                            o
+                        }
+                    }
+                }
+            };
+            match &outcome {
+                Outcome::Done | Outcome::NotApplied => report.applied += 1,
+                Outcome::Pages(p) => {
+                    report.applied += 1;
+                    report.pages_moved += p.moved;
+                }
+                Outcome::Skipped { .. } => report.skipped += 1,
+                Outcome::Refused { .. } => report.refused += 1,
+                Outcome::Gone => report.gone += 1,
+            }
+            journal(&JournalEntry {
+                round: s.seq,
+                time_unix_ns: s.time_unix_ns,
+                policy: self.policy.name().into(),
+                pid,
+                label,
+                action: d.action,
+                reason: d.reason,
+                outcome,
+            });
+        }
+        report.apply_ns = start.elapsed().as_nanos() as u64;
+
+        let t = &mut self.totals;
+        t.rounds += 1;
+        t.decided += report.decided as u64;
+        t.applied += report.applied as u64;
+        t.skipped += report.skipped as u64;
+        t.refused += report.refused as u64;
+        t.gone += report.gone as u64;
+        t.pages_moved += report.pages_moved;
+        t.decide_ns += report.decide_ns;
+        t.apply_ns += report.apply_ns;
+        report
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn pin(
+        &mut self,
+        topology: &Topology,
+        s: &Snapshot,
+        task: TaskId,
+        tgid: i32,
+        cpus: &CpuSet,
+        actuator: &mut dyn Actuator,
+        guard: &mut dyn PinGuard,
+    ) -> Outcome {
+        let Some(t) = s.tasks.iter().find(|t| t.id() == task) else {
+            return Outcome::Gone;
+        };
+        if self.hands_off.contains(&task) {
+            return Outcome::Skipped {
+                why: "left alone: it chose its own CPUs".into(),
+            };
+        }
+        match self.applied.get(&task) {
+            Some(ours) if *ours != t.allowed_cpus => {
+                self.hands_off.insert(task);
+                return Outcome::Skipped {
+                    why: format!(
+                        "left alone from now on: its affinity is {} but numaplace set {ours}, so it set its own",
+                        t.allowed_cpus
+                    ),
+                };
+            }
+            Some(_) => {}
+            None => {
+                let first = self.first_seen.get(&task).unwrap_or(&t.allowed_cpus);
+                if !topology.span().is_subset(first) {
+                    self.hands_off.insert(task);
+                    return Outcome::Skipped {
+                        why: format!(
+                            "left alone: it runs on CPUs {first} of the machine's {} by its own, \
+                             its launcher's or its cgroup's choice",
+                            topology.span()
+                        ),
+                    };
+                }
+            }
+        }
+        if t.allowed_cpus == *cpus {
+            return Outcome::Skipped {
+                why: "already there".into(),
+            };
+        }
+        let original = self
+            .first_seen
+            .get(&task)
+            .cloned()
+            .unwrap_or_else(|| t.allowed_cpus.clone());
+        if let Err(e) = guard.before_pin(task, tgid, &original, cpus) {
+            return Outcome::Skipped {
+                why: format!("could not record its original affinity, so it is not pinned: {e}"),
+            };
+        }
+        let o = actuator.apply(&Action::Pin {
+            task,
+            tgid,
+            cpus: cpus.clone(),
+        });
+        if matches!(o, Outcome::Done) {
+            self.applied.insert(task, cpus.clone());
+        }
+        o
+    }
+}
+
+/// An actuator that applies nothing and remembers what it was asked: for
+/// dry runs, `advise`, and tests.
+#[derive(Debug, Default)]
+pub struct RecordingActuator {
+    pub actions: Vec<Action>,
+}
+
+impl Actuator for RecordingActuator {
+    fn apply(&mut self, action: &Action) -> Outcome {
+        self.actions.push(action.clone());
+        Outcome::NotApplied
+    }
+}

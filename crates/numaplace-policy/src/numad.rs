@@ -1,0 +1,249 @@
+//! `numad-like`: the peer baseline, after numad's documented behaviour
+//! (numad(8); numad.c of numad 0.5): processes big enough to matter — at
+//! least 300 MB of memory or half a CPU (`MEMORY_THRESHOLD`,
+//! `CPU_THRESHOLD`) — are each placed on the node with the most free CPU
+//! and free memory (numad ranks nodes by the product of the two, its
+//! "magnitude"), their threads bound to that node's CPUs and their memory
+//! moved there; a process moved is not looked at again for a while
+//! (numad's "done too recently"), so placements stay put.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use numaplace_model::{Action, Plan, Snapshot, TaskGroup, TaskId, Topology};
+
+use crate::{Policy, View};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NumadParams {
+    /// A process is big enough to place from this much memory, MiB
+    /// (numad: 300 MB).
+    pub min_memory_mib: u64,
+    /// ... or from this share of one CPU, percent (numad: 50).
+    pub min_cpu_percent: u64,
+    /// A process placed is left alone this long, seconds.
+    pub cooldown_secs: u64,
+    /// Move the process's memory with its threads.
+    pub move_memory: bool,
+}
+
+impl Default for NumadParams {
+    fn default() -> Self {
+        NumadParams {
+            min_memory_mib: 300,
+            min_cpu_percent: 50,
+            cooldown_secs: 60,
+            move_memory: true,
+        }
+    }
+}
+
+pub struct NumadLike {
+    params: NumadParams,
+    /// When each process was last placed (snapshot time, ns).
+    placed: HashMap<TaskId, u64>,
+    /// Each thread's CPU time (ticks) at the last round.
+    prev_ticks: HashMap<TaskId, u64>,
+}
+
+impl NumadLike {
+    pub fn new(params: NumadParams) -> Self {
+        NumadLike {
+            params,
+            placed: HashMap::new(),
+            prev_ticks: HashMap::new(),
+        }
+    }
+
+    /// CPUs each thread used over the interval, from utime + stime.
+    fn thread_cpus(&mut self, s: &Snapshot) -> HashMap<i32, f64> {
+        let secs = s.interval_ns as f64 / 1e9;
+        let hz = s.machine.clock_ticks.max(1) as f64;
+        let mut out = HashMap::new();
+        let mut next = HashMap::new();
+        for t in &s.tasks {
+            let ticks = t.utime + t.stime;
+            if let Some(&prev) = self.prev_ticks.get(&t.id())
+                && secs > 0.0
+            {
+                out.insert(t.tid, ticks.saturating_sub(prev) as f64 / hz / secs);
+            }
+            next.insert(t.id(), ticks);
+        }
+        self.prev_ticks = next;
+        out
+    }
+}
+
+/// Free resources per node (dense id) as numad sees them.
+#[derive(Debug, Clone, Copy, Default)]
+struct NodeRoom {
+    cpus: f64,
+    memory: f64,
+}
+
+impl NodeRoom {
+    fn magnitude(&self) -> f64 {
+        self.cpus.max(0.0) * self.memory.max(0.0)
+    }
+}
+
+fn mib(b: f64) -> String {
+    format!("{:.0} MiB", b / (1 << 20) as f64)
+}
+
+impl Policy for NumadLike {
+    fn name(&self) -> &'static str {
+        "numad-like"
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let (t, s) = (view.topology, view.snapshot);
+        let usage = self.thread_cpus(s);
+        let mut plan = Plan::default();
+        if s.interval_ns == 0 {
+            return plan; // no CPU usage known yet
+        }
+        let mut room = node_room(t, s, &usage);
+
+        // Candidates: managed, big enough; the biggest first.
+        let mut big: Vec<(&TaskGroup, f64, BTreeMap<u32, u64>)> = Vec::new();
+        for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
+            let mem = g.memory_total().unwrap_or_default();
+            let total: u64 = mem.values().sum();
+            let cpus: f64 = g.threads.iter().filter_map(|t| usage.get(t)).sum();
+            if total >= self.params.min_memory_mib << 20
+                || cpus * 100.0 >= self.params.min_cpu_percent as f64
+            {
+                big.push((g, cpus, mem));
+            }
+        }
+        big.sort_by(|a, b| {
+            b.2.values()
+                .sum::<u64>()
+                .cmp(&a.2.values().sum::<u64>())
+                .then(a.0.pid.cmp(&b.0.pid))
+        });
+
+        for (g, cpus, mem) in big {
+            if let Some(&at) = self.placed.get(&g.id())
+                && s.time_unix_ns.saturating_sub(at) < self.params.cooldown_secs * 1_000_000_000
+            {
+                continue; // placed too recently
+            }
+            let total: u64 = mem.values().sum();
+            let home = mem
+                .iter()
+                .max_by_key(|&(_, b)| *b)
+                .and_then(|(&os, _)| t.node_by_os_id(os))
+                .map(|n| n.id);
+            // What the process itself holds counts as room where it is.
+            let mut room_for = room.clone();
+            for (&os, &b) in &mem {
+                if let Some(n) = t.node_by_os_id(os) {
+                    room_for[n.id].memory += b as f64;
+                }
+            }
+            for tid in &g.threads {
+                if let (Some(task), Some(u)) = (s.task(*tid), usage.get(tid))
+                    && let Some(c) = task.last_cpu.and_then(|c| t.cpu_by_os_id(c))
+                {
+                    room_for[c.node].cpus += u;
+                }
+            }
+            let Some(best) = t
+                .cpu_nodes()
+                .filter(|n| room_for[n.id].memory >= total as f64)
+                .max_by(|a, b| {
+                    room_for[a.id]
+                        .magnitude()
+                        .total_cmp(&room_for[b.id].magnitude())
+                        .then(b.id.cmp(&a.id))
+                })
+            else {
+                continue; // fits no node
+            };
+            let on_best = mem.get(&best.os_id).copied().unwrap_or(0);
+            let pinned = g
+                .threads
+                .iter()
+                .filter_map(|&tid| s.task(tid))
+                .all(|task| task.allowed_cpus.is_subset(&best.span));
+            if pinned && (on_best as f64) >= 0.9 * total as f64 {
+                continue; // already where numad would put it
+            }
+            let why = format!(
+                "numad-like: {} (pid {}) uses {} and {cpus:.2} CPUs; node {} has the most free CPU and memory \
+                 ({:.2} CPUs, {} free){}",
+                g.label(),
+                g.pid,
+                mib(total as f64),
+                best.os_id,
+                room_for[best.id].cpus,
+                mib(room_for[best.id].memory),
+                match home {
+                    Some(h) if h != best.id => format!(
+                        "; {:.0}% of its memory is on node {}",
+                        100.0 * mem.get(&t.nodes()[h].os_id).copied().unwrap_or(0) as f64
+                            / total.max(1) as f64,
+                        t.nodes()[h].os_id
+                    ),
+                    _ => String::new(),
+                }
+            );
+            for &tid in &g.threads {
+                let Some(task) = s.task(tid) else { continue };
+                if task.allowed_cpus != best.span {
+                    plan.push(
+                        Action::Pin {
+                            task: task.id(),
+                            tgid: g.pid,
+                            cpus: best.span.clone(),
+                        },
+                        why.clone(),
+                    );
+                }
+            }
+            if self.params.move_memory && on_best < total {
+                plan.push(
+                    Action::MoveMemory {
+                        process: g.id(),
+                        to_node: best.os_id,
+                        max_pages: None,
+                    },
+                    why.clone(),
+                );
+            }
+            // Book the move so the next process sees the room it leaves.
+            room = room_for;
+            room[best.id].memory -= total as f64;
+            room[best.id].cpus -= cpus;
+            self.placed.insert(g.id(), s.time_unix_ns);
+        }
+        plan
+    }
+}
+
+/// Free CPUs (CPU count less what the threads last seen there used) and
+/// free memory of every node.
+fn node_room(t: &Topology, s: &Snapshot, usage: &HashMap<i32, f64>) -> Vec<NodeRoom> {
+    let mut room: Vec<NodeRoom> = t
+        .nodes()
+        .iter()
+        .map(|n| NodeRoom {
+            cpus: n.span.len() as f64,
+            memory: s.machine.nodes.get(&n.os_id).map_or(0.0, |m| m.free as f64),
+        })
+        .collect();
+    for task in &s.tasks {
+        if let (Some(u), Some(c)) = (
+            usage.get(&task.tid),
+            task.last_cpu.and_then(|c| t.cpu_by_os_id(c)),
+        ) {
+            room[c.node].cpus -= u;
+        }
+    }
+    room
+}

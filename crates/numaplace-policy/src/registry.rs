@@ -1,0 +1,85 @@
+//! The policies by name, with their parameters: what `--policy` and the
+//! config file's `[policy]` table choose from.
+
+use serde::{Deserialize, Serialize};
+
+use crate::numad::{NumadLike, NumadParams};
+use crate::{DefaultPolicy, Policy};
+
+/// A policy and its parameters. In TOML: `[policy]` with `name = "..."`
+/// and the policy's own keys beside it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "name", rename_all = "kebab-case")]
+pub enum PolicyKind {
+    /// Leave Linux alone: no action ever.
+    Default,
+    /// numad's documented behaviour: put each big process on the node with
+    /// the most free CPU and memory, move its memory there, look again
+    /// rarely.
+    NumadLike(NumadParams),
+}
+
+/// A `--policy` name numaplace does not know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownPolicy(pub String);
+
+impl std::fmt::Display for UnknownPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "unknown policy {:?}: numaplace has {}",
+            self.0,
+            PolicyKind::NAMES.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownPolicy {}
+
+impl PolicyKind {
+    /// Every policy's name, in the order `--help` lists them.
+    pub const NAMES: [&'static str; 2] = ["default", "numad-like"];
+
+    /// The policy of this name with its default parameters.
+    pub fn from_name(name: &str) -> Result<PolicyKind, UnknownPolicy> {
+        match name {
+            "default" => Ok(PolicyKind::Default),
+            "numad-like" => Ok(PolicyKind::NumadLike(NumadParams::default())),
+            other => Err(UnknownPolicy(other.to_string())),
+        }
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            PolicyKind::Default => "default",
+            PolicyKind::NumadLike(_) => "numad-like",
+        }
+    }
+
+    /// A fresh policy of this kind.
+    pub fn build(&self) -> Box<dyn Policy> {
+        match self {
+            PolicyKind::Default => Box::new(DefaultPolicy),
+            PolicyKind::NumadLike(p) => Box::new(NumadLike::new(p.clone())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for n in PolicyKind::NAMES {
+            let k = PolicyKind::from_name(n).unwrap();
+            assert_eq!(k.name(), n);
+            assert_eq!(k.build().name(), n);
+        }
+        let e = PolicyKind::from_name("dino2").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "unknown policy \"dino2\": numaplace has default, numad-like"
+        );
+    }
+}

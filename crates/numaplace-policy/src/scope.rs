@@ -1,0 +1,168 @@
+//! Which processes the daemon may touch. Empty means nothing: the daemon
+//! acts only on what its configuration names, or on everything with
+//! `all`. Kernel threads are never in scope.
+
+use serde::{Deserialize, Serialize};
+
+use numaplace_model::{GroupKind, Snapshot, TaskGroup};
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Scope {
+    /// Every user process.
+    pub all: bool,
+    /// These process ids.
+    pub pids: Vec<i32>,
+    /// Processes whose name, or a thread's, matches one of these patterns
+    /// (`*`, `?`). Names are what processes call themselves: scope by
+    /// cgroup where that matters.
+    pub comms: Vec<String>,
+    /// Processes in these cgroup v2 subtrees (`/system.slice/db.service`).
+    pub cgroups: Vec<String>,
+    /// Virtual machines (QEMU/KVM processes with vCPU threads).
+    pub vms: bool,
+}
+
+impl Scope {
+    /// Whether the scope names nothing at all.
+    pub fn is_empty(&self) -> bool {
+        !self.all
+            && !self.vms
+            && self.pids.is_empty()
+            && self.comms.is_empty()
+            && self.cgroups.is_empty()
+    }
+
+    /// Checks the scope's own values; the message says what to fix.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(p) = self.pids.iter().find(|&&p| p <= 0) {
+            return Err(format!("scope pid {p}: process ids are positive"));
+        }
+        if let Some(c) = self.cgroups.iter().find(|c| !c.starts_with('/')) {
+            return Err(format!(
+                "scope cgroup {c:?}: give a cgroup v2 path from the hierarchy's root, like /system.slice"
+            ));
+        }
+        if let Some(c) = self.comms.iter().find(|c| c.is_empty()) {
+            return Err(format!("scope comm pattern {c:?} is empty"));
+        }
+        Ok(())
+    }
+
+    /// Whether the scope takes in this process (any rule may match).
+    pub fn matches(&self, g: &TaskGroup, s: &Snapshot) -> bool {
+        if g.is_kernel() {
+            return false;
+        }
+        if self.all || self.pids.contains(&g.pid) {
+            return true;
+        }
+        if self.vms && matches!(g.kind, GroupKind::Vm { .. }) {
+            return true;
+        }
+        if let Some(cg) = &g.cgroup
+            && self.cgroups.iter().any(|p| in_subtree(p, cg))
+        {
+            return true;
+        }
+        if !self.comms.is_empty() {
+            let mut names = std::iter::once(g.comm.as_str()).chain(
+                g.threads
+                    .iter()
+                    .filter_map(|&t| s.task(t))
+                    .map(|t| t.comm.as_str()),
+            );
+            if names.any(|n| self.comms.iter().any(|p| glob(p, n))) {
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// `path` is `prefix` or below it, component-wise (`/a` holds `/a/b`, not `/ab`).
+pub fn in_subtree(prefix: &str, path: &str) -> bool {
+    let prefix = prefix.trim_end_matches('/');
+    prefix.is_empty()
+        || path == prefix
+        || path
+            .strip_prefix(prefix)
+            .is_some_and(|r| r.starts_with('/'))
+}
+
+/// Shell-style wildcard match: `*` any run, `?` one character.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let (p, t): (Vec<char>, Vec<char>) = (pattern.chars().collect(), text.chars().collect());
+    let (mut pi, mut ti) = (0, 0);
+    let (mut star, mut mark) = (None, 0);
+    while ti < t.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == t[ti]) {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wildcards() {
+        assert!(glob("postgres*", "postgres: writer"));
+        assert!(glob("*KVM", "CPU 0/KVM"));
+        assert!(glob("CPU ?/TCG", "CPU 3/TCG"));
+        assert!(!glob("CPU ?/TCG", "CPU 12/TCG"));
+        assert!(glob("a*b*c", "aXXbYYc"));
+        assert!(!glob("a*b", "ac"));
+        assert!(glob("*", ""));
+    }
+
+    #[test]
+    fn cgroup_subtrees() {
+        assert!(in_subtree("/system.slice", "/system.slice/foo.service"));
+        assert!(in_subtree("/system.slice/", "/system.slice"));
+        assert!(!in_subtree("/system.slice", "/system.slicer"));
+        assert!(in_subtree("/", "/anything"));
+    }
+
+    #[test]
+    fn validation() {
+        assert!(Scope::default().is_empty());
+        assert!(
+            Scope {
+                pids: vec![0],
+                ..Scope::default()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            Scope {
+                cgroups: vec!["x".into()],
+                ..Scope::default()
+            }
+            .validate()
+            .is_err()
+        );
+        assert!(
+            Scope {
+                all: true,
+                ..Scope::default()
+            }
+            .validate()
+            .is_ok()
+        );
+    }
+}

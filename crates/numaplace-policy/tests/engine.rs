@@ -1,0 +1,285 @@
+//! The engine's safety rules and the numad-like baseline, on made-up
+//! snapshots of a two-node machine.
+
+use std::collections::BTreeMap;
+
+use numaplace_model::*;
+use numaplace_policy::engine::{
+    Engine, EngineConfig, JournalEntry, NoGuard, PinGuard, RecordingActuator,
+};
+use numaplace_policy::{PolicyKind, Scope};
+
+const MIB: u64 = 1 << 20;
+
+fn topo() -> Topology {
+    // Two nodes of two CPUs each: node 0 = CPUs 0-1, node 1 = CPUs 2-3.
+    Topology::synthetic("pack:2 numa:1 core:2 pu:1").unwrap()
+}
+
+fn task(tid: i32, tgid: i32, cpu: u32, allowed: &str, ticks: u64) -> Task {
+    Task {
+        tid,
+        tgid,
+        start_time: 1000 + tid as u64,
+        comm: format!("t{tid}"),
+        state: 'R',
+        last_cpu: Some(cpu),
+        allowed_cpus: CpuSet::parse_list(allowed).unwrap(),
+        allowed_mems: CpuSet::parse_list("0-1").unwrap(),
+        utime: ticks,
+        stime: 0,
+        vcpu: None,
+    }
+}
+
+/// A 512 MiB process (pid 100, threads 100 and 101, busy on node 0's CPUs
+/// with all its memory on node 0), node 1 idle with more free memory.
+fn snapshot(seq: u64, ticks: u64, allowed: &str) -> Snapshot {
+    let mut nodes = BTreeMap::new();
+    nodes.insert(
+        0,
+        NodeMeminfo {
+            total: 4096 * MIB,
+            free: 1024 * MIB,
+        },
+    );
+    nodes.insert(
+        1,
+        NodeMeminfo {
+            total: 4096 * MIB,
+            free: 3072 * MIB,
+        },
+    );
+    Snapshot {
+        seq,
+        time_unix_ns: seq * 1_000_000_000,
+        interval_ns: if seq == 0 { 0 } else { 1_000_000_000 },
+        tasks: vec![
+            task(100, 100, 0, allowed, ticks),
+            task(101, 100, 1, allowed, ticks),
+        ],
+        groups: vec![TaskGroup {
+            pid: 100,
+            start_time: 1100,
+            comm: "app".into(),
+            cmdline: vec!["app".into()],
+            cgroup: Some("/app.slice".into()),
+            kind: GroupKind::Process,
+            threads: vec![100, 101],
+            memory: Some(
+                [(
+                    0,
+                    NodeMemory {
+                        anon: 512 * MIB,
+                        file: 0,
+                        huge: 0,
+                    },
+                )]
+                .into_iter()
+                .collect(),
+            ),
+        }],
+        counters: BTreeMap::new(),
+        machine: MachineReadings {
+            nodes,
+            ..MachineReadings::default()
+        },
+    }
+}
+
+fn run(engine: &mut Engine, s: &Snapshot) -> (Vec<JournalEntry>, Vec<Action>) {
+    let mut act = RecordingActuator::default();
+    let mut journal = Vec::new();
+    engine.round(&topo(), s, &mut act, &mut NoGuard, &mut |e| {
+        journal.push(e.clone())
+    });
+    (journal, act.actions)
+}
+
+fn numad() -> Box<dyn numaplace_policy::Policy> {
+    PolicyKind::from_name("numad-like").unwrap().build()
+}
+
+#[test]
+fn numad_like_moves_a_big_process_to_the_roomier_node() {
+    let scope = Scope {
+        all: true,
+        ..Scope::default()
+    };
+    let mut e = Engine::new(numad(), scope, EngineConfig::default());
+    let (j, _) = run(&mut e, &snapshot(0, 0, "0-3"));
+    assert!(j.is_empty(), "no CPU usage known in the first round");
+    let (j, acts) = run(&mut e, &snapshot(1, 100, "0-3"));
+    let pins: Vec<&Action> = acts
+        .iter()
+        .filter(|a| matches!(a, Action::Pin { .. }))
+        .collect();
+    assert_eq!(pins.len(), 2, "{j:#?}");
+    for p in &pins {
+        let Action::Pin { cpus, .. } = p else {
+            unreachable!()
+        };
+        assert_eq!(cpus.to_string(), "2-3");
+    }
+    assert!(acts.iter().any(|a| matches!(
+        a,
+        Action::MoveMemory {
+            to_node: 1,
+            max_pages: Some(_),
+            ..
+        }
+    )));
+    assert!(
+        j.iter()
+            .all(|e| e.reason.contains("node 1 has the most free CPU and memory")),
+        "{j:#?}"
+    );
+    assert!(
+        j[0].reason.contains("100% of its memory is on node 0"),
+        "{}",
+        j[0].reason
+    );
+    assert!(j.iter().all(|e| e.outcome == Outcome::NotApplied));
+
+    // Placed: left alone during the cooldown.
+    let (j, _) = run(&mut e, &snapshot(2, 200, "0-3"));
+    assert!(j.is_empty(), "{j:#?}");
+}
+
+#[test]
+fn nothing_outside_the_scope_and_an_empty_scope_is_nothing() {
+    let mut e = Engine::new(numad(), Scope::default(), EngineConfig::default());
+    run(&mut e, &snapshot(0, 0, "0-3"));
+    let (j, acts) = run(&mut e, &snapshot(1, 100, "0-3"));
+    assert!(j.is_empty() && acts.is_empty());
+
+    let scope = Scope {
+        comms: vec!["other*".into()],
+        ..Scope::default()
+    };
+    let mut e = Engine::new(numad(), scope, EngineConfig::default());
+    run(&mut e, &snapshot(0, 0, "0-3"));
+    let (_, acts) = run(&mut e, &snapshot(1, 100, "0-3"));
+    assert!(acts.is_empty());
+}
+
+#[test]
+fn threads_that_chose_their_cpus_are_never_pinned() {
+    // Both threads were started with `taskset -c 0-1`.
+    let scope = Scope {
+        all: true,
+        ..Scope::default()
+    };
+    let mut e = Engine::new(numad(), scope, EngineConfig::default());
+    run(&mut e, &snapshot(0, 0, "0-1"));
+    let (j, acts) = run(&mut e, &snapshot(1, 100, "0-1"));
+    assert!(
+        acts.iter().all(|a| !matches!(a, Action::Pin { .. })),
+        "{acts:?}"
+    );
+    let skipped: Vec<&JournalEntry> = j
+        .iter()
+        .filter(|e| matches!(e.outcome, Outcome::Skipped { .. }))
+        .collect();
+    assert_eq!(skipped.len(), 2);
+    assert!(format!("{:?}", skipped[0].outcome).contains("left alone"));
+}
+
+#[test]
+fn a_failed_write_ahead_cancels_the_pin() {
+    struct Broken;
+    impl PinGuard for Broken {
+        fn before_pin(&mut self, _: TaskId, _: i32, _: &CpuSet, _: &CpuSet) -> Result<(), String> {
+            Err("disk full".into())
+        }
+    }
+    let scope = Scope {
+        all: true,
+        ..Scope::default()
+    };
+    let mut e = Engine::new(numad(), scope, EngineConfig::default());
+    let mut act = RecordingActuator::default();
+    let mut journal = Vec::new();
+    e.round(
+        &topo(),
+        &snapshot(0, 0, "0-3"),
+        &mut act,
+        &mut Broken,
+        &mut |x| journal.push(x.clone()),
+    );
+    e.round(
+        &topo(),
+        &snapshot(1, 100, "0-3"),
+        &mut act,
+        &mut Broken,
+        &mut |x| journal.push(x.clone()),
+    );
+    assert!(act.actions.iter().all(|a| !matches!(a, Action::Pin { .. })));
+    assert!(
+        journal
+            .iter()
+            .any(|x| format!("{:?}", x.outcome).contains("disk full"))
+    );
+}
+
+#[test]
+fn migration_rate_limit() {
+    let scope = Scope {
+        all: true,
+        ..Scope::default()
+    };
+    let config = EngineConfig {
+        migrate_mib_per_sec: 0,
+        ..EngineConfig::default()
+    };
+    let mut e = Engine::new(numad(), scope, config);
+    run(&mut e, &snapshot(0, 0, "0-3"));
+    let (j, acts) = run(&mut e, &snapshot(1, 100, "0-3"));
+    assert!(acts.iter().all(|a| !a.moves_memory()));
+    assert!(
+        j.iter()
+            .any(|x| format!("{:?}", x.outcome).contains("rate limit"))
+    );
+
+    // 64 MiB/s over one second: at most 16384 pages of 4 KiB.
+    let config = EngineConfig {
+        migrate_mib_per_sec: 64,
+        ..EngineConfig::default()
+    };
+    let mut e = Engine::new(
+        numad(),
+        Scope {
+            all: true,
+            ..Scope::default()
+        },
+        config,
+    );
+    run(&mut e, &snapshot(0, 0, "0-3"));
+    let (_, acts) = run(&mut e, &snapshot(1, 100, "0-3"));
+    assert!(
+        acts.iter().any(|a| matches!(
+            a,
+            Action::MoveMemory {
+                max_pages: Some(16384),
+                ..
+            }
+        )),
+        "{acts:?}"
+    );
+}
+
+#[test]
+fn default_policy_does_nothing() {
+    let mut e = Engine::new(
+        PolicyKind::Default.build(),
+        Scope {
+            all: true,
+            ..Scope::default()
+        },
+        EngineConfig::default(),
+    );
+    run(&mut e, &snapshot(0, 0, "0-3"));
+    let (j, acts) = run(&mut e, &snapshot(1, 100, "0-3"));
+    assert!(j.is_empty() && acts.is_empty());
+    assert_eq!(e.totals().rounds, 2);
+}
