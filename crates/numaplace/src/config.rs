@@ -1,0 +1,173 @@
+//! The daemon's configuration file (TOML). Every key has a default; a
+//! key numaplace does not know is an error, not a silent no-op. A missing
+//! default file means defaults; a missing file named with `--config` is an
+//! error.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+use numaplace_policy::engine::EngineConfig;
+use numaplace_policy::{PolicyKind, Scope};
+
+use crate::commands::InputError;
+
+/// Where `numaplace run` looks when no `--config` is given.
+pub const DEFAULT_PATH: &str = "/etc/numaplace/numaplace.toml";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Time between rounds, e.g. "1s".
+    pub interval: String,
+    /// Decide and journal, apply nothing.
+    pub dry_run: bool,
+    /// Only these CPUs are numaplace's to place onto (kernel list syntax).
+    pub cpus: Option<String>,
+    /// The decision journal (JSON lines); none if unset.
+    pub journal: Option<PathBuf>,
+    /// Where original affinities are kept until they are restored.
+    pub state: PathBuf,
+    pub policy: PolicyKind,
+    pub scope: Scope,
+    pub engine: EngineConfig,
+    pub metrics: MetricsConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            interval: "1s".into(),
+            dry_run: false,
+            cpus: None,
+            journal: None,
+            state: PathBuf::from("/var/lib/numaplace/state.json"),
+            policy: PolicyKind::Default,
+            scope: Scope::default(),
+            engine: EngineConfig::default(),
+            metrics: MetricsConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// `127.0.0.1:9464`, `[::1]:9464` or `unix:/run/numaplace/metrics.sock`;
+    /// off when unset. Only loopback addresses are accepted.
+    pub listen: Option<String>,
+}
+
+impl Config {
+    /// Reads `path`, or the default file if `path` is `None` (absent:
+    /// defaults).
+    pub fn load(path: Option<&Path>) -> Result<Config> {
+        let (path, explicit) = match path {
+            Some(p) => (p.to_path_buf(), true),
+            None => (PathBuf::from(DEFAULT_PATH), false),
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
+                return Ok(Config::default());
+            }
+            Err(e) => {
+                return Err(InputError(format!(
+                    "{}: cannot read the config file: {e}",
+                    path.display()
+                ))
+                .into());
+            }
+        };
+        Self::parse(&text).map_err(|e| InputError(format!("{}: {e}", path.display())).into())
+    }
+
+    pub fn parse(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_config() {
+        let c = Config::parse(
+            r#"
+            interval = "2s"
+            cpus = "0-7"
+            journal = "/var/log/numaplace/journal.jsonl"
+            [policy]
+            name = "numad-like"
+            min_memory_mib = 512
+            [scope]
+            cgroups = ["/machine.slice"]
+            vms = true
+            [engine]
+            migrate_mib_per_sec = 128
+            [metrics]
+            listen = "127.0.0.1:9464"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.interval, "2s");
+        let PolicyKind::NumadLike(p) = &c.policy else {
+            panic!("{:?}", c.policy)
+        };
+        assert_eq!(p.min_memory_mib, 512);
+        assert_eq!(p.cooldown_secs, 60);
+        assert!(c.scope.vms);
+        assert_eq!(c.engine.migrate_mib_per_sec, 128);
+    }
+
+    #[test]
+    fn unknown_keys_and_policies_are_errors() {
+        let e = Config::parse("intervall = \"1s\"").unwrap_err();
+        assert!(e.contains("unknown field `intervall`"), "{e}");
+        let e = Config::parse("[policy]\nname = \"dino2\"").unwrap_err();
+        assert!(e.contains("dino2"), "{e}");
+        let e = Config::parse("[policy]\nname = \"numad-like\"\nmin_memory = 3").unwrap_err();
+        assert!(e.contains("min_memory"), "{e}");
+        let e = Config::parse("[scope]\npid = [1]").unwrap_err();
+        assert!(e.contains("unknown field `pid`"), "{e}");
+    }
+
+    /// Every shipped example parses; the systemd unit runs `numaplace run`
+    /// with a config file that parses.
+    #[test]
+    fn shipped_examples_parse() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            match path.extension().and_then(|e| e.to_str()) {
+                Some("toml") => {
+                    let c =
+                        Config::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                    c.scope.validate().unwrap();
+                    crate::duration::parse_duration(&c.interval, "interval").unwrap();
+                    seen += 1;
+                }
+                Some("service") => {
+                    let exec = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("ExecStart="))
+                        .unwrap_or_else(|| panic!("{}: no ExecStart", path.display()));
+                    assert!(exec.contains("numaplace run --config "), "{exec}");
+                    assert!(text.contains("[Service]") && text.contains("[Install]"));
+                    seen += 1;
+                }
+                _ => {}
+            }
+        }
+        assert!(seen >= 2, "examples/ should hold a config and a unit");
+    }
+
+    #[test]
+    fn missing_files() {
+        assert!(Config::load(Some(Path::new("/nonexistent/np.toml"))).is_err());
+    }
+}
