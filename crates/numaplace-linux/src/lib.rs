@@ -2,6 +2,7 @@
 //! reader takes a [`SysRoot`], so a snapshot of another machine can stand
 //! in for the live one.
 
+pub mod actuate;
 pub mod collect;
 pub mod nodes;
 pub mod perf;
@@ -9,6 +10,7 @@ pub mod powercap;
 pub mod procfs;
 pub mod record;
 pub mod resctrl;
+pub mod state;
 pub mod sysroot;
 pub mod topology;
 pub mod vm;

@@ -57,6 +57,90 @@ pub enum Command {
     /// Read a recording back and summarise each snapshot (or print them as
     /// JSON lines).
     Replay(ReplayArgs),
+
+    /// Run the daemon: every interval, a policy decides where the threads
+    /// and memory in scope should be, and numaplace makes it so. SIGTERM or
+    /// Ctrl-C restores every affinity it changed; after a crash, the next
+    /// start restores them first.
+    #[command(after_help = "Examples:\n  \
+        numaplace run --policy numad-like --vms --dry-run --journal /tmp/j.jsonl\n  \
+        numaplace run --config /etc/numaplace/numaplace.toml\n  \
+        numaplace run --policy numad-like --cgroup /machine.slice --metrics 127.0.0.1:9464")]
+    Run(RunArgs),
+
+    /// One round of a policy on this machine: the plan and the reason for
+    /// each action; nothing is applied.
+    #[command(after_help = "Example:\n  numaplace advise --policy numad-like --all")]
+    Advise(RunArgs),
+}
+
+/// Which processes the daemon may touch (added to the config's [scope]).
+#[derive(Debug, Args, Clone, Default)]
+pub struct ScopeArgs {
+    /// Every user process.
+    #[arg(long)]
+    pub all: bool,
+
+    /// This process (repeat for several).
+    #[arg(long, value_name = "PID")]
+    pub pid: Vec<i32>,
+
+    /// Processes whose name or a thread's matches (`*`, `?`; repeat).
+    #[arg(long, value_name = "PATTERN")]
+    pub comm: Vec<String>,
+
+    /// Processes in this cgroup v2 subtree (repeat).
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Vec<String>,
+
+    /// Virtual machines.
+    #[arg(long)]
+    pub vms: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The policy: default (leave Linux alone) or numad-like.
+    #[arg(long, value_name = "NAME")]
+    pub policy: Option<String>,
+
+    /// The config file (TOML; see examples/numaplace.toml). Without it,
+    /// /etc/numaplace/numaplace.toml if present.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Time between rounds (default 1s).
+    #[arg(long, value_name = "DURATION")]
+    pub interval: Option<String>,
+
+    /// Decide and journal, apply nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Only these CPUs are numaplace's to place onto.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+
+    /// Append every decision, its reason and outcome to this file (JSON lines).
+    #[arg(long, value_name = "FILE")]
+    pub journal: Option<PathBuf>,
+
+    /// The state file of original affinities (default
+    /// /var/lib/numaplace/state.json).
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+
+    /// Serve metrics (Prometheus text) on 127.0.0.1:PORT, [::1]:PORT or
+    /// unix:/PATH.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics: Option<String>,
+
+    /// Stop after this many rounds (tests, benchmarks).
+    #[arg(long, value_name = "N", hide = true)]
+    pub rounds: Option<u64>,
 }
 
 /// Where to read tasks from and which to show.

@@ -4,6 +4,7 @@ mod cli;
 mod commands;
 mod config;
 mod duration;
+mod metrics;
 mod report;
 
 use std::process::ExitCode;
@@ -21,6 +22,8 @@ fn main() -> ExitCode {
         Command::Tasks(args) => commands::tasks::run(&args),
         Command::Record(args) => commands::record::record(&args),
         Command::Replay(args) => commands::record::replay(&args),
+        Command::Run(args) => commands::run::run(&args),
+        Command::Advise(args) => commands::run::advise(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod record;
+pub mod run;
 pub mod tasks;
 pub mod topology;
 

@@ -1,0 +1,735 @@
+//! The restore journal: for every thread numaplace pinned, its affinity
+//! before numaplace first touched it (`original`) and what numaplace set
+//! (`applied`). On a clean stop, and on the next start after a `kill -9`,
+//! [`restore_all`] puts the originals back — but only on threads that are
+//! still the same task and whose affinity is still what numaplace set.
+//!
+//! The file is written atomically: a temporary file made in the same
+//! directory with `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600, written, fsynced,
+//! renamed over the target, and the directory fsynced. A symlink or
+//! anything but a regular file at the target path, a directory writable by
+//! group or others, or a file or directory owned by another user is
+//! refused with what to fix: the daemon runs as root, and a planted link
+//! must never turn its writes onto another file, nor a planted journal make
+//! it pin arbitrary tasks. A file that cannot be parsed is renamed to
+//! `<path>.corrupt-<unix time>`, kept for a person to read, and reported
+//! ([`StateFile::corrupt`]), so the next start is not blocked. One daemon
+//! per state file is assumed (the caller holds the lock).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use numaplace_model::{Action, CpuSet, Outcome, TaskId};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::actuate::{ActError, Actuator};
+
+/// Format version written in the file.
+const VERSION: u32 = 1;
+/// A journal larger than this is not one numaplace wrote.
+const MAX_BYTES: u64 = 64 << 20;
+
+/// One pinned thread.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PinEntry {
+    pub task: TaskId,
+    pub tgid: i32,
+    /// Its affinity before numaplace first pinned it.
+    pub original: CpuSet,
+    /// What numaplace last set.
+    pub applied: CpuSet,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Contents {
+    version: u32,
+    entries: Vec<PinEntry>,
+}
+
+/// Why the state file cannot be used. Each says what to fix.
+#[derive(Debug, Error)]
+pub enum StateError {
+    #[error(
+        "{path}: the state file is a symbolic link; numaplace never writes through one. \
+         Remove the link, or choose a state file path that is a regular file"
+    )]
+    Symlink { path: PathBuf },
+    #[error("{path}: not a regular file; remove it or choose another state file path")]
+    NotRegular { path: PathBuf },
+    #[error(
+        "{path}: writable by group or others (mode {mode:04o}), so another user could \
+         plant files there; make it private: chmod go-w {path}"
+    )]
+    Writable { path: PathBuf, mode: u32 },
+    #[error(
+        "{path}: owned by uid {owner}, not by numaplace's user (uid {euid}) or root; \
+         chown it, or choose another state file path"
+    )]
+    Owner {
+        path: PathBuf,
+        owner: u32,
+        euid: u32,
+    },
+    #[error("{path}: {what}")]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        source: io::Error,
+    },
+}
+
+fn io_err(path: &Path, what: &'static str) -> impl FnOnce(io::Error) -> StateError + use<> {
+    let path = path.to_path_buf();
+    move |source| StateError::Io { path, what, source }
+}
+
+/// A state file that could not be parsed, moved aside.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptState {
+    /// Where the unreadable file now is.
+    pub moved_to: PathBuf,
+    /// What was wrong with it.
+    pub error: String,
+}
+
+/// The journal of pinned threads, on disk.
+#[derive(Debug)]
+pub struct StateFile {
+    path: PathBuf,
+    dir: PathBuf,
+    entries: Vec<PinEntry>,
+    corrupt: Option<CorruptState>,
+}
+
+impl StateFile {
+    /// Opens (or starts) the journal at `path`. A missing file is an empty
+    /// journal; nothing is written until the first change.
+    pub fn open(path: impl Into<PathBuf>) -> Result<StateFile, StateError> {
+        let path: PathBuf = path.into();
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if path.file_name().is_none() {
+            return Err(StateError::NotRegular { path });
+        }
+        check_private(&dir)?;
+        let mut state = StateFile {
+            path,
+            dir,
+            entries: Vec::new(),
+            corrupt: None,
+        };
+        let Some(bytes) = state.read()? else {
+            return Ok(state);
+        };
+        match parse(&bytes) {
+            Ok(entries) => state.entries = entries,
+            Err(error) => state.corrupt = Some(state.move_aside(error)?),
+        }
+        Ok(state)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The pinned threads, in the order first recorded.
+    pub fn entries(&self) -> &[PinEntry] {
+        &self.entries
+    }
+
+    /// Set when the file found at open could not be parsed: where it was
+    /// moved and why. The journal then starts empty.
+    pub fn corrupt(&self) -> Option<&CorruptState> {
+        self.corrupt.as_ref()
+    }
+
+    /// Records that numaplace set `applied` on a thread whose affinity was
+    /// `original`. A thread pinned again keeps its first original.
+    pub fn record_pin(
+        &mut self,
+        task: TaskId,
+        tgid: i32,
+        original: CpuSet,
+        applied: CpuSet,
+    ) -> Result<(), StateError> {
+        match self.entries.iter_mut().find(|e| e.task == task) {
+            Some(e) => e.applied = applied,
+            None => self.entries.push(PinEntry {
+                task,
+                tgid,
+                original,
+                applied,
+            }),
+        }
+        self.save()
+    }
+
+    /// Drops a thread from the journal; whether it was there.
+    pub fn forget(&mut self, task: TaskId) -> Result<bool, StateError> {
+        let n = self.entries.len();
+        self.entries.retain(|e| e.task != task);
+        if self.entries.len() == n {
+            return Ok(false);
+        }
+        self.save()?;
+        Ok(true)
+    }
+
+    /// Writes the journal; an empty journal removes the file.
+    fn save(&self) -> Result<(), StateError> {
+        check_private(&self.dir)?;
+        match fs::symlink_metadata(&self.path) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(StateError::Symlink {
+                    path: self.path.clone(),
+                });
+            }
+            Ok(m) if !m.is_file() => {
+                return Err(StateError::NotRegular {
+                    path: self.path.clone(),
+                });
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if self.entries.is_empty() {
+                    return Ok(());
+                }
+            }
+            Err(e) => return Err(io_err(&self.path, "cannot inspect the state file")(e)),
+        }
+        if self.entries.is_empty() {
+            fs::remove_file(&self.path).map_err(io_err(&self.path, "cannot remove"))?;
+            return self.sync_dir();
+        }
+        let contents = Contents {
+            version: VERSION,
+            entries: self.entries.clone(),
+        };
+        let mut bytes = serde_json::to_vec_pretty(&contents).expect("serializable");
+        bytes.push(b'\n');
+        self.write_atomic(&bytes)
+    }
+
+    fn write_atomic(&self, bytes: &[u8]) -> Result<(), StateError> {
+        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let tmp = self
+            .dir
+            .join(format!(".{name}.tmp.{}.{nanos}", std::process::id()));
+        let write = || -> io::Result<()> {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&tmp)?;
+            // Exactly 0600, whatever the umask.
+            f.set_permissions(fs::Permissions::from_mode(0o600))?;
+            f.write_all(bytes)?;
+            f.sync_all()?;
+            fs::rename(&tmp, &self.path)
+        };
+        if let Err(e) = write() {
+            let _ = fs::remove_file(&tmp);
+            return Err(io_err(&self.path, "cannot write the state file")(e));
+        }
+        self.sync_dir()
+    }
+
+    fn sync_dir(&self) -> Result<(), StateError> {
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io_err(&self.dir, "cannot fsync the state directory"))
+    }
+
+    /// The file's text, `None` if there is none. Never follows a symlink.
+    fn read(&self) -> Result<Option<Vec<u8>>, StateError> {
+        let path = &self.path;
+        match fs::symlink_metadata(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(path, "cannot inspect the state file")(e)),
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(StateError::Symlink { path: path.clone() });
+            }
+            Ok(m) if !m.is_file() => return Err(StateError::NotRegular { path: path.clone() }),
+            Ok(_) => {}
+        }
+        let mut f = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => StateError::Symlink { path: path.clone() },
+                _ => io_err(path, "cannot open the state file")(e),
+            })?;
+        let meta = f.metadata().map_err(io_err(path, "cannot inspect"))?;
+        if !meta.is_file() {
+            return Err(StateError::NotRegular { path: path.clone() });
+        }
+        check_owner_mode(path, &meta)?;
+        let mut bytes = Vec::new();
+        // One byte more than allowed, so parse() can tell it is too large.
+        Read::by_ref(&mut f)
+            .take(MAX_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(io_err(path, "cannot read the state file"))?;
+        Ok(Some(bytes))
+    }
+
+    /// Renames an unreadable file to `<path>.corrupt-<unix time>`.
+    fn move_aside(&self, error: String) -> Result<CorruptState, StateError> {
+        let secs = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let base = format!("{}.corrupt-{secs}", self.path.display());
+        let mut moved_to = PathBuf::from(&base);
+        let mut n = 1;
+        while fs::symlink_metadata(&moved_to).is_ok() {
+            moved_to = PathBuf::from(format!("{base}.{n}"));
+            n += 1;
+        }
+        fs::rename(&self.path, &moved_to).map_err(io_err(
+            &self.path,
+            "cannot move the corrupt state file aside",
+        ))?;
+        self.sync_dir()?;
+        tracing::warn!(
+            path = %self.path.display(),
+            moved_to = %moved_to.display(),
+            %error,
+            "the state file could not be read; moved it aside and started a new one \
+             (original affinities it held cannot be restored automatically)"
+        );
+        Ok(CorruptState { moved_to, error })
+    }
+}
+
+fn parse(bytes: &[u8]) -> Result<Vec<PinEntry>, String> {
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(format!(
+            "larger than {MAX_BYTES} bytes: not a journal numaplace wrote"
+        ));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8 text: {e}"))?;
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let c: Contents = serde_json::from_str(text).map_err(|e| format!("not a state file: {e}"))?;
+    if c.version != VERSION {
+        return Err(format!(
+            "state file version {} (this numaplace reads version {VERSION})",
+            c.version
+        ));
+    }
+    Ok(c.entries)
+}
+
+/// The directory must be ours or root's and not writable by group or
+/// others.
+fn check_private(path: &Path) -> Result<(), StateError> {
+    let meta = fs::metadata(path).map_err(io_err(
+        path,
+        "cannot use the state directory (create it first: mkdir -m 700 DIR)",
+    ))?;
+    if !meta.is_dir() {
+        return Err(StateError::NotRegular {
+            path: path.to_path_buf(),
+        });
+    }
+    check_owner_mode(path, &meta)
+}
+
+fn check_owner_mode(path: &Path, meta: &fs::Metadata) -> Result<(), StateError> {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    if meta.uid() != euid && meta.uid() != 0 {
+        return Err(StateError::Owner {
+            path: path.to_path_buf(),
+            owner: meta.uid(),
+            euid,
+        });
+    }
+    let mode = meta.mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(StateError::Writable {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+/// What became of one entry in [`restore_all`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Restore {
+    /// The original affinity is back; the entry is dropped.
+    Restored,
+    /// The thread changed its affinity since numaplace pinned it (or
+    /// someone did for it): left as it is, entry dropped.
+    LeftAlone { why: String },
+    /// The thread exited, or its tid names another task: entry dropped.
+    Gone,
+    /// Could not restore now (the kernel refused, dry run): the entry is
+    /// kept, so a later restore tries again; it is dropped once the thread
+    /// exits or changes its own affinity.
+    Kept { why: String },
+}
+
+/// The result of [`restore_all`], entry by entry.
+#[derive(Debug, Default)]
+pub struct RestoreReport {
+    pub entries: Vec<(PinEntry, Restore)>,
+    /// Writing the journal afterwards failed.
+    pub save_error: Option<String>,
+}
+
+impl RestoreReport {
+    pub fn count(&self, f: impl Fn(&Restore) -> bool) -> usize {
+        self.entries.iter().filter(|(_, r)| f(r)).count()
+    }
+}
+
+impl std::fmt::Display for RestoreReport {
+    /// One line: `3 restored, 1 left alone, 2 gone, 0 kept`, and why any
+    /// were kept.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} restored, {} left alone (they set their own affinity), {} gone, {} kept",
+            self.count(|r| matches!(r, Restore::Restored)),
+            self.count(|r| matches!(r, Restore::LeftAlone { .. })),
+            self.count(|r| matches!(r, Restore::Gone)),
+            self.count(|r| matches!(r, Restore::Kept { .. })),
+        )?;
+        for (e, r) in &self.entries {
+            if let Restore::Kept { why } = r {
+                write!(f, "; thread {} kept: {why}", e.task.tid)?;
+            }
+        }
+        if let Some(e) = &self.save_error {
+            write!(f, "; saving the state file failed: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Puts back the original affinity of every journalled thread that is still
+/// the same task and still has the affinity numaplace set. The journal
+/// keeps only the entries that could not be settled ([`Restore::Kept`]);
+/// when none remain the file is removed.
+///
+/// A thread that changes its own affinity between the check and the
+/// restore (microseconds) is overwritten: no syscall compares and sets.
+pub fn restore_all(state: &mut StateFile, act: &mut dyn Actuator) -> RestoreReport {
+    let mut report = RestoreReport::default();
+    let mut kept = Vec::new();
+    for entry in std::mem::take(&mut state.entries) {
+        let result = restore_one(&entry, act);
+        if matches!(result, Restore::Kept { .. }) {
+            kept.push(entry.clone());
+        }
+        report.entries.push((entry, result));
+    }
+    state.entries = kept;
+    if let Err(e) = state.save() {
+        report.save_error = Some(e.to_string());
+    }
+    report
+}
+
+fn restore_one(e: &PinEntry, act: &mut dyn Actuator) -> Restore {
+    match act.affinity(e.task, e.tgid) {
+        Err(ActError::Gone { .. }) => Restore::Gone,
+        Err(err) => Restore::Kept {
+            why: format!("cannot read its affinity: {err}"),
+        },
+        Ok(now) if now != e.applied => Restore::LeftAlone {
+            why: format!(
+                "the task set its own affinity (now {now}; numaplace had set {})",
+                e.applied
+            ),
+        },
+        Ok(_) => {
+            let pin = Action::Pin {
+                task: e.task,
+                tgid: e.tgid,
+                cpus: e.original.clone(),
+            };
+            match act.apply(&pin) {
+                Outcome::Done => Restore::Restored,
+                Outcome::Gone => Restore::Gone,
+                Outcome::Refused { errno, why } => Restore::Kept {
+                    why: format!("{errno}: {why}"),
+                },
+                Outcome::NotApplied => Restore::Kept {
+                    why: "not applied (dry run)".into(),
+                },
+                other => Restore::Kept {
+                    why: format!("unexpected outcome {other:?}"),
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::actuate::testing::{Parked, allowed, pid};
+    use crate::actuate::{HostActuator, RecordingActuator};
+
+    fn set(list: &str) -> CpuSet {
+        CpuSet::parse_list(list).unwrap()
+    }
+
+    fn id(tid: i32, start_time: u64) -> TaskId {
+        TaskId { tid, start_time }
+    }
+
+    fn private_dir() -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        fs::set_permissions(d.path(), fs::Permissions::from_mode(0o700)).unwrap();
+        d
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn records_and_loads_and_keeps_the_first_original() {
+        let d = private_dir();
+        let path = d.path().join("state.json");
+        let mut s = StateFile::open(&path).unwrap();
+        assert!(s.entries().is_empty());
+        assert!(!path.exists(), "nothing written before the first change");
+        s.record_pin(id(10, 5), 10, set("0-7"), set("0")).unwrap();
+        s.record_pin(id(11, 6), 10, set("0-7"), set("1")).unwrap();
+        // Pinned again: the first original stays.
+        s.record_pin(id(10, 5), 10, set("0"), set("2-3")).unwrap();
+        let loaded = StateFile::open(&path).unwrap();
+        assert!(loaded.corrupt().is_none());
+        assert_eq!(loaded.entries(), s.entries());
+        assert_eq!(
+            loaded.entries()[0],
+            PinEntry {
+                task: id(10, 5),
+                tgid: 10,
+                original: set("0-7"),
+                applied: set("2-3"),
+            }
+        );
+        let mut s = loaded;
+        assert!(s.forget(id(10, 5)).unwrap());
+        assert!(!s.forget(id(10, 5)).unwrap());
+        assert_eq!(StateFile::open(&path).unwrap().entries().len(), 1);
+        assert!(s.forget(id(11, 6)).unwrap());
+        assert!(!path.exists(), "an empty journal is no file");
+    }
+
+    #[test]
+    fn writes_are_atomic_private_and_leave_no_temporary_files() {
+        let d = private_dir();
+        let path = d.path().join("state.json");
+        let mut s = StateFile::open(&path).unwrap();
+        for i in 0..20 {
+            s.record_pin(id(100 + i, 1), 100, set("0-3"), set("0"))
+                .unwrap();
+        }
+        assert_eq!(names(d.path()), ["state.json"]);
+        let meta = fs::symlink_metadata(&path).unwrap();
+        assert!(meta.is_file());
+        assert_eq!(meta.mode() & 0o7777, 0o600);
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"version\": 1"), "{text}");
+    }
+
+    #[test]
+    fn a_symlink_at_the_path_is_refused_and_its_target_untouched() {
+        let d = private_dir();
+        let victim = d.path().join("victim");
+        fs::write(&victim, "precious\n").unwrap();
+        let path = d.path().join("state.json");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        let e = StateFile::open(&path).unwrap_err();
+        assert!(matches!(e, StateError::Symlink { .. }), "{e}");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        // Planted after open: the write is refused too.
+        fs::remove_file(&path).unwrap();
+        let mut s = StateFile::open(&path).unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        let e = s.record_pin(id(1, 1), 1, set("0"), set("0")).unwrap_err();
+        assert!(matches!(e, StateError::Symlink { .. }), "{e}");
+        assert_eq!(fs::read_to_string(&victim).unwrap(), "precious\n");
+        assert!(
+            fs::symlink_metadata(&path)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        assert_eq!(names(d.path()), ["state.json", "victim"]);
+    }
+
+    #[test]
+    fn unsafe_places_are_refused_with_what_to_fix() {
+        let d = private_dir();
+        let path = d.path().join("state.json");
+        fs::create_dir(&path).unwrap();
+        let e = StateFile::open(&path).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+
+        let open = d.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = StateFile::open(open.join("state.json")).unwrap_err();
+        assert!(matches!(e, StateError::Writable { .. }), "{e}");
+        assert!(e.to_string().contains("chmod go-w"), "{e}");
+
+        let loose = d.path().join("loose.json");
+        fs::write(&loose, "").unwrap();
+        fs::set_permissions(&loose, fs::Permissions::from_mode(0o666)).unwrap();
+        let e = StateFile::open(&loose).unwrap_err();
+        assert!(e.to_string().contains("mode 0666"), "{e}");
+
+        let e = StateFile::open(d.path().join("absent/state.json")).unwrap_err();
+        assert!(e.to_string().contains("mkdir -m 700"), "{e}");
+    }
+
+    #[test]
+    fn a_corrupt_file_is_moved_aside_and_reported() {
+        let d = private_dir();
+        let path = d.path().join("state.json");
+        for garbage in [
+            &b"{\"version\": 1, \"entries\": [ {\"task\": "[..],
+            b"{\"version\": 99, \"entries\": []}",
+            b"\xff\xfe not text",
+        ] {
+            fs::write(&path, garbage).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+            let s = StateFile::open(&path).unwrap();
+            assert!(s.entries().is_empty());
+            let c = s.corrupt().expect("reported");
+            assert!(!path.exists());
+            assert_eq!(fs::read(&c.moved_to).unwrap(), garbage, "kept for a person");
+            assert!(
+                c.moved_to.to_string_lossy().contains("state.json.corrupt-"),
+                "{c:?}"
+            );
+            // The next start is not blocked.
+            let s = StateFile::open(&path).unwrap();
+            assert!(s.corrupt().is_none());
+        }
+        assert_eq!(names(d.path()).len(), 3, "three distinct corrupt copies");
+        // An empty file (a crash before any write numaplace does) is empty.
+        fs::write(&path, "").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        let s = StateFile::open(&path).unwrap();
+        assert!(s.corrupt().is_none() && s.entries().is_empty());
+    }
+
+    #[test]
+    fn restores_the_original_affinity_of_live_threads() {
+        let all = allowed();
+        if all.len() < 2 {
+            eprintln!("skipped: needs two CPUs");
+            return;
+        }
+        let d = private_dir();
+        let path = d.path().join("state.json");
+        let mut act = HostActuator::new();
+        let t = Parked::spawn();
+        let original = act.affinity(t.id, pid()).unwrap();
+        let to = set(&all.first().unwrap().to_string());
+        let mut s = StateFile::open(&path).unwrap();
+        assert_eq!(act.pin(t.id, pid(), &to), Outcome::Done);
+        s.record_pin(t.id, pid(), original.clone(), to.clone())
+            .unwrap();
+        // As after a kill -9: a new daemon opens the journal.
+        let mut s = StateFile::open(&path).unwrap();
+        let report = restore_all(&mut s, &mut act);
+        assert_eq!(report.entries.len(), 1);
+        assert_eq!(report.entries[0].1, Restore::Restored);
+        assert!(report.save_error.is_none());
+        assert_eq!(act.affinity(t.id, pid()).unwrap(), original);
+        assert!(s.entries().is_empty());
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_thread_that_pinned_itself_is_left_alone_and_gone_ones_dropped() {
+        let all = allowed();
+        if all.len() < 2 {
+            eprintln!("skipped: needs two CPUs");
+            return;
+        }
+        let (a, b) = (all.first().unwrap(), all.last().unwrap());
+        let d = private_dir();
+        let mut s = StateFile::open(d.path().join("state.json")).unwrap();
+        let mut act = HostActuator::new();
+        let t = Parked::spawn();
+        assert_eq!(act.pin(t.id, pid(), &set(&a.to_string())), Outcome::Done);
+        s.record_pin(t.id, pid(), all.clone(), set(&a.to_string()))
+            .unwrap();
+        t.pin_self(b);
+        let gone = Parked::spawn();
+        s.record_pin(gone.id, pid(), all.clone(), set(&a.to_string()))
+            .unwrap();
+        let gone_id = gone.exit();
+        let report = restore_all(&mut s, &mut act);
+        let r: Vec<_> = report.entries.iter().map(|(e, r)| (e.task, r)).collect();
+        assert!(
+            matches!(r[0], (task, Restore::LeftAlone { why }) if task == t.id
+                && why.contains("the task set its own affinity")),
+            "{r:?}"
+        );
+        assert_eq!(r[1], (gone_id, &Restore::Gone));
+        assert_eq!(act.affinity(t.id, pid()).unwrap(), set(&b.to_string()));
+        assert!(s.entries().is_empty());
+    }
+
+    #[test]
+    fn entries_that_cannot_be_restored_now_are_kept() {
+        let d = private_dir();
+        let path = d.path().join("state.json");
+        let mut s = StateFile::open(&path).unwrap();
+        s.record_pin(id(1, 1), 1, set("0-3"), set("0")).unwrap();
+        s.record_pin(id(2, 2), 1, set("0-3"), set("1")).unwrap();
+        s.record_pin(id(3, 3), 1, set("0-3"), set("1")).unwrap();
+        let mut rec = RecordingActuator::new();
+        rec.set_affinity(id(1, 1), set("0")); // unchanged: restore (dry run)
+        rec.set_affinity(id(2, 2), set("2")); // changed by the task
+        // id(3, 3): gone
+        let report = restore_all(&mut s, &mut rec);
+        let r: Vec<_> = report.entries.iter().map(|(_, r)| r.clone()).collect();
+        assert!(matches!(&r[0], Restore::Kept { why } if why.contains("dry run")));
+        assert!(matches!(&r[1], Restore::LeftAlone { .. }));
+        assert_eq!(r[2], Restore::Gone);
+        assert_eq!(report.count(|r| matches!(r, Restore::Kept { .. })), 1);
+        assert_eq!(
+            rec.actions(),
+            &[Action::Pin {
+                task: id(1, 1),
+                tgid: 1,
+                cpus: set("0-3"),
+            }]
+        );
+        let again = StateFile::open(&path).unwrap();
+        assert_eq!(again.entries().len(), 1);
+        assert_eq!(again.entries()[0].task, id(1, 1));
+    }
+}

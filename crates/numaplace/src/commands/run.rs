@@ -1,0 +1,374 @@
+//! `numaplace run` (the daemon) and `numaplace advise` (one round, nothing
+//! applied).
+//!
+//! `Opts -> Daemon::init -> run(stop)`: the start restores whatever an
+//! earlier run that was killed left pinned, then every interval the engine
+//! decides on a fresh snapshot; SIGTERM / SIGINT end the loop and every
+//! affinity numaplace changed is restored before it exits.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use numaplace_linux::actuate::HostActuator;
+use numaplace_linux::state::StateFile;
+use numaplace_linux::{CollectOptions, Collector, SysRoot, TopologySource, discover};
+use numaplace_model::{Action, CpuSet, Outcome, TaskId, Topology};
+use numaplace_policy::engine::{Actuator, Engine, JournalEntry, PinGuard, RecordingActuator};
+use numaplace_policy::{PolicyKind, Scope};
+
+use crate::cli::{RunArgs, ScopeArgs};
+use crate::commands::InputError;
+use crate::config::Config;
+use crate::duration::parse_duration;
+use crate::metrics::{self, MetricsState};
+
+/// The settings of a run, from the config file with the command line on top.
+struct Settings {
+    config: Config,
+    interval: Duration,
+    topology: Topology,
+}
+
+fn settings(args: &RunArgs) -> Result<Settings> {
+    let mut config = Config::load(args.config.as_deref())?;
+    if let Some(p) = &args.policy {
+        config.policy =
+            PolicyKind::from_name(p).map_err(|e| InputError(format!("--policy: {e}")))?;
+    }
+    if let Some(i) = &args.interval {
+        config.interval = i.clone();
+    }
+    if args.dry_run {
+        config.dry_run = true;
+    }
+    if let Some(c) = &args.cpus {
+        config.cpus = Some(c.clone());
+    }
+    if let Some(j) = &args.journal {
+        config.journal = Some(j.clone());
+    }
+    if let Some(s) = &args.state {
+        config.state = s.clone();
+    }
+    if let Some(m) = &args.metrics {
+        config.metrics.listen = Some(m.clone());
+    }
+    merge_scope(&mut config.scope, &args.scope);
+    config.scope.validate().map_err(InputError)?;
+
+    let interval = parse_duration(&config.interval, "interval").map_err(InputError)?;
+    if interval < Duration::from_millis(10) {
+        return Err(InputError(format!(
+            "interval {:?}: must be at least 10ms (the daemon decides once per interval)",
+            config.interval
+        ))
+        .into());
+    }
+    let mut topology = discover(&TopologySource::Sysfs(SysRoot::host()))?;
+    if let Some(list) = &config.cpus {
+        let cpus: CpuSet = list.parse().map_err(|e| InputError(format!("cpus: {e}")))?;
+        topology = topology
+            .restrict(&cpus)
+            .map_err(|e| InputError(format!("cpus {list}: {}", e.0)))?;
+    }
+    if let Some(l) = &config.metrics.listen {
+        metrics::parse_listen(l)?;
+    }
+    Ok(Settings {
+        config,
+        interval,
+        topology,
+    })
+}
+
+fn merge_scope(scope: &mut Scope, args: &ScopeArgs) {
+    scope.all |= args.all;
+    scope.vms |= args.vms;
+    scope.pids.extend(&args.pid);
+    scope.comms.extend(args.comm.iter().cloned());
+    scope.cgroups.extend(args.cgroup.iter().cloned());
+}
+
+/// Carries actions out on the host, or only records them (dry run).
+enum Hands {
+    Host(HostActuator),
+    Dry(RecordingActuator),
+}
+
+impl Actuator for Hands {
+    fn apply(&mut self, action: &Action) -> Outcome {
+        match self {
+            Hands::Host(h) => h.apply(action),
+            Hands::Dry(r) => r.apply(action),
+        }
+    }
+}
+
+/// Write-ahead of original affinities into the state file.
+struct StateGuard<'a> {
+    state: &'a mut StateFile,
+}
+
+impl PinGuard for StateGuard<'_> {
+    fn before_pin(
+        &mut self,
+        task: TaskId,
+        tgid: i32,
+        original: &CpuSet,
+        new: &CpuSet,
+    ) -> Result<(), String> {
+        self.state
+            .record_pin(task, tgid, original.clone(), new.clone())
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The decision journal: JSON lines, appended, mode 0600, never through a
+/// symlink.
+struct Journal {
+    out: Option<BufWriter<File>>,
+}
+
+impl Journal {
+    fn open(path: Option<&Path>) -> Result<Journal> {
+        let Some(path) = path else {
+            return Ok(Journal { out: None });
+        };
+        let f = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| {
+                InputError(format!(
+                    "journal {}: cannot open it for appending: {e}",
+                    path.display()
+                ))
+            })?;
+        Ok(Journal {
+            out: Some(BufWriter::new(f)),
+        })
+    }
+
+    fn write(&mut self, e: &JournalEntry) {
+        tracing::info!(pid = e.pid, label = %e.label, "{}: {:?}", e.reason, e.outcome);
+        if let Some(out) = &mut self.out {
+            if let Err(err) = serde_json::to_writer(&mut *out, e)
+                .map_err(std::io::Error::other)
+                .and_then(|_| out.write_all(b"\n"))
+            {
+                tracing::warn!("journal: {err}");
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(out) = &mut self.out {
+            let _ = out.flush();
+        }
+    }
+}
+
+pub fn run(args: &RunArgs) -> Result<()> {
+    let s = settings(args)?;
+    let c = &s.config;
+    if c.scope.is_empty() {
+        return Err(InputError(
+            "the scope names nothing: give --pid, --comm, --cgroup or --vms (or a [scope] table in the config), or --all for every process"
+                .into(),
+        )
+        .into());
+    }
+    let mut state = StateFile::open(&c.state).map_err(|e| InputError(format!("{e}")))?;
+    let mut host = HostActuator::new();
+
+    // Whatever an earlier run left pinned comes back first.
+    if !state.entries().is_empty() {
+        tracing::warn!(
+            "{}: {} threads pinned by an earlier run that did not stop cleanly; restoring them",
+            c.state.display(),
+            state.entries().len()
+        );
+        let report = numaplace_linux::state::restore_all(&mut state, &mut host);
+        tracing::warn!("restored: {report}");
+    }
+
+    let mut collector = Collector::new(SysRoot::host(), CollectOptions::default());
+    for m in collector.missing_signals() {
+        tracing::warn!("not measured: {m}");
+    }
+    let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
+    let first = collector.collect().context("reading the machine")?;
+    let managed = engine.managed(&first);
+    if managed.is_empty() {
+        return Err(InputError(format!(
+            "the scope matches no running process ({}); start them first or widen it",
+            describe_scope(&c.scope)
+        ))
+        .into());
+    }
+
+    let shared = Arc::new(Mutex::new(MetricsState {
+        policy: engine.policy_name().into(),
+        dry_run: c.dry_run,
+        ..MetricsState::default()
+    }));
+    if let Some(l) = &c.metrics.listen {
+        metrics::serve(&metrics::parse_listen(l)?, Arc::clone(&shared))?;
+        tracing::info!("metrics on {l}");
+    }
+    let mut journal = Journal::open(c.journal.as_deref())?;
+    let mut hands = if c.dry_run {
+        Hands::Dry(RecordingActuator::default())
+    } else {
+        Hands::Host(host)
+    };
+
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    tracing::info!(
+        "numaplace {} running: policy {}, interval {:?}, {} processes in scope{}",
+        env!("CARGO_PKG_VERSION"),
+        engine.policy_name(),
+        s.interval,
+        managed.len(),
+        if c.dry_run { ", dry run" } else { "" }
+    );
+
+    let mut rounds = 0u64;
+    let mut collect_ns = 0u64;
+    let mut next = Instant::now() + s.interval;
+    while !stop.load(Ordering::Relaxed) {
+        // Deadline-driven: sleep in slices so a signal ends the wait soon.
+        while !stop.load(Ordering::Relaxed) && Instant::now() < next {
+            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(100)));
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        next += s.interval;
+        let t0 = Instant::now();
+        let snap = match collector.collect() {
+            Ok(snap) => snap,
+            Err(e) => {
+                tracing::warn!("reading the machine failed, skipping this round: {e:#}");
+                continue;
+            }
+        };
+        collect_ns += t0.elapsed().as_nanos() as u64;
+        let report = engine.round(
+            &s.topology,
+            &snap,
+            &mut hands,
+            &mut StateGuard { state: &mut state },
+            &mut |e| journal.write(e),
+        );
+        journal.flush();
+        rounds += 1;
+        {
+            let mut m = shared.lock().unwrap_or_else(|p| p.into_inner());
+            m.totals = engine.totals().clone();
+            m.managed_processes = report.managed;
+            m.threads_seen = snap.tasks.len();
+            m.collect_ns = collect_ns;
+            m.last_round_unix_s = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+        }
+        if args.rounds.is_some_and(|n| rounds >= n) {
+            break;
+        }
+        // A slow round does not make the next ones pile up.
+        if Instant::now() > next {
+            next = Instant::now();
+        }
+    }
+
+    // Put back what we changed.
+    let Hands::Host(mut host) = hands else {
+        tracing::info!("dry run: nothing to restore");
+        return Ok(());
+    };
+    let report = numaplace_linux::state::restore_all(&mut state, &mut host);
+    tracing::info!("stopping after {rounds} rounds; restored: {report}");
+    eprintln!("numaplace: stopped after {rounds} rounds; {report}");
+    Ok(())
+}
+
+fn describe_scope(s: &Scope) -> String {
+    let mut parts = Vec::new();
+    if !s.pids.is_empty() {
+        parts.push(format!("pids {:?}", s.pids));
+    }
+    if !s.comms.is_empty() {
+        parts.push(format!("comms {:?}", s.comms));
+    }
+    if !s.cgroups.is_empty() {
+        parts.push(format!("cgroups {:?}", s.cgroups));
+    }
+    if s.vms {
+        parts.push("VMs".into());
+    }
+    parts.join(", ")
+}
+
+/// `numaplace advise`: one round on the live machine, printed, nothing
+/// applied.
+pub fn advise(args: &RunArgs) -> Result<()> {
+    let s = settings(args)?;
+    let c = &s.config;
+    let mut collector = Collector::new(SysRoot::host(), CollectOptions::default());
+    let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
+    let mut dry = RecordingActuator::default();
+    let mut lines = Vec::new();
+    // Two rounds: the first gives the policy its baseline (CPU times).
+    for _ in 0..2 {
+        let snap = collector.collect().context("reading the machine")?;
+        lines.clear();
+        engine.round(
+            &s.topology,
+            &snap,
+            &mut dry,
+            &mut numaplace_policy::engine::NoGuard,
+            &mut |e| lines.push(e.clone()),
+        );
+        std::thread::sleep(s.interval.min(Duration::from_secs(5)));
+    }
+    if c.scope.is_empty() {
+        println!("The scope names nothing: give --pid, --comm, --cgroup, --vms or --all.");
+        return Ok(());
+    }
+    if lines.is_empty() {
+        println!("{}: nothing to change.", engine.policy_name());
+    }
+    for e in &lines {
+        let what = match &e.action {
+            Action::Pin { task, cpus, .. } => format!("pin thread {} to CPUs {cpus}", task.tid),
+            Action::MoveMemory { to_node, .. } => format!("move memory to node {to_node}"),
+            Action::MoveWindow {
+                to_node, address, ..
+            } => format!("move pages around {address:#x} to node {to_node}"),
+        };
+        let note = match &e.outcome {
+            Outcome::Skipped { why } => format!("  (would be skipped: {why})"),
+            _ => String::new(),
+        };
+        println!(
+            "{} (pid {}): {what}\n    because {}{note}",
+            crate::report::tasks::printable(&e.label),
+            e.pid,
+            e.reason
+        );
+    }
+    Ok(())
+}

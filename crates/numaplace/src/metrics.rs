@@ -1,0 +1,286 @@
+//! The metrics endpoint: Prometheus text format over HTTP on a loopback
+//! address or a UNIX socket, never anything else. Off unless configured.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::UnixListener;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use numaplace_policy::engine::EngineTotals;
+
+use crate::commands::InputError;
+
+/// What the endpoint reports; the daemon updates it every round.
+#[derive(Debug, Clone, Default)]
+pub struct MetricsState {
+    pub policy: String,
+    pub dry_run: bool,
+    pub totals: EngineTotals,
+    pub managed_processes: usize,
+    pub threads_seen: usize,
+    pub collect_ns: u64,
+    pub last_round_unix_s: f64,
+}
+
+pub type Shared = Arc<Mutex<MetricsState>>;
+
+/// Where to listen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Listen {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+/// Parses `127.0.0.1:9464`, `[::1]:9464` or `unix:/path`; refuses any
+/// address that is not loopback.
+pub fn parse_listen(text: &str) -> Result<Listen, InputError> {
+    if let Some(path) = text.strip_prefix("unix:") {
+        if !path.starts_with('/') {
+            return Err(InputError(format!(
+                "metrics listen {text:?}: give an absolute socket path, like unix:/run/numaplace/metrics.sock"
+            )));
+        }
+        return Ok(Listen::Unix(PathBuf::from(path)));
+    }
+    let addr: SocketAddr = text.parse().map_err(|_| {
+        InputError(format!(
+            "metrics listen {text:?}: expected 127.0.0.1:PORT, [::1]:PORT or unix:/PATH"
+        ))
+    })?;
+    if !addr.ip().is_loopback() {
+        return Err(InputError(format!(
+            "metrics listen {text:?}: not a loopback address; numaplace serves metrics on 127.0.0.1, ::1 or a UNIX socket only"
+        )));
+    }
+    Ok(Listen::Tcp(addr))
+}
+
+/// The metrics in Prometheus text format.
+pub fn render(m: &MetricsState) -> String {
+    let t = &m.totals;
+    let mut out = String::new();
+    let mut metric = |name: &str, kind: &str, help: &str, lines: &[(String, String)]| {
+        out.push_str(&format!("# HELP {name} {help}\n# TYPE {name} {kind}\n"));
+        for (labels, value) in lines {
+            out.push_str(&format!("{name}{labels} {value}\n"));
+        }
+    };
+    let one = |v: String| vec![(String::new(), v)];
+    metric(
+        "numaplace_info",
+        "gauge",
+        "The running policy and mode.",
+        &[(
+            format!(
+                "{{policy=\"{}\",dry_run=\"{}\",version=\"{}\"}}",
+                m.policy,
+                m.dry_run,
+                env!("CARGO_PKG_VERSION")
+            ),
+            "1".into(),
+        )],
+    );
+    metric(
+        "numaplace_rounds_total",
+        "counter",
+        "Rounds the engine ran.",
+        &one(t.rounds.to_string()),
+    );
+    metric(
+        "numaplace_actions_total",
+        "counter",
+        "Actions the policy decided, by what became of them.",
+        &[
+            ("{outcome=\"applied\"}".into(), t.applied.to_string()),
+            ("{outcome=\"skipped\"}".into(), t.skipped.to_string()),
+            ("{outcome=\"refused\"}".into(), t.refused.to_string()),
+            ("{outcome=\"gone\"}".into(), t.gone.to_string()),
+        ],
+    );
+    metric(
+        "numaplace_pages_moved_total",
+        "counter",
+        "Pages moved between nodes.",
+        &one(t.pages_moved.to_string()),
+    );
+    metric(
+        "numaplace_decide_seconds_total",
+        "counter",
+        "Time spent deciding.",
+        &one(format!("{:.6}", t.decide_ns as f64 / 1e9)),
+    );
+    metric(
+        "numaplace_apply_seconds_total",
+        "counter",
+        "Time spent carrying actions out.",
+        &one(format!("{:.6}", t.apply_ns as f64 / 1e9)),
+    );
+    metric(
+        "numaplace_collect_seconds_total",
+        "counter",
+        "Time spent reading the machine.",
+        &one(format!("{:.6}", m.collect_ns as f64 / 1e9)),
+    );
+    metric(
+        "numaplace_managed_processes",
+        "gauge",
+        "Processes in scope at the last round.",
+        &one(m.managed_processes.to_string()),
+    );
+    metric(
+        "numaplace_threads",
+        "gauge",
+        "Threads seen at the last round.",
+        &one(m.threads_seen.to_string()),
+    );
+    metric(
+        "numaplace_last_round_timestamp_seconds",
+        "gauge",
+        "When the last round ran (Unix time).",
+        &one(format!("{:.3}", m.last_round_unix_s)),
+    );
+    out
+}
+
+fn respond(stream: &mut dyn ReadWrite, shared: &Shared) {
+    let mut buf = [0u8; 2048];
+    let n = stream.read(&mut buf).unwrap_or(0);
+    let req = String::from_utf8_lossy(&buf[..n]);
+    let line = req.lines().next().unwrap_or("");
+    let (status, body) = if line.starts_with("GET /metrics ") || line == "GET /metrics" {
+        let m = shared.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        ("200 OK", render(&m))
+    } else {
+        (
+            "404 Not Found",
+            "numaplace serves GET /metrics\n".to_string(),
+        )
+    };
+    let _ = write!(
+        stream,
+        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// Starts serving in a thread. The UNIX socket is created mode 0600; a
+/// stale socket at the path is replaced, anything else there is an error.
+pub fn serve(listen: &Listen, shared: Shared) -> Result<()> {
+    match listen {
+        Listen::Tcp(addr) => {
+            let l = TcpListener::bind(addr)
+                .with_context(|| format!("binding the metrics endpoint to {addr}"))?;
+            std::thread::Builder::new()
+                .name("np-metrics".into())
+                .spawn(move || {
+                    for mut s in l.incoming().flatten() {
+                        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                        let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+                        respond(&mut s, &shared);
+                    }
+                })?;
+        }
+        Listen::Unix(path) => {
+            if let Ok(meta) = std::fs::symlink_metadata(path) {
+                if !meta.file_type().is_socket() {
+                    return Err(InputError(format!(
+                        "metrics socket {}: something that is not a socket is there; remove it or choose another path",
+                        path.display()
+                    ))
+                    .into());
+                }
+                std::fs::remove_file(path)
+                    .with_context(|| format!("removing the stale socket {}", path.display()))?;
+            }
+            let l = UnixListener::bind(path)
+                .with_context(|| format!("binding the metrics socket {}", path.display()))?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+            std::thread::Builder::new()
+                .name("np-metrics".into())
+                .spawn(move || {
+                    for mut s in l.incoming().flatten() {
+                        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+                        let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
+                        respond(&mut s, &shared);
+                    }
+                })?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback() {
+        assert_eq!(
+            parse_listen("127.0.0.1:9464").unwrap(),
+            Listen::Tcp("127.0.0.1:9464".parse().unwrap())
+        );
+        assert!(matches!(parse_listen("[::1]:9").unwrap(), Listen::Tcp(_)));
+        assert!(matches!(
+            parse_listen("unix:/run/x.sock").unwrap(),
+            Listen::Unix(_)
+        ));
+        for bad in [
+            "0.0.0.0:9464",
+            "10.1.2.3:80",
+            "[::]:9",
+            "localhost",
+            "unix:rel.sock",
+            "9464",
+        ] {
+            assert!(parse_listen(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn serves_prometheus_text_on_loopback_and_unix() {
+        let shared: Shared = Arc::new(Mutex::new(MetricsState {
+            policy: "numad-like".into(),
+            ..MetricsState::default()
+        }));
+        shared.lock().unwrap().totals.rounds = 7;
+        // An ephemeral loopback port.
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = probe.local_addr().unwrap();
+        drop(probe);
+        serve(&Listen::Tcp(addr), Arc::clone(&shared)).unwrap();
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).unwrap();
+        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+        assert!(body.contains("\nnumaplace_rounds_total 7\n"), "{body}");
+        assert!(
+            body.contains("numaplace_info{policy=\"numad-like\""),
+            "{body}"
+        );
+
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("m.sock");
+        serve(&Listen::Unix(sock.clone()), Arc::clone(&shared)).unwrap();
+        let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let mut u = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        u.write_all(b"GET /nothing HTTP/1.0\r\n\r\n").unwrap();
+        let mut body = String::new();
+        u.read_to_string(&mut body).unwrap();
+        assert!(body.starts_with("HTTP/1.0 404"), "{body}");
+
+        // A regular file in the way is not removed.
+        let file = dir.path().join("f");
+        std::fs::write(&file, "keep").unwrap();
+        assert!(serve(&Listen::Unix(file.clone()), shared).is_err());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
+    }
+}
