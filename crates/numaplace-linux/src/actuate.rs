@@ -149,47 +149,24 @@ impl HostActuator {
         }
     }
 
-    /// A thread's affinity (`sched_getaffinity`).
+    /// A thread's affinity (`sched_getaffinity`), after checking it is
+    /// still the same task.
     pub fn affinity(&self, task: TaskId, tgid: i32) -> Result<CpuSet, ActError> {
         let held = self.hold(task, tgid).ok_or(ActError::Gone { task })?;
-        let mut words = vec![0 as c_ulong; words_for(self.possible_cpus)];
-        loop {
-            // SAFETY: the kernel writes at most the given number of bytes
-            // into `words`, which has that many.
-            let r = unsafe {
-                libc::syscall(
-                    libc::SYS_sched_getaffinity,
-                    task.tid,
-                    words.len() * size_of::<c_ulong>(),
-                    words.as_mut_ptr(),
-                )
-            };
-            if r >= 0 {
-                break;
-            }
-            let e = io::Error::last_os_error();
-            match e.raw_os_error() {
-                Some(libc::EINVAL)
-                    if words.len() * (c_ulong::BITS as usize) < MAX_AFFINITY_BITS =>
-                {
-                    let n = words.len() * 2;
-                    words = vec![0; n];
-                }
-                Some(libc::ESRCH) => return Err(ActError::Gone { task }),
-                _ => {
-                    return Err(ActError::Os {
-                        call: "sched_getaffinity",
-                        task,
-                        errno: errno_name(e.raw_os_error()),
-                        source: e,
-                    });
-                }
-            }
-        }
+        let set =
+            thread_affinity(task.tid, self.possible_cpus).map_err(|e| match e.raw_os_error() {
+                Some(libc::ESRCH) => ActError::Gone { task },
+                _ => ActError::Os {
+                    call: "sched_getaffinity",
+                    task,
+                    errno: errno_name(e.raw_os_error()),
+                    source: e,
+                },
+            })?;
         if !self.still_held(&held) {
             return Err(ActError::Gone { task });
         }
-        Ok(set_from_words(&words))
+        Ok(set)
     }
 
     /// Restricts a thread to `cpus` (`sched_setaffinity`).
@@ -530,6 +507,38 @@ impl HostActuator {
                 }
             })
             .collect())
+    }
+}
+
+/// A thread's affinity by tid (`sched_getaffinity`), with no identity
+/// check: for telemetry, where a stale answer about a reused tid is
+/// harmless. The buffer starts at `possible_cpus` bits and doubles on
+/// `EINVAL`.
+pub fn thread_affinity(tid: i32, possible_cpus: usize) -> io::Result<CpuSet> {
+    let mut words = vec![0 as c_ulong; words_for(possible_cpus)];
+    loop {
+        // SAFETY: the kernel writes at most the given number of bytes into
+        // `words`, which has that many.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_sched_getaffinity,
+                tid,
+                words.len() * size_of::<c_ulong>(),
+                words.as_mut_ptr(),
+            )
+        };
+        if r >= 0 {
+            return Ok(set_from_words(&words));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EINVAL)
+            && words.len() * (c_ulong::BITS as usize) < MAX_AFFINITY_BITS
+        {
+            let n = words.len() * 2;
+            words = vec![0; n];
+        } else {
+            return Err(e);
+        }
     }
 }
 

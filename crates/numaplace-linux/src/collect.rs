@@ -10,11 +10,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use numaplace_model::{
-    Counter, EnergyDelta, GroupKind, MachineReadings, NodeMemory, ResctrlSample, Snapshot, Task,
-    TaskGroup,
+    Counter, CpuSet, EnergyDelta, GroupKind, MachineReadings, NodeMemory, ResctrlSample, Snapshot,
+    Task, TaskGroup,
 };
 use thiserror::Error;
 
+use crate::actuate::thread_affinity;
 use crate::nodes::read_node_meminfo;
 use crate::perf::{CounterStatus, PerfConfig, PerfMonitor};
 use crate::powercap::{Rapl, energy_delta};
@@ -22,6 +23,10 @@ use crate::procfs::{ProcError, ProcReader};
 use crate::resctrl::{Resctrl, mbm_delta};
 use crate::sysroot::SysRoot;
 use crate::vm;
+
+/// Bits of the first `sched_getaffinity` buffer (the kernel's largest
+/// `NR_CPUS`); it grows if the kernel asks for more.
+const MAX_CPUS: usize = 8192;
 
 /// What to collect besides the task list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -320,6 +325,16 @@ impl Collector {
                 vec![pid]
             }
         };
+        let mems = match self.proc.status(pid, pid) {
+            Ok(s) => s.mems_allowed,
+            Err(e) => {
+                self.note(&e);
+                if matches!(e, ProcError::Gone { .. }) {
+                    return None;
+                }
+                CpuSet::new()
+            }
+        };
         let mut tasks = Vec::with_capacity(tids.len());
         for tid in tids {
             let stat = match self.proc.stat(pid, tid) {
@@ -329,31 +344,44 @@ impl Collector {
                     continue;
                 }
             };
-            let status = match self.proc.status(pid, tid) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    self.note(&e);
-                    if matches!(e, ProcError::Gone { .. }) {
+            // Allowed CPUs per thread: one syscall on the live host, the
+            // thread's `status` in a snapshot tree. `status` is the most
+            // expensive file the kernel generates per thread, so on the
+            // host only the process's is read (for its memory nodes, which
+            // its threads share: they come from its cpuset).
+            let (allowed_cpus, tgid) = if self.root.is_host() {
+                match thread_affinity(tid, MAX_CPUS) {
+                    Ok(c) => (c, pid),
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                        self.gaps.gone += 1;
                         continue;
                     }
-                    None
+                    Err(_) => {
+                        self.gaps.denied += 1;
+                        (CpuSet::new(), pid)
+                    }
+                }
+            } else {
+                match self.proc.status(pid, tid) {
+                    Ok(s) => (s.cpus_allowed, s.tgid),
+                    Err(e) => {
+                        self.note(&e);
+                        if matches!(e, ProcError::Gone { .. }) {
+                            continue;
+                        }
+                        (CpuSet::new(), pid)
+                    }
                 }
             };
             tasks.push(Task {
                 tid,
-                tgid: status.as_ref().map_or(pid, |s| s.tgid),
+                tgid,
                 start_time: stat.start_time,
                 comm: stat.comm,
                 state: stat.state,
                 last_cpu: stat.processor,
-                allowed_cpus: status
-                    .as_ref()
-                    .map(|s| s.cpus_allowed.clone())
-                    .unwrap_or_default(),
-                allowed_mems: status
-                    .as_ref()
-                    .map(|s| s.mems_allowed.clone())
-                    .unwrap_or_default(),
+                allowed_cpus,
+                allowed_mems: mems.clone(),
                 utime: stat.utime,
                 stime: stat.stime,
                 vcpu: None,

@@ -150,6 +150,11 @@ impl Engine {
         self.policy.name()
     }
 
+    /// The signals the policy reads.
+    pub fn needs(&self) -> crate::Needs {
+        self.policy.needs()
+    }
+
     pub fn totals(&self) -> &EngineTotals {
         &self.totals
     }

@@ -27,10 +27,32 @@ pub struct View<'a> {
     pub managed: &'a BTreeSet<i32>,
 }
 
+/// Which costly signals a policy reads, so the daemon collects only those.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Needs {
+    /// Hardware / software counters per thread (perf_event).
+    pub counters: bool,
+    /// Memory per node of every process (`numa_maps`).
+    pub memory: bool,
+}
+
 /// A placement policy.
 pub trait Policy: Send {
     /// The registry name (`numad-like`).
     fn name(&self) -> &'static str;
+
+    /// Time between rounds when the user gives none.
+    fn default_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(1)
+    }
+
+    /// The signals it reads; all of them unless it says otherwise.
+    fn needs(&self) -> Needs {
+        Needs {
+            counters: true,
+            memory: true,
+        }
+    }
 
     /// Decides one round.
     fn decide(&mut self, view: &View<'_>) -> Plan;
@@ -43,6 +65,13 @@ pub struct DefaultPolicy;
 impl Policy for DefaultPolicy {
     fn name(&self) -> &'static str {
         "default"
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            counters: false,
+            memory: false,
+        }
     }
 
     fn decide(&mut self, _view: &View<'_>) -> Plan {

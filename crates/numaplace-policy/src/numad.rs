@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use numaplace_model::{Action, Plan, Snapshot, TaskGroup, TaskId, Topology};
 
-use crate::{Policy, View};
+use crate::{Needs, Policy, View};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -97,6 +97,19 @@ fn mib(b: f64) -> String {
 impl Policy for NumadLike {
     fn name(&self) -> &'static str {
         "numad-like"
+    }
+
+    /// numad's own default interval is 5 to 15 s (`-i 5:15`, numad(8)).
+    fn default_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(5)
+    }
+
+    /// numad looks at memory and CPU time, never at counters.
+    fn needs(&self) -> Needs {
+        Needs {
+            counters: false,
+            memory: true,
+        }
     }
 
     fn decide(&mut self, view: &View<'_>) -> Plan {

@@ -109,7 +109,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Time between rounds (default 1s).
+    /// Time between rounds (default: the policy's own; numad-like 5s,
+    /// others 1s).
     #[arg(long, value_name = "DURATION")]
     pub interval: Option<String>,
 

@@ -19,8 +19,9 @@ pub const DEFAULT_PATH: &str = "/etc/numaplace/numaplace.toml";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
-    /// Time between rounds, e.g. "1s".
-    pub interval: String,
+    /// Time between rounds, e.g. "1s"; the policy's own default when unset
+    /// (numad-like: 5s, as numad's `-i 5:15`; the others: 1s).
+    pub interval: Option<String>,
     /// Decide and journal, apply nothing.
     pub dry_run: bool,
     /// Only these CPUs are numaplace's to place onto (kernel list syntax).
@@ -38,7 +39,7 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            interval: "1s".into(),
+            interval: None,
             dry_run: false,
             cpus: None,
             journal: None,
@@ -112,7 +113,7 @@ mod tests {
             "#,
         )
         .unwrap();
-        assert_eq!(c.interval, "2s");
+        assert_eq!(c.interval.as_deref(), Some("2s"));
         let PolicyKind::NumadLike(p) = &c.policy else {
             panic!("{:?}", c.policy)
         };
@@ -148,7 +149,9 @@ mod tests {
                     let c =
                         Config::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
                     c.scope.validate().unwrap();
-                    crate::duration::parse_duration(&c.interval, "interval").unwrap();
+                    if let Some(i) = &c.interval {
+                        crate::duration::parse_duration(i, "interval").unwrap();
+                    }
                     seen += 1;
                 }
                 Some("service") => {

@@ -42,7 +42,7 @@ fn settings(args: &RunArgs) -> Result<Settings> {
             PolicyKind::from_name(p).map_err(|e| InputError(format!("--policy: {e}")))?;
     }
     if let Some(i) = &args.interval {
-        config.interval = i.clone();
+        config.interval = Some(i.clone());
     }
     if args.dry_run {
         config.dry_run = true;
@@ -62,14 +62,19 @@ fn settings(args: &RunArgs) -> Result<Settings> {
     merge_scope(&mut config.scope, &args.scope);
     config.scope.validate().map_err(InputError)?;
 
-    let interval = parse_duration(&config.interval, "interval").map_err(InputError)?;
-    if interval < Duration::from_millis(10) {
-        return Err(InputError(format!(
-            "interval {:?}: must be at least 10ms (the daemon decides once per interval)",
-            config.interval
-        ))
-        .into());
-    }
+    let interval = match &config.interval {
+        Some(text) => {
+            let i = parse_duration(text, "interval").map_err(InputError)?;
+            if i < Duration::from_millis(10) {
+                return Err(InputError(format!(
+                    "interval {text:?}: must be at least 10ms (the daemon decides once per interval)"
+                ))
+                .into());
+            }
+            i
+        }
+        None => config.policy.build().default_interval(),
+    };
     let mut topology = discover(&TopologySource::Sysfs(SysRoot::host()))?;
     if let Some(list) = &config.cpus {
         let cpus: CpuSet = list.parse().map_err(|e| InputError(format!("cpus: {e}")))?;
@@ -200,11 +205,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
         tracing::warn!("restored: {report}");
     }
 
-    let mut collector = Collector::new(SysRoot::host(), CollectOptions::default());
+    let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
+    let mut collector = collector_for(&engine);
     for m in collector.missing_signals() {
         tracing::warn!("not measured: {m}");
     }
-    let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
     let first = collector.collect().context("reading the machine")?;
     let managed = engine.managed(&first);
     if managed.is_empty() {
@@ -305,6 +310,19 @@ pub fn run(args: &RunArgs) -> Result<()> {
     Ok(())
 }
 
+/// A collector of what the policy reads, and machine readings.
+fn collector_for(engine: &Engine) -> Collector {
+    let needs = engine.needs();
+    Collector::new(
+        SysRoot::host(),
+        CollectOptions {
+            memory: needs.memory,
+            counters: needs.counters,
+            machine: true,
+        },
+    )
+}
+
 fn describe_scope(s: &Scope) -> String {
     let mut parts = Vec::new();
     if !s.pids.is_empty() {
@@ -327,8 +345,8 @@ fn describe_scope(s: &Scope) -> String {
 pub fn advise(args: &RunArgs) -> Result<()> {
     let s = settings(args)?;
     let c = &s.config;
-    let mut collector = Collector::new(SysRoot::host(), CollectOptions::default());
     let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
+    let mut collector = collector_for(&engine);
     let mut dry = RecordingActuator::default();
     let mut lines = Vec::new();
     // Two rounds: the first gives the policy its baseline (CPU times).
