@@ -42,8 +42,9 @@ impl Default for NumadParams {
 
 pub struct NumadLike {
     params: NumadParams,
-    /// When each process was last placed (snapshot time, ns).
-    placed: HashMap<TaskId, u64>,
+    /// When each process was last placed (snapshot time, ns), and on
+    /// which node (kernel id).
+    placed: HashMap<TaskId, (u64, u32)>,
     /// Each thread's CPU time (ticks) at the last round.
     prev_ticks: HashMap<TaskId, u64>,
 }
@@ -141,12 +142,41 @@ impl Policy for NumadLike {
         });
 
         for (g, cpus, mem) in big {
-            if let Some(&at) = self.placed.get(&g.id())
+            let total: u64 = mem.values().sum();
+            if let Some(&(at, node)) = self.placed.get(&g.id())
                 && s.time_unix_ns.saturating_sub(at) < self.params.cooldown_secs * 1_000_000_000
             {
-                continue; // placed too recently
+                // Placed too recently to reconsider. But the engine's
+                // migration rate limit may have cut its memory move short:
+                // while its threads stay where they were put, the rest of
+                // the memory follows, round by round.
+                let on_node = mem.get(&node).copied().unwrap_or(0);
+                let still_there = t.node_by_os_id(node).is_some_and(|n| {
+                    g.threads
+                        .iter()
+                        .filter_map(|&tid| s.task(tid))
+                        .all(|task| task.allowed_cpus.is_subset(&n.span))
+                });
+                if self.params.move_memory && still_there && (on_node as f64) < 0.9 * total as f64 {
+                    plan.push(
+                        Action::MoveMemory {
+                            process: g.id(),
+                            to_node: node,
+                            max_pages: None,
+                        },
+                        format!(
+                            "numad-like: {} (pid {}) was placed on node {node} and {:.0}% of its {} \
+                             is there so far: moving the rest (the migration rate limit spreads \
+                             a move over rounds)",
+                            g.label(),
+                            g.pid,
+                            100.0 * on_node as f64 / total.max(1) as f64,
+                            mib(total as f64)
+                        ),
+                    );
+                }
+                continue;
             }
-            let total: u64 = mem.values().sum();
             let home = mem
                 .iter()
                 .max_by_key(|&(_, b)| *b)
@@ -233,7 +263,7 @@ impl Policy for NumadLike {
             room = room_for;
             room[best.id].memory -= total as f64;
             room[best.id].cpus -= cpus;
-            self.placed.insert(g.id(), s.time_unix_ns);
+            self.placed.insert(g.id(), (s.time_unix_ns, best.os_id));
         }
         plan
     }

@@ -283,3 +283,49 @@ fn default_policy_does_nothing() {
     assert!(j.is_empty() && acts.is_empty());
     assert_eq!(e.totals().rounds, 2);
 }
+
+#[test]
+fn numad_like_finishes_a_move_the_rate_limit_cut_short() {
+    let scope = Scope {
+        all: true,
+        ..Scope::default()
+    };
+    let mut e = Engine::new(numad(), scope, EngineConfig::default());
+    run(&mut e, &snapshot(0, 0, "0-3"));
+    run(&mut e, &snapshot(1, 100, "0-3")); // placed on node 1
+    // Next round: threads pinned there, but only half the memory moved.
+    let mut s = snapshot(2, 200, "2-3");
+    s.groups[0].memory = Some(
+        [
+            (
+                0,
+                NodeMemory {
+                    anon: 256 * MIB,
+                    file: 0,
+                    huge: 0,
+                },
+            ),
+            (
+                1,
+                NodeMemory {
+                    anon: 256 * MIB,
+                    file: 0,
+                    huge: 0,
+                },
+            ),
+        ]
+        .into_iter()
+        .collect(),
+    );
+    let (j, acts) = run(&mut e, &s);
+    assert!(
+        acts.iter().all(|a| !matches!(a, Action::Pin { .. })),
+        "{acts:?}"
+    );
+    assert!(
+        acts.iter()
+            .any(|a| matches!(a, Action::MoveMemory { to_node: 1, .. })),
+        "{acts:?}"
+    );
+    assert!(j[0].reason.contains("moving the rest"), "{}", j[0].reason);
+}

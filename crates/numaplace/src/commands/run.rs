@@ -162,21 +162,18 @@ impl Journal {
         })
     }
 
+    /// Writes one entry and flushes it: an action carried out must be in
+    /// the journal even if the daemon is killed the next instant.
     fn write(&mut self, e: &JournalEntry) {
         tracing::info!(pid = e.pid, label = %e.label, "{}: {:?}", e.reason, e.outcome);
         if let Some(out) = &mut self.out {
-            if let Err(err) = serde_json::to_writer(&mut *out, e)
+            let written = serde_json::to_writer(&mut *out, e)
                 .map_err(std::io::Error::other)
                 .and_then(|_| out.write_all(b"\n"))
-            {
+                .and_then(|_| out.flush());
+            if let Err(err) = written {
                 tracing::warn!("journal: {err}");
             }
-        }
-    }
-
-    fn flush(&mut self) {
-        if let Some(out) = &mut self.out {
-            let _ = out.flush();
         }
     }
 }
@@ -278,7 +275,6 @@ pub fn run(args: &RunArgs) -> Result<()> {
             &mut StateGuard { state: &mut state },
             &mut |e| journal.write(e),
         );
-        journal.flush();
         rounds += 1;
         {
             let mut m = shared.lock().unwrap_or_else(|p| p.into_inner());

@@ -1,0 +1,281 @@
+//! The daemon on a real 2-node kernel (a QEMU guest): `numaplace run
+//! --policy numad-like` moves a program whose pages start on node 0
+//! (`numa_hog 200 2`) to node 1, threads and pages; SIGTERM puts the
+//! original affinities back; `kill -9` then a restart puts them back too;
+//! and numaplace's page-moving throughput is measured against numactl's
+//! `migratepages` on the same 256 MiB. Boots QEMU
+//! (tests/vm/guest-daemon-test.sh), so it is ignored by default; `.ci/run`
+//! runs it with `--ignored`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use serde_json::Value;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repository root")
+}
+
+/// Fails the test (never skips it) when a program it needs is missing.
+fn require_program(name: &str, package: &str) {
+    let found = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
+        .unwrap_or(false);
+    assert!(
+        found,
+        "{name} not found on PATH: this test boots a QEMU guest and needs it \
+         (Debian: apt-get install {package})"
+    );
+}
+
+/// Every thread's `Cpus_allowed_list`, by tid.
+fn affinity(v: &Value, phase: &str) -> BTreeMap<String, String> {
+    let a = v[phase]["affinity"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no {phase}.affinity in the guest's results"));
+    assert!(!a.is_empty(), "{phase}: no threads listed");
+    a.iter()
+        .map(|(tid, cpus)| {
+            let cpus = cpus
+                .as_str()
+                .unwrap_or_else(|| panic!("{phase}.affinity.{tid}: {cpus}"));
+            (tid.clone(), cpus.to_string())
+        })
+        .collect()
+}
+
+/// Pages on node 0 and node 1.
+fn pages(v: &Value) -> (u64, u64) {
+    let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("pages: {v}"));
+    (n("0"), n("1"))
+}
+
+/// Pages a throughput run moved to node 1 and the seconds it took.
+fn run_rate(r: &Value) -> (u64, f64) {
+    assert!(r.get("error").is_none(), "throughput run failed: {r}");
+    assert_eq!(r["status"], 0, "the move exited non-zero: {r}");
+    let (_, before) = pages(&r["before"]);
+    let (left, after) = pages(&r["after"]);
+    let moved = after.saturating_sub(before);
+    let centis = r["centis"].as_u64().unwrap_or(0);
+    assert!(centis > 0, "the move took under 10 ms by /proc/uptime: {r}");
+    assert!(
+        moved >= 60_000,
+        "fewer than 60000 of 65536 pages went to node 1 ({left} left on node 0): {r}"
+    );
+    (moved, centis as f64 / 100.0)
+}
+
+#[test]
+#[ignore = "boots QEMU: .ci/run runs it with --ignored"]
+fn numad_like_places_restores_and_moves_pages_in_a_2_node_guest() {
+    require_program("qemu-system-x86_64", "qemu-system-x86");
+    let root = repo_root();
+    let script = root.join("tests/vm/guest-daemon-test.sh");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json_path = dir.path().join("guest-daemon.json");
+
+    let start = Instant::now();
+    let out = Command::new(&script)
+        .arg(&json_path)
+        .current_dir(&root)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let log = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{log}");
+    eprintln!("guest-daemon-test.sh took {:.1?}", start.elapsed());
+    assert!(
+        out.status.success(),
+        "{} failed ({}); its output is above",
+        script.display(),
+        out.status
+    );
+
+    let text = std::fs::read_to_string(&json_path).expect("the script's JSON output");
+    let v: Value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("the guest's JSON does not parse: {e}\n{text}"));
+    eprintln!(
+        "guest results:\n{}",
+        serde_json::to_string_pretty(&v).unwrap_or_default()
+    );
+    assert!(
+        v.get("error").is_none(),
+        "the guest reported an error: {text}"
+    );
+    let node1 = v["node_cpus"]["1"].as_str().expect("node 1's CPUs");
+    let all = v["all_cpus"].as_str().expect("the guest's CPUs");
+    assert_eq!(
+        (v["node_cpus"]["0"].as_str(), node1, all),
+        (Some("0-1"), "2-3", "0-3")
+    );
+    let hog = v["hog_pid"].as_i64().expect("numa_hog's pid");
+
+    // a. The hog starts with its pages on node 0 and every thread on every
+    // CPU (the full set: numaplace would leave a narrower one alone).
+    let original = affinity(&v, "initial");
+    assert_eq!(
+        original.len(),
+        3,
+        "numa_hog 200 2: main thread + 2: {original:?}"
+    );
+    for (tid, cpus) in &original {
+        assert_eq!(cpus, all, "thread {tid} starts narrowed: {original:?}");
+    }
+    let (n0, n1) = pages(&v["initial"]["pages"]);
+    assert!(
+        n0 >= 51_200 * 9 / 10 && n1 < n0 / 10,
+        "numa_hog's 200 MiB should start on node 0: {n0} pages on node 0, {n1} on node 1"
+    );
+
+    // b. numad-like moves threads and pages to node 1.
+    let placed = &v["after_place"];
+    let (p0, p1) = pages(&placed["pages"]);
+    let placed_aff = affinity(&v, "after_place");
+    assert_eq!(
+        placed_aff.keys().collect::<Vec<_>>(),
+        original.keys().collect::<Vec<_>>(),
+        "the hog's threads changed"
+    );
+    for (tid, cpus) in &placed_aff {
+        assert_eq!(
+            cpus, node1,
+            "after numaplace run, thread {tid} is on CPUs {cpus}, want node 1's {node1} \
+             (waited {} hundredths; pages {p0} on node 0, {p1} on node 1)",
+            placed["waited_centis"]
+        );
+    }
+    assert!(
+        p1 as f64 >= 0.9 * (p0 + p1) as f64,
+        "after numaplace run only {p1} of {} pages are on node 1 (< 90%), waited {} hundredths",
+        p0 + p1,
+        placed["waited_centis"]
+    );
+    assert_eq!(placed["ok"], true, "{placed}");
+    eprintln!(
+        "placement: threads on node 1 and {:.1}% of the pages after {:.1} s",
+        100.0 * p1 as f64 / (p0 + p1) as f64,
+        placed["waited_centis"].as_f64().unwrap_or(0.0) / 100.0
+    );
+
+    // c. SIGTERM: a clean exit, originals back.
+    assert_eq!(
+        v["after_sigterm"]["daemon_status"], 0,
+        "{}",
+        v["after_sigterm"]
+    );
+    assert_eq!(
+        affinity(&v, "after_sigterm"),
+        original,
+        "SIGTERM did not restore the original affinities"
+    );
+
+    // d. kill -9 leaves them pinned; the next start restores them.
+    assert_eq!(v["after_repin"]["ok"], true, "{}", v["after_repin"]);
+    assert_eq!(
+        v["after_kill9"]["daemon_status"],
+        128 + 9,
+        "{}",
+        v["after_kill9"]
+    );
+    for (tid, cpus) in affinity(&v, "after_kill9") {
+        assert_eq!(
+            cpus, node1,
+            "after kill -9, thread {tid} should still be on node 1"
+        );
+    }
+    let entries = v["after_kill9"]["state"]["entries"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no state file entries after kill -9: {}", v["after_kill9"]));
+    assert_eq!(entries.len(), original.len(), "{entries:?}");
+    let restart = &v["after_restart"];
+    assert_eq!(restart["daemon_status"], 0, "{restart}");
+    assert_eq!(
+        affinity(&v, "after_restart"),
+        original,
+        "the restart after kill -9 did not restore the original affinities: {restart}"
+    );
+
+    // The journal: pins and memory moves of the hog, each with its reason.
+    let journal = v["journal"].as_array().expect("the journal");
+    let of_hog = |action: &str| -> Vec<&Value> {
+        journal
+            .iter()
+            .filter(|e| e["pid"] == hog && e["action"] == action)
+            .collect()
+    };
+    let pins = of_hog("pin");
+    let moves = of_hog("move_memory");
+    // Both runs pinned every thread (the second was then killed with
+    // kill -9): every entry is flushed as it is written, so all are there.
+    assert!(
+        pins.len() >= 2 * original.len(),
+        "want every thread's pin of both runs in the journal: {pins:?}"
+    );
+    assert!(
+        !moves.is_empty(),
+        "no move_memory in the journal: {journal:?}"
+    );
+    for e in pins.iter().chain(&moves) {
+        let reason = e["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.starts_with("numad-like:") && reason.contains("node 1"),
+            "journal entry without its reason: {e}"
+        );
+        assert_eq!(e["policy"], "numad-like", "{e}");
+    }
+    for e in &pins {
+        assert_eq!(e["outcome"], "done", "{e}");
+    }
+    let moved: u64 = moves
+        .iter()
+        .filter(|e| e["outcome"] == "pages")
+        .map(|e| e["moved"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(moved > 0, "the journal shows no page moved: {moves:?}");
+
+    // e. Throughput, side by side.
+    let runs = v["throughput"]["runs"].as_array().expect("throughput runs");
+    let mut rates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for r in runs {
+        let tool = r["tool"].as_str().expect("tool");
+        let (moved, secs) = run_rate(r);
+        let rate = moved as f64 / secs;
+        assert!(rate > 0.0, "{r}");
+        eprintln!(
+            "throughput: {tool} run {}: {moved} pages in {secs:.2} s = {rate:.0} pages/s",
+            r["rep"]
+        );
+        if tool == "numaplace" {
+            let counts = &r["detail"]["outcome"];
+            assert_eq!(counts["outcome"], "pages", "{r}");
+            let ns = r["detail"]["elapsed_ns"].as_u64().unwrap_or(0);
+            eprintln!(
+                "throughput: numaplace run {}: actuator's own clock: {} pages moved in {:.3} s = {:.0} pages/s ({counts})",
+                r["rep"],
+                counts["moved"],
+                ns as f64 / 1e9,
+                counts["moved"].as_u64().unwrap_or(0) as f64 / (ns as f64 / 1e9)
+            );
+        }
+        rates.entry(tool).or_default().push(rate);
+    }
+    let mean = |t: &str| {
+        let r = rates
+            .get(t)
+            .unwrap_or_else(|| panic!("no {t} run: {runs:?}"));
+        r.iter().sum::<f64>() / r.len() as f64
+    };
+    let (np, mp) = (mean("numaplace"), mean("migratepages"));
+    eprintln!(
+        "throughput (256 MiB, node 0 -> 1, mean of {} runs each): numaplace {np:.0} pages/s, \
+         migratepages {mp:.0} pages/s, ratio numaplace/migratepages = {:.2}",
+        rates["numaplace"].len(),
+        np / mp
+    );
+    assert!(np > 0.0 && mp > 0.0);
+}

@@ -1,0 +1,352 @@
+#!/bin/bash
+# Boot the 2-node test-bed guest and run the daemon there on a real program:
+# numad-like placement, restore on SIGTERM, restore after kill -9 + restart,
+# and page-moving throughput of numaplace against numactl's migratepages.
+#
+# Usage: tests/vm/guest-daemon-test.sh [OUT.json]
+#
+# Builds (release) numaplace and the numaplace-linux examples numa_hog,
+# alloc_on_node and move_memory, fetches the kernel (fetch-kernel.sh,
+# idempotent), installs numactl on the host if /usr/bin/migratepages is
+# missing (root: apt-get), packs an initramfs with all of them and
+# migratepages (mkinitramfs.sh --bin-with-libs) and boots `boot.sh --nodes 2`.
+# The guest (automatic NUMA balancing turned off, so that only numaplace
+# moves pages):
+#   a. starts `alloc_on_node 0 160` (ballast: node 0 gets less free memory
+#      than node 1) and `numa_hog 200 2` (its pages on node 0, its threads allowed on
+#      every CPU) and records its pages per node (numa_maps) and every
+#      thread's Cpus_allowed_list;
+#   b. runs `numaplace run --policy numad-like --pid P --interval 500ms` in the
+#      background and waits (<= NUMAPLACE_GUEST_PLACE_WAIT s, default 90) until
+#      every thread is allowed node 1's CPUs only and >= 90% of the pages are
+#      on node 1;
+#   c. SIGTERMs it, waits for it and records the affinities;
+#   d. starts it again, waits until the threads are on node 1, kill -9s it,
+#      records the affinities, then runs `numaplace run --policy default
+#      --rounds 1` (which restores at start) and records them again;
+#   e. kills the hog, then twice, alternately, times moving a fresh
+#      `alloc_on_node 0 256` from node 0 to node 1 with `migratepages PID 0 1`
+#      and with `move_memory PID 1` (numaplace's HostActuator::move_memory),
+#      with /proc/uptime (10 ms) around each, pages counted from numa_maps;
+#   f. prints the results as one JSON object (the journal included, as
+#      "journal": [...]) between @@NUMAPLACE-GUEST-DAEMON-JSON-BEGIN@@ / -END@@
+#      lines, and the raw journal between @@NUMAPLACE-GUEST-JOURNAL-BEGIN@@ /
+#      -END@@ lines.
+# The JSON found between the markers (`\r` stripped) goes to OUT.json, or to
+# stdout. The guest console goes to stderr. The checks are made by the
+# qemu_guest_daemon test (crates/numaplace/tests/qemu_guest_daemon.rs).
+#
+# Exit status: 0 with the JSON written (whatever it says); otherwise non-zero
+# with the reason on stderr (build failure, guest failure: boot.sh's status,
+# no JSON on the console).
+#
+# Environment: NUMAPLACE_VM_TIMEOUT (seconds, default 900) bounds the boot;
+# NUMAPLACE_GUEST_PLACE_WAIT (seconds, default 90) bounds each wait for the
+# placement; CARGO (default cargo); CARGO_TARGET_DIR is honoured.
+set -euo pipefail
+
+die() { echo "guest-daemon-test.sh: error: $*" >&2; exit 1; }
+log() { echo "guest-daemon-test.sh: $*" >&2; }
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+out=""
+case "${1:-}" in
+  -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+  -*) die "unknown option '$1' (usage: $0 [OUT.json])" ;;
+  "") ;;
+  *) out=$1 ;;
+esac
+[ $# -le 1 ] || die "too many arguments (usage: $0 [OUT.json])"
+timeout_s=${NUMAPLACE_VM_TIMEOUT:-900}
+place_wait=${NUMAPLACE_GUEST_PLACE_WAIT:-90}
+case "$place_wait" in ''|*[!0-9]*) die "NUMAPLACE_GUEST_PLACE_WAIT must be whole seconds" ;; esac
+cargo=${CARGO:-cargo}
+
+begin="@@NUMAPLACE-GUEST-DAEMON-JSON-BEGIN@@"
+end="@@NUMAPLACE-GUEST-DAEMON-JSON-END@@"
+jbegin="@@NUMAPLACE-GUEST-JOURNAL-BEGIN@@"
+jend="@@NUMAPLACE-GUEST-JOURNAL-END@@"
+
+log "building numaplace and the examples numa_hog, alloc_on_node, move_memory (release)"
+(cd "$repo" && "$cargo" build --release --locked -p numaplace --bin numaplace) >&2 \
+  || die "cargo build of numaplace failed"
+(cd "$repo" && "$cargo" build --release --locked -p numaplace-linux \
+  --example numa_hog --example alloc_on_node --example move_memory) >&2 \
+  || die "cargo build of the numaplace-linux examples failed"
+target=${CARGO_TARGET_DIR:-$repo/target}
+case "$target" in /*) ;; *) target="$repo/$target" ;; esac
+numaplace="$target/release/numaplace"
+examples="$target/release/examples"
+for f in "$numaplace" "$examples/numa_hog" "$examples/alloc_on_node" "$examples/move_memory"; do
+  [ -x "$f" ] || die "$f missing after the build"
+done
+
+migratepages=/usr/bin/migratepages
+if [ ! -x "$migratepages" ]; then
+  log "$migratepages missing: installing Debian's numactl"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    --no-install-recommends numactl >&2 \
+    || { "${sudo_cmd[@]}" apt-get update -q >&2 \
+      && "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        --no-install-recommends numactl >&2; } \
+    || die "cannot install numactl (needed for migratepages)"
+  [ -x "$migratepages" ] || die "$migratepages still missing after installing numactl"
+fi
+
+"$here/fetch-kernel.sh" || die "fetch-kernel.sh failed"
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/guest-daemon-test.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# The guest side (busybox sh). Everything it prints lands on the console.
+# Results are collected as `"key": value` fragments in /tmp/res.
+cat > "$tmp/guest.sh" <<GUEST
+#!/bin/sh
+NODE0=\$(cat /sys/devices/system/node/node0/cpulist)
+NODE1=\$(cat /sys/devices/system/node/node1/cpulist)
+ALL=\$(cat /sys/devices/system/cpu/online)
+PLACE_WAIT=$place_wait
+echo "guest: nodes online \$(cat /sys/devices/system/node/online); node0 CPUs \$NODE0, node1 CPUs \$NODE1"
+RES=/tmp/res
+: > \$RES
+sep=""
+# add FRAGMENT: one "key": value member of the result object.
+add() { printf '%s%s\n' "\$sep" "\$1" >> \$RES; sep=","; }
+# A file's content as a JSON value (it must be JSON), or null.
+json_file() { if [ -s "\$1" ]; then cat "\$1"; else echo null; fi; }
+# A file's content as a JSON string (lines joined with \n).
+json_text() {
+  if [ -f "\$1" ]; then
+    tr -d '\001-\010\013-\037' < "\$1" | awk 'BEGIN { printf "\"" } { gsub(/\\\\/, "\\\\\\\\"); gsub(/"/, "\\\\\""); gsub(/\t/, " "); gsub(/\r/, ""); printf "%s\\\\n", \$0 } END { printf "\"" }'
+  else
+    echo null
+  fi
+}
+# Uptime in hundredths of a second.
+centis() { read up rest < /proc/uptime; echo "\${up%.*}\${up#*.}"; }
+# Pages of process \$1 per node, from numa_maps: {"0":N,"1":N}.
+pages() {
+  awk '{ for (i = 2; i <= NF; i++) if (\$i ~ /^N[0-9]+=/) { split(substr(\$i, 2), a, "="); s[a[1]] += a[2] } }
+       END { printf "{\"0\":%d,\"1\":%d}", s[0], s[1] }' "/proc/\$1/numa_maps" 2>/dev/null || echo null
+}
+# Percent of process \$1's pages that are on node 1.
+node1_pct() {
+  awk '{ for (i = 2; i <= NF; i++) if (\$i ~ /^N[0-9]+=/) { split(substr(\$i, 2), a, "="); s[a[1]] += a[2] } }
+       END { t = s[0] + s[1]; if (t == 0) print 0; else printf "%d\n", 100 * s[1] / t }' "/proc/\$1/numa_maps" 2>/dev/null || echo 0
+}
+# Every thread's Cpus_allowed_list: {"tid":"list",...}.
+affinity() {
+  first=1
+  printf '{'
+  for st in /proc/\$1/task/*/status; do
+    tid=\${st#/proc/\$1/task/}; tid=\${tid%/status}
+    a=\$(awk '/^Cpus_allowed_list:/ { print \$2 }' "\$st" 2>/dev/null) || continue
+    [ \$first = 1 ] || printf ','
+    first=0
+    printf '"%s":"%s"' "\$tid" "\$a"
+  done
+  printf '}'
+}
+# Whether every thread of process \$2 is allowed exactly CPUs \$1.
+threads_on() {
+  for st in /proc/\$2/task/*/status; do
+    a=\$(awk '/^Cpus_allowed_list:/ { print \$2 }' "\$st" 2>/dev/null)
+    [ "\$a" = "\$1" ] || return 1
+  done
+  return 0
+}
+placed() { threads_on "\$NODE1" "\$HOG" && [ "\$(node1_pct "\$HOG")" -ge 90 ]; }
+pinned() { threads_on "\$NODE1" "\$HOG"; }
+# wait_for SECONDS CMD...: polls CMD every 0.5 s; prints the hundredths waited;
+# status 0 when CMD succeeded in time.
+wait_for() {
+  lim=\$((\$1 * 100)); shift
+  t0=\$(centis)
+  while :; do
+    if "\$@"; then echo \$((\$(centis) - t0)); return 0; fi
+    if [ \$((\$(centis) - t0)) -gt \$lim ]; then echo \$((\$(centis) - t0)); return 1; fi
+    usleep 500000
+  done
+}
+# Whether process \$1 has ended (gone, or a zombie not yet waited for).
+ended() {
+  [ -r "/proc/\$1/stat" ] || return 0
+  st=\$(sed 's/.*) //' "/proc/\$1/stat" 2>/dev/null | cut -d' ' -f1)
+  [ -z "\$st" ] || [ "\$st" = Z ]
+}
+# wait_ready FILE PID WHAT: waits (<= 120 s) for PID's "ready PID" line.
+wait_ready() {
+  i=0
+  until grep -q "^ready \$2\\\$" "\$1" 2>/dev/null; do
+    if ended "\$2"; then echo "guest: \$3 exited before it was ready"; return 1; fi
+    i=\$((i + 1))
+    if [ \$i -gt 1200 ]; then echo "guest: \$3 not ready after 120 s"; return 1; fi
+    usleep 100000
+  done
+}
+# stop PID SIGNAL: sends it, waits (<= 60 s) for the exit; its status in STOP_RC.
+stop() {
+  kill -\$2 "\$1"
+  i=0
+  until ended "\$1"; do
+    i=\$((i + 1))
+    if [ \$i -gt 600 ]; then
+      echo "guest: pid \$1 still running 60 s after SIG\$2; killing it" >&2
+      kill -9 "\$1"
+      break
+    fi
+    usleep 100000
+  done
+  wait "\$1"
+  STOP_RC=\$?
+}
+daemon() {
+  numaplace -v run --policy numad-like --pid "\$HOG" --interval 500ms \
+    --state /tmp/np/state.json --journal /tmp/np/journal.jsonl 2> "/tmp/np/\$1.err" &
+  D=\$!
+}
+show_log() { echo "guest: --- numaplace \$1 stderr ---"; cat "/tmp/np/\$1.err"; echo "guest: ---"; }
+
+add "\"node_cpus\": {\"0\":\"\$NODE0\",\"1\":\"\$NODE1\"}"
+add "\"all_cpus\": \"\$ALL\""
+add "\"numa_balancing_was\": \"\$(cat /proc/sys/kernel/numa_balancing 2>/dev/null || echo absent)\""
+echo 0 > /proc/sys/kernel/numa_balancing 2>/dev/null
+add "\"numa_balancing\": \"\$(cat /proc/sys/kernel/numa_balancing 2>/dev/null || echo absent)\""
+add "\"thp\": \"\$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)\""
+mkdir -m 700 /tmp/np
+
+# a. the hog: memory on node 0, threads anywhere.
+# Another program holds BALLAST MiB of node 0 (bound there, out of scope), so
+# node 1 has clearly more free memory: without it the hog's own 200 MiB make
+# node 0 numad-like's best node, rightly, and nothing would move.
+BALLAST=160
+: > /tmp/ballast.out
+alloc_on_node 0 \$BALLAST > /tmp/ballast.out 2> /tmp/ballast.err &
+BAL=\$!
+wait_ready /tmp/ballast.out "\$BAL" "alloc_on_node 0 \$BALLAST" || cat /tmp/ballast.err
+add "\"ballast_mib_on_node0\": \$BALLAST"
+: > /tmp/hog.out
+numa_hog 200 2 > /tmp/hog.out 2> /tmp/hog.err &
+HOG=\$!
+if ! wait_ready /tmp/hog.out "\$HOG" numa_hog; then
+  cat /tmp/hog.err
+  add "\"error\": \"numa_hog did not start\""
+  add "\"hog_stderr\": \$(json_text /tmp/hog.err)"
+else
+  echo "guest: numa_hog ready, pid \$HOG"
+  add "\"hog_pid\": \$HOG"
+  add "\"initial\": {\"pages\": \$(pages \$HOG), \"affinity\": \$(affinity \$HOG)}"
+  grep -H -e MemFree /sys/devices/system/node/node*/meminfo
+  add "\"memfree_kb_at_start\": {\"0\": \$(awk '/MemFree/ { print \$4 }' /sys/devices/system/node/node0/meminfo), \"1\": \$(awk '/MemFree/ { print \$4 }' /sys/devices/system/node/node1/meminfo)}"
+
+  # b. the daemon places it.
+  daemon run1
+  echo "guest: numaplace run started (pid \$D); waiting for the placement"
+  waited=\$(wait_for \$PLACE_WAIT placed); ok=\$?
+  echo "guest: placed=\$ok after \$waited hundredths: pages \$(pages \$HOG), affinity \$(affinity \$HOG)"
+  add "\"after_place\": {\"ok\": \$([ \$ok = 0 ] && echo true || echo false), \"waited_centis\": \$waited, \"pages\": \$(pages \$HOG), \"affinity\": \$(affinity \$HOG), \"state\": \$(json_file /tmp/np/state.json)}"
+
+  # c. SIGTERM restores.
+  stop \$D TERM; rc=\$STOP_RC
+  show_log run1
+  add "\"after_sigterm\": {\"daemon_status\": \$rc, \"affinity\": \$(affinity \$HOG), \"pages\": \$(pages \$HOG), \"state\": \$(json_file /tmp/np/state.json)}"
+
+  # d. kill -9, then a restart restores.
+  daemon run2
+  echo "guest: numaplace run started again (pid \$D); waiting for the pinning"
+  waited=\$(wait_for \$PLACE_WAIT pinned); ok=\$?
+  add "\"after_repin\": {\"ok\": \$([ \$ok = 0 ] && echo true || echo false), \"waited_centis\": \$waited, \"pages\": \$(pages \$HOG), \"affinity\": \$(affinity \$HOG)}"
+  stop \$D 9; rc=\$STOP_RC
+  show_log run2
+  add "\"after_kill9\": {\"daemon_status\": \$rc, \"affinity\": \$(affinity \$HOG), \"state\": \$(json_file /tmp/np/state.json)}"
+  numaplace -v run --policy default --pid "\$HOG" --state /tmp/np/state.json --rounds 1 \
+    --interval 100ms --journal /tmp/np/journal.jsonl 2> /tmp/np/run3.err
+  rc=\$?
+  show_log run3
+  add "\"after_restart\": {\"daemon_status\": \$rc, \"affinity\": \$(affinity \$HOG), \"state\": \$(json_file /tmp/np/state.json), \"stderr\": \$(json_text /tmp/np/run3.err)}"
+  stop \$HOG TERM
+fi
+stop \$BAL TERM
+
+# e. throughput: the same 256 MiB from node 0 to node 1, each tool twice.
+runs=""
+for rep in 1 2; do
+  for tool in migratepages numaplace; do
+    : > /tmp/alloc.out
+    alloc_on_node 0 256 > /tmp/alloc.out 2> /tmp/alloc.err &
+    A=\$!
+    if ! wait_ready /tmp/alloc.out "\$A" alloc_on_node; then
+      cat /tmp/alloc.err
+      runs="\$runs\${runs:+,}{\"tool\":\"\$tool\",\"rep\":\$rep,\"error\":\"alloc_on_node did not start\"}"
+      continue
+    fi
+    before=\$(pages \$A)
+    : > /tmp/move.out
+    t0=\$(centis)
+    if [ \$tool = migratepages ]; then
+      migratepages "\$A" 0 1 > /tmp/move.err 2>&1
+      mrc=\$?
+    else
+      move_memory "\$A" 1 > /tmp/move.out 2> /tmp/move.err
+      mrc=\$?
+    fi
+    t1=\$(centis)
+    after=\$(pages \$A)
+    echo "guest: \$tool rep \$rep: status \$mrc, \$((t1 - t0)) hundredths, pages \$before -> \$after \$(cat /tmp/move.out /tmp/move.err)"
+    runs="\$runs\${runs:+,}{\"tool\":\"\$tool\",\"rep\":\$rep,\"status\":\$mrc,\"centis\":\$((t1 - t0)),\"before\":\$before,\"after\":\$after,\"detail\":\$(json_file /tmp/move.out),\"stderr\":\$(json_text /tmp/move.err)}"
+    stop \$A TERM
+  done
+done
+add "\"throughput\": {\"mib\": 256, \"runs\": [\$runs]}"
+
+# f. everything out.
+add "\"journal\": ["
+sep=""
+while IFS= read -r line; do
+  [ -n "\$line" ] || continue
+  printf '%s%s\n' "\$sep" "\$line" >> \$RES
+  sep=","
+done < /tmp/np/journal.jsonl
+echo "]" >> \$RES
+echo "$begin"
+echo "{"
+cat \$RES
+echo "}"
+echo "$end"
+echo "$jbegin"
+cat /tmp/np/journal.jsonl
+echo "$jend"
+exit 0
+GUEST
+
+initrd="$here/work/guest-daemon.cpio.gz"
+"$here/mkinitramfs.sh" --script "$tmp/guest.sh" \
+  --bin-with-libs "$numaplace" --bin-with-libs "$examples/numa_hog" \
+  --bin-with-libs "$examples/alloc_on_node" --bin-with-libs "$examples/move_memory" \
+  --bin-with-libs "$migratepages" "$initrd" \
+  || die "mkinitramfs.sh failed"
+
+log "booting the 2-node guest (timeout ${timeout_s}s)"
+start=$(date +%s)
+set +e
+"$here/boot.sh" --nodes 2 --initrd "$initrd" --timeout "$timeout_s" </dev/null \
+  | tee "$tmp/console" >&2
+boot_rc=${PIPESTATUS[0]}
+set -e
+log "guest finished after $(($(date +%s) - start))s, boot.sh status $boot_rc"
+[ "$boot_rc" = 0 ] || die "the guest failed (boot.sh status $boot_rc; console above)"
+
+tr -d '\r' < "$tmp/console" \
+  | awk -v b="$begin" -v e="$end" '$0 == e { on = 0 } on { print } $0 == b { on = 1; seen = 1 }
+      END { if (!seen) exit 1 }' > "$tmp/json" \
+  || die "no $begin line on the console"
+grep -q '[^[:space:]]' "$tmp/json" || die "the guest printed no JSON between the markers"
+if [ -n "$out" ]; then
+  cp "$tmp/json" "$out"
+  log "wrote $out"
+else
+  cat "$tmp/json"
+fi
