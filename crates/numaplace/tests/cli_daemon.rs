@@ -1,0 +1,240 @@
+//! `numaplace run` and `advise` as an operator runs them on this host.
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn numaplace(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run numaplace")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn bad_daemon_input_is_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_key = dir.path().join("bad.toml");
+    std::fs::write(&bad_key, "intervall = \"1s\"\n").unwrap();
+    let bad_policy = dir.path().join("policy.toml");
+    std::fs::write(&bad_policy, "[policy]\nname = \"dino2\"\n").unwrap();
+    let state = dir.path().join("state.json");
+    let st = state.to_str().unwrap();
+    let me = std::process::id().to_string();
+    for (args, want) in [
+        (
+            vec!["run", "--config", bad_key.to_str().unwrap(), "--all"],
+            "unknown field `intervall`",
+        ),
+        (
+            vec!["run", "--config", bad_policy.to_str().unwrap(), "--all"],
+            "dino2",
+        ),
+        (
+            vec!["run", "--config", "/nonexistent/np.toml", "--all"],
+            "cannot read the config file",
+        ),
+        (
+            vec!["run", "--policy", "dino2", "--all"],
+            "unknown policy \"dino2\"",
+        ),
+        (vec!["run", "--all", "--interval", "0"], "at least 10ms"),
+        (
+            vec!["run", "--policy", "default"],
+            "the scope names nothing",
+        ),
+        (
+            vec!["run", "--pid", "999999999", "--state", st],
+            "matches no running process",
+        ),
+        (
+            vec!["run", "--all", "--cpus", "4000-4001"],
+            "none of CPUs 4000-4001 is on this machine",
+        ),
+        (
+            vec!["run", "--all", "--metrics", "0.0.0.0:9464"],
+            "not a loopback address",
+        ),
+        (
+            vec![
+                "run",
+                "--pid",
+                &me,
+                "--state",
+                "/proc/self/nonexistent-dir/s.json",
+            ],
+            "state",
+        ),
+    ] {
+        let o = numaplace(&args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: wanted {want:?} in {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+/// A busy child process that numad-like, confined to CPU 0, will pin.
+fn busy_child() -> Child {
+    Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn affinity(pid: u32) -> String {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    s.lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Pins, SIGTERM restores; pins again, `kill -9`, the next start restores.
+#[test]
+fn restores_on_sigterm_and_after_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    let journal = dir.path().join("journal.jsonl");
+    let config = dir.path().join("np.toml");
+    std::fs::write(
+        &config,
+        "[policy]\nname = \"numad-like\"\nmin_memory_mib = 0\n",
+    )
+    .unwrap();
+    let mut child = busy_child();
+    let pid = child.id();
+    let original = affinity(pid);
+    let start = |rounds: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_numaplace"));
+        c.args([
+            "run",
+            "--cpus",
+            "0",
+            "--interval",
+            "100ms",
+            "--pid",
+            &pid.to_string(),
+        ])
+        .arg("--config")
+        .arg(&config)
+        .arg("--state")
+        .arg(&state)
+        .arg("--journal")
+        .arg(&journal)
+        .stderr(Stdio::piped());
+        if let Some(n) = rounds {
+            c.args(["--rounds", n]);
+        }
+        c.spawn().unwrap()
+    };
+
+    let daemon = start(None);
+    wait_for("the pin", || affinity(pid) == "0");
+    assert!(
+        state.exists(),
+        "the original affinity is written before the pin"
+    );
+    // SAFETY: kill with a valid pid and signal.
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    let out = daemon.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(affinity(pid), original, "SIGTERM restores");
+    assert!(!state.exists(), "nothing left to restore");
+
+    let mut daemon = start(None);
+    wait_for("the pin again", || affinity(pid) == "0");
+    daemon.kill().unwrap(); // SIGKILL: no chance to restore
+    daemon.wait().unwrap();
+    assert_eq!(affinity(pid), "0", "still pinned after kill -9");
+    // The next start restores before anything else; the default policy
+    // then does nothing.
+    let o = Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .args([
+            "run",
+            "--policy",
+            "default",
+            "--interval",
+            "100ms",
+            "--rounds",
+            "1",
+            "--pid",
+            &pid.to_string(),
+        ])
+        .arg("--state")
+        .arg(&state)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("did not stop cleanly"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(affinity(pid), original, "the restart restores");
+
+    // The journal holds both runs' pins, each with its reason.
+    let j = std::fs::read_to_string(&journal).unwrap();
+    let pins = j
+        .lines()
+        .filter(|l| l.contains("\"action\":\"pin\"") && l.contains("\"outcome\":\"done\""))
+        .count();
+    assert!(pins >= 2, "{j}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn advise_prints_the_plan_and_applies_nothing() {
+    let mut child = busy_child();
+    let pid = child.id();
+    let before = affinity(pid);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("np.toml");
+    std::fs::write(
+        &config,
+        "[policy]\nname = \"numad-like\"\nmin_memory_mib = 0\n",
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .args([
+            "advise",
+            "--cpus",
+            "0",
+            "--interval",
+            "300ms",
+            "--pid",
+            &pid.to_string(),
+        ])
+        .arg("--config")
+        .arg(&config)
+        .output()
+        .unwrap();
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        out.contains(&format!("(pid {pid}): pin thread {pid} to CPUs 0")),
+        "{out}"
+    );
+    assert!(out.contains("because numad-like:"), "{out}");
+    assert_eq!(affinity(pid), before, "advise applies nothing");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
