@@ -17,7 +17,10 @@
 # stderr (build failure, guest failure: boot.sh's status, no JSON on the console).
 #
 # Environment: NUMAPLACE_VM_TIMEOUT (seconds, default 180) bounds the boot;
-# CARGO (default cargo); CARGO_TARGET_DIR is honoured.
+# NUMAPLACE_VM_NODES (2 or 4, default 2) picks the guest's layout and
+# NUMAPLACE_VM_TARGET_NODE (default: the last node) where the memory goes;
+# NUMAPLACE_VM_TOPOLOGY_OUT, if set, receives `numaplace topology --json` as
+# the guest saw its machine; CARGO (default cargo); CARGO_TARGET_DIR is honoured.
 set -euo pipefail
 
 die() { echo "guest-memory-test.sh: error: $*" >&2; exit 1; }
@@ -34,10 +37,17 @@ case "${1:-}" in
 esac
 [ $# -le 1 ] || die "too many arguments (usage: $0 [OUT.json])"
 timeout_s=${NUMAPLACE_VM_TIMEOUT:-180}
+nodes=${NUMAPLACE_VM_NODES:-2}
+case "$nodes" in 2|4) ;; *) die "NUMAPLACE_VM_NODES=$nodes: the test bed has layouts of 2 and 4 nodes" ;; esac
+target_node=${NUMAPLACE_VM_TARGET_NODE:-$((nodes - 1))}
+case "$target_node" in ''|*[!0-9]*) die "NUMAPLACE_VM_TARGET_NODE=$target_node: not a node number" ;; esac
+[ "$target_node" -lt "$nodes" ] || die "NUMAPLACE_VM_TARGET_NODE=$target_node: the guest has nodes 0-$((nodes - 1))"
 cargo=${CARGO:-cargo}
 
 begin="@@NUMAPLACE-GUEST-JSON-BEGIN@@"
 end="@@NUMAPLACE-GUEST-JSON-END@@"
+tbegin="@@NUMAPLACE-GUEST-TOPOLOGY-BEGIN@@"
+tend="@@NUMAPLACE-GUEST-TOPOLOGY-END@@"
 
 log "building numaplace and alloc_on_node (release)"
 (cd "$repo" && "$cargo" build --release --locked -p numaplace --bin numaplace) >&2 \
@@ -60,7 +70,7 @@ trap 'rm -rf "$tmp"' EXIT
 cat > "$tmp/guest.sh" <<GUEST
 #!/bin/sh
 echo "guest: nodes online: \$(cat /sys/devices/system/node/online)"
-alloc_on_node 1 64 > /tmp/alloc.out 2> /tmp/alloc.err &
+alloc_on_node $target_node 64 > /tmp/alloc.out 2> /tmp/alloc.err &
 apid=\$!
 i=0
 until grep -q '^ready ' /tmp/alloc.out 2>/dev/null; do
@@ -89,6 +99,11 @@ echo "$begin"
 cat /tmp/np.json
 echo
 echo "$end"
+numaplace topology --json > /tmp/topo.json 2> /tmp/topo.err || { echo "guest: numaplace topology failed:"; cat /tmp/topo.err; rc=5; }
+echo "$tbegin"
+cat /tmp/topo.json
+echo
+echo "$tend"
 kill "\$apid"
 exit "\$rc"
 GUEST
@@ -98,10 +113,10 @@ initrd="$here/work/guest-memory.cpio.gz"
   --bin-with-libs "$numaplace" --bin-with-libs "$alloc" "$initrd" \
   || die "mkinitramfs.sh failed"
 
-log "booting the 2-node guest (timeout ${timeout_s}s)"
+log "booting the $nodes-node guest (timeout ${timeout_s}s)"
 start=$(date +%s)
 set +e
-"$here/boot.sh" --nodes 2 --initrd "$initrd" --timeout "$timeout_s" </dev/null \
+"$here/boot.sh" --nodes "$nodes" --initrd "$initrd" --timeout "$timeout_s" </dev/null \
   | tee "$tmp/console" >&2
 boot_rc=${PIPESTATUS[0]}
 set -e
@@ -118,4 +133,11 @@ if [ -n "$out" ]; then
   log "wrote $out"
 else
   cat "$tmp/json"
+fi
+if [ -n "${NUMAPLACE_VM_TOPOLOGY_OUT:-}" ]; then
+  tr -d '\r' < "$tmp/console" \
+    | awk -v b="$tbegin" -v e="$tend" '$0 == e { on = 0 } on { print } $0 == b { on = 1; seen = 1 }
+        END { if (!seen) exit 1 }' > "$NUMAPLACE_VM_TOPOLOGY_OUT" \
+    || die "no $tbegin line on the console"
+  log "wrote $NUMAPLACE_VM_TOPOLOGY_OUT"
 fi

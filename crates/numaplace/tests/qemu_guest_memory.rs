@@ -84,3 +84,64 @@ fn memory_bound_to_node_1_is_reported_on_node_1() {
         group.pid
     );
 }
+
+/// The 4-node guest (4 sockets, asymmetric distances as on a 4-socket
+/// Opteron): memory bound to node 3 is reported there, and numaplace's
+/// discovery on this real 4-node kernel sees the machine QEMU was given.
+#[test]
+#[ignore = "boots QEMU: .ci/run runs it with --ignored"]
+fn four_nodes_memory_on_node_3_and_live_topology() {
+    require_program("qemu-system-x86_64", "qemu-system-x86");
+    let root = repo_root();
+    let script = root.join("tests/vm/guest-memory-test.sh");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json_path = dir.path().join("guest-snapshot.json");
+    let topo_path = dir.path().join("guest-topology.json");
+    let out = Command::new(&script)
+        .arg(&json_path)
+        .env("NUMAPLACE_VM_NODES", "4")
+        .env("NUMAPLACE_VM_TARGET_NODE", "3")
+        .env("NUMAPLACE_VM_TOPOLOGY_OUT", &topo_path)
+        .current_dir(&root)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "{} failed ({}):\n{log}",
+        script.display(),
+        out.status
+    );
+
+    let snap: Snapshot =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let g = &snap.groups[0];
+    assert_eq!(g.cmdline, ["alloc_on_node", "3", "64"]);
+    let mem = g.memory.as_ref().expect("memory per node");
+    assert!(mem.get(&3).is_some_and(|m| m.anon >= 60 * MIB), "{mem:?}");
+    for n in 0..3 {
+        assert!(
+            mem.get(&n).map_or(0, |m| m.anon) < 16 * MIB,
+            "node {n}: {mem:?}"
+        );
+    }
+
+    let t: numaplace_model::Topology =
+        serde_json::from_str(&std::fs::read_to_string(&topo_path).unwrap()).unwrap();
+    assert_eq!(t.packages().len(), 4);
+    assert_eq!(t.nodes().len(), 4);
+    assert_eq!(t.cpus().len(), 8);
+    assert!(t.distances_reported());
+    // tests/vm/boot.sh: square 0-1-3-2-0, 16 to a neighbour, 22 across.
+    let d: Vec<u32> = t.distances().to_vec();
+    assert_eq!(
+        d,
+        vec![
+            10, 16, 16, 22, 16, 10, 22, 16, 16, 22, 10, 16, 22, 16, 16, 10
+        ]
+    );
+    for n in t.nodes() {
+        assert_eq!(n.span.len(), 2, "node {}: {}", n.os_id, n.span);
+        assert_eq!(n.package, Some(n.id));
+    }
+}
