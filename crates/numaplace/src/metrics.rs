@@ -170,50 +170,80 @@ fn respond(stream: &mut dyn ReadWrite, shared: &Shared) {
 trait ReadWrite: Read + Write {}
 impl<T: Read + Write> ReadWrite for T {}
 
-/// Starts serving in a thread. The UNIX socket is created mode 0600; a
-/// stale socket at the path is replaced, anything else there is an error.
+/// A connection whose reads and writes can be bounded in time, so one slow
+/// client cannot hold the endpoint.
+trait Connection: ReadWrite + Send + 'static {
+    fn bound(&self, limit: Duration);
+}
+
+impl Connection for std::net::TcpStream {
+    fn bound(&self, limit: Duration) {
+        let _ = self.set_read_timeout(Some(limit));
+        let _ = self.set_write_timeout(Some(limit));
+    }
+}
+
+impl Connection for std::os::unix::net::UnixStream {
+    fn bound(&self, limit: Duration) {
+        let _ = self.set_read_timeout(Some(limit));
+        let _ = self.set_write_timeout(Some(limit));
+    }
+}
+
+/// Answers connections one at a time in a thread of its own.
+fn spawn_server<C: Connection>(
+    incoming: impl Iterator<Item = std::io::Result<C>> + Send + 'static,
+    shared: Shared,
+) -> Result<()> {
+    std::thread::Builder::new()
+        .name("np-metrics".into())
+        .spawn(move || {
+            for mut c in incoming.flatten() {
+                c.bound(Duration::from_secs(2));
+                respond(&mut c, &shared);
+            }
+        })?;
+    Ok(())
+}
+
+/// Starts serving in a thread. The UNIX socket is bound under a temporary
+/// name, made mode 0600, then renamed into place, so it is never reachable
+/// with looser permissions; a stale socket at the path is replaced, anything
+/// else there is an error.
 pub fn serve(listen: &Listen, shared: Shared) -> Result<()> {
     match listen {
         Listen::Tcp(addr) => {
             let l = TcpListener::bind(addr)
                 .with_context(|| format!("binding the metrics endpoint to {addr}"))?;
-            std::thread::Builder::new()
-                .name("np-metrics".into())
-                .spawn(move || {
-                    for mut s in l.incoming().flatten() {
-                        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                        let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
-                        respond(&mut s, &shared);
-                    }
-                })?;
+            spawn_server(
+                std::iter::from_fn(move || Some(l.accept().map(|(c, _)| c))),
+                shared,
+            )
         }
         Listen::Unix(path) => {
-            if let Ok(meta) = std::fs::symlink_metadata(path) {
-                if !meta.file_type().is_socket() {
-                    return Err(InputError(format!(
-                        "metrics socket {}: something that is not a socket is there; remove it or choose another path",
-                        path.display()
-                    ))
-                    .into());
-                }
-                std::fs::remove_file(path)
-                    .with_context(|| format!("removing the stale socket {}", path.display()))?;
+            if let Ok(meta) = std::fs::symlink_metadata(path)
+                && !meta.file_type().is_socket()
+            {
+                return Err(InputError(format!(
+                    "metrics socket {}: something that is not a socket is there; remove it or choose another path",
+                    path.display()
+                ))
+                .into());
             }
-            let l = UnixListener::bind(path)
-                .with_context(|| format!("binding the metrics socket {}", path.display()))?;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-            std::thread::Builder::new()
-                .name("np-metrics".into())
-                .spawn(move || {
-                    for mut s in l.incoming().flatten() {
-                        let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-                        let _ = s.set_write_timeout(Some(Duration::from_secs(2)));
-                        respond(&mut s, &shared);
-                    }
-                })?;
+            let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            let l = UnixListener::bind(&tmp)
+                .with_context(|| format!("binding the metrics socket {}", tmp.display()))?;
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
+            std::fs::rename(&tmp, path).with_context(|| {
+                format!("moving the metrics socket into place at {}", path.display())
+            })?;
+            spawn_server(
+                std::iter::from_fn(move || Some(l.accept().map(|(c, _)| c))),
+                shared,
+            )
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -1,19 +1,11 @@
 //! `numaplace run` and `advise` as an operator runs them on this host.
 
-use std::process::{Child, Command, Output, Stdio};
+#[path = "support/common.rs"]
+mod common;
+
+use common::{numaplace, text};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn numaplace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_numaplace"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run numaplace")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 #[test]
 fn bad_daemon_input_is_exit_2() {

@@ -1,22 +1,14 @@
 //! `numaplace tasks`, `record` and `replay` as a user runs them.
 
+#[path = "support/common.rs"]
+mod common;
+
+use common::{numaplace, text};
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use numaplace_model::Snapshot;
-
-fn numaplace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_numaplace"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run numaplace")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 #[test]
 fn tasks_lists_this_process() {

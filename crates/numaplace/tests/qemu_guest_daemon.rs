@@ -7,31 +7,15 @@
 //! (tests/vm/guest-daemon-test.sh), so it is ignored by default; `.ci/run`
 //! runs it with `--ignored`.
 
+#[path = "support/common.rs"]
+mod common;
+
+use common::{repo_root, require_program};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use serde_json::Value;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
-
-/// Fails the test (never skips it) when a program it needs is missing.
-fn require_program(name: &str, package: &str) {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
-        .unwrap_or(false);
-    assert!(
-        found,
-        "{name} not found on PATH: this test boots a QEMU guest and needs it \
-         (Debian: apt-get install {package})"
-    );
-}
 
 /// Every thread's `Cpus_allowed_list`, by tid.
 fn affinity(v: &Value, phase: &str) -> BTreeMap<String, String> {

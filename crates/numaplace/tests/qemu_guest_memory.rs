@@ -3,32 +3,16 @@
 //! report it there. Boots QEMU (tests/vm/guest-memory-test.sh), so it is
 //! ignored by default; `.ci/run` runs it with `--ignored`.
 
-use std::path::{Path, PathBuf};
+#[path = "support/common.rs"]
+mod common;
+
+use common::{repo_root, require_program};
 use std::process::Command;
 use std::time::Instant;
 
 use numaplace_model::{GroupKind, Snapshot};
 
 const MIB: u64 = 1 << 20;
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
-
-/// Fails the test (never skips it) when a program it needs is missing.
-fn require_program(name: &str, package: &str) {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
-        .unwrap_or(false);
-    assert!(
-        found,
-        "{name} not found on PATH: this test boots a QEMU guest and needs it \
-         (Debian: apt-get install {package})"
-    );
-}
 
 #[test]
 #[ignore = "boots QEMU: .ci/run runs it with --ignored"]

@@ -3,6 +3,10 @@
 //! `qemu-system-x86_64` (stopped with `-S`, TCG: no KVM needed), so it is
 //! ignored by default; `.ci/run` runs it with `--ignored`.
 
+#[path = "support/common.rs"]
+mod common;
+
+use common::require_program;
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::process::{Child, Command, Output, Stdio};
@@ -13,18 +17,6 @@ use numaplace_model::{GroupKind, Snapshot};
 
 const VM_NAME: &str = "np-test-vm";
 const THREADS_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Fails the test (never skips it) when a program it needs is missing.
-fn require_program(name: &str, package: &str) {
-    let found = std::env::var_os("PATH")
-        .map(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
-        .unwrap_or(false);
-    assert!(
-        found,
-        "{name} not found on PATH: this test starts a QEMU VM and needs it \
-         (Debian: apt-get install {package})"
-    );
-}
 
 /// Kills and reaps QEMU when dropped, also when the test panics.
 struct KillOnDrop(Child);
