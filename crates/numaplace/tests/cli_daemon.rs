@@ -230,3 +230,75 @@ fn advise_prints_the_plan_and_applies_nothing() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// Run as an unprivileged user against root's process: every pin is
+/// refused with EPERM, each refusal is in the journal, and the loop goes on
+/// to its last round.
+#[test]
+fn refusals_are_journalled_and_the_loop_goes_on() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        // Without root there is no other user's process to be refused on;
+        // CI runs as root.
+        eprintln!("not root: cannot set up another user's process; CI runs this as root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let own = dir.path().join("nobody");
+    std::fs::create_dir(&own).unwrap();
+    std::os::unix::fs::chown(&own, Some(65534), Some(65534)).unwrap();
+    std::fs::set_permissions(&own, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let config = dir.path().join("np.toml");
+    std::fs::write(
+        &config,
+        "[policy]\nname = \"numad-like\"\nmin_memory_mib = 0\ncooldown_secs = 0\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let mut child = busy_child(); // root's
+    let pid = child.id();
+    let before = affinity(pid);
+    let out = Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .args([
+            "run",
+            "--cpus",
+            "0",
+            "--interval",
+            "200ms",
+            "--rounds",
+            "6",
+            "--pid",
+            &pid.to_string(),
+        ])
+        .arg("--config")
+        .arg(&config)
+        .arg("--state")
+        .arg(own.join("state.json"))
+        .arg("--journal")
+        .arg(own.join("journal.jsonl"))
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("stopped after 6 rounds"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(affinity(pid), before, "nothing changed");
+    let j = std::fs::read_to_string(own.join("journal.jsonl")).unwrap();
+    let refused: Vec<&str> = j
+        .lines()
+        .filter(|l| l.contains("\"outcome\":\"refused\""))
+        .collect();
+    assert!(refused.len() >= 2, "refusals in more than one round: {j}");
+    assert!(refused[0].contains("EPERM"), "{}", refused[0]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
