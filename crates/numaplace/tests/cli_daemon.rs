@@ -302,3 +302,50 @@ fn refusals_are_journalled_and_the_loop_goes_on() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// A dry run needs no state directory and changes nothing.
+#[test]
+fn dry_run_needs_no_state_and_changes_nothing() {
+    let mut child = busy_child();
+    let pid = child.id();
+    let before = affinity(pid);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("np.toml");
+    std::fs::write(
+        &config,
+        "[policy]\nname = \"numad-like\"\nmin_memory_mib = 0\n",
+    )
+    .unwrap();
+    let journal = dir.path().join("j.jsonl");
+    let o = Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .args([
+            "run",
+            "--dry-run",
+            "--cpus",
+            "0",
+            "--interval",
+            "100ms",
+            "--rounds",
+            "4",
+            "--pid",
+            &pid.to_string(),
+        ])
+        .args(["--state", "/nonexistent-numaplace-dir/state.json"])
+        .arg("--config")
+        .arg(&config)
+        .arg("--journal")
+        .arg(&journal)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("dry run: nothing was changed"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert_eq!(affinity(pid), before);
+    let j = std::fs::read_to_string(&journal).unwrap();
+    assert!(j.contains("\"outcome\":\"not_applied\""), "{j}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

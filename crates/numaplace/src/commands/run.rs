@@ -19,7 +19,9 @@ use numaplace_linux::actuate::HostActuator;
 use numaplace_linux::state::StateFile;
 use numaplace_linux::{CollectOptions, Collector, SysRoot, TopologySource, discover};
 use numaplace_model::{Action, CpuSet, Outcome, TaskId, Topology};
-use numaplace_policy::engine::{Actuator, Engine, JournalEntry, PinGuard, RecordingActuator};
+use numaplace_policy::engine::{
+    Actuator, Engine, JournalEntry, NoGuard, PinGuard, RecordingActuator,
+};
 use numaplace_policy::{PolicyKind, Scope};
 
 use crate::cli::{RunArgs, ScopeArgs};
@@ -188,17 +190,24 @@ pub fn run(args: &RunArgs) -> Result<()> {
         )
         .into());
     }
-    let mut state = StateFile::open(&c.state).map_err(|e| InputError(format!("{e}")))?;
+    // A dry run changes nothing, so it neither needs nor touches the state
+    // file (nor restores what an earlier real run left: that run's next
+    // real start will).
+    let mut state = if c.dry_run {
+        None
+    } else {
+        Some(StateFile::open(&c.state).map_err(|e| InputError(format!("{e}")))?)
+    };
     let mut host = HostActuator::new();
 
     // Whatever an earlier run left pinned comes back first.
-    if !state.entries().is_empty() {
+    if let Some(state) = state.as_mut().filter(|s| !s.entries().is_empty()) {
         tracing::warn!(
             "{}: {} threads pinned by an earlier run that did not stop cleanly; restoring them",
             c.state.display(),
             state.entries().len()
         );
-        let report = numaplace_linux::state::restore_all(&mut state, &mut host);
+        let report = numaplace_linux::state::restore_all(state, &mut host);
         tracing::warn!("restored: {report}");
     }
 
@@ -268,13 +277,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
             }
         };
         collect_ns += t0.elapsed().as_nanos() as u64;
-        let report = engine.round(
-            &s.topology,
-            &snap,
-            &mut hands,
-            &mut StateGuard { state: &mut state },
-            &mut |e| journal.write(e),
-        );
+        let mut no_guard = NoGuard;
+        let guard: &mut dyn PinGuard = match state.as_mut() {
+            Some(state) => &mut StateGuard { state },
+            None => &mut no_guard,
+        };
+        let report = engine.round(&s.topology, &snap, &mut hands, guard, &mut |e| {
+            journal.write(e)
+        });
         rounds += 1;
         {
             let mut m = shared.lock().unwrap_or_else(|p| p.into_inner());
@@ -296,11 +306,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
 
     // Put back what we changed.
-    let Hands::Host(mut host) = hands else {
+    let (Hands::Host(mut host), Some(state)) = (hands, state.as_mut()) else {
         tracing::info!("dry run: nothing to restore");
+        eprintln!("numaplace: stopped after {rounds} rounds (dry run: nothing was changed)");
         return Ok(());
     };
-    let report = numaplace_linux::state::restore_all(&mut state, &mut host);
+    let report = numaplace_linux::state::restore_all(state, &mut host);
     tracing::info!("stopping after {rounds} rounds; restored: {report}");
     eprintln!("numaplace: stopped after {rounds} rounds; {report}");
     Ok(())
