@@ -35,7 +35,14 @@ impl HostActuator {
                     continue;
                 }
             }
-            match mover.range(r.start, r.end, r.page_size) {
+            // A range numa_maps shows with nothing on the target node is
+            // moved without asking first where each page is: one syscall
+            // per batch instead of two.
+            let direct = r
+                .resident
+                .as_ref()
+                .is_some_and(|res| res.iter().all(|&(n, _)| n != to_node));
+            match mover.range(r.start, r.end, r.page_size, direct) {
                 Ok(()) => {}
                 Err(stop) => return mover.finish(Some(stop)),
             }
@@ -89,7 +96,7 @@ impl HostActuator {
             (r.start, r.end),
         );
         let mut mover = Mover::new(self, &held, to_node, None);
-        let stop = mover.range(lo, hi, r.page_size).err();
+        let stop = mover.range(lo, hi, r.page_size, false).err();
         mover.finish(stop)
     }
 
@@ -344,13 +351,15 @@ impl<'a> Mover<'a> {
     }
 
     /// Walks `[start, end)` in batches of pages of `step` bytes.
-    fn range(&mut self, start: u64, end: u64, step: u64) -> Result<(), Stop> {
+    /// Moves `[start, end)` in batches; `direct` skips the query of where
+    /// each page is (the caller knows none is on the target node yet).
+    fn range(&mut self, start: u64, end: u64, step: u64, direct: bool) -> Result<(), Stop> {
         let mut addr = start - start % step;
         while addr < end {
             let n = (end - addr).div_ceil(step).min(self.act.batch as u64);
             let pages: Vec<usize> = (0..n).map(|i| (addr + i * step) as usize).collect();
             addr += n * step;
-            self.batch(&pages)?;
+            self.batch(&pages, direct)?;
         }
         Ok(())
     }
@@ -363,23 +372,27 @@ impl<'a> Mover<'a> {
         }
     }
 
-    fn batch(&mut self, pages: &[usize]) -> Result<(), Stop> {
-        let mut status = vec![0 as c_int; pages.len()];
-        self.check()?;
-        if let Err(e) = move_pages(self.pid, pages, None, &mut status, 0) {
-            self.failed_ranges += 1;
-            return self.call_failed(e);
-        }
+    fn batch(&mut self, pages: &[usize], direct: bool) -> Result<(), Stop> {
         let to = self.to_node as c_int;
         let mut todo = Vec::new();
-        for (&p, &s) in pages.iter().zip(&status) {
-            if s == to {
-                self.counts.already += 1;
-            } else if s >= 0 {
-                todo.push(p);
+        if direct {
+            todo.extend_from_slice(pages);
+        } else {
+            let mut status = vec![0 as c_int; pages.len()];
+            self.check()?;
+            if let Err(e) = move_pages(self.pid, pages, None, &mut status, 0) {
+                self.failed_ranges += 1;
+                return self.call_failed(e);
             }
-            // Negative: not present (-ENOENT) or the zero page (-EFAULT):
-            // not the process's resident memory; not counted.
+            for (&p, &s) in pages.iter().zip(&status) {
+                if s == to {
+                    self.counts.already += 1;
+                } else if s >= 0 {
+                    todo.push(p);
+                }
+                // Negative: not present (-ENOENT) or the zero page
+                // (-EFAULT): not the process's resident memory; not counted.
+            }
         }
         if let Some(max) = self.budget {
             let left = max.saturating_sub(self.counts.moved);
@@ -411,6 +424,9 @@ impl<'a> Mover<'a> {
                 s if s == to => self.counts.moved += 1,
                 s if s >= 0 => self.counts.busy += 1,
                 s if s == -libc::EBUSY || s == -libc::EAGAIN => self.counts.busy += 1,
+                // Asked without a query first: pages not present, or the
+                // shared zero page, were never the process's to move.
+                s if direct && (s == -libc::ENOENT || s == -libc::EFAULT) => {}
                 _ => self.counts.failed += 1,
             }
         }
