@@ -1,0 +1,471 @@
+//! Simulated machines: a topology and the numbers the contention model
+//! needs, each with where it comes from.
+//!
+//! The presets are the machines of the seed papers and two current Intel
+//! servers, with the facts gathered in `shared/CALIBRATION.md`. Where a
+//! number the model needs is not published for that machine, the preset
+//! says so (`Source::Assumed`) and the validation tests are what hold it
+//! to account.
+
+use numaplace_model::{Topology, TopologyError};
+use serde::Serialize;
+
+/// Where a parameter's value comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Source {
+    /// A published measurement or specification.
+    Published(&'static str),
+    /// Derived from published numbers by the stated rule.
+    Derived(&'static str),
+    /// Not published for this machine: a stated assumption, to be
+    /// checked against the validation targets.
+    Assumed(&'static str),
+}
+
+/// A number and its source.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Param {
+    pub value: f64,
+    pub source: Source,
+}
+
+fn published(value: f64, from: &'static str) -> Param {
+    Param {
+        value,
+        source: Source::Published(from),
+    }
+}
+
+fn derived(value: f64, how: &'static str) -> Param {
+    Param {
+        value,
+        source: Source::Derived(how),
+    }
+}
+
+fn assumed(value: f64, why: &'static str) -> Param {
+    Param {
+        value,
+        source: Source::Assumed(why),
+    }
+}
+
+/// The linear power model of seed 002 Fig. 7: P = idle + per_core · p +
+/// per_smt · l watts, p the cores with at least one busy thread, l the
+/// cores with two.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PowerModel {
+    pub idle_w: f64,
+    pub per_core_w: f64,
+    pub per_smt_w: f64,
+    pub source: &'static str,
+}
+
+impl PowerModel {
+    pub fn watts(&self, busy_cores: usize, smt_cores: usize) -> f64 {
+        self.idle_w + self.per_core_w * busy_cores as f64 + self.per_smt_w * smt_cores as f64
+    }
+}
+
+/// What the contention model needs to know about a machine besides its
+/// topology.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MachineParams {
+    /// Core clock, GHz.
+    pub ghz: Param,
+    /// Unloaded DRAM read latency to the local node, ns.
+    pub local_latency_ns: Param,
+    /// Unloaded latency from a CPU of node a to the memory of node b, ns,
+    /// row-major by dense node id (the diagonal is the local latency).
+    pub latency_ns: Vec<f64>,
+    /// How `latency_ns` was obtained.
+    pub latency_source: Source,
+    /// Peak bandwidth of one node's memory controller, GB/s.
+    pub node_bandwidth_gbs: Param,
+    /// Bandwidth of the interconnect between two sockets, each direction,
+    /// GB/s.
+    pub link_bandwidth_gbs: Param,
+    /// Cache-to-cache transfer of a modified line (HITM) within a socket
+    /// and across sockets, ns.
+    pub hitm_same_socket_ns: Param,
+    pub hitm_cross_socket_ns: Param,
+    /// Power model, where it was measured.
+    pub power: Option<PowerModel>,
+}
+
+/// A machine to simulate.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub name: String,
+    pub topology: Topology,
+    pub params: MachineParams,
+}
+
+/// The presets, by name.
+pub const PRESETS: [&str; 5] = [
+    "westmere-2s",
+    "barcelona-4s",
+    "core2duo",
+    "cascadelake-2s",
+    "sapphirerapids-2s-snc4",
+];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MachineError {
+    UnknownPreset(String),
+    Topology(TopologyError),
+}
+
+impl std::fmt::Display for MachineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MachineError::UnknownPreset(n) => write!(
+                f,
+                "unknown machine preset {n:?}: numaplace has {}",
+                PRESETS.join(", ")
+            ),
+            MachineError::Topology(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for MachineError {}
+
+/// A synthetic topology with the given node distance matrix.
+fn topology(levels: &str, distances: Vec<u32>) -> Result<Topology, MachineError> {
+    let t =
+        Topology::synthetic(levels).map_err(|e| MachineError::Topology(TopologyError(e.reason)))?;
+    let mut d = t.to_desc();
+    d.distances = Some(distances);
+    Topology::new(d).map_err(MachineError::Topology)
+}
+
+/// Latency matrix from the SLIT distances, scaled so that the firmware's
+/// remote/local ratio becomes the measured one: `local · (1 + (d/10 - 1) ·
+/// s)` with `s` chosen so the farthest node costs `farthest_ns`.
+fn latencies_from_distances(t: &Topology, local_ns: f64, farthest_ns: f64) -> Vec<f64> {
+    let far = t.distances().iter().copied().max().unwrap_or(10) as f64 / 10.0;
+    let scale = if far > 1.0 {
+        (farthest_ns / local_ns - 1.0) / (far - 1.0)
+    } else {
+        0.0
+    };
+    t.distances()
+        .iter()
+        .map(|&d| local_ns * (1.0 + (d as f64 / 10.0 - 1.0) * scale))
+        .collect()
+}
+
+impl Machine {
+    /// A preset by name.
+    pub fn preset(name: &str) -> Result<Machine, MachineError> {
+        match name {
+            "westmere-2s" => westmere_2s(),
+            "barcelona-4s" => barcelona_4s(),
+            "core2duo" => core2duo(),
+            "cascadelake-2s" => cascadelake_2s(),
+            "sapphirerapids-2s-snc4" => sapphirerapids_2s_snc4(),
+            other => Err(MachineError::UnknownPreset(other.to_string())),
+        }
+    }
+
+    /// Any topology numaplace can read, with the stated default parameters:
+    /// a 2.5 GHz core, 90 ns local latency, remote latency growing with the
+    /// SLIT distance as on the presets (distance 21 ≈ 1.7 × local), 20 GB/s
+    /// per node and per link, HITM 50 / 110 ns.
+    pub fn generic(name: &str, topology: Topology) -> Machine {
+        let local = 90.0;
+        let scale_per_10 = 0.64; // 21 -> 1 + 1.1 × 0.64 ≈ 1.7 × local
+        let latency_ns = topology
+            .distances()
+            .iter()
+            .map(|&d| local * (1.0 + (d as f64 / 10.0 - 1.0) * scale_per_10))
+            .collect();
+        Machine {
+            name: name.to_string(),
+            params: MachineParams {
+                ghz: assumed(2.5, "generic default"),
+                local_latency_ns: assumed(local, "generic default"),
+                latency_ns,
+                latency_source: Source::Assumed(
+                    "generic default: local × (1 + 0.64 (d/10 - 1)) for SLIT distance d",
+                ),
+                node_bandwidth_gbs: assumed(20.0, "generic default"),
+                link_bandwidth_gbs: assumed(20.0, "generic default"),
+                hitm_same_socket_ns: assumed(50.0, "generic default, after cascadelake-2s"),
+                hitm_cross_socket_ns: assumed(110.0, "generic default, after cascadelake-2s"),
+                power: None,
+            },
+            topology,
+        }
+    }
+}
+
+fn westmere_2s() -> Result<Machine, MachineError> {
+    // seed 000 Table 1: 2 x Xeon E5620, 4 cores / 8 threads per socket,
+    // L1 32+32 KB, L2 256 KB, L3 12 MB per socket, 2 nodes.
+    let t = topology(
+        "pack:2 numa:1 l3:1(size=12MiB) l2:4(size=256KiB) l1d:1(size=32KiB) core:1 pu:2",
+        vec![10, 21, 21, 10],
+    )?;
+    let local = 81.0;
+    let remote = local * 1.72;
+    Ok(Machine {
+        name: "westmere-2s".into(),
+        params: MachineParams {
+            ghz: published(2.4, "seed 000 Table 1: Xeon E5620 2.4 GHz"),
+            local_latency_ns: published(local, "Sandra: X5570 81 ns (CALIBRATION.md: 65-87 ns)"),
+            latency_ns: vec![local, remote, remote, local],
+            latency_source: Source::Derived(
+                "remote 70-75 % above local (Intel; IBM x3620 M3 guide): 1.72 x",
+            ),
+            node_bandwidth_gbs: published(25.6, "3 x DDR3-1066 per socket"),
+            link_bandwidth_gbs: derived(
+                11.7,
+                "QPI 5.86 GT/s, from 6.4 GT/s = 12.8 GB/s per direction",
+            ),
+            hitm_same_socket_ns: assumed(
+                49.0,
+                "not published for Westmere: cascadelake-2s's MLC value",
+            ),
+            hitm_cross_socket_ns: assumed(
+                113.0,
+                "not published for Westmere: cascadelake-2s's MLC value",
+            ),
+            power: Some(PowerModel {
+                idle_w: 104.63,
+                per_core_w: 8.69,
+                per_smt_w: 1.62,
+                source: "seed 002 Fig. 7",
+            }),
+        },
+        topology: t,
+    })
+}
+
+fn barcelona_4s() -> Result<Machine, MachineError> {
+    // seed 004 §2.1: 4 x Opteron 8356, 4 cores per socket, 2 MB shared L3,
+    // 512 KB L2 per core, 4 nodes x 16 GB. Links form a square: chips 0
+    // and 3 (and 1 and 2) are two hops apart (AMD guide 40555), so the
+    // distances are those of a 4-socket Opteron board.
+    let t = topology(
+        "pack:4 numa:1(memory=16GiB) l3:1(size=2MiB) l2:4(size=512KiB) l1d:1(size=64KiB) core:1 pu:1",
+        vec![
+            10, 16, 16, 22, 16, 10, 22, 16, 16, 22, 10, 16, 22, 16, 16, 10,
+        ],
+    )?;
+    let local = 100.0;
+    let latency_ns = t
+        .distances()
+        .iter()
+        .map(|&d| match d {
+            10 => local,
+            16 => local * 1.08,
+            _ => local * 1.30,
+        })
+        .collect();
+    Ok(Machine {
+        name: "barcelona-4s".into(),
+        params: MachineParams {
+            ghz: published(2.3, "seed 004 §2.1: Opteron 8356 2.3 GHz"),
+            local_latency_ns: published(local, "McCalpin 2010: local 100 ns on a 4-socket Opteron"),
+            latency_ns,
+            latency_source: Source::Published(
+                "AMD guide 40555: 1-hop 108 %, 2-hop 130 % of local read time",
+            ),
+            node_bandwidth_gbs: assumed(10.7, "not in CALIBRATION.md: dual-channel DDR2-667 peak"),
+            link_bandwidth_gbs: assumed(
+                4.0,
+                "not in CALIBRATION.md: a 16-bit HyperTransport link at 2 GT/s, each direction",
+            ),
+            hitm_same_socket_ns: assumed(60.0, "not published: between L3 hit and local DRAM"),
+            hitm_cross_socket_ns: assumed(140.0, "not published: about a remote DRAM access"),
+            power: None,
+        },
+        topology: t,
+    })
+}
+
+fn core2duo() -> Result<Machine, MachineError> {
+    // seed 003 §2.3.2, §4.2: two cores sharing a 4 MB 16-way L2, one node.
+    let t = topology(
+        "pack:1 numa:1 l2:1(size=4MiB) l1d:2(size=32KiB) core:1 pu:1",
+        vec![10],
+    )?;
+    Ok(Machine {
+        name: "core2duo".into(),
+        params: MachineParams {
+            ghz: published(2.4, "seed 003 §4.2: 2.34-2.6 GHz"),
+            local_latency_ns: assumed(70.0, "not published: a front-side-bus DDR2 system"),
+            latency_ns: vec![70.0],
+            latency_source: Source::Assumed("one node"),
+            node_bandwidth_gbs: assumed(8.5, "not published: a 1066 MT/s front-side bus"),
+            link_bandwidth_gbs: assumed(8.5, "one socket: no link"),
+            hitm_same_socket_ns: assumed(20.0, "not published: shared L2"),
+            hitm_cross_socket_ns: assumed(20.0, "one socket"),
+            power: None,
+        },
+        topology: t,
+    })
+}
+
+fn cascadelake_2s() -> Result<Machine, MachineError> {
+    // Two 20-core sockets with a 27.5 MiB L3 each, as the shared fixture
+    // nri-2-socket-4-node-40-core (without its sub-NUMA clustering).
+    let t = topology(
+        "pack:2 numa:1 l3:1(size=28160KiB) l2:20(size=1MiB) l1d:1(size=32KiB) core:1 pu:2",
+        vec![10, 21, 21, 10],
+    )?;
+    let latency_ns = latencies_from_distances(&t, 81.0, 141.0);
+    Ok(Machine {
+        name: "cascadelake-2s".into(),
+        params: MachineParams {
+            ghz: assumed(
+                2.5,
+                "not in the MLC output: a typical Cascade Lake base clock",
+            ),
+            local_latency_ns: published(81.0, "Intel MLC (cascadelake_mlc.txt): local 81 ns"),
+            latency_ns,
+            latency_source: Source::Published("Intel MLC: remote 141 ns"),
+            node_bandwidth_gbs: published(113.0, "Intel MLC: 113 GB/s local per node"),
+            link_bandwidth_gbs: published(34.0, "Intel MLC: 34 GB/s remote"),
+            hitm_same_socket_ns: published(49.0, "Intel MLC: same-socket HITM 49 ns"),
+            hitm_cross_socket_ns: published(113.0, "Intel MLC: cross-socket HITM 113 ns"),
+            power: None,
+        },
+        topology: t,
+    })
+}
+
+fn sapphirerapids_2s_snc4() -> Result<Machine, MachineError> {
+    // 8 nodes: two sockets in SNC4 mode, one L3 per socket spanning its
+    // four nodes; 14 cores per node (56 per socket).
+    let mut d = vec![0u32; 64];
+    for a in 0..8 {
+        for b in 0..8 {
+            d[a * 8 + b] = if a == b {
+                10
+            } else if a / 4 == b / 4 {
+                12
+            } else {
+                21
+            };
+        }
+    }
+    let t = topology(
+        "pack:2 l3:1(size=105MiB) numa:4 l2:14(size=2MiB) l1d:1(size=48KiB) core:1 pu:2",
+        d,
+    )?;
+    let latency_ns = t
+        .distances()
+        .iter()
+        .map(|&d| match d {
+            10 => 96.0,
+            12 => 113.0,
+            _ => 188.0,
+        })
+        .collect();
+    Ok(Machine {
+        name: "sapphirerapids-2s-snc4".into(),
+        params: MachineParams {
+            ghz: assumed(
+                2.0,
+                "not in the MLC output: a typical Sapphire Rapids base clock",
+            ),
+            local_latency_ns: published(96.0, "Intel MLC (sapphirerapids_mlc.txt): local 95-97 ns"),
+            latency_ns,
+            latency_source: Source::Published(
+                "Intel MLC: same socket other node 102-124 ns (113 used), remote socket 186-189 ns (188 used)",
+            ),
+            node_bandwidth_gbs: published(61.0, "Intel MLC: about 61 GB/s per node, same socket"),
+            link_bandwidth_gbs: published(56.0, "Intel MLC: about 56 GB/s cross-socket"),
+            hitm_same_socket_ns: assumed(49.0, "not in the MLC output: cascadelake-2s's value"),
+            hitm_cross_socket_ns: assumed(113.0, "not in the MLC output: cascadelake-2s's value"),
+            power: None,
+        },
+        topology: t,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_have_the_published_shapes() {
+        let m = Machine::preset("westmere-2s").unwrap();
+        let t = &m.topology;
+        assert_eq!(
+            (t.packages().len(), t.nodes().len(), t.llcs().len()),
+            (2, 2, 2)
+        );
+        assert_eq!((t.cores().len(), t.cpus().len()), (8, 16));
+        assert_eq!(t.llc_size(0), Some(12 << 20));
+        assert_eq!(m.params.latency_ns.len(), 4);
+        assert!((m.params.latency_ns[1] / m.params.latency_ns[0] - 1.72).abs() < 1e-9);
+        // seed 002 Fig. 7: one busy core per socket, no SMT.
+        let p = m.params.power.as_ref().unwrap();
+        assert!((p.watts(2, 0) - (104.63 + 2.0 * 8.69)).abs() < 1e-9);
+
+        let m = Machine::preset("barcelona-4s").unwrap();
+        let t = &m.topology;
+        assert_eq!(
+            (t.packages().len(), t.nodes().len(), t.cores().len()),
+            (4, 4, 16)
+        );
+        assert_eq!(t.llc_size(3), Some(2 << 20));
+        assert_eq!(t.nodes()[3].memory, 16 << 30);
+        // 0 and 3 are two hops apart: 130 % of local; 0 and 1 one hop: 108 %.
+        assert_eq!(m.params.latency_ns[3], 130.0);
+        assert_eq!(m.params.latency_ns[1], 108.0);
+
+        let m = Machine::preset("core2duo").unwrap();
+        assert_eq!(m.topology.cores().len(), 2);
+        assert_eq!(m.topology.llcs().len(), 1);
+        assert_eq!(m.topology.llc_size(0), Some(4 << 20));
+
+        let m = Machine::preset("cascadelake-2s").unwrap();
+        assert_eq!(m.topology.cpus().len(), 80);
+        assert!((m.params.latency_ns[1] - 141.0).abs() < 1e-9);
+
+        let m = Machine::preset("sapphirerapids-2s-snc4").unwrap();
+        let t = &m.topology;
+        assert_eq!(
+            (t.nodes().len(), t.llcs().len(), t.cpus().len()),
+            (8, 2, 224)
+        );
+        assert_eq!(t.llcs()[0].nodes.len(), 4, "one L3 spans four SNC nodes");
+        assert_eq!(m.params.latency_ns[1], 113.0);
+        assert_eq!(m.params.latency_ns[4], 188.0);
+    }
+
+    #[test]
+    fn every_preset_builds_and_unknown_names_are_refused() {
+        for n in PRESETS {
+            let m = Machine::preset(n).unwrap();
+            let nn = m.topology.nodes().len();
+            assert_eq!(m.params.latency_ns.len(), nn * nn, "{n}");
+            for a in 0..nn {
+                assert_eq!(
+                    m.params.latency_ns[a * nn + a],
+                    m.params.local_latency_ns.value,
+                    "{n}"
+                );
+            }
+        }
+        let e = Machine::preset("pentium").unwrap_err().to_string();
+        assert!(e.contains("unknown machine preset \"pentium\""), "{e}");
+    }
+
+    #[test]
+    fn generic_machines_from_any_topology() {
+        let t = Topology::synthetic("pack:2 numa:1 core:2 pu:1").unwrap();
+        let m = Machine::generic("synthetic", t);
+        let remote = 90.0 * (1.0 + (20.0 / 10.0 - 1.0) * 0.64);
+        let want = [90.0, remote, remote, 90.0];
+        for (got, want) in m.params.latency_ns.iter().zip(want) {
+            assert!((got - want).abs() < 1e-9, "{:?}", m.params.latency_ns);
+        }
+        assert!(matches!(m.params.ghz.source, Source::Assumed(_)));
+    }
+}
