@@ -108,7 +108,7 @@ kill "\$apid"
 exit "\$rc"
 GUEST
 
-initrd="$here/work/guest-memory.cpio.gz"
+initrd="$tmp/guest-memory.cpio.gz"
 "$here/mkinitramfs.sh" --script "$tmp/guest.sh" \
   --bin-with-libs "$numaplace" --bin-with-libs "$alloc" "$initrd" \
   || die "mkinitramfs.sh failed"
