@@ -10,6 +10,7 @@
 //! decide what a task is allowed to be (a process can call itself anything).
 
 use std::collections::BTreeMap;
+use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
@@ -146,6 +147,25 @@ impl TaskGroup {
     }
 }
 
+/// Makes an untrusted name safe to print on a terminal: control
+/// characters and backslashes are escaped (`\n`, `\x1b`, `\\`), so a thread
+/// cannot move the cursor or forge table rows.
+pub fn printable(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// A QEMU vCPU thread name: `CPU <n>/KVM` or `CPU <n>/TCG` (QEMU names them
 /// so since 2.9, `qemu_thread_create(..., "CPU %d/%s", ...)`). Returns the
 /// vCPU index and the accelerator.
@@ -208,6 +228,14 @@ pub fn qemu_guest_name(cmdline: &[String]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hostile_names_are_escaped() {
+        assert_eq!(printable("a) b\n(c"), "a) b\\n(c");
+        assert_eq!(printable("\x1b[2J"), "\\x1b[2J");
+        assert_eq!(printable("back\\slash\t"), "back\\\\slash\\t");
+        assert_eq!(printable("CPU 0/KVM"), "CPU 0/KVM");
+    }
 
     #[test]
     fn vcpu_thread_names() {

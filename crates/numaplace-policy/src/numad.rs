@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use numaplace_model::task::printable;
 use numaplace_model::{Action, Plan, Snapshot, TaskGroup, TaskId, Topology};
 
 use crate::{Needs, Policy, View};
@@ -168,7 +169,7 @@ impl Policy for NumadLike {
                             "numad-like: {} (pid {}) was placed on node {node} and {:.0}% of its {} \
                              is there so far: moving the rest (the migration rate limit spreads \
                              a move over rounds)",
-                            g.label(),
+                            printable(&g.label()),
                             g.pid,
                             100.0 * on_node as f64 / total.max(1) as f64,
                             mib(total as f64)
@@ -220,7 +221,7 @@ impl Policy for NumadLike {
             let why = format!(
                 "numad-like: {} (pid {}) uses {} and {cpus:.2} CPUs; node {} has the most free CPU and memory \
                  ({:.2} CPUs, {} free){}",
-                g.label(),
+                printable(&g.label()),
                 g.pid,
                 mib(total as f64),
                 best.os_id,

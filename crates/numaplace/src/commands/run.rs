@@ -18,6 +18,7 @@ use anyhow::{Context, Result};
 use numaplace_linux::actuate::HostActuator;
 use numaplace_linux::state::StateFile;
 use numaplace_linux::{CollectOptions, Collector, SysRoot, TopologySource, discover};
+use numaplace_model::task::printable;
 use numaplace_model::{Action, CpuSet, Outcome, TaskId, Topology};
 use numaplace_policy::engine::{
     Actuator, Engine, JournalEntry, NoGuard, PinGuard, RecordingActuator,
@@ -167,7 +168,8 @@ impl Journal {
     /// Writes one entry and flushes it: an action carried out must be in
     /// the journal even if the daemon is killed the next instant.
     fn write(&mut self, e: &JournalEntry) {
-        tracing::info!(pid = e.pid, label = %e.label, "{}: {:?}", e.reason, e.outcome);
+        // Labels and reasons carry names processes chose: escaped for the log.
+        tracing::info!(pid = e.pid, label = %printable(&e.label), "{}: {:?}", printable(&e.reason), e.outcome);
         if let Some(out) = &mut self.out {
             let written = serde_json::to_writer(&mut *out, e)
                 .map_err(std::io::Error::other)
@@ -390,9 +392,9 @@ pub fn advise(args: &RunArgs) -> Result<()> {
         };
         println!(
             "{} (pid {}): {what}\n    because {}{note}",
-            crate::report::tasks::printable(&e.label),
+            printable(&e.label),
             e.pid,
-            e.reason
+            printable(&e.reason)
         );
     }
     Ok(())

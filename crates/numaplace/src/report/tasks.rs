@@ -4,28 +4,10 @@
 use std::fmt::Write;
 
 use numaplace_model::metrics::{cpu_share, ipc, mpki};
+use numaplace_model::task::printable;
 use numaplace_model::{GroupKind, Snapshot, TaskGroup};
 
 use crate::report::topology::bytes;
-
-/// Makes an untrusted name safe to print on a terminal: control
-/// characters and backslashes are escaped (`\n`, `\x1b`, `\\`), so a thread
-/// cannot move the cursor or forge table rows.
-pub fn printable(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => {
-                let _ = write!(out, "\\x{:02x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
 
 fn group_label(g: &TaskGroup) -> String {
     match &g.kind {
@@ -127,14 +109,6 @@ pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hostile_names_are_escaped() {
-        assert_eq!(printable("a) b\n(c"), "a) b\\n(c");
-        assert_eq!(printable("\x1b[2J"), "\\x1b[2J");
-        assert_eq!(printable("back\\slash\t"), "back\\\\slash\\t");
-        assert_eq!(printable("CPU 0/KVM"), "CPU 0/KVM");
-    }
 
     #[test]
     fn long_cells_are_cut_visibly() {
