@@ -10,10 +10,8 @@
 #[path = "support/common.rs"]
 mod common;
 
-use common::{repo_root, require_program};
+use common::run_guest_script;
 use std::collections::BTreeMap;
-use std::process::Command;
-use std::time::Instant;
 
 use serde_json::Value;
 
@@ -58,29 +56,7 @@ fn run_rate(r: &Value) -> (u64, f64) {
 #[test]
 #[ignore = "boots QEMU: .ci/run runs it with --ignored"]
 fn numad_like_places_restores_and_moves_pages_in_a_2_node_guest() {
-    require_program("qemu-system-x86_64", "qemu-system-x86");
-    let root = repo_root();
-    let script = root.join("tests/vm/guest-daemon-test.sh");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let json_path = dir.path().join("guest-daemon.json");
-
-    let start = Instant::now();
-    let out = Command::new(&script)
-        .arg(&json_path)
-        .current_dir(&root)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    let log = String::from_utf8_lossy(&out.stderr);
-    eprintln!("{log}");
-    eprintln!("guest-daemon-test.sh took {:.1?}", start.elapsed());
-    assert!(
-        out.status.success(),
-        "{} failed ({}); its output is above",
-        script.display(),
-        out.status
-    );
-
-    let text = std::fs::read_to_string(&json_path).expect("the script's JSON output");
+    let text = run_guest_script("guest-daemon-test.sh", &[]);
     let v: Value = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("the guest's JSON does not parse: {e}\n{text}"));
     eprintln!(

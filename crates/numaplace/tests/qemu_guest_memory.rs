@@ -6,9 +6,7 @@
 #[path = "support/common.rs"]
 mod common;
 
-use common::{repo_root, require_program};
-use std::process::Command;
-use std::time::Instant;
+use common::run_guest_script;
 
 use numaplace_model::{GroupKind, Snapshot};
 
@@ -17,29 +15,7 @@ const MIB: u64 = 1 << 20;
 #[test]
 #[ignore = "boots QEMU: .ci/run runs it with --ignored"]
 fn memory_bound_to_node_1_is_reported_on_node_1() {
-    require_program("qemu-system-x86_64", "qemu-system-x86");
-    let root = repo_root();
-    let script = root.join("tests/vm/guest-memory-test.sh");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let json_path = dir.path().join("guest-snapshot.json");
-
-    let start = Instant::now();
-    let out = Command::new(&script)
-        .arg(&json_path)
-        .current_dir(&root)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    let log = String::from_utf8_lossy(&out.stderr);
-    eprintln!("{log}");
-    eprintln!("guest-memory-test.sh took {:.1?}", start.elapsed());
-    assert!(
-        out.status.success(),
-        "{} failed ({}); its output is above",
-        script.display(),
-        out.status
-    );
-
-    let text = std::fs::read_to_string(&json_path).expect("the script's JSON output");
+    let text = run_guest_script("guest-memory-test.sh", &[]);
     let snap: Snapshot = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("numaplace's JSON from the guest does not parse: {e}\n{text}"));
 
@@ -75,30 +51,17 @@ fn memory_bound_to_node_1_is_reported_on_node_1() {
 #[test]
 #[ignore = "boots QEMU: .ci/run runs it with --ignored"]
 fn four_nodes_memory_on_node_3_and_live_topology() {
-    require_program("qemu-system-x86_64", "qemu-system-x86");
-    let root = repo_root();
-    let script = root.join("tests/vm/guest-memory-test.sh");
     let dir = tempfile::tempdir().expect("temp dir");
-    let json_path = dir.path().join("guest-snapshot.json");
     let topo_path = dir.path().join("guest-topology.json");
-    let out = Command::new(&script)
-        .arg(&json_path)
-        .env("NUMAPLACE_VM_NODES", "4")
-        .env("NUMAPLACE_VM_TARGET_NODE", "3")
-        .env("NUMAPLACE_VM_TOPOLOGY_OUT", &topo_path)
-        .current_dir(&root)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{} failed ({}):\n{log}",
-        script.display(),
-        out.status
+    let text = run_guest_script(
+        "guest-memory-test.sh",
+        &[
+            ("NUMAPLACE_VM_NODES", "4".as_ref()),
+            ("NUMAPLACE_VM_TARGET_NODE", "3".as_ref()),
+            ("NUMAPLACE_VM_TOPOLOGY_OUT", topo_path.as_os_str()),
+        ],
     );
-
-    let snap: Snapshot =
-        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    let snap: Snapshot = serde_json::from_str(&text).unwrap();
     let g = &snap.groups[0];
     assert_eq!(g.cmdline, ["alloc_on_node", "3", "64"]);
     let mem = g.memory.as_ref().expect("memory per node");

@@ -36,3 +36,30 @@ pub fn require_program(name: &str, package: &str) {
         "{name} not found on PATH: this test needs it (Debian: apt-get install {package})"
     );
 }
+
+/// Runs a QEMU test-bed script of `tests/vm/` (after checking QEMU is
+/// there) with `envs`, the path of its JSON result as its argument, and
+/// returns that JSON text; its log goes to stderr, a failure fails the test.
+pub fn run_guest_script(script: &str, envs: &[(&str, &std::ffi::OsStr)]) -> String {
+    require_program("qemu-system-x86_64", "qemu-system-x86");
+    let root = repo_root();
+    let script = root.join("tests/vm").join(script);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json_path = dir.path().join("result.json");
+    let start = std::time::Instant::now();
+    let out = Command::new(&script)
+        .arg(&json_path)
+        .envs(envs.iter().copied())
+        .current_dir(&root)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("{} took {:.1?}", script.display(), start.elapsed());
+    assert!(
+        out.status.success(),
+        "{} failed ({}); its output is above",
+        script.display(),
+        out.status
+    );
+    std::fs::read_to_string(&json_path).expect("the script's JSON output")
+}
