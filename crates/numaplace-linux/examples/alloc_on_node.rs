@@ -14,6 +14,9 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+#[path = "support/mod.rs"]
+mod support;
+
 /// `MPOL_BIND` from `<linux/mempolicy.h>`.
 const MPOL_BIND: libc::c_int = 2;
 /// Bits in the node mask handed to the kernel (libnuma's default, too).
@@ -44,15 +47,7 @@ fn parse_args() -> Result<(usize, usize), String> {
             MASK_BITS - 1
         ));
     }
-    let mib: usize = mib
-        .parse()
-        .map_err(|_| format!("MIB '{mib}' is not a whole number of MiB"))?;
-    if mib == 0 {
-        return Err("MIB must be at least 1".into());
-    }
-    if mib.checked_mul(1 << 20).is_none() {
-        return Err(format!("MIB {mib} is too large"));
-    }
+    let mib = support::parse_mib(mib)?;
     Ok((node, mib))
 }
 
@@ -69,22 +64,13 @@ fn main() -> ExitCode {
     };
     let len = mib << 20;
 
-    // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
-    let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
+    let addr = match support::map_anonymous(len) {
+        Ok(a) => a,
+        Err(err) => {
+            eprintln!("alloc_on_node: error: mmap of {mib} MiB failed: {err}");
+            return ExitCode::from(1);
+        }
     };
-    if addr == libc::MAP_FAILED {
-        let err = std::io::Error::last_os_error();
-        eprintln!("alloc_on_node: error: mmap of {mib} MiB failed: {err}");
-        return ExitCode::from(1);
-    }
 
     let mut mask = [0 as libc::c_ulong; MASK_BITS / BITS_PER_WORD];
     mask[node / BITS_PER_WORD] |= 1 << (node % BITS_PER_WORD);

@@ -20,6 +20,9 @@
 
 use std::io::Write;
 use std::process::ExitCode;
+
+#[path = "support/mod.rs"]
+mod support;
 use std::sync::{Arc, Barrier};
 
 const USAGE: &str = "usage: numa_hog MIB THREADS\n  \
@@ -39,15 +42,7 @@ fn parse_args() -> Result<(usize, usize), String> {
             args.len()
         ));
     };
-    let mib: usize = mib
-        .parse()
-        .map_err(|_| format!("MIB '{mib}' is not a whole number of MiB"))?;
-    if mib == 0 {
-        return Err("MIB must be at least 1".into());
-    }
-    if mib.checked_mul(1 << 20).is_none() {
-        return Err(format!("MIB {mib} is too large"));
-    }
+    let mib = support::parse_mib(mib)?;
     let threads: usize = threads
         .parse()
         .map_err(|_| format!("THREADS '{threads}' is not a whole number"))?;
@@ -177,21 +172,12 @@ fn main() -> ExitCode {
         return fail(format!("pinning to node 0's CPUs {node0:?} failed: {e}"));
     }
 
-    // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
-    let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
+    let addr = match support::map_anonymous(len) {
+        Ok(a) => a,
+        Err(err) => {
+            return fail(format!("mmap of {mib} MiB failed: {err}"));
+        }
     };
-    if addr == libc::MAP_FAILED {
-        let err = std::io::Error::last_os_error();
-        return fail(format!("mmap of {mib} MiB failed: {err}"));
-    }
     // SAFETY: sysconf has no memory-safety preconditions.
     let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
         p if p > 0 => p as usize,
