@@ -1,7 +1,16 @@
-//! The simulator of NUMA machines (issue 5): the machines so far; the
-//! contention model, scenarios, the oracle and `compare` come next. See
-//! `docs/simulator.md`.
+//! The simulator of NUMA machines (issue 5): machines with sourced
+//! parameters, workloads from scenario files, the contention model, the
+//! simulated Linux and the world the policies act on, the oracle, and the
+//! comparison of policies over seeds. See `docs/simulator.md`.
 
+pub mod bloom;
 pub mod machine;
+pub mod oracle;
+pub mod outcome;
+pub mod report;
+pub mod scenario;
+pub mod workload;
 
 pub use machine::{Machine, MachineError, MachineParams, PRESETS};
+pub use outcome::{AppRun, Comparison, PolicySummary, RunResult, Trace};
+pub use workload::{AppKind, AppSpec, LinuxModel, MemoryPlacement, Pattern, Phase, ThreadModel, Workload};

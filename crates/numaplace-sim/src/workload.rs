@@ -1,0 +1,163 @@
+//! What runs in the simulator, resolved from a scenario file: applications
+//! (processes, VMs) with their threads, each thread a small set of numbers
+//! the contention model turns into speed (`docs/simulator.md`).
+//!
+//! Everything here is validated: sizes are positive, rates finite, memory
+//! placements name existing nodes. The scenario parser
+//! ([`crate::scenario`]) builds these and reports what is wrong with a
+//! file; code that builds a [`Workload`] by hand (tests, the oracle) uses
+//! the same types.
+
+use numaplace_model::CpuSet;
+use serde::{Deserialize, Serialize};
+
+/// How a thread's accesses spread over its private working set.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "pattern", rename_all = "kebab-case")]
+pub enum Pattern {
+    /// Uniformly random over the working set: the randomly linked list of
+    /// seed 000 Fig. 3. A cache of `C` bytes holds `C / W` of it, so the
+    /// hit ratio is `min(1, C/W)`; every access is a dependent load, and
+    /// beyond the TLB's reach every access also walks the page table.
+    Uniform,
+    /// The power law of cache misses (CALIBRATION.md): with a cache share
+    /// `C`, `mpki(C) = llc_mpki · (min(C, W) / min(C_llc, W))^(−alpha)`,
+    /// where `llc_mpki` is the thread's LLC misses per 1000 instructions
+    /// when it has the whole LLC (`C_llc`) to itself; flat once `W` fits,
+    /// never more than the uncore requests.
+    PowerLaw { llc_mpki: f64, alpha: f64 },
+}
+
+/// Where an application's memory goes when it is first touched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemoryPlacement {
+    /// On the node of the CPU that first touches it (Linux's default).
+    FirstTouch,
+    /// On this node (dense id), as `numactl --membind` / `set_mempolicy`
+    /// (seed 000 allocates everything on node 0).
+    Node(u32),
+    /// Spread evenly over all nodes (`numactl --interleave=all`).
+    Interleave,
+}
+
+/// A thread's behaviour during one phase of its run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadModel {
+    /// Cycles per instruction when every access hits the private caches.
+    pub cpi_core: f64,
+    /// Demand requests that miss the private L2 and go to the uncore, per
+    /// 1000 instructions. For [`Pattern::Uniform`] this is the rate of
+    /// accesses to the working set, of which only those missing the L2
+    /// (`1 − L2/W`) reach the uncore.
+    pub uncore_pki: f64,
+    /// Private working set, bytes.
+    pub working_set: u64,
+    pub pattern: Pattern,
+    /// Memory-level parallelism: outstanding misses the core overlaps (1
+    /// for a pointer chase).
+    pub mlp: f64,
+    /// Writes to the application's shared area per 1000 instructions
+    /// (atomic adds in seed 000 Fig. 3, sweeping the area word by word).
+    pub shared_writes_pki: f64,
+}
+
+/// A part of a run: `instructions` executed with `model`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    pub instructions: f64,
+    pub model: ThreadModel,
+}
+
+/// What kind of application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AppKind {
+    Process,
+    /// A virtual machine: its threads are vCPU threads (`CPU n/KVM`).
+    Vm,
+}
+
+/// An application: one process (or VM) with identical threads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppSpec {
+    /// Its name in tables and as the simulated process's `comm`.
+    pub name: String,
+    pub kind: AppKind,
+    pub threads: u32,
+    /// The phases every thread runs through, in order; a run ends when
+    /// the last phase's instructions are done.
+    pub phases: Vec<Phase>,
+    /// Bytes shared by all threads of the application (0: none).
+    pub shared_bytes: u64,
+    pub memory: MemoryPlacement,
+    /// CPUs (dense ids) the application is confined to, as by its cgroup's
+    /// cpuset; `None` for the whole machine. Neither the simulated Linux
+    /// nor any policy places its threads elsewhere.
+    pub cpus: Option<CpuSet>,
+    /// When it starts, simulated seconds.
+    pub start_s: f64,
+    /// How many times it runs back to back (seed 004 restarts each
+    /// benchmark until all have run three times); at least 1.
+    pub runs: u32,
+}
+
+impl AppSpec {
+    /// Instructions of one run of one thread.
+    pub fn instructions(&self) -> f64 {
+        self.phases.iter().map(|p| p.instructions).sum()
+    }
+}
+
+/// How the simulated Linux places work that numaplace does not pin
+/// (CALIBRATION.md, "Linux default baseline").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LinuxModel {
+    /// How often, simulated ms, the load balancer looks at a thread.
+    pub balance_interval_ms: f64,
+    /// Chance that a look moves an unpinned thread to another idle CPU of
+    /// the machine (NUMA-agnostic balancing noise).
+    pub migrate_probability: f64,
+    /// Automatic NUMA balancing (`kernel.numa_balancing=1`): pages drift
+    /// to the node of the thread that uses them.
+    pub numa_balancing: bool,
+    /// How fast automatic NUMA balancing moves a process's pages, MiB per
+    /// simulated second (the kernel scans 256 MiB per scan period, whose
+    /// minimum is 1 s: `numa_balancing_scan_size_mb`,
+    /// `numa_balancing_scan_period_min_ms`).
+    pub numa_balancing_mib_per_s: f64,
+}
+
+impl Default for LinuxModel {
+    fn default() -> Self {
+        LinuxModel {
+            balance_interval_ms: 100.0,
+            migrate_probability: 0.002,
+            numa_balancing: false,
+            numa_balancing_mib_per_s: 256.0,
+        }
+    }
+}
+
+/// A whole simulated experiment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    pub name: String,
+    pub description: String,
+    /// Machine preset name (`westmere-2s`, ...).
+    pub machine: String,
+    pub apps: Vec<AppSpec>,
+    /// Time step of the model, simulated ms.
+    pub step_ms: f64,
+    /// A run stops here even if work is left (it is then reported as
+    /// unfinished), simulated seconds.
+    pub max_seconds: f64,
+    pub linux: LinuxModel,
+}
+
+impl Workload {
+    /// Threads over all applications (one run each).
+    pub fn threads(&self) -> usize {
+        self.apps.iter().map(|a| a.threads as usize).sum()
+    }
+}
