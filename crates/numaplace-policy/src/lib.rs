@@ -10,6 +10,7 @@ pub mod engine;
 pub mod numad;
 pub mod registry;
 pub mod scope;
+pub mod static_placement;
 
 use std::collections::BTreeSet;
 

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::numad::{NumadLike, NumadParams};
+use crate::static_placement::{StaticParams, StaticPlacement};
 use crate::{DefaultPolicy, Policy};
 
 /// A policy and its parameters. In TOML: `[policy]` with `name = "..."`
@@ -17,6 +18,10 @@ pub enum PolicyKind {
     /// the most free CPU and memory, move its memory there, look again
     /// rarely.
     NumadLike(NumadParams),
+    /// A fixed placement (by hand, or the simulator's oracle): listed
+    /// threads pinned to listed CPUs, listed processes' memory on listed
+    /// nodes, held every round.
+    Static(StaticParams),
 }
 
 /// A `--policy` name numaplace does not know.
@@ -38,13 +43,14 @@ impl std::error::Error for UnknownPolicy {}
 
 impl PolicyKind {
     /// Every policy's name, in the order `--help` lists them.
-    pub const NAMES: [&'static str; 2] = ["default", "numad-like"];
+    pub const NAMES: [&'static str; 3] = ["default", "numad-like", "static"];
 
     /// The policy of this name with its default parameters.
     pub fn from_name(name: &str) -> Result<PolicyKind, UnknownPolicy> {
         match name {
             "default" => Ok(PolicyKind::Default),
             "numad-like" => Ok(PolicyKind::NumadLike(NumadParams::default())),
+            "static" => Ok(PolicyKind::Static(StaticParams::default())),
             other => Err(UnknownPolicy(other.to_string())),
         }
     }
@@ -53,6 +59,7 @@ impl PolicyKind {
         match self {
             PolicyKind::Default => "default",
             PolicyKind::NumadLike(_) => "numad-like",
+            PolicyKind::Static(_) => "static",
         }
     }
 
@@ -61,6 +68,7 @@ impl PolicyKind {
         match self {
             PolicyKind::Default => Box::new(DefaultPolicy),
             PolicyKind::NumadLike(p) => Box::new(NumadLike::new(p.clone())),
+            PolicyKind::Static(p) => Box::new(StaticPlacement::new(p.clone())),
         }
     }
 }
@@ -76,10 +84,14 @@ mod tests {
             assert_eq!(k.name(), n);
             assert_eq!(k.build().name(), n);
         }
+        assert_eq!(
+            PolicyKind::from_name("static").unwrap(),
+            PolicyKind::Static(StaticParams::default())
+        );
         let e = PolicyKind::from_name("dino2").unwrap_err().to_string();
         assert_eq!(
             e,
-            "unknown policy \"dino2\": numaplace has default, numad-like"
+            "unknown policy \"dino2\": numaplace has default, numad-like, static"
         );
     }
 }

@@ -1,1 +1,1153 @@
-//! (being written)
+//! The cache-signature hardware of seed 003, modelled bit for bit so the
+//! simulator can drive it with address streams and read what the hardware
+//! would report at each context switch.
+//!
+//! The pieces, in the seed's words:
+//!
+//! - a shared cache ([`SharedCache`]): set-associative, LRU, that tells the
+//!   signature logic which line it filled and which line it replaced;
+//! - one counting Bloom filter per shared cache ([`CacheSignatures`],
+//!   seed 003 §2.4, §3.1): a single counter array describing every tracked
+//!   line resident in the cache, plus one bit vector per core, the *core
+//!   filter* (CF), recording which filter entries that core's misses
+//!   filled, and a *last filter* (LF) per core, the CF as it stood when the
+//!   current application was switched in;
+//! - at a context switch out of a core, the *running bit vector*
+//!   (RBV = CF minus LF), whose number of ones is the application's
+//!   *occupancy weight*, and whose XOR with each core's CF gives one
+//!   *symbiosis* value per core (§3.1, §3.2);
+//! - the hash from a line to a filter entry ([`HashKind`], §5.3), and the
+//!   tracking of only a sample of the cache sets (§5.5).
+//!
+//! The signature model keeps no per-line state beyond what the hardware holds:
+//! counters and bit vectors only, so aliasing and stale CF bits behave as
+//! the seed describes (a CF bit survives its line's eviction until every
+//! line hashed to that counter has gone).
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+// ---------------------------------------------------------------------------
+// Bit vectors
+// ---------------------------------------------------------------------------
+
+/// A fixed-length bit vector stored in `u64` words: the CF, LF and RBV.
+///
+/// Bits past `len` are kept at zero, so counts and comparisons need no
+/// masking. Binary operations require equal lengths and panic otherwise.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct BitVec {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl BitVec {
+    /// `len` bits, all zero.
+    pub fn zeros(len: usize) -> Self {
+        Self {
+            words: vec![0; len.div_ceil(64)],
+            len,
+        }
+    }
+
+    /// `len` bits with the given positions set (test and tooling helper).
+    pub fn from_ones(len: usize, ones: impl IntoIterator<Item = usize>) -> Self {
+        let mut v = Self::zeros(len);
+        for i in ones {
+            v.set(i);
+        }
+        v
+    }
+
+    /// Parses a string of `0` and `1` (bit 0 first); other characters
+    /// (spaces, `_`) are ignored. Handy for hand-made vectors in tests.
+    pub fn from_bit_str(s: &str) -> Self {
+        let bits: Vec<bool> = s
+            .chars()
+            .filter_map(|c| match c {
+                '0' => Some(false),
+                '1' => Some(true),
+                _ => None,
+            })
+            .collect();
+        Self::from_ones(
+            bits.len(),
+            bits.iter().enumerate().filter(|(_, b)| **b).map(|(i, _)| i),
+        )
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn get(&self, i: usize) -> bool {
+        assert!(i < self.len, "bit {i} out of range {}", self.len);
+        self.words[i / 64] >> (i % 64) & 1 == 1
+    }
+
+    pub fn set(&mut self, i: usize) {
+        assert!(i < self.len, "bit {i} out of range {}", self.len);
+        self.words[i / 64] |= 1 << (i % 64);
+    }
+
+    pub fn clear(&mut self, i: usize) {
+        assert!(i < self.len, "bit {i} out of range {}", self.len);
+        self.words[i / 64] &= !(1 << (i % 64));
+    }
+
+    /// Clears every bit.
+    pub fn clear_all(&mut self) {
+        self.words.fill(0);
+    }
+
+    /// Number of ones (a hardware population count).
+    pub fn count_ones(&self) -> u32 {
+        self.words.iter().map(|w| w.count_ones()).sum()
+    }
+
+    /// `self AND NOT other`: the bits of `self` that `other` lacks.
+    pub fn and_not(&self, other: &Self) -> Self {
+        self.zip(other, |a, b| a & !b)
+    }
+
+    /// `self XOR other`.
+    pub fn xor(&self, other: &Self) -> Self {
+        self.zip(other, |a, b| a ^ b)
+    }
+
+    /// Number of ones in `self XOR other`, without building the vector.
+    pub fn xor_count_ones(&self, other: &Self) -> u32 {
+        self.check_len(other);
+        self.words
+            .iter()
+            .zip(&other.words)
+            .map(|(a, b)| (a ^ b).count_ones())
+            .sum()
+    }
+
+    /// Makes `self` a copy of `other` (same length), reusing the storage.
+    pub fn copy_from(&mut self, other: &Self) {
+        self.check_len(other);
+        self.words.copy_from_slice(&other.words);
+    }
+
+    /// Positions of the ones, ascending.
+    pub fn ones(&self) -> impl Iterator<Item = usize> + '_ {
+        self.words.iter().enumerate().flat_map(|(wi, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros() as usize;
+                w &= w - 1;
+                Some(wi * 64 + b)
+            })
+        })
+    }
+
+    fn zip(&self, other: &Self, f: impl Fn(u64, u64) -> u64) -> Self {
+        self.check_len(other);
+        Self {
+            words: self
+                .words
+                .iter()
+                .zip(&other.words)
+                .map(|(&a, &b)| f(a, b))
+                .collect(),
+            len: self.len,
+        }
+    }
+
+    fn check_len(&self, other: &Self) {
+        assert_eq!(self.len, other.len, "bit vectors of different lengths");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Hash functions (§5.3)
+// ---------------------------------------------------------------------------
+
+/// How a cache line picks its filter entry (seed 003 §5.3). The seed uses
+/// one hash function, not several (§3.1): more would fill the small
+/// vectors with ones sooner.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HashKind {
+    /// Cut the block address into pieces as wide as the index and XOR the
+    /// pieces together. The seed's recommendation for cost and quality.
+    ///
+    /// Open detail, our choice: all 64 bits of the block address are
+    /// folded, the top piece being narrower when 64 is not a multiple of
+    /// the index width.
+    #[default]
+    Xor,
+    /// [`HashKind::Xor`], then the index is complemented and its bits put
+    /// in reverse order.
+    ///
+    /// Both steps are one-to-one on the index, so this hash groups lines
+    /// into entries exactly as `Xor` does and yields the same occupancy
+    /// weights and symbiosis values; only the entry positions move. That
+    /// is consistent with the seed finding the two indistinguishable.
+    XorInverseReverse,
+    /// The block address modulo the filter size (its low index bits).
+    Modulo,
+    /// No hashing: one filter entry per tracked cache line (its sampled
+    /// set and way), so a CF is the core's exact footprint in the tracked
+    /// part of the cache. The filter must have at least as many entries as
+    /// tracked lines; [`CacheSignatures::new`] checks this.
+    PresenceBits,
+}
+
+/// What the hash sees of a cache line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LineKey {
+    /// The block (line) address, byte address divided by the line size,
+    /// with the set-index bits that sampling leaves constant squeezed out
+    /// (see [`CacheSignatures`]). With every set tracked it is the block
+    /// address itself.
+    pub block: u64,
+    /// The line's position among the tracked lines: rank of its set among
+    /// the sampled sets times the associativity, plus its way. Only
+    /// [`HashKind::PresenceBits`] uses it.
+    pub slot: u64,
+}
+
+impl HashKind {
+    /// The filter entry of `line` in a filter of `2^index_bits` entries
+    /// (`1 <= index_bits <= 32`).
+    pub fn index(self, line: LineKey, index_bits: u32) -> usize {
+        debug_assert!((1..=32).contains(&index_bits));
+        let mask = (1u64 << index_bits) - 1;
+        let i = match self {
+            HashKind::Xor => xor_fold(line.block, index_bits),
+            HashKind::XorInverseReverse => {
+                let inverted = !xor_fold(line.block, index_bits) & mask;
+                inverted.reverse_bits() >> (64 - index_bits)
+            }
+            HashKind::Modulo => line.block & mask,
+            HashKind::PresenceBits => line.slot & mask,
+        };
+        i as usize
+    }
+}
+
+/// XOR of the `bits`-wide pieces of `x`, lowest piece first.
+fn xor_fold(mut x: u64, bits: u32) -> u64 {
+    let mask = (1u64 << bits) - 1;
+    let mut acc = 0;
+    while x != 0 {
+        acc ^= x & mask;
+        x >>= bits;
+    }
+    acc
+}
+
+// ---------------------------------------------------------------------------
+// Configuration and errors
+// ---------------------------------------------------------------------------
+
+/// Shape of a set-associative cache. Sets and line size are powers of two.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheGeometry {
+    pub sets: u32,
+    pub ways: u32,
+    /// Line size, bytes.
+    pub line: u32,
+}
+
+impl CacheGeometry {
+    /// The shared L2 of the seed's Core 2 Duo (seed 003 §2.3.2, §4.2):
+    /// 4 MiB, 16 ways, 64-byte lines, hence 4096 sets.
+    pub const CORE2DUO_L2: Self = Self {
+        sets: 4096,
+        ways: 16,
+        line: 64,
+    };
+
+    /// Checked constructor.
+    pub fn new(sets: u32, ways: u32, line: u32) -> Result<Self, BloomError> {
+        let g = Self { sets, ways, line };
+        g.validate()?;
+        Ok(g)
+    }
+
+    /// The geometry of a cache of `size` bytes.
+    pub fn from_size(size: u64, ways: u32, line: u32) -> Result<Self, BloomError> {
+        let per_set = u64::from(ways) * u64::from(line);
+        if size.checked_rem(per_set) != Some(0) || size / per_set > u64::from(u32::MAX) {
+            return Err(BloomError::Geometry(format!(
+                "{size} bytes is not a whole number of {ways}-way sets of {line}-byte lines"
+            )));
+        }
+        Self::new((size / per_set) as u32, ways, line)
+    }
+
+    pub fn validate(&self) -> Result<(), BloomError> {
+        if !self.sets.is_power_of_two() || !self.line.is_power_of_two() || self.ways == 0 {
+            return Err(BloomError::Geometry(format!(
+                "{} sets x {} ways x {} B: sets and line size must be powers of two, ways at least 1",
+                self.sets, self.ways, self.line
+            )));
+        }
+        Ok(())
+    }
+
+    /// Number of lines.
+    pub fn lines(&self) -> u64 {
+        u64::from(self.sets) * u64::from(self.ways)
+    }
+
+    /// Capacity, bytes.
+    pub fn size(&self) -> u64 {
+        self.lines() * u64::from(self.line)
+    }
+}
+
+/// How the signature hardware is built.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SignatureConfig {
+    pub hash: HashKind,
+    /// Fraction of the cache sets tracked, in `(0, 1]`: 1 tracks every
+    /// set, 0.25 is the seed's option to cut the hardware to a quarter
+    /// (§5.5). Tracked sets are spread evenly: with 0.25, sets 0, 4, 8, …
+    pub sample_fraction: f64,
+    /// The filter has `2^index_bits` entries (CF, LF and counters alike).
+    /// `None`: as many as tracked lines, rounded up to a power of two,
+    /// which is the seed's sizing (§5.5).
+    pub index_bits: Option<u32>,
+    /// Width of each counter, 1 to 8 bits; the seed costs its hardware
+    /// with 3 (§5.5). A counter that reaches its maximum sticks there,
+    /// as in a counting Bloom filter: no longer incremented nor
+    /// decremented, so its CF bits are never cleared again.
+    pub counter_bits: u8,
+    /// Also clear the LF bits when a counter drops to zero. The seed only
+    /// says the CFs are cleared (§3.1); `false` follows it. With `false`,
+    /// an entry set in the LF, emptied, then refilled by the new
+    /// application is missing from that application's RBV.
+    pub clear_last_filters: bool,
+}
+
+impl Default for SignatureConfig {
+    fn default() -> Self {
+        Self {
+            hash: HashKind::Xor,
+            sample_fraction: 1.0,
+            index_bits: None,
+            counter_bits: 3,
+            clear_last_filters: false,
+        }
+    }
+}
+
+/// A cache or signature configuration that cannot be built.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BloomError {
+    Geometry(String),
+    Cores(usize),
+    SampleFraction(f64),
+    IndexBits(u32),
+    CounterBits(u8),
+    PresenceBitsTooFew { entries: u64, tracked_lines: u64 },
+}
+
+impl fmt::Display for BloomError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BloomError::Geometry(m) => write!(f, "cache geometry: {m}"),
+            BloomError::Cores(n) => write!(f, "{n} cores: give between 1 and 65535"),
+            BloomError::SampleFraction(x) => {
+                write!(f, "sample_fraction {x}: give a fraction in (0, 1]")
+            }
+            BloomError::IndexBits(b) => write!(f, "index_bits {b}: give 1 to 32"),
+            BloomError::CounterBits(b) => write!(f, "counter_bits {b}: give 1 to 8"),
+            BloomError::PresenceBitsTooFew {
+                entries,
+                tracked_lines,
+            } => write!(
+                f,
+                "presence bits need one entry per tracked line: {entries} entries for \
+                 {tracked_lines} lines; raise index_bits or leave it unset"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for BloomError {}
+
+// ---------------------------------------------------------------------------
+// The signature hardware (§3.1)
+// ---------------------------------------------------------------------------
+
+const NOT_SAMPLED: u32 = u32::MAX;
+
+/// What the OS keeps of an application when it leaves a core (§3.2): the
+/// core, the occupancy weight and one symbiosis value per core — never
+/// the bit vectors themselves.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchOutRecord {
+    pub core: usize,
+    pub occupancy_weight: u32,
+    /// Indexed by core, the application's own core included (§3.3.2 uses
+    /// that one too).
+    pub symbiosis: Vec<u32>,
+}
+
+/// The counting-Bloom-filter signatures of one shared cache (seed 003
+/// §3.1): one counter array for the cache, a core filter (CF) and a last
+/// filter (LF) per core.
+///
+/// What the hardware does:
+///
+/// - a miss from core `c` fills a line: its counter goes up by one and
+///   bit `i` of CF[c] is set ([`CacheSignatures::on_insert`]);
+/// - a line is replaced: its counter goes down by one and, on reaching
+///   zero, bit `i` is cleared in every core's CF
+///   ([`CacheSignatures::on_evict`]);
+/// - an application leaves core `c`: RBV = CF[c] AND NOT LF[c], then
+///   LF[c] := CF[c] for the one coming in
+///   ([`CacheSignatures::context_switch_out`]).
+///
+/// Only lines in sampled sets reach the filter (§5.5). Sampling leaves
+/// some set-index bits constant in every tracked line, which would waste
+/// filter entries under the address hashes; so, our choice where the seed
+/// is silent, the hash sees the block address with the set index replaced
+/// by the set's rank among the sampled sets (`tag × sampled_sets + rank`).
+/// With every set sampled that is the block address unchanged.
+#[derive(Clone, Debug)]
+pub struct CacheSignatures {
+    config: SignatureConfig,
+    geometry: CacheGeometry,
+    index_bits: u32,
+    set_shift: u32,
+    /// Rank of each set among the sampled ones, or `NOT_SAMPLED`.
+    set_rank: Vec<u32>,
+    sampled_sets: u32,
+    counters: Vec<u8>,
+    counter_max: u8,
+    core_filters: Vec<BitVec>,
+    last_filters: Vec<BitVec>,
+    saturations: u64,
+}
+
+impl CacheSignatures {
+    /// Signature hardware for a cache of `geometry` shared by `cores`
+    /// cores.
+    pub fn new(
+        geometry: CacheGeometry,
+        cores: usize,
+        config: SignatureConfig,
+    ) -> Result<Self, BloomError> {
+        geometry.validate()?;
+        if cores == 0 || cores > usize::from(u16::MAX) {
+            return Err(BloomError::Cores(cores));
+        }
+        let f = config.sample_fraction;
+        if !(f > 0.0 && f <= 1.0) {
+            return Err(BloomError::SampleFraction(f));
+        }
+        if !(1..=8).contains(&config.counter_bits) {
+            return Err(BloomError::CounterBits(config.counter_bits));
+        }
+        // Set s is sampled when ceil((s+1)·f) > ceil(s·f): evenly spread,
+        // set 0 always included, exactly every set when f = 1.
+        let mut set_rank = vec![NOT_SAMPLED; geometry.sets as usize];
+        let mut sampled_sets = 0u32;
+        for (s, rank) in set_rank.iter_mut().enumerate() {
+            if ((s + 1) as f64 * f).ceil() > (s as f64 * f).ceil() {
+                *rank = sampled_sets;
+                sampled_sets += 1;
+            }
+        }
+        let tracked_lines = u64::from(sampled_sets) * u64::from(geometry.ways);
+        let index_bits = match config.index_bits {
+            Some(b) if (1..=32).contains(&b) => b,
+            Some(b) => return Err(BloomError::IndexBits(b)),
+            None => tracked_lines
+                .next_power_of_two()
+                .trailing_zeros()
+                .clamp(1, 32),
+        };
+        let entries = 1u64 << index_bits;
+        if config.hash == HashKind::PresenceBits && entries < tracked_lines {
+            return Err(BloomError::PresenceBitsTooFew {
+                entries,
+                tracked_lines,
+            });
+        }
+        let n = entries as usize;
+        Ok(Self {
+            counter_max: ((1u16 << config.counter_bits) - 1) as u8,
+            config,
+            geometry,
+            index_bits,
+            set_shift: geometry.sets.trailing_zeros(),
+            set_rank,
+            sampled_sets,
+            counters: vec![0; n],
+            core_filters: vec![BitVec::zeros(n); cores],
+            last_filters: vec![BitVec::zeros(n); cores],
+            saturations: 0,
+        })
+    }
+
+    pub fn config(&self) -> &SignatureConfig {
+        &self.config
+    }
+
+    pub fn geometry(&self) -> CacheGeometry {
+        self.geometry
+    }
+
+    pub fn cores(&self) -> usize {
+        self.core_filters.len()
+    }
+
+    /// Filter entries (bits per CF, LF, RBV; counters).
+    pub fn entries(&self) -> usize {
+        self.counters.len()
+    }
+
+    pub fn index_bits(&self) -> u32 {
+        self.index_bits
+    }
+
+    pub fn sampled_sets(&self) -> u32 {
+        self.sampled_sets
+    }
+
+    pub fn is_sampled(&self, set: u32) -> bool {
+        self.set_rank[set as usize] != NOT_SAMPLED
+    }
+
+    /// The filter entry of the line holding block `block` in way `way`, or
+    /// `None` when its set is not sampled.
+    #[inline]
+    pub fn filter_index(&self, block: u64, way: u32) -> Option<usize> {
+        let set = (block & u64::from(self.geometry.sets - 1)) as usize;
+        let rank = self.set_rank[set];
+        if rank == NOT_SAMPLED {
+            return None;
+        }
+        let key = match self.config.hash {
+            HashKind::PresenceBits => LineKey {
+                block: 0,
+                slot: u64::from(rank) * u64::from(self.geometry.ways) + u64::from(way),
+            },
+            _ => LineKey {
+                block: (block >> self.set_shift)
+                    .wrapping_mul(u64::from(self.sampled_sets))
+                    .wrapping_add(u64::from(rank)),
+                slot: 0,
+            },
+        };
+        Some(self.config.hash.index(key, self.index_bits))
+    }
+
+    /// A miss from `core` filled block `block` into way `way` (§3.1).
+    #[inline]
+    pub fn on_insert(&mut self, core: usize, block: u64, way: u32) {
+        let Some(i) = self.filter_index(block, way) else {
+            return;
+        };
+        let c = &mut self.counters[i];
+        if *c == self.counter_max {
+            self.saturations += 1;
+        } else {
+            *c += 1;
+        }
+        self.core_filters[core].set(i);
+    }
+
+    /// The line holding block `block` in way `way` was replaced (§3.1).
+    #[inline]
+    pub fn on_evict(&mut self, block: u64, way: u32) {
+        let Some(i) = self.filter_index(block, way) else {
+            return;
+        };
+        let c = &mut self.counters[i];
+        if *c == self.counter_max {
+            return; // stuck
+        }
+        debug_assert!(*c > 0, "eviction of a line never inserted");
+        *c = c.saturating_sub(1);
+        if *c == 0 {
+            for cf in &mut self.core_filters {
+                cf.clear(i);
+            }
+            if self.config.clear_last_filters {
+                for lf in &mut self.last_filters {
+                    lf.clear(i);
+                }
+            }
+        }
+    }
+
+    /// The RBV `core` would report now (CF AND NOT LF), without a switch.
+    pub fn running_bit_vector(&self, core: usize) -> BitVec {
+        self.core_filters[core].and_not(&self.last_filters[core])
+    }
+
+    /// The application on `core` is switched out (§3.1, Fig. 7(b)):
+    /// returns its RBV and snapshots the CF into the LF for the next one.
+    pub fn context_switch_out(&mut self, core: usize) -> BitVec {
+        let rbv = self.running_bit_vector(core);
+        self.last_filters[core].copy_from(&self.core_filters[core]);
+        rbv
+    }
+
+    /// Occupancy weight: the ones in an RBV (§3.1, §3.3.1).
+    pub fn occupancy_weight(rbv: &BitVec) -> u32 {
+        rbv.count_ones()
+    }
+
+    /// Symbiosis of an RBV with `core`: the ones in RBV XOR CF[core]
+    /// (§3.1). High means the two footprints use different entries.
+    pub fn symbiosis(&self, rbv: &BitVec, core: usize) -> u32 {
+        rbv.xor_count_ones(&self.core_filters[core])
+    }
+
+    /// [`Self::context_switch_out`] reduced to what the OS keeps (§3.2).
+    pub fn switch_out_record(&mut self, core: usize) -> SwitchOutRecord {
+        let rbv = self.context_switch_out(core);
+        SwitchOutRecord {
+            core,
+            occupancy_weight: Self::occupancy_weight(&rbv),
+            symbiosis: (0..self.cores()).map(|c| self.symbiosis(&rbv, c)).collect(),
+        }
+    }
+
+    pub fn core_filter(&self, core: usize) -> &BitVec {
+        &self.core_filters[core]
+    }
+
+    pub fn last_filter(&self, core: usize) -> &BitVec {
+        &self.last_filters[core]
+    }
+
+    pub fn counter(&self, index: usize) -> u8 {
+        self.counters[index]
+    }
+
+    /// Sum of all counters: the tracked resident lines while no counter
+    /// has saturated.
+    pub fn counter_total(&self) -> u64 {
+        self.counters.iter().map(|&c| u64::from(c)).sum()
+    }
+
+    /// Insertions that found their counter at its maximum.
+    pub fn saturation_events(&self) -> u64 {
+        self.saturations
+    }
+
+    /// Counters stuck at their maximum.
+    pub fn saturated_counters(&self) -> usize {
+        self.counters
+            .iter()
+            .filter(|&&c| c == self.counter_max)
+            .count()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The shared cache
+// ---------------------------------------------------------------------------
+
+/// Outcome of one access to a [`SharedCache`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Hit,
+    /// The line was filled; `evicted` is the block address (byte address
+    /// divided by the line size) of the line it replaced, if the way held
+    /// one.
+    Miss {
+        evicted: Option<u64>,
+    },
+}
+
+/// A set-associative, true-LRU cache shared by several cores, optionally
+/// with the signature hardware attached. Flat vectors, one linear scan of
+/// the set's ways per access.
+#[derive(Clone, Debug)]
+pub struct SharedCache {
+    geometry: CacheGeometry,
+    cores: usize,
+    line_shift: u32,
+    set_mask: u64,
+    /// Block address held by each (set, way), row-major by set.
+    tags: Vec<u64>,
+    /// Time of last use of each way; 0 means the way is empty.
+    stamps: Vec<u64>,
+    /// Core whose miss filled each way.
+    owners: Vec<u16>,
+    clock: u64,
+    hits: u64,
+    misses: u64,
+    signatures: Option<CacheSignatures>,
+}
+
+impl SharedCache {
+    /// An empty cache without signatures.
+    pub fn new(geometry: CacheGeometry, cores: usize) -> Result<Self, BloomError> {
+        geometry.validate()?;
+        if cores == 0 || cores > usize::from(u16::MAX) {
+            return Err(BloomError::Cores(cores));
+        }
+        let lines = geometry.lines() as usize;
+        Ok(Self {
+            geometry,
+            cores,
+            line_shift: geometry.line.trailing_zeros(),
+            set_mask: u64::from(geometry.sets - 1),
+            tags: vec![0; lines],
+            stamps: vec![0; lines],
+            owners: vec![0; lines],
+            clock: 0,
+            hits: 0,
+            misses: 0,
+            signatures: None,
+        })
+    }
+
+    /// An empty cache with signature hardware built from `config`.
+    pub fn with_signatures(
+        geometry: CacheGeometry,
+        cores: usize,
+        config: SignatureConfig,
+    ) -> Result<Self, BloomError> {
+        let mut cache = Self::new(geometry, cores)?;
+        cache.signatures = Some(CacheSignatures::new(geometry, cores, config)?);
+        Ok(cache)
+    }
+
+    pub fn geometry(&self) -> CacheGeometry {
+        self.geometry
+    }
+
+    pub fn cores(&self) -> usize {
+        self.cores
+    }
+
+    pub fn signatures(&self) -> Option<&CacheSignatures> {
+        self.signatures.as_ref()
+    }
+
+    /// For context switches ([`CacheSignatures::context_switch_out`]).
+    pub fn signatures_mut(&mut self) -> Option<&mut CacheSignatures> {
+        self.signatures.as_mut()
+    }
+
+    pub fn hits(&self) -> u64 {
+        self.hits
+    }
+
+    pub fn misses(&self) -> u64 {
+        self.misses
+    }
+
+    /// Access to byte address `addr` by `core`.
+    #[inline]
+    pub fn access(&mut self, core: usize, addr: u64) -> Access {
+        self.access_block(core, addr >> self.line_shift)
+    }
+
+    /// Access to block address `block` (byte address >> log2 line) by
+    /// `core`. Hits only refresh LRU order; misses fill the least recently
+    /// used way (an empty one first) and drive the signatures.
+    #[inline]
+    pub fn access_block(&mut self, core: usize, block: u64) -> Access {
+        assert!(core < self.cores, "core {core} of {}", self.cores);
+        let ways = self.geometry.ways as usize;
+        let base = (block & self.set_mask) as usize * ways;
+        self.clock += 1;
+        let tags = &self.tags[base..base + ways];
+        let stamps = &mut self.stamps[base..base + ways];
+        let mut victim = 0;
+        let mut oldest = u64::MAX;
+        for (w, (&tag, stamp)) in tags.iter().zip(stamps.iter_mut()).enumerate() {
+            if tag == block && *stamp != 0 {
+                *stamp = self.clock;
+                self.hits += 1;
+                return Access::Hit;
+            }
+            if *stamp < oldest {
+                oldest = *stamp;
+                victim = w;
+            }
+        }
+        self.misses += 1;
+        let slot = base + victim;
+        let evicted = (oldest != 0).then_some(self.tags[slot]);
+        if let Some(sig) = &mut self.signatures {
+            if let Some(old) = evicted {
+                sig.on_evict(old, victim as u32);
+            }
+            sig.on_insert(core, block, victim as u32);
+        }
+        self.tags[slot] = block;
+        self.stamps[slot] = self.clock;
+        self.owners[slot] = core as u16;
+        Access::Miss { evicted }
+    }
+
+    /// Whether block `block` is resident (no LRU update).
+    pub fn contains_block(&self, block: u64) -> bool {
+        let ways = self.geometry.ways as usize;
+        let base = (block & self.set_mask) as usize * ways;
+        (base..base + ways).any(|i| self.stamps[i] != 0 && self.tags[i] == block)
+    }
+
+    /// Resident lines filled by `core`'s misses: the exact footprint the
+    /// signatures approximate.
+    pub fn resident_lines(&self, core: usize) -> usize {
+        self.stamps
+            .iter()
+            .zip(&self.owners)
+            .filter(|&(&s, &o)| s != 0 && usize::from(o) == core)
+            .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// splitmix64, for deterministic address streams.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    fn geom(sets: u32, ways: u32) -> CacheGeometry {
+        CacheGeometry::new(sets, ways, 64).unwrap()
+    }
+
+    #[test]
+    fn bitvec_arithmetic() {
+        let cf = BitVec::from_bit_str("1101_1010_1");
+        let lf = BitVec::from_bit_str("0100_1000_1");
+        let rbv = cf.and_not(&lf);
+        assert_eq!(rbv, BitVec::from_bit_str("1001_0010_0"));
+        assert_eq!(rbv.count_ones(), 3);
+        assert_eq!(rbv.ones().collect::<Vec<_>>(), vec![0, 3, 6]);
+        assert_eq!(rbv.xor(&cf), lf);
+        assert_eq!(rbv.xor_count_ones(&cf), 3);
+        // Across word boundaries, and nothing leaks past len.
+        let a = BitVec::from_ones(130, [0, 63, 64, 129]);
+        let b = BitVec::from_ones(130, [63, 128]);
+        assert_eq!(a.and_not(&b).ones().collect::<Vec<_>>(), vec![0, 64, 129]);
+        assert_eq!(a.xor(&b).count_ones(), 4);
+        assert!(a.get(129) && !a.get(128));
+    }
+
+    #[test]
+    fn symbiosis_of_hand_made_vectors() {
+        // In the spirit of Fig. 7(b): the RBV of App1 against the CFs of
+        // two cores, one holding a disjoint footprint, one an overlapping.
+        let rbv = BitVec::from_bit_str("1111_0000");
+        let cf_disjoint = BitVec::from_bit_str("0000_1100");
+        let cf_overlap = BitVec::from_bit_str("1110_0000");
+        assert_eq!(CacheSignatures::occupancy_weight(&rbv), 4);
+        assert_eq!(rbv.xor_count_ones(&cf_disjoint), 6);
+        assert_eq!(rbv.xor_count_ones(&cf_overlap), 1);
+    }
+
+    #[test]
+    fn hardware_operations_follow_section_3_1() {
+        let cfg = SignatureConfig {
+            hash: HashKind::Modulo,
+            index_bits: Some(4),
+            ..SignatureConfig::default()
+        };
+        let mut s = CacheSignatures::new(geom(4, 4), 2, cfg).unwrap();
+        // Blocks 1 and 17 share entry 1; block 2 has entry 2.
+        s.on_insert(0, 1, 0);
+        s.on_insert(1, 17, 1);
+        s.on_insert(0, 2, 0);
+        assert_eq!(s.counter(1), 2);
+        assert_eq!(s.core_filter(0).ones().collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(s.core_filter(1).ones().collect::<Vec<_>>(), vec![1]);
+        // First eviction: counter 2 -> 1, CF bits stay (stale for core 0).
+        s.on_evict(1, 0);
+        assert_eq!(s.counter(1), 1);
+        assert!(s.core_filter(0).get(1) && s.core_filter(1).get(1));
+        // Second: counter reaches 0, the bit goes from every CF.
+        s.on_evict(17, 1);
+        assert!(!s.core_filter(0).get(1) && !s.core_filter(1).get(1));
+
+        // Switch out of core 0: RBV = CF - LF, then LF = CF.
+        let rbv = s.context_switch_out(0);
+        assert_eq!(rbv.ones().collect::<Vec<_>>(), vec![2]);
+        assert_eq!(s.last_filter(0), s.core_filter(0));
+        // The next application touches entries 2 (already in LF) and 3.
+        s.on_insert(0, 18, 2);
+        s.on_insert(0, 3, 0);
+        let rec = s.switch_out_record(0);
+        assert_eq!(rec.occupancy_weight, 1); // only entry 3 is new
+        // RBV {3} against CF0 {2,3} and CF1 {}.
+        assert_eq!(rec.symbiosis, vec![1, 1]);
+    }
+
+    #[test]
+    fn counters_saturate_and_stick() {
+        let cfg = SignatureConfig {
+            hash: HashKind::Modulo,
+            index_bits: Some(2),
+            counter_bits: 1,
+            ..SignatureConfig::default()
+        };
+        let mut s = CacheSignatures::new(geom(1, 4), 1, cfg).unwrap();
+        s.on_insert(0, 0, 0);
+        s.on_insert(0, 4, 1); // same entry 0, counter already at 1
+        assert_eq!(s.saturation_events(), 1);
+        s.on_evict(0, 0);
+        s.on_evict(4, 1);
+        assert_eq!(s.counter(0), 1);
+        assert!(s.core_filter(0).get(0), "a stuck counter keeps its CF bit");
+        assert_eq!(s.saturated_counters(), 1);
+    }
+
+    #[test]
+    fn hashes_stay_in_range_and_spread_sequential_lines() {
+        let bits = 10;
+        let n = 1usize << bits;
+        for hash in [
+            HashKind::Xor,
+            HashKind::XorInverseReverse,
+            HashKind::Modulo,
+            HashKind::PresenceBits,
+        ] {
+            let mut rng = Rng(7);
+            let base = rng.next() >> 8;
+            let mut seen = vec![false; n];
+            for i in 0..n as u64 {
+                let key = LineKey {
+                    block: base + i,
+                    slot: i,
+                };
+                let idx = hash.index(key, bits);
+                assert!(idx < n, "{hash:?}");
+                seen[idx] = true;
+                // Random lines stay in range too.
+                let r = LineKey {
+                    block: rng.next(),
+                    slot: rng.next(),
+                };
+                assert!(hash.index(r, bits) < n);
+            }
+            let distinct = seen.iter().filter(|&&b| b).count();
+            assert!(distinct * 10 >= n * 9, "{hash:?}: {distinct} of {n}");
+        }
+        // XOR-inverse-reverse is XOR composed with a bijection.
+        let k = LineKey {
+            block: 0b1011_0000_0011,
+            slot: 0,
+        };
+        assert_eq!(HashKind::Xor.index(k, 4), 0b1011 ^ 0b0011);
+        // 1000 inverted is 0111, reversed 1110.
+        assert_eq!(HashKind::XorInverseReverse.index(k, 4), 0b1110);
+        assert_eq!(HashKind::Modulo.index(k, 4), 0b0011);
+    }
+
+    #[test]
+    fn presence_bits_give_each_tracked_line_its_own_entry() {
+        let g = geom(16, 4);
+        let cfg = SignatureConfig {
+            hash: HashKind::PresenceBits,
+            ..SignatureConfig::default()
+        };
+        let mut c = SharedCache::with_signatures(g, 1, cfg.clone()).unwrap();
+        for b in 0..64 {
+            c.access_block(0, b * 1000 + b % 16);
+        }
+        let s = c.signatures().unwrap();
+        assert_eq!(s.core_filter(0).count_ones(), 64);
+        assert!((0..64).all(|i| s.counter(i) == 1));
+        let too_small = SignatureConfig {
+            index_bits: Some(5),
+            ..cfg
+        };
+        assert!(matches!(
+            CacheSignatures::new(g, 1, too_small),
+            Err(BloomError::PresenceBitsTooFew { .. })
+        ));
+    }
+
+    #[test]
+    fn sampling_tracks_only_the_sampled_sets() {
+        let g = geom(64, 4);
+        let cfg = SignatureConfig {
+            sample_fraction: 0.25,
+            counter_bits: 8, // no saturation: counters sum to resident lines
+            ..SignatureConfig::default()
+        };
+        let mut c = SharedCache::with_signatures(g, 2, cfg).unwrap();
+        let s = c.signatures().unwrap();
+        assert_eq!(s.sampled_sets(), 16);
+        assert_eq!(s.entries(), 64); // 16 sets x 4 ways
+        assert!((0..64).all(|set| s.is_sampled(set) == (set % 4 == 0)));
+        assert_eq!(s.filter_index(1, 0), None);
+        assert!(s.filter_index(4, 0).is_some());
+
+        // Only sampled sets touched so far: blocks in set 1 change nothing.
+        for i in 0..100 {
+            c.access_block(0, 1 + 64 * i);
+        }
+        assert_eq!(c.signatures().unwrap().counter_total(), 0);
+        assert_eq!(c.signatures().unwrap().core_filter(0).count_ones(), 0);
+
+        let mut rng = Rng(3);
+        for _ in 0..20_000 {
+            let core = rng.below(2) as usize;
+            c.access_block(core, rng.below(1 << 20));
+        }
+        // Every set is full by now; the counters hold exactly the lines of
+        // the 16 sampled sets.
+        assert_eq!(c.signatures().unwrap().counter_total(), 16 * 4);
+    }
+
+    #[test]
+    fn lru_hits_and_eviction_order() {
+        let mut c = SharedCache::new(geom(2, 4), 1).unwrap();
+        // Set 0 gets blocks 0, 2, 4, 6 (even blocks).
+        for b in [0, 2, 4, 6] {
+            assert_eq!(c.access_block(0, b), Access::Miss { evicted: None });
+        }
+        assert_eq!(c.access_block(0, 0), Access::Hit);
+        assert_eq!(c.access(0, 4 * 64 + 5), Access::Hit); // byte address
+        // LRU order now 2, 6, 0, 4.
+        assert_eq!(c.access_block(0, 8), Access::Miss { evicted: Some(2) });
+        assert_eq!(c.access_block(0, 10), Access::Miss { evicted: Some(6) });
+        assert_eq!(c.access_block(0, 12), Access::Miss { evicted: Some(0) });
+        // Set 1 untouched and empty.
+        assert_eq!(c.access_block(0, 1), Access::Miss { evicted: None });
+        assert_eq!((c.hits(), c.misses()), (2, 8));
+        assert!(c.contains_block(4) && !c.contains_block(2));
+    }
+
+    /// Interleaves App1 on core 0 with `other` on core 1, then switches
+    /// App1 out and returns (its occupancy weight, its symbiosis with
+    /// core 1, cache misses).
+    fn pair(other: &[u64]) -> (u32, u32, u64) {
+        let app1: Vec<u64> = (0..448).collect();
+        let cfg = SignatureConfig::default(); // XOR hash, 512 entries
+        let mut c = SharedCache::with_signatures(geom(64, 8), 2, cfg).unwrap();
+        let mut rng = Rng(11);
+        for _ in 0..200_000 {
+            c.access_block(0, app1[rng.below(app1.len() as u64) as usize]);
+            c.access_block(1, other[rng.below(other.len() as u64) as usize]);
+        }
+        let sig = c.signatures_mut().unwrap();
+        let rbv = sig.context_switch_out(0);
+        let weight = CacheSignatures::occupancy_weight(&rbv);
+        (weight, sig.symbiosis(&rbv, 1), c.misses())
+    }
+
+    #[test]
+    fn disjoint_pair_has_higher_symbiosis_than_conflicting_pair() {
+        // A 32 KiB cache of 512 lines: App1 (big, 448 lines) fills 7 of
+        // the 8 ways of every set. App2 (64 lines) fits in the eighth way
+        // and in filter entries App1 does not use. App3 (128 lines) maps
+        // onto the same sets and, with the XOR hash, onto entries App1
+        // already holds: the two thrash each other.
+        let app2: Vec<u64> = (448..512).collect();
+        let app3: Vec<u64> = (512..640).collect();
+        let (w2, s2, m2) = pair(&app2);
+        let (w3, s3, m3) = pair(&app3);
+        assert!(w2 >= 440, "App1 with App2 keeps its footprint: {w2}");
+        assert!(w3 > 0);
+        assert!(m3 > 10 * m2, "conflict shows as misses: {m3} vs {m2}");
+        assert!(s2 >= 500, "disjoint: {s2}");
+        assert!(s2 > s3 + 100, "disjoint {s2} vs conflicting {s3}");
+    }
+
+    #[test]
+    fn xor_inverse_reverse_reports_what_xor_reports() {
+        let run = |hash| {
+            let cfg = SignatureConfig {
+                hash,
+                sample_fraction: 0.25,
+                ..SignatureConfig::default()
+            };
+            let mut c = SharedCache::with_signatures(geom(256, 8), 2, cfg).unwrap();
+            let mut rng = Rng(5);
+            let mut records = Vec::new();
+            for round in 0..20 {
+                for _ in 0..5_000 {
+                    let core = rng.below(2) as usize;
+                    let span = if core == 0 { 1 << 12 } else { 1 << 9 };
+                    c.access_block(core, rng.below(span) + (core as u64) * (1 << 20));
+                }
+                let sig = c.signatures_mut().unwrap();
+                records.push(sig.switch_out_record(round % 2));
+            }
+            records
+        };
+        let xor = run(HashKind::Xor);
+        assert!(xor.iter().any(|r| r.occupancy_weight > 0));
+        assert_eq!(xor, run(HashKind::XorInverseReverse));
+    }
+
+    #[test]
+    fn last_filters_cleared_only_when_asked() {
+        for clear in [false, true] {
+            let cfg = SignatureConfig {
+                hash: HashKind::Modulo,
+                index_bits: Some(4),
+                clear_last_filters: clear,
+                ..SignatureConfig::default()
+            };
+            let mut s = CacheSignatures::new(geom(4, 4), 1, cfg).unwrap();
+            s.on_insert(0, 5, 0);
+            s.context_switch_out(0); // LF = {5}
+            s.on_evict(5, 0); // counter 0: CF loses 5
+            s.on_insert(0, 21, 0); // the new application refills entry 5
+            let weight = CacheSignatures::occupancy_weight(&s.context_switch_out(0));
+            assert_eq!(weight, u32::from(clear));
+        }
+    }
+
+    #[test]
+    fn config_errors_are_reported() {
+        let g = geom(16, 4);
+        let bad = |cfg: SignatureConfig| CacheSignatures::new(g, 2, cfg).unwrap_err();
+        assert!(matches!(
+            bad(SignatureConfig {
+                sample_fraction: 0.0,
+                ..SignatureConfig::default()
+            }),
+            BloomError::SampleFraction(_)
+        ));
+        assert!(matches!(
+            bad(SignatureConfig {
+                counter_bits: 9,
+                ..SignatureConfig::default()
+            }),
+            BloomError::CounterBits(9)
+        ));
+        assert!(CacheGeometry::new(12, 4, 64).is_err());
+        assert_eq!(
+            CacheGeometry::from_size(4 << 20, 16, 64).unwrap(),
+            CacheGeometry::CORE2DUO_L2
+        );
+        assert!(SharedCache::new(g, 0).is_err());
+    }
+}

@@ -3,14 +3,21 @@
 //! simulated Linux and the world the policies act on, the oracle, and the
 //! comparison of policies over seeds. See `docs/simulator.md`.
 
+pub mod best;
 pub mod bloom;
 pub mod machine;
+pub mod model;
 pub mod oracle;
 pub mod outcome;
 pub mod report;
+pub mod rng;
+pub mod run;
 pub mod scenario;
 pub mod workload;
+pub mod world;
 
 pub use machine::{Machine, MachineError, MachineParams, PRESETS};
 pub use outcome::{AppRun, Comparison, PolicySummary, RunResult, Trace};
-pub use workload::{AppKind, AppSpec, LinuxModel, MemoryPlacement, Pattern, Phase, ThreadModel, Workload};
+pub use workload::{
+    AppKind, AppSpec, LinuxModel, MemoryPlacement, Pattern, Phase, ThreadModel, Workload,
+};

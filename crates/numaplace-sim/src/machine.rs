@@ -80,6 +80,8 @@ pub struct MachineParams {
     pub latency_ns: Vec<f64>,
     /// How `latency_ns` was obtained.
     pub latency_source: Source,
+    /// Latency of a hit in the last-level cache, ns.
+    pub llc_hit_ns: Param,
     /// Peak bandwidth of one node's memory controller, GB/s.
     pub node_bandwidth_gbs: Param,
     /// Bandwidth of the interconnect between two sockets, each direction,
@@ -190,6 +192,7 @@ impl Machine {
                 latency_source: Source::Assumed(
                     "generic default: local × (1 + 0.64 (d/10 - 1)) for SLIT distance d",
                 ),
+                llc_hit_ns: assumed(15.0, "generic default"),
                 node_bandwidth_gbs: assumed(20.0, "generic default"),
                 link_bandwidth_gbs: assumed(20.0, "generic default"),
                 hitm_same_socket_ns: assumed(50.0, "generic default, after cascadelake-2s"),
@@ -218,6 +221,10 @@ fn westmere_2s() -> Result<Machine, MachineError> {
             latency_ns: vec![local, remote, remote, local],
             latency_source: Source::Derived(
                 "remote 70-75 % above local (Intel; IBM x3620 M3 guide): 1.72 x",
+            ),
+            llc_hit_ns: assumed(
+                17.0,
+                "not in the seeds: about 40 cycles for a Nehalem/Westmere L3 hit",
             ),
             node_bandwidth_gbs: published(25.6, "3 x DDR3-1066 per socket"),
             link_bandwidth_gbs: derived(
@@ -273,6 +280,10 @@ fn barcelona_4s() -> Result<Machine, MachineError> {
             latency_source: Source::Published(
                 "AMD guide 40555: 1-hop 108 %, 2-hop 130 % of local read time",
             ),
+            llc_hit_ns: assumed(
+                21.0,
+                "not in the seeds: about 48 cycles for a Barcelona L3 hit",
+            ),
             node_bandwidth_gbs: assumed(10.7, "not in CALIBRATION.md: dual-channel DDR2-667 peak"),
             link_bandwidth_gbs: assumed(
                 4.0,
@@ -299,6 +310,7 @@ fn core2duo() -> Result<Machine, MachineError> {
             local_latency_ns: assumed(70.0, "not published: a front-side-bus DDR2 system"),
             latency_ns: vec![70.0],
             latency_source: Source::Assumed("one node"),
+            llc_hit_ns: assumed(6.0, "not in the seeds: about 14 cycles for a Core 2 L2 hit"),
             node_bandwidth_gbs: assumed(8.5, "not published: a 1066 MT/s front-side bus"),
             link_bandwidth_gbs: assumed(8.5, "one socket: no link"),
             hitm_same_socket_ns: assumed(20.0, "not published: shared L2"),
@@ -327,6 +339,10 @@ fn cascadelake_2s() -> Result<Machine, MachineError> {
             local_latency_ns: published(81.0, "Intel MLC (cascadelake_mlc.txt): local 81 ns"),
             latency_ns,
             latency_source: Source::Published("Intel MLC: remote 141 ns"),
+            llc_hit_ns: assumed(
+                20.0,
+                "not in the MLC output: about 50 cycles for a Cascade Lake L3 hit",
+            ),
             node_bandwidth_gbs: published(113.0, "Intel MLC: 113 GB/s local per node"),
             link_bandwidth_gbs: published(34.0, "Intel MLC: 34 GB/s remote"),
             hitm_same_socket_ns: published(49.0, "Intel MLC: same-socket HITM 49 ns"),
@@ -376,6 +392,10 @@ fn sapphirerapids_2s_snc4() -> Result<Machine, MachineError> {
             latency_ns,
             latency_source: Source::Published(
                 "Intel MLC: same socket other node 102-124 ns (113 used), remote socket 186-189 ns (188 used)",
+            ),
+            llc_hit_ns: assumed(
+                33.0,
+                "not in the MLC output: about 66 cycles for a Sapphire Rapids L3 hit",
             ),
             node_bandwidth_gbs: published(61.0, "Intel MLC: about 61 GB/s per node, same socket"),
             link_bandwidth_gbs: published(56.0, "Intel MLC: about 56 GB/s cross-socket"),

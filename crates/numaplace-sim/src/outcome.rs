@@ -86,11 +86,14 @@ pub struct RunResult {
     /// Threads moved to another node (the costly ones).
     pub node_migrations: u64,
     pub pages_migrated: u64,
+    /// Over the whole run and all threads: the uncore penalty (cycles an
+    /// uncore request is outstanding, divided by the memory-level
+    /// parallelism; seed 000 §3.1) and LLC misses per 1000 instructions.
+    pub uncore_penalty_cycles: f64,
+    pub llc_mpki: f64,
     /// Joules and mean watts, where the machine has a power model.
     pub energy_j: Option<f64>,
     pub mean_power_w: Option<f64>,
-    /// Nanoseconds of wall time the policy spent deciding.
-    pub decide_ns: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<Trace>,
 }

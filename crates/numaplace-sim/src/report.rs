@@ -1,1 +1,917 @@
-//! (being written)
+//! What `numaplace compare` prints and writes: a terminal table of the
+//! policies, and a self-contained HTML page (inline CSS and SVG, no
+//! scripts) with the table and plots of each policy's example run;
+//! `numaplace simulate --report` writes the same plots for one run.
+
+mod svg;
+
+use std::fmt::Write;
+
+use numaplace_model::task::printable;
+
+use crate::outcome::{Comparison, PolicySummary, RunResult, Trace};
+use svg::{CHAR_W, Plot, Svg, clip, color, esc, max_finite, sample_indices};
+
+/// At most this many points per plotted series; longer traces are thinned.
+const MAX_POINTS: usize = 400;
+/// Width of every plot, pixels.
+const WIDTH: f64 = 880.0;
+/// More threads than this are coloured (and listed) by application.
+const MAX_THREAD_COLOURS: usize = 12;
+
+const HEADERS: [&str; 10] = [
+    "policy",
+    "mean s",
+    "vs default %",
+    "vs oracle %",
+    "worst s",
+    "RSD %",
+    "thread migr/h",
+    "pages migr/h",
+    "energy kJ",
+    "power W",
+];
+
+const FOOTER: &str = "mean: mean application run time over the seeds; vs default / vs oracle: \
+change of the mean against `default` and the oracle's static placement (negative % = faster); \
+worst: slowest seed; RSD: relative standard deviation over the seeds; migr/h: per simulated \
+hour; energy, power: from the machine's power model; -: not available.";
+
+fn fixed(v: Option<f64>, decimals: usize) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{v:.decimals$}"),
+        _ => "-".into(),
+    }
+}
+
+fn signed(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{v:+.1}"),
+        _ => "-".into(),
+    }
+}
+
+/// A policy's row: the cells under [`HEADERS`] (the policy name raw).
+fn cells(p: &PolicySummary) -> [String; 10] {
+    [
+        p.policy.clone(),
+        fixed(Some(p.mean_runtime_s), 2),
+        signed(p.vs_default_percent),
+        signed(p.vs_oracle_percent),
+        fixed(Some(p.worst_runtime_s), 2),
+        fixed(Some(p.rsd_percent), 1),
+        fixed(Some(p.thread_migrations_per_hour), 0),
+        fixed(Some(p.pages_migrated_per_hour), 0),
+        fixed(p.energy_j.map(|j| j / 1000.0), 1),
+        fixed(p.mean_power_w, 1),
+    ]
+}
+
+/// Seeds as ranges: `1-5, 9`.
+fn seed_list(seeds: &[u64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < seeds.len() {
+        let mut j = i;
+        while j + 1 < seeds.len() && seeds[j + 1] == seeds[j].wrapping_add(1) {
+            j += 1;
+        }
+        parts.push(match j - i {
+            0 => seeds[i].to_string(),
+            1 => format!("{}, {}", seeds[i], seeds[j]),
+            _ => format!("{}-{}", seeds[i], seeds[j]),
+        });
+        i = j + 1;
+    }
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+fn unfinished_notes(c: &Comparison) -> Vec<String> {
+    c.policies
+        .iter()
+        .filter(|p| p.unfinished > 0)
+        .map(|p| {
+            let s = if p.unfinished == 1 { "" } else { "s" };
+            format!(
+                "{}: {} seed{s} did not finish in the time limit",
+                p.policy, p.unfinished
+            )
+        })
+        .collect()
+}
+
+/// The terminal table: one row per policy; `-` where a value is missing.
+pub fn table(c: &Comparison) -> String {
+    let rows: Vec<[String; 10]> = c
+        .policies
+        .iter()
+        .map(|p| {
+            let mut r = cells(p);
+            r[0] = printable(&r[0]);
+            r
+        })
+        .collect();
+    let mut widths = HEADERS.map(|h| h.chars().count());
+    for r in &rows {
+        for (w, cell) in widths.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            let pad = " ".repeat(w - cell.chars().count());
+            match i {
+                0 => s.push_str(&format!("{cell}{pad}")),
+                _ => s.push_str(&format!("  {pad}{cell}")),
+            }
+        }
+        s.trim_end().to_string()
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Scenario {} on {}, seeds {}",
+        printable(&c.scenario),
+        printable(&c.machine),
+        seed_list(&c.seeds)
+    );
+    if let Some(o) = &c.oracle {
+        let _ = writeln!(out, "Oracle: {}", printable(o));
+    }
+    let _ = writeln!(out, "{}", line(&HEADERS.map(String::from)));
+    for r in &rows {
+        let _ = writeln!(out, "{}", line(r));
+    }
+    for n in unfinished_notes(c) {
+        let _ = writeln!(out, "! {}", printable(&n));
+    }
+    let _ = writeln!(out, "{FOOTER}");
+    out
+}
+
+const CSS: &str = "body{font-family:sans-serif;max-width:920px;margin:1.5em auto;padding:0 1em;color:#222}\
+h1{font-size:1.5em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}h3{font-size:1.05em}\
+.desc{white-space:pre-wrap}table{border-collapse:collapse;margin:.5em 0}\
+th,td{padding:.2em .6em;border-bottom:1px solid #ddd}th{background:#f3f3f3}\
+td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}.note{color:#555;font-size:.9em}\
+svg{display:block;margin:.5em 0 1.2em}";
+
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n{body}</body>\n</html>\n",
+        esc(title)
+    )
+}
+
+fn table_html(c: &Comparison) -> String {
+    let mut s = String::from("<table>\n<tr>");
+    for (i, h) in HEADERS.iter().enumerate() {
+        let class = if i == 0 { "" } else { " class=\"n\"" };
+        let _ = write!(s, "<th{class}>{}</th>", esc(h));
+    }
+    s.push_str("</tr>\n");
+    for p in &c.policies {
+        s.push_str("<tr>");
+        for (i, cell) in cells(p).iter().enumerate() {
+            let class = if i == 0 { "" } else { " class=\"n\"" };
+            let _ = write!(s, "<td{class}>{}</td>", esc(cell));
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</table>\n");
+    for n in unfinished_notes(c) {
+        let _ = writeln!(s, "<p class=\"note\">{}</p>", esc(&n));
+    }
+    let _ = writeln!(s, "<p class=\"note\">{}</p>", esc(FOOTER));
+    s
+}
+
+/// The comparison's page: description, table, runtime bars and the plots
+/// of each policy's example run.
+pub fn html(c: &Comparison) -> String {
+    let mut b = String::new();
+    let _ = writeln!(b, "<h1>{} on {}</h1>", esc(&c.scenario), esc(&c.machine));
+    let _ = writeln!(b, "<p class=\"desc\">{}</p>", esc(c.description.trim()));
+    let _ = writeln!(b, "<p>Seeds: {}.", esc(&seed_list(&c.seeds)));
+    if let Some(o) = &c.oracle {
+        let _ = write!(b, " Oracle: {}.", esc(o));
+    }
+    b.push_str("</p>\n<h2>Policies</h2>\n");
+    b.push_str(&table_html(c));
+    b.push_str(&runtime_bars(c));
+    for r in &c.examples {
+        let _ = writeln!(
+            b,
+            "<h2>Example run: {} (seed {})</h2>",
+            esc(&r.policy),
+            r.seed
+        );
+        b.push_str(&run_section(r));
+    }
+    page(
+        &format!("numaplace compare: {} on {}", c.scenario, c.machine),
+        &b,
+    )
+}
+
+/// The page of one run (`numaplace simulate --report`).
+pub fn run_html(r: &RunResult, description: &str) -> String {
+    let mut b = String::new();
+    let _ = writeln!(
+        b,
+        "<h1>{} on {}: {} (seed {})</h1>",
+        esc(&r.scenario),
+        esc(&r.machine),
+        esc(&r.policy),
+        r.seed
+    );
+    let _ = writeln!(b, "<p class=\"desc\">{}</p>", esc(description.trim()));
+    b.push_str(&run_section(r));
+    page(
+        &format!("numaplace simulate: {} / {}", r.scenario, r.policy),
+        &b,
+    )
+}
+
+/// A run's numbers, its applications' run times and its plots.
+fn run_section(r: &RunResult) -> String {
+    let mut s = String::new();
+    let secs = |v: Option<f64>| fixed(v, 2);
+    let _ = write!(
+        s,
+        "<p>Makespan {} s{}; mean run time {} s; {} thread migrations ({} across nodes), {} pages migrated",
+        secs(Some(r.makespan_s)),
+        if r.finished {
+            ""
+        } else {
+            " (time limit reached, not all runs finished)"
+        },
+        secs(r.mean_runtime_s()),
+        r.thread_migrations,
+        r.node_migrations,
+        r.pages_migrated
+    );
+    if let Some(e) = r.energy_j {
+        let _ = write!(
+            s,
+            "; {} kJ, {} W",
+            fixed(Some(e / 1000.0), 1),
+            fixed(r.mean_power_w, 1)
+        );
+    }
+    s.push_str(".</p>\n<table>\n<tr><th>application</th><th class=\"n\">runs</th><th class=\"n\">mean run time s</th></tr>\n");
+    let mut apps: Vec<&str> = Vec::new();
+    for run in &r.runs {
+        if !apps.contains(&run.app.as_str()) {
+            apps.push(&run.app);
+        }
+    }
+    for a in apps {
+        let n = r.runs.iter().filter(|x| x.app == a).count();
+        let _ = writeln!(
+            s,
+            "<tr><td>{}</td><td class=\"n\">{n}</td><td class=\"n\">{}</td></tr>",
+            esc(a),
+            secs(r.app_runtime_s(a))
+        );
+    }
+    s.push_str("</table>\n");
+    match &r.trace {
+        Some(t) if !t.times.is_empty() => {
+            s.push_str("<h3>Progress of each thread</h3>\n");
+            s.push_str(&progress_svg(t));
+            s.push_str("<h3>Placement: which application ran on each CPU</h3>\n");
+            s.push_str(&placement_svg(t));
+            s.push_str("<h3>Memory on each node</h3>\n");
+            s.push_str(&memory_svg(t));
+        }
+        _ => s.push_str("<p class=\"note\">No trace was recorded for this run.</p>\n"),
+    }
+    s
+}
+
+/// Applications in order of first appearance in the trace.
+fn apps(t: &Trace) -> Vec<&str> {
+    let mut v: Vec<&str> = Vec::new();
+    let names = t.threads.iter().map(|x| x.app.as_str());
+    for a in names.chain(t.memory.iter().map(|m| m.app.as_str())) {
+        if !v.contains(&a) {
+            v.push(a);
+        }
+    }
+    v
+}
+
+fn app_legend<'a>(apps: &[&str]) -> Vec<(String, &'a str)> {
+    apps.iter()
+        .enumerate()
+        .map(|(i, a)| (a.to_string(), color(i)))
+        .collect()
+}
+
+/// The samples to plot: at most [`MAX_POINTS`], only those with a finite time.
+fn samples(t: &Trace) -> Vec<usize> {
+    let idx = sample_indices(t.times.len(), MAX_POINTS);
+    idx.into_iter()
+        .filter(|&k| t.times[k].is_finite())
+        .collect()
+}
+
+fn time_range(t: &Trace) -> (f64, f64) {
+    let lo = t
+        .times
+        .iter()
+        .copied()
+        .find(|v| v.is_finite())
+        .unwrap_or(0.0)
+        .min(0.0);
+    let hi = max_finite(t.times.iter().copied(), lo);
+    (lo, if hi > lo { hi } else { lo + 1.0 })
+}
+
+/// A plot area of the standard width with room for axes.
+fn plot_area(t: &Trace, top: f64, h: f64, left: f64, y0: f64, y1: f64) -> Plot {
+    let (x0, x1) = time_range(t);
+    Plot {
+        left,
+        top,
+        w: WIDTH - left - 20.0,
+        h,
+        x0,
+        x1,
+        y0,
+        y1,
+    }
+}
+
+/// One polyline per thread: progress in percent over time. While a thread
+/// is not running its line holds its last value.
+fn progress_svg(t: &Trace) -> String {
+    let idx = samples(t);
+    let apps = apps(t);
+    let by_thread = t.threads.len() <= MAX_THREAD_COLOURS;
+    let items: Vec<(String, &str)> = if by_thread {
+        t.threads
+            .iter()
+            .enumerate()
+            .map(|(i, th)| (th.label.clone(), color(i)))
+            .collect()
+    } else {
+        app_legend(&apps)
+    };
+    let p = plot_area(t, 10.0, 220.0, 56.0, 0.0, 100.0);
+    let mut svg = Svg::new(
+        WIDTH,
+        "Progress of each thread, percent of its current run, over time",
+    );
+    svg.axes(&p, "time (s)", "progress (%)", true);
+    for (i, th) in t.threads.iter().enumerate() {
+        let colour = if by_thread {
+            color(i)
+        } else {
+            color(apps.iter().position(|a| *a == th.app).unwrap_or(0))
+        };
+        let mut pts: Vec<(f64, f64)> = Vec::new();
+        // The last value, and whether the thread stopped running since.
+        let (mut last, mut gap) = (None, false);
+        for &k in &idx {
+            let Some(Some(v)) = th.progress.get(k) else {
+                gap = true;
+                continue;
+            };
+            let v = (f64::from(*v) * 100.0).clamp(0.0, 100.0);
+            let v = if v.is_finite() { v } else { 0.0 };
+            let x = p.x(t.times[k]);
+            if let Some(prev) = last
+                && gap
+            {
+                pts.push((x, p.y(prev)));
+            }
+            pts.push((x, p.y(v)));
+            (last, gap) = (Some(v), false);
+        }
+        svg.polyline(&pts, colour, &th.label);
+    }
+    let bottom = svg.legend(p.left, p.bottom() + 44.0, p.w, &items);
+    svg.finish(bottom)
+}
+
+/// One row per CPU; a segment, coloured by application, where a thread ran.
+fn placement_svg(t: &Trace) -> String {
+    let idx = samples(t);
+    let apps = apps(t);
+    let cpus = t.cpus.max(1);
+    let row = (320.0 / cpus as f64).clamp(2.0, 20.0);
+    let p = plot_area(t, 10.0, row * cpus as f64, 56.0, 0.0, cpus as f64);
+    let mut svg = Svg::new(
+        WIDTH,
+        "Placement over time: the application running on each CPU",
+    );
+    svg.axes(&p, "time (s)", "CPU", false);
+    // grid[cpu][sampled index]: the application running there.
+    let mut grid: Vec<Vec<Option<usize>>> = vec![vec![None; idx.len()]; cpus];
+    for th in &t.threads {
+        let a = apps.iter().position(|x| *x == th.app).unwrap_or(0);
+        for (j, &k) in idx.iter().enumerate() {
+            if let Some(Some(cpu)) = th.cpu.get(k)
+                && let Some(cell) = grid.get_mut(*cpu as usize)
+            {
+                cell[j].get_or_insert(a);
+            }
+        }
+    }
+    // Sample j covers the time between the midpoints to its neighbours.
+    let time = |j: usize| t.times[idx[j]];
+    let edge = |j: usize| match j {
+        0 => p.x0,
+        j if j >= idx.len() => p.x1,
+        j => (time(j - 1) + time(j)) / 2.0,
+    };
+    for (cpu, cells) in grid.iter().enumerate() {
+        let y = p.top + cpu as f64 * row;
+        let mut j = 0;
+        while j < cells.len() {
+            let Some(a) = cells[j] else {
+                j += 1;
+                continue;
+            };
+            let start = j;
+            while j < cells.len() && cells[j] == Some(a) {
+                j += 1;
+            }
+            let (x0, x1) = (p.x(edge(start)), p.x(edge(j)));
+            let tip = format!(
+                "CPU {cpu}: {} {}-{} s",
+                apps[a],
+                svg::num(edge(start)),
+                svg::num(edge(j))
+            );
+            let gap = if row >= 6.0 { 1.0 } else { 0.0 };
+            svg.rect(x0, y + gap / 2.0, x1 - x0, row - gap, color(a), Some(&tip));
+        }
+    }
+    let every = (14.0 / row).ceil().max(1.0) as usize;
+    for cpu in (0..cpus).step_by(every) {
+        let y = p.top + (cpu as f64 + 0.5) * row;
+        svg.text(p.left - 6.0, y + 4.0, "end", "", &cpu.to_string());
+    }
+    let bottom = svg.legend(p.left, p.bottom() + 44.0, p.w, &app_legend(&apps));
+    svg.finish(bottom)
+}
+
+/// One panel per node: each application's MiB there, stacked.
+fn memory_svg(t: &Trace) -> String {
+    let idx = samples(t);
+    let apps = apps(t);
+    let nodes = t.nodes.max(1);
+    let mib = |m: usize, k: usize, n: usize| -> f64 {
+        let v = t.memory[m]
+            .mib
+            .get(k)
+            .and_then(|s| s.get(n))
+            .copied()
+            .unwrap_or(0.0);
+        if v.is_finite() { v.max(0.0) } else { 0.0 }
+    };
+    let total = |k: usize, n: usize| (0..t.memory.len()).map(|m| mib(m, k, n)).sum::<f64>();
+    let peak = max_finite(
+        idx.iter()
+            .flat_map(|&k| (0..nodes).map(move |n| total(k, n))),
+        1.0,
+    );
+    let (unit, scale) = if peak >= 10_240.0 {
+        ("GiB", 1024.0)
+    } else {
+        ("MiB", 1.0)
+    };
+    let ymax = peak / scale * 1.05;
+    let cols = nodes.min(2);
+    let (panel_w, panel_h, left) = (WIDTH / cols as f64, 150.0, 64.0);
+    let mut svg = Svg::new(
+        WIDTH,
+        &format!("Memory on each node over time, {unit}, stacked by application"),
+    );
+    let rows = nodes.div_ceil(cols);
+    for n in 0..nodes {
+        let (c, r) = ((n % cols) as f64, (n / cols) as f64);
+        let mut p = plot_area(t, 24.0 + r * (panel_h + 70.0), panel_h, 0.0, 0.0, ymax);
+        p.left = c * panel_w + left;
+        p.w = panel_w - left - 20.0;
+        svg.text(
+            p.left + p.w / 2.0,
+            p.top - 8.0,
+            "middle",
+            "font-weight=\"bold\"",
+            &format!("node {n}"),
+        );
+        svg.axes(&p, "time (s)", if c == 0.0 { unit } else { "" }, true);
+        let mut lower: Vec<f64> = vec![0.0; idx.len()];
+        for (m, mt) in t.memory.iter().enumerate() {
+            let upper: Vec<f64> = idx
+                .iter()
+                .zip(&lower)
+                .map(|(&k, lo)| lo + mib(m, k, n) / scale)
+                .collect();
+            let mut pts: Vec<(f64, f64)> = idx
+                .iter()
+                .zip(&upper)
+                .map(|(&k, v)| (p.x(t.times[k]), p.y(*v)))
+                .collect();
+            pts.extend(
+                idx.iter()
+                    .zip(&lower)
+                    .rev()
+                    .map(|(&k, v)| (p.x(t.times[k]), p.y(*v))),
+            );
+            let a = apps.iter().position(|x| *x == mt.app).unwrap_or(0);
+            svg.polygon(&pts, color(a), &format!("{} on node {n}", mt.app));
+            lower = upper;
+        }
+    }
+    let top = 24.0 + rows as f64 * (panel_h + 70.0) - 26.0;
+    let bottom = svg.legend(left, top, WIDTH - left - 20.0, &app_legend(&apps));
+    svg.finish(bottom)
+}
+
+/// Horizontal bars: mean run time per policy, the worst seed as a marker.
+fn runtime_bars(c: &Comparison) -> String {
+    let longest = c
+        .policies
+        .iter()
+        .map(|p| clip(&p.policy, 30).chars().count())
+        .max()
+        .unwrap_or(0);
+    let left = (longest as f64 * CHAR_W + 16.0).clamp(60.0, 230.0);
+    let (bar, gap) = (18.0, 8.0);
+    let n = c.policies.len().max(1) as f64;
+    let xmax = max_finite(
+        c.policies
+            .iter()
+            .flat_map(|p| [p.mean_runtime_s, p.worst_runtime_s]),
+        1e-9,
+    ) * 1.05;
+    let p = Plot {
+        left,
+        top: 10.0,
+        w: WIDTH - left - 190.0,
+        h: n * (bar + gap) + gap,
+        x0: 0.0,
+        x1: xmax,
+        y0: 0.0,
+        y1: 1.0,
+    };
+    let mut svg = Svg::new(
+        WIDTH,
+        "Mean run time per policy; the marker is the worst seed",
+    );
+    svg.axes(&p, "mean application run time (s)", "", false);
+    for (i, ps) in c.policies.iter().enumerate() {
+        let y = p.top + gap + i as f64 * (bar + gap);
+        let name = clip(&ps.policy, 30);
+        svg.text(left - 8.0, y + bar / 2.0 + 4.0, "end", "", &name);
+        let mean = ps.mean_runtime_s;
+        if mean.is_finite() {
+            let tip = format!("{}: mean {} s", ps.policy, fixed(Some(mean), 2));
+            svg.rect(
+                p.x(0.0),
+                y,
+                p.x(mean.max(0.0)) - p.x(0.0),
+                bar,
+                color(i),
+                Some(&tip),
+            );
+        }
+        let worst = ps.worst_runtime_s;
+        let mut end = p.x(mean.max(0.0));
+        if worst.is_finite() {
+            let (x, cy) = (p.x(worst.max(0.0)), y + bar / 2.0);
+            svg.raw(&format!(
+                "<path d=\"M{} {}l6 {}l-6 {}l-6 {}z\" fill=\"#222\"><title>{}</title></path>\n",
+                svg::num(x),
+                svg::num(cy - 8.0),
+                svg::num(8.0),
+                svg::num(8.0),
+                svg::num(-8.0),
+                esc(&format!(
+                    "{}: worst seed {} s",
+                    ps.policy,
+                    fixed(Some(worst), 2)
+                ))
+            ));
+            end = end.max(x);
+        }
+        let label = format!(
+            "{} s (worst {})",
+            fixed(Some(mean), 2),
+            fixed(Some(worst), 2)
+        );
+        svg.text(end + 10.0, y + bar / 2.0 + 4.0, "start", "", &label);
+    }
+    let note = "bar: mean over the seeds; ◆: the worst seed";
+    svg.text(left, p.bottom() + 52.0, "start", "fill=\"#555\"", note);
+    format!(
+        "<h3>Mean run time per policy</h3>\n{}",
+        svg.finish(p.bottom() + 62.0)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::outcome::{AppRun, MemoryTrace, ThreadTrace};
+
+    const EVIL: &str = "<script>&\"";
+
+    /// A run whose trace has `threads` threads of two applications (the
+    /// second named [`EVIL`]) over `samples` samples of one second.
+    fn run(policy: &str, samples: usize, threads: usize, nodes: usize, cpus: usize) -> RunResult {
+        let apps = ["db", EVIL];
+        let end = samples.saturating_sub(1) as f64;
+        let threads: Vec<ThreadTrace> = (0..threads)
+            .map(|i| {
+                let app = apps[i % 2];
+                // The second application starts late and runs twice.
+                let progress = (0..samples)
+                    .map(|k| {
+                        let f = k as f32 / end.max(1.0) as f32;
+                        match app {
+                            "db" => Some(f),
+                            _ if f < 0.2 => None,
+                            _ => Some(((f - 0.2) * 2.5) % 1.0),
+                        }
+                    })
+                    .collect::<Vec<_>>();
+                let cpu = progress
+                    .iter()
+                    .enumerate()
+                    .map(|(k, p)| p.map(|_| ((i + k / 3) % cpus) as u32))
+                    .collect();
+                ThreadTrace {
+                    label: format!("{app}/{i}"),
+                    app: app.into(),
+                    progress,
+                    cpu,
+                }
+            })
+            .collect();
+        let memory = apps
+            .iter()
+            .enumerate()
+            .map(|(a, app)| MemoryTrace {
+                app: app.to_string(),
+                mib: (0..samples)
+                    .map(|k| {
+                        (0..nodes)
+                            .map(|n| ((k + 1) * (a + 1) * (n + 1)) as f64 * 10.0)
+                            .collect()
+                    })
+                    .collect(),
+            })
+            .collect();
+        let trace = Trace {
+            times: (0..samples).map(|k| k as f64).collect(),
+            threads,
+            memory,
+            nodes,
+            cpus,
+        };
+        RunResult {
+            scenario: "two-apps".into(),
+            machine: "westmere-2s".into(),
+            policy: policy.into(),
+            seed: 1,
+            makespan_s: end,
+            finished: true,
+            uncore_penalty_cycles: 120.0,
+            llc_mpki: 9.5,
+            runs: vec![
+                AppRun {
+                    app: "db".into(),
+                    run: 0,
+                    start_s: 0.0,
+                    end_s: Some(end),
+                    thread_s: vec![Some(end)],
+                },
+                AppRun {
+                    app: EVIL.into(),
+                    run: 0,
+                    start_s: 2.0,
+                    end_s: Some(6.0),
+                    thread_s: vec![Some(4.0)],
+                },
+            ],
+            thread_migrations: 12,
+            node_migrations: 3,
+            pages_migrated: 4096,
+            energy_j: Some(12_345.0),
+            mean_power_w: Some(151.25),
+            trace: Some(trace),
+        }
+    }
+
+    fn summary(
+        policy: &str,
+        mean: f64,
+        vs_default: Option<f64>,
+        energy: Option<f64>,
+    ) -> PolicySummary {
+        PolicySummary {
+            policy: policy.into(),
+            mean_runtime_s: mean,
+            worst_runtime_s: mean * 1.1,
+            rsd_percent: 3.25,
+            vs_default_percent: vs_default,
+            vs_oracle_percent: Some(12.5),
+            thread_migrations_per_hour: 1234.4,
+            pages_migrated_per_hour: 98765.6,
+            energy_j: energy,
+            mean_power_w: energy.map(|_| 150.0),
+            unfinished: 0,
+        }
+    }
+
+    fn comparison(samples: usize) -> Comparison {
+        let mut policies = vec![
+            summary("default", 10.0, Some(0.0), Some(12_345.0)),
+            summary("numad", 9.5, Some(-5.0), Some(11_000.0)),
+            summary("no-power", 11.0, None, None),
+        ];
+        policies[2].unfinished = 2;
+        Comparison {
+            scenario: "two-apps".into(),
+            description: "Two applications <b>compete</b> & share.".into(),
+            machine: "westmere-2s".into(),
+            seeds: vec![1, 2, 3, 7],
+            policies,
+            oracle: Some("exhaustive".into()),
+            examples: vec![
+                run("default", samples, 3, 2, 4),
+                run("numad", samples, 3, 2, 4),
+            ],
+        }
+    }
+
+    fn svgs(html: &str) -> Vec<&str> {
+        let mut out = Vec::new();
+        let mut rest = html;
+        while let Some(start) = rest.find("<svg") {
+            let end = rest[start..].find("</svg>").expect("unclosed svg") + start + "</svg>".len();
+            out.push(&rest[start..end]);
+            rest = &rest[end..];
+        }
+        out
+    }
+
+    fn count(svg: &str, tag: &str) -> usize {
+        let doc = roxmltree::Document::parse(svg).expect("svg parses");
+        doc.descendants().filter(|n| n.has_tag_name(tag)).count()
+    }
+
+    #[test]
+    fn report_table_has_every_policy_and_dashes() {
+        let t = table(&comparison(10));
+        assert!(
+            t.contains("Scenario two-apps on westmere-2s, seeds 1-3, 7"),
+            "{t}"
+        );
+        assert!(t.contains("negative % = faster"), "{t}");
+        let row = |name: &str| {
+            t.lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_else(|| panic!("{name}: {t}"))
+        };
+        let cells: Vec<&str> = row("default ").split_whitespace().collect();
+        assert_eq!(
+            cells,
+            [
+                "default", "10.00", "+0.0", "+12.5", "11.00", "3.2", "1234", "98766", "12.3",
+                "150.0"
+            ]
+        );
+        let cells: Vec<&str> = row("numad ").split_whitespace().collect();
+        assert_eq!(cells[..4], ["numad", "9.50", "-5.0", "+12.5"]);
+        let cells: Vec<&str> = row("no-power ").split_whitespace().collect();
+        assert_eq!(
+            cells,
+            [
+                "no-power", "11.00", "-", "+12.5", "12.10", "3.2", "1234", "98766", "-", "-"
+            ]
+        );
+        assert!(t.contains("no-power: 2 seeds did not finish"), "{t}");
+        // Right-aligned: every row ends its power column at the same place.
+        let header = t.lines().find(|l| l.starts_with("policy")).unwrap();
+        assert_eq!(row("default ").len(), header.len());
+        assert_eq!(row("no-power ").len(), header.len());
+    }
+
+    #[test]
+    fn report_table_escapes_control_characters() {
+        let mut c = comparison(10);
+        c.policies[0].policy = "bad\x1b[2Jname".into();
+        let t = table(&c);
+        assert!(!t.contains('\x1b'));
+        assert!(t.contains("bad\\x1b[2Jname"), "{t}");
+    }
+
+    #[test]
+    fn report_html_svgs_parse_and_progress_has_a_line_per_thread() {
+        let c = comparison(10);
+        let h = html(&c);
+        assert!(h.starts_with("<!DOCTYPE html>") && h.trim_end().ends_with("</html>"));
+        // No scripts, no external resources.
+        assert!(!h.contains("<script") && !h.contains("src=") && !h.contains("href"));
+        let all = svgs(&h);
+        // Runtime bars, then three plots per example.
+        assert_eq!(all.len(), 1 + 3 * c.examples.len());
+        for s in &all {
+            roxmltree::Document::parse(s).unwrap_or_else(|e| panic!("{e}: {s}"));
+            assert!(!s.contains("NaN") && !s.contains("inf"), "{s}");
+        }
+        assert_eq!(count(all[1], "polyline"), 3, "{}", all[1]);
+        assert_eq!(count(all[4], "polyline"), 3);
+        // Placement: a segment per run of samples; memory: two apps on two nodes.
+        assert!(count(all[2], "rect") > 4);
+        assert_eq!(count(all[3], "polygon"), 4);
+        // Every policy in table and bar chart.
+        for p in &c.policies {
+            assert!(h.contains(&format!("<td>{}</td>", p.policy)));
+            assert!(all[0].contains(&format!(">{}</text>", p.policy)));
+        }
+        assert!(h.contains("<td class=\"n\">-</td>"));
+    }
+
+    #[test]
+    fn report_html_escapes_names_from_the_data() {
+        let mut c = comparison(10);
+        c.policies[1].policy = EVIL.into();
+        c.examples[1].policy = EVIL.into();
+        c.scenario = EVIL.into();
+        let h = html(&c);
+        assert!(!h.contains(EVIL));
+        assert!(!h.contains("<script"));
+        assert!(!h.contains("<b>"));
+        assert!(h.contains("&lt;script&gt;&amp;&quot;"));
+        let r = run_html(&c.examples[0], EVIL);
+        assert!(!r.contains(EVIL) && !r.contains("<script"));
+        for s in svgs(&r) {
+            roxmltree::Document::parse(s).unwrap();
+        }
+    }
+
+    #[test]
+    fn report_long_traces_are_downsampled() {
+        let r = run("default", 20_000, 3, 2, 4);
+        let h = run_html(&r, "long");
+        let all = svgs(&h);
+        assert_eq!(all.len(), 3);
+        let doc = roxmltree::Document::parse(all[0]).unwrap();
+        for line in doc.descendants().filter(|n| n.has_tag_name("polyline")) {
+            let n = line.attribute("points").unwrap().split(' ').count();
+            assert!(n > 100 && n <= 2 * MAX_POINTS, "{n} points");
+        }
+        let doc = roxmltree::Document::parse(all[2]).unwrap();
+        for area in doc.descendants().filter(|n| n.has_tag_name("polygon")) {
+            assert!(area.attribute("points").unwrap().split(' ').count() <= 2 * MAX_POINTS);
+        }
+        assert!(count(all[1], "rect") <= 4 * MAX_POINTS + 10);
+        assert!(h.len() < 400_000, "{} bytes", h.len());
+    }
+
+    #[test]
+    fn report_survives_nan_and_empty_traces() {
+        let mut c = comparison(10);
+        c.policies[0].mean_runtime_s = f64::NAN;
+        c.policies[1].worst_runtime_s = f64::INFINITY;
+        c.examples[0].trace = Some(Trace::default());
+        c.examples[1].trace.as_mut().unwrap().times[3] = f64::NAN;
+        let h = html(&c);
+        for s in svgs(&h) {
+            roxmltree::Document::parse(s).unwrap();
+            assert!(!s.contains("NaN") && !s.contains("inf"), "{s}");
+        }
+        assert!(
+            table(&c)
+                .lines()
+                .any(|l| l.starts_with("default ") && l.contains(" - "))
+        );
+    }
+
+    /// Writes `/tmp/report-example.html` to look at:
+    /// `cargo test -p numaplace-sim --lib report_write_example -- --ignored`.
+    #[test]
+    #[ignore]
+    fn report_write_example() {
+        let mut c = comparison(10);
+        c.examples = vec![
+            run("default", 10, 3, 2, 4),
+            run("numad-with-a-long-name", 1200, 16, 4, 32),
+        ];
+        std::fs::write("/tmp/report-example.html", html(&c)).unwrap();
+    }
+}

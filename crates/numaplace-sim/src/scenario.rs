@@ -1,1 +1,1844 @@
-//! (being written)
+//! Scenario files: what the simulator runs, in TOML, parsed into a
+//! validated [`Workload`]. `docs/scenarios.md` is the user's reference with
+//! a worked example; this is the complete format.
+//!
+//! ```toml
+//! name = "spec-mix"            # optional; default: the file stem (built-ins: their name)
+//! description = "..."          # optional
+//! machine = "westmere-2s"      # required: a preset of machine::PRESETS
+//! step_ms = 10                 # optional, default 10, > 0 (simulated ms per model step)
+//! max_seconds = 3600           # optional, default 3600, > 0 (a run stops here)
+//!
+//! [linux]                      # optional, every key optional, defaults = LinuxModel::default()
+//! balance_interval_ms = 100    # > 0
+//! migrate_probability = 0.002  # 0..=1
+//! numa_balancing = false
+//! numa_balancing_mib_per_s = 256   # > 0
+//!
+//! [[app]]                      # at least one
+//! name = "mcf"                 # required, printable, unique (after copies)
+//! kind = "process"             # "process" (default) or "vm"
+//! threads = 1                  # >= 1, default 1
+//! copies = 1                   # >= 1, default 1: that many identical apps named mcf.0, mcf.1, ... when > 1
+//! memory = "first-touch"       # "first-touch" (default) | "interleave" | "node:N" (dense node id)
+//! cpus = "0-3"                 # optional cpuset, kernel list syntax, dense CPU ids; threads <= its CPUs
+//! start_s = 0.0                # >= 0, default 0, below max_seconds
+//! runs = 1                     # >= 1, default 1: runs back to back
+//! shared = "128KiB"            # bytes shared by the app's threads, default 0
+//! # the thread model; a phase inherits every key it does not set
+//! instructions = 1e11          # > 0 per thread and run; required here unless [[app.phase]] is
+//!                              # given, and then forbidden here
+//! cpi = 1.0                    # core CPI, > 0, default 1.0
+//! uncore_pki = 20              # L2 misses (uncore requests) per 1000 instructions, >= 0, required
+//! working_set = "64MiB"        # private working set per thread, > 0, required
+//! pattern = "power-law"        # "power-law" (default) | "uniform"
+//! llc_mpki = 15                # power-law only, required there: LLC misses per 1000 instructions
+//!                              # with the whole LLC; 0 <= llc_mpki <= uncore_pki
+//! alpha = 0.5                  # power-law only, in (0, 2], default 0.5
+//! mlp = 1.0                    # memory-level parallelism, >= 1, default 1
+//! shared_writes_pki = 0        # writes to the shared area per 1000 instructions, >= 0,
+//!                              # default 0; > 0 needs shared > 0
+//!
+//! [[app.phase]]                # optional, in order; belongs to the [[app]] above it
+//! instructions = 5e10          # required in every phase
+//! uncore_pki = 2               # any thread-model key overrides the app's
+//! ```
+//!
+//! Sizes are an integer number of bytes or a string with a unit: `B`,
+//! `KiB`, `MiB`, `GiB`, `TiB`, or `K`/`KB`, `M`/`MB`, `G`/`GB`, `T`/`TB` as
+//! the same binary units (the papers write "12MB" for 12 MiB); the number
+//! may have decimals (`"1.5MiB"`) and the unit is case-insensitive.
+//!
+//! Inheritance rules of phases: a phase that sets `pattern` to something
+//! other than the app's pattern does not inherit the app's `llc_mpki` and
+//! `alpha`; an inherited `llc_mpki` above a phase's own `uncore_pki` is
+//! capped at it (the model never has more LLC misses than uncore requests),
+//! while one given in the same table as the `uncore_pki` it exceeds is an
+//! error.
+//!
+//! Validation against the machine: `node:N` must name a node of the
+//! preset, `cpus` only its CPUs, and an app with `cpus` may not have more
+//! threads than the set has CPUs. Apps together may have more threads than
+//! the machine has CPUs: the simulated Linux time-shares them.
+//!
+//! Every error names the file, the line and column, and the field path
+//! (`app[2].working_set`, `app[0].phase[1].uncore_pki`, indexes counting
+//! `[[app]]` tables of the file from 0), and says what is allowed:
+//!
+//! ```text
+//! my.toml:14:15: field `app[1].memory`: node 3 does not exist: westmere-2s has nodes 0-1
+//! ```
+
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+use std::str::FromStr;
+
+use numaplace_model::CpuSet;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use toml::{Spanned, Value};
+
+use crate::machine::{Machine, PRESETS};
+use crate::workload::{
+    AppKind, AppSpec, LinuxModel, MemoryPlacement, Pattern, Phase, ThreadModel, Workload,
+};
+
+/// The built-in scenario a run uses when none is named.
+pub const DEFAULT: &str = "default";
+
+/// Every shipped scenario (`crates/numaplace-sim/scenarios/NAME.toml`).
+pub const BUILTIN: &[&str] = &[
+    "default",
+    "microbench-westmere",
+    "npb-westmere",
+    "spec-westmere",
+    "spec-barcelona",
+    "mpi-barcelona",
+    "pairs-core2duo",
+    "classes-westmere",
+];
+
+/// The text of a built-in scenario.
+pub fn builtin_text(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "default" => include_str!("../scenarios/default.toml"),
+        "microbench-westmere" => include_str!("../scenarios/microbench-westmere.toml"),
+        "npb-westmere" => include_str!("../scenarios/npb-westmere.toml"),
+        "spec-westmere" => include_str!("../scenarios/spec-westmere.toml"),
+        "spec-barcelona" => include_str!("../scenarios/spec-barcelona.toml"),
+        "mpi-barcelona" => include_str!("../scenarios/mpi-barcelona.toml"),
+        "pairs-core2duo" => include_str!("../scenarios/pairs-core2duo.toml"),
+        "classes-westmere" => include_str!("../scenarios/classes-westmere.toml"),
+        _ => return None,
+    })
+}
+
+/// A built-in scenario by name, parsed; `None` if there is no such
+/// built-in.
+pub fn builtin(name: &str) -> Option<Result<Workload, ScenarioError>> {
+    let text = builtin_text(name)?;
+    Some(parse_named(text, &format!("builtin:{name}.toml"), name))
+}
+
+/// Parses a scenario. `origin` names the text in errors (a file name) and
+/// its stem is the scenario's name when the file gives none.
+pub fn parse(text: &str, origin: &str) -> Result<Workload, ScenarioError> {
+    let stem = Path::new(origin)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| origin.to_string());
+    parse_named(text, origin, &stem)
+}
+
+/// Reads and parses a scenario file.
+pub fn load(path: &Path) -> Result<Workload, ScenarioError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        origin: origin.clone(),
+        line: None,
+        column: None,
+        field: None,
+        message: format!("cannot read the scenario file: {e}"),
+    })?;
+    parse(&text, &origin)
+}
+
+/// `s` may be a built-in name or a path to a .toml file.
+pub fn resolve(s: &str) -> Result<Workload, ScenarioError> {
+    if let Some(w) = builtin(s) {
+        return w;
+    }
+    let path = Path::new(s);
+    let looks_like_path = s.contains('/')
+        || s.contains(std::path::MAIN_SEPARATOR)
+        || path.extension().is_some_and(|e| e == "toml");
+    if looks_like_path || path.exists() {
+        return load(path);
+    }
+    Err(ScenarioError {
+        origin: s.to_string(),
+        line: None,
+        column: None,
+        field: None,
+        message: format!(
+            "no built-in scenario of that name and no such file: give one of {} or a path to a .toml file",
+            BUILTIN.join(", ")
+        ),
+    })
+}
+
+/// What is wrong with a scenario, and where.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioError {
+    /// The file (or `builtin:NAME.toml`).
+    pub origin: String,
+    /// 1-based line and column (in characters) of the offending text.
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    /// Path of the field: `machine`, `linux.migrate_probability`,
+    /// `app[2].working_set`, `app[0].phase[1].uncore_pki`.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.origin)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+            if let Some(c) = self.column {
+                write!(f, ":{c}")?;
+            }
+        }
+        write!(f, ": ")?;
+        if let Some(field) = &self.field {
+            write!(f, "field `{field}`: ")?;
+        }
+        write!(f, "{}", self.message)
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// Parses a size: an integer number of bytes, or a number with a unit `B`,
+/// `KiB`, `MiB`, `GiB`, `TiB` (`K`, `KB`, `M`, `MB`, ... mean the same
+/// binary units), decimals allowed (`1.5MiB`), unit case-insensitive. The
+/// result is rounded to a whole byte.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+' || c == '_'))
+        .unwrap_or(t.len());
+    let (num, unit) = (t[..split].trim(), t[split..].trim());
+    let hint = "give a number with a unit B, KiB, MiB, GiB or TiB, like \"64MiB\" or \"1.5GiB\"";
+    if num.is_empty() {
+        return Err(format!("{text:?} is not a size: {hint}"));
+    }
+    let value: f64 = num
+        .replace('_', "")
+        .parse()
+        .map_err(|_| format!("{num:?} is not a number: {hint}"))?;
+    let scale: f64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "k" | "kb" | "kib" => 1024.0,
+        "m" | "mb" | "mib" => 1024.0 * 1024.0,
+        "g" | "gb" | "gib" => 1024.0 * 1024.0 * 1024.0,
+        "t" | "tb" | "tib" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(format!("unknown size unit {unit:?}: {hint}")),
+    };
+    if value < 0.0 {
+        return Err(format!("{text:?} is negative: a size is at least 0"));
+    }
+    let bytes = (value * scale).round();
+    if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+        return Err(format!("{text:?} is too large"));
+    }
+    Ok(bytes as u64)
+}
+
+// ---------------------------------------------------------------------------
+// Raw form: what serde reads. Every value is kept as a spanned TOML value
+// and checked below, so that each error can say where it is and what is
+// allowed.
+
+type Raw = Option<Spanned<Value>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: Raw,
+    description: Raw,
+    machine: Raw,
+    step_ms: Raw,
+    max_seconds: Raw,
+    linux: Option<Spanned<RawLinux>>,
+    #[serde(default)]
+    app: Vec<Spanned<RawApp>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLinux {
+    balance_interval_ms: Raw,
+    migrate_probability: Raw,
+    numa_balancing: Raw,
+    numa_balancing_mib_per_s: Raw,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApp {
+    name: Raw,
+    kind: Raw,
+    threads: Raw,
+    copies: Raw,
+    memory: Raw,
+    cpus: Raw,
+    start_s: Raw,
+    runs: Raw,
+    shared: Raw,
+    instructions: Raw,
+    cpi: Raw,
+    uncore_pki: Raw,
+    working_set: Raw,
+    pattern: Raw,
+    llc_mpki: Raw,
+    alpha: Raw,
+    mlp: Raw,
+    shared_writes_pki: Raw,
+    #[serde(default)]
+    phase: Vec<Spanned<RawPhase>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPhase {
+    instructions: Raw,
+    cpi: Raw,
+    uncore_pki: Raw,
+    working_set: Raw,
+    pattern: Raw,
+    llc_mpki: Raw,
+    alpha: Raw,
+    mlp: Raw,
+    shared_writes_pki: Raw,
+}
+
+/// The thread-model keys of an `[[app]]` or `[[app.phase]]` table.
+struct ModelKeys<'a> {
+    cpi: &'a Raw,
+    uncore_pki: &'a Raw,
+    working_set: &'a Raw,
+    pattern: &'a Raw,
+    llc_mpki: &'a Raw,
+    alpha: &'a Raw,
+    mlp: &'a Raw,
+    shared_writes_pki: &'a Raw,
+}
+
+impl RawApp {
+    fn model_keys(&self) -> ModelKeys<'_> {
+        ModelKeys {
+            cpi: &self.cpi,
+            uncore_pki: &self.uncore_pki,
+            working_set: &self.working_set,
+            pattern: &self.pattern,
+            llc_mpki: &self.llc_mpki,
+            alpha: &self.alpha,
+            mlp: &self.mlp,
+            shared_writes_pki: &self.shared_writes_pki,
+        }
+    }
+}
+
+impl RawPhase {
+    fn model_keys(&self) -> ModelKeys<'_> {
+        ModelKeys {
+            cpi: &self.cpi,
+            uncore_pki: &self.uncore_pki,
+            working_set: &self.working_set,
+            pattern: &self.pattern,
+            llc_mpki: &self.llc_mpki,
+            alpha: &self.alpha,
+            mlp: &self.mlp,
+            shared_writes_pki: &self.shared_writes_pki,
+        }
+    }
+}
+
+/// Only the table spans, to say where a serde error is
+/// (`app[1].phase[0]`): read without refusing unknown keys.
+#[derive(Deserialize)]
+struct Outline {
+    #[serde(default)]
+    linux: Option<Spanned<IgnoredAny>>,
+    #[serde(default)]
+    app: Vec<Spanned<OutlineApp>>,
+}
+
+#[derive(Deserialize)]
+struct OutlineApp {
+    #[serde(default)]
+    phase: Vec<Spanned<IgnoredAny>>,
+}
+
+// ---------------------------------------------------------------------------
+
+/// Where an error points: a span of the text and a field path.
+struct Ctx<'a> {
+    text: &'a str,
+    origin: &'a str,
+}
+
+/// 1-based line and character column of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = text[line_start..offset].chars().count() + 1;
+    (line, column)
+}
+
+impl Ctx<'_> {
+    fn err(
+        &self,
+        span: Option<Range<usize>>,
+        field: Option<String>,
+        message: String,
+    ) -> ScenarioError {
+        let (line, column) = match span {
+            Some(s) => {
+                let (l, c) = line_col(self.text, s.start);
+                (Some(l), Some(c))
+            }
+            None => (None, None),
+        };
+        ScenarioError {
+            origin: self.origin.to_string(),
+            line,
+            column,
+            field,
+            message,
+        }
+    }
+
+    /// An error about value `v` of field `path`.
+    fn bad(&self, v: &Spanned<Value>, path: &str, message: String) -> ScenarioError {
+        self.err(Some(v.span()), Some(path.to_string()), message)
+    }
+
+    /// A required key missing from the table at `table_span`.
+    fn missing(&self, table_span: Range<usize>, path: &str, message: String) -> ScenarioError {
+        self.err(Some(table_span), Some(path.to_string()), message)
+    }
+
+    /// A serde (syntax or structure) error, located with the outline.
+    fn toml_error(&self, e: &toml::de::Error) -> ScenarioError {
+        let span = e.span();
+        let field = span.clone().and_then(|s| self.field_at(s));
+        let table = span
+            .clone()
+            .map_or(Table::Top, |s| self.table_at(s.start).1);
+        let message = rewrite_unknown_field(e.message(), table).unwrap_or_else(|| {
+            let m = e.message().trim_end();
+            match m.strip_prefix("invalid type: ") {
+                Some(rest) => format!("wrong type: {rest}"),
+                None => m.to_string(),
+            }
+        });
+        self.err(span, field, message)
+    }
+
+    /// The table path (`app[1].phase[0]`, `linux`, empty at the top) and
+    /// kind holding byte `at`.
+    fn table_at(&self, at: usize) -> (String, Table) {
+        let Ok(outline) = toml::from_str::<Outline>(self.text) else {
+            return self.table_by_headers(at);
+        };
+        for (i, app) in outline.app.iter().enumerate() {
+            for (j, p) in app.get_ref().phase.iter().enumerate() {
+                if p.span().contains(&at) {
+                    return (format!("app[{i}].phase[{j}]"), Table::Phase);
+                }
+            }
+            if app.span().contains(&at) {
+                return (format!("app[{i}]"), Table::App);
+            }
+        }
+        if let Some(l) = &outline.linux
+            && l.span().contains(&at)
+        {
+            return ("linux".to_string(), Table::Linux);
+        }
+        (String::new(), Table::Top)
+    }
+
+    /// [`Self::table_at`] for a text that does not parse: the last table
+    /// header before byte `at`, counting `[[app]]` and `[[app.phase]]`.
+    fn table_by_headers(&self, at: usize) -> (String, Table) {
+        let before = &self.text[..at.min(self.text.len())];
+        let (mut app, mut phase) = (None::<usize>, 0usize);
+        let mut table = Table::Top;
+        for line in before.lines() {
+            let header: String = line.chars().filter(|c| !c.is_whitespace()).collect();
+            match header.split('#').next().unwrap_or("") {
+                "[[app]]" => {
+                    app = Some(app.map_or(0, |i| i + 1));
+                    phase = 0;
+                    table = Table::App;
+                }
+                "[[app.phase]]" => {
+                    if table == Table::Phase {
+                        phase += 1;
+                    }
+                    table = Table::Phase;
+                }
+                "[linux]" => table = Table::Linux,
+                h if h.starts_with('[') => table = Table::Top,
+                _ => {}
+            }
+        }
+        let i = app.unwrap_or(0);
+        match table {
+            Table::Top => (String::new(), Table::Top),
+            Table::Linux => ("linux".into(), Table::Linux),
+            Table::App => (format!("app[{i}]"), Table::App),
+            Table::Phase => (format!("app[{i}].phase[{phase}]"), Table::Phase),
+        }
+    }
+
+    /// The field path of a serde error at `span`: its table and the key
+    /// (the text of the span when it is a key, else the key of its line).
+    fn field_at(&self, span: Range<usize>) -> Option<String> {
+        let (table, _) = self.table_at(span.start);
+        let is_key_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        let start = span.start.min(self.text.len());
+        // The key starting at the span and followed by `=` (an unknown or
+        // duplicate key, also inside an inline table) ...
+        let rest = &self.text[start..];
+        let run = rest.find(|c: char| !is_key_char(c)).unwrap_or(rest.len());
+        let key = if run > 0 && rest[run..].trim_start_matches([' ', '\t']).starts_with('=') {
+            Some(rest[..run].to_string())
+        } else {
+            // ... or the key of the line the span is on.
+            let line_start = self.text[..start].rfind('\n').map_or(0, |i| i + 1);
+            let line = self.text[line_start..].lines().next().unwrap_or("");
+            line.split_once('=')
+                .map(|(k, _)| k.trim().trim_matches('"').to_string())
+                .filter(|k| !k.is_empty() && k.chars().all(is_key_char))
+        };
+        match (table.is_empty(), key) {
+            (true, Some(k)) => Some(k),
+            (false, Some(k)) => Some(format!("{table}.{k}")),
+            (false, None) => Some(table),
+            (true, None) => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Table {
+    Top,
+    Linux,
+    App,
+    Phase,
+}
+
+impl Table {
+    fn describe(self) -> &'static str {
+        match self {
+            Table::Top => "at the top level",
+            Table::Linux => "in [linux]",
+            Table::App => "in [[app]]",
+            Table::Phase => "in [[app.phase]]",
+        }
+    }
+}
+
+/// serde's "unknown field `x`, expected one of `a`, `b`" as "unknown key
+/// `x` in [[app]]; allowed keys: a, b".
+fn rewrite_unknown_field(message: &str, table: Table) -> Option<String> {
+    let rest = message.strip_prefix("unknown field ")?;
+    let names: Vec<&str> = rest.split('`').skip(1).step_by(2).collect();
+    let (key, allowed) = names.split_first()?;
+    Some(format!(
+        "unknown key `{key}` {}; allowed keys: {}",
+        table.describe(),
+        allowed.join(", ")
+    ))
+}
+
+/// A TOML value as the message shows it: its type and, for scalars, the
+/// value.
+fn shown(v: &Value) -> String {
+    match v {
+        Value::Array(_) | Value::Table(_) => format!("an {}", v.type_str()),
+        _ => format!("{} {v}", v.type_str()),
+    }
+}
+
+impl Ctx<'_> {
+    fn string<'v>(
+        &self,
+        v: &'v Spanned<Value>,
+        path: &str,
+        what: &str,
+    ) -> Result<&'v str, ScenarioError> {
+        match v.get_ref() {
+            Value::String(s) => Ok(s),
+            other => Err(self.bad(
+                v,
+                path,
+                format!("expected a string ({what}), got {}", shown(other)),
+            )),
+        }
+    }
+
+    fn number(&self, v: &Spanned<Value>, path: &str) -> Result<f64, ScenarioError> {
+        let x = match v.get_ref() {
+            Value::Integer(i) => *i as f64,
+            Value::Float(f) => *f,
+            other => {
+                return Err(self.bad(v, path, format!("expected a number, got {}", shown(other))));
+            }
+        };
+        if !x.is_finite() {
+            return Err(self.bad(v, path, format!("expected a finite number, got {x}")));
+        }
+        Ok(x)
+    }
+
+    /// A number with `min < x` (strict) or `min <= x`, and `x <= max`.
+    fn bounded(
+        &self,
+        v: &Spanned<Value>,
+        path: &str,
+        min: f64,
+        strict_min: bool,
+        max: Option<f64>,
+    ) -> Result<f64, ScenarioError> {
+        let x = self.number(v, path)?;
+        let low_ok = if strict_min { x > min } else { x >= min };
+        let high_ok = max.is_none_or(|m| x <= m);
+        if !(low_ok && high_ok) {
+            let rule = match (strict_min, max) {
+                (true, None) => format!("greater than {min}"),
+                (false, None) => format!("at least {min}"),
+                (true, Some(m)) => format!("greater than {min} and at most {m}"),
+                (false, Some(m)) => format!("between {min} and {m}"),
+            };
+            return Err(self.bad(v, path, format!("must be {rule}, got {x}")));
+        }
+        Ok(x)
+    }
+
+    fn positive(&self, v: &Spanned<Value>, path: &str) -> Result<f64, ScenarioError> {
+        self.bounded(v, path, 0.0, true, None)
+    }
+
+    fn non_negative(&self, v: &Spanned<Value>, path: &str) -> Result<f64, ScenarioError> {
+        self.bounded(v, path, 0.0, false, None)
+    }
+
+    /// A whole number `>= 1` that fits a u32.
+    fn count(&self, v: &Spanned<Value>, path: &str, what: &str) -> Result<u32, ScenarioError> {
+        match v.get_ref() {
+            Value::Integer(i) if *i >= 1 && *i <= u32::MAX as i64 => Ok(*i as u32),
+            Value::Integer(i) => {
+                Err(self.bad(v, path, format!("must be at least 1 ({what}), got {i}")))
+            }
+            other => Err(self.bad(
+                v,
+                path,
+                format!(
+                    "expected a whole number >= 1 ({what}), got {}",
+                    shown(other)
+                ),
+            )),
+        }
+    }
+
+    fn boolean(&self, v: &Spanned<Value>, path: &str) -> Result<bool, ScenarioError> {
+        match v.get_ref() {
+            Value::Boolean(b) => Ok(*b),
+            other => Err(self.bad(
+                v,
+                path,
+                format!("expected true or false, got {}", shown(other)),
+            )),
+        }
+    }
+
+    /// A size in bytes; `positive`: it must be more than 0.
+    fn size(&self, v: &Spanned<Value>, path: &str, positive: bool) -> Result<u64, ScenarioError> {
+        let bytes = match v.get_ref() {
+            Value::Integer(i) if *i < 0 => {
+                return Err(self.bad(
+                    v,
+                    path,
+                    format!("size {i} is negative: give a size of at least 1 byte, like \"64MiB\""),
+                ));
+            }
+            Value::Integer(i) => *i as u64,
+            Value::String(s) => parse_size(s).map_err(|m| self.bad(v, path, m))?,
+            other => {
+                return Err(self.bad(
+                    v,
+                    path,
+                    format!(
+                        "expected a size: a whole number of bytes or a string like \"64MiB\", got {}",
+                        shown(other)
+                    ),
+                ));
+            }
+        };
+        if positive && bytes == 0 {
+            return Err(self.bad(
+                v,
+                path,
+                "size must be greater than 0, like \"64MiB\"".into(),
+            ));
+        }
+        Ok(bytes)
+    }
+
+    /// A name: non-empty, no control characters.
+    fn name(&self, v: &Spanned<Value>, path: &str) -> Result<String, ScenarioError> {
+        let s = self.string(v, path, "a name")?;
+        if s.trim().is_empty() {
+            return Err(self.bad(
+                v,
+                path,
+                "the name is empty: give a name like \"mcf\"".into(),
+            ));
+        }
+        if let Some(c) = s.chars().find(|c| c.is_control()) {
+            return Err(self.bad(
+                v,
+                path,
+                format!("the name has the control character {c:?}: use printable characters only"),
+            ));
+        }
+        Ok(s.to_string())
+    }
+}
+
+// ---------------------------------------------------------------------------
+
+fn parse_named(text: &str, origin: &str, default_name: &str) -> Result<Workload, ScenarioError> {
+    let cx = Ctx { text, origin };
+    let raw: RawScenario = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
+
+    let name = match &raw.name {
+        Some(v) => cx.name(v, "name")?,
+        None => default_name.to_string(),
+    };
+    let description = match &raw.description {
+        Some(v) => cx.string(v, "description", "a description")?.to_string(),
+        None => String::new(),
+    };
+    let machine_hint = format!("one of {}", PRESETS.join(", "));
+    let Some(mv) = &raw.machine else {
+        return Err(cx.err(
+            None,
+            Some("machine".into()),
+            format!("missing: give the machine preset to simulate, {machine_hint}"),
+        ));
+    };
+    let machine_name = cx.string(mv, "machine", "a machine preset")?;
+    let machine = Machine::preset(machine_name).map_err(|_| {
+        cx.bad(
+            mv,
+            "machine",
+            format!("unknown machine preset {machine_name:?}: use {machine_hint}"),
+        )
+    })?;
+    let step_ms = match &raw.step_ms {
+        Some(v) => cx.positive(v, "step_ms")?,
+        None => 10.0,
+    };
+    let max_seconds = match &raw.max_seconds {
+        Some(v) => cx.positive(v, "max_seconds")?,
+        None => 3600.0,
+    };
+    let linux = match &raw.linux {
+        Some(l) => linux(&cx, l.get_ref())?,
+        None => LinuxModel::default(),
+    };
+    if raw.app.is_empty() {
+        return Err(cx.err(
+            None,
+            Some("app".into()),
+            "no [[app]] table: a scenario runs at least one application".into(),
+        ));
+    }
+
+    let mut apps = Vec::new();
+    // Expanded names, with where they come from, for the uniqueness check.
+    let mut names: Vec<(String, usize)> = Vec::new();
+    for (i, a) in raw.app.iter().enumerate() {
+        let expanded = app(&cx, i, a, &machine, max_seconds)?;
+        let name_v = a.get_ref().name.as_ref().expect("checked in app()");
+        for spec in &expanded {
+            if let Some((_, j)) = names.iter().find(|(n, _)| *n == spec.name) {
+                return Err(cx.bad(
+                    name_v,
+                    &format!("app[{i}].name"),
+                    format!(
+                        "app name {:?} is already used by app[{j}] (copies > 1 are named NAME.0, NAME.1, ...): give each app a unique name",
+                        spec.name
+                    ),
+                ));
+            }
+            names.push((spec.name.clone(), i));
+        }
+        apps.extend(expanded);
+    }
+
+    Ok(Workload {
+        name,
+        description,
+        machine: machine.name.clone(),
+        apps,
+        step_ms,
+        max_seconds,
+        linux,
+    })
+}
+
+fn linux(cx: &Ctx<'_>, l: &RawLinux) -> Result<LinuxModel, ScenarioError> {
+    let mut m = LinuxModel::default();
+    if let Some(v) = &l.balance_interval_ms {
+        m.balance_interval_ms = cx.positive(v, "linux.balance_interval_ms")?;
+    }
+    if let Some(v) = &l.migrate_probability {
+        m.migrate_probability =
+            cx.bounded(v, "linux.migrate_probability", 0.0, false, Some(1.0))?;
+    }
+    if let Some(v) = &l.numa_balancing {
+        m.numa_balancing = cx.boolean(v, "linux.numa_balancing")?;
+    }
+    if let Some(v) = &l.numa_balancing_mib_per_s {
+        m.numa_balancing_mib_per_s = cx.positive(v, "linux.numa_balancing_mib_per_s")?;
+    }
+    Ok(m)
+}
+
+/// `0-3` or `5` for `0..n`.
+fn id_range(n: usize) -> String {
+    match n {
+        0 => "none".into(),
+        1 => "0".into(),
+        _ => format!("0-{}", n - 1),
+    }
+}
+
+/// A checked value and where it came from, for checks between keys.
+#[derive(Clone)]
+struct Given<'a, T> {
+    value: T,
+    raw: &'a Spanned<Value>,
+    path: String,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PatternKind {
+    Uniform,
+    PowerLaw,
+}
+
+/// The thread-model keys one table gives, each checked on its own.
+#[derive(Clone, Default)]
+struct PartialModel<'a> {
+    cpi: Option<Given<'a, f64>>,
+    uncore_pki: Option<Given<'a, f64>>,
+    working_set: Option<Given<'a, u64>>,
+    pattern: Option<Given<'a, PatternKind>>,
+    llc_mpki: Option<Given<'a, f64>>,
+    alpha: Option<Given<'a, f64>>,
+    mlp: Option<Given<'a, f64>>,
+    shared_writes_pki: Option<Given<'a, f64>>,
+}
+
+fn partial_model<'a>(
+    cx: &Ctx<'_>,
+    keys: ModelKeys<'a>,
+    prefix: &str,
+) -> Result<PartialModel<'a>, ScenarioError> {
+    let path = |k: &str| format!("{prefix}.{k}");
+    // A number in (min, ..] (strict) or [min, ..], at most max.
+    let given = |raw: &'a Raw, key: &str, min: f64, strict: bool, max: Option<f64>| {
+        raw.as_ref()
+            .map(|v| {
+                let p = path(key);
+                cx.bounded(v, &p, min, strict, max).map(|value| Given {
+                    value,
+                    raw: v,
+                    path: p,
+                })
+            })
+            .transpose()
+    };
+    let mut m = PartialModel {
+        cpi: given(keys.cpi, "cpi", 0.0, true, None)?,
+        uncore_pki: given(keys.uncore_pki, "uncore_pki", 0.0, false, None)?,
+        llc_mpki: given(keys.llc_mpki, "llc_mpki", 0.0, false, None)?,
+        alpha: given(keys.alpha, "alpha", 0.0, true, Some(2.0))?,
+        mlp: given(keys.mlp, "mlp", 1.0, false, None)?,
+        shared_writes_pki: given(
+            keys.shared_writes_pki,
+            "shared_writes_pki",
+            0.0,
+            false,
+            None,
+        )?,
+        ..PartialModel::default()
+    };
+    if let Some(v) = keys.working_set {
+        let p = path("working_set");
+        m.working_set = Some(Given {
+            value: cx.size(v, &p, true)?,
+            raw: v,
+            path: p,
+        });
+    }
+    if let Some(v) = keys.pattern {
+        let p = path("pattern");
+        let kind = match cx.string(v, &p, "\"power-law\" or \"uniform\"")? {
+            "uniform" => PatternKind::Uniform,
+            "power-law" => PatternKind::PowerLaw,
+            other => {
+                return Err(cx.bad(
+                    v,
+                    &p,
+                    format!("unknown pattern {other:?}: use \"power-law\" or \"uniform\""),
+                ));
+            }
+        };
+        m.pattern = Some(Given {
+            value: kind,
+            raw: v,
+            path: p,
+        });
+    }
+    // Checks between keys of the same table.
+    if let Some(pat) = &m.pattern
+        && pat.value == PatternKind::Uniform
+    {
+        if let Some(g) = m.llc_mpki.as_ref().or(m.alpha.as_ref()) {
+            return Err(cx.bad(
+                g.raw,
+                &g.path,
+                format!(
+                    "applies to pattern = \"power-law\" only, and {} sets pattern = \"uniform\": remove it or use the power law",
+                    pat.path
+                ),
+            ));
+        }
+    }
+    if let (Some(l), Some(u)) = (&m.llc_mpki, &m.uncore_pki)
+        && l.value > u.value
+    {
+        return Err(too_many_llc_misses(cx, l, u));
+    }
+    Ok(m)
+}
+
+fn too_many_llc_misses(cx: &Ctx<'_>, l: &Given<'_, f64>, u: &Given<'_, f64>) -> ScenarioError {
+    cx.bad(
+        l.raw,
+        &l.path,
+        format!(
+            "llc_mpki {} is more than uncore_pki {} ({}): LLC misses are a part of the uncore requests, lower llc_mpki or raise uncore_pki",
+            l.value, u.value, u.path
+        ),
+    )
+}
+
+/// Where a thread model is written, for its errors.
+struct ModelAt<'a> {
+    /// The `[[app]]` or `[[app.phase]]` table.
+    table_span: Range<usize>,
+    /// `app[0]` or `app[0].phase[1]`.
+    prefix: &'a str,
+    in_phase: bool,
+    /// The app's shared area and the path of its `shared` key.
+    shared_bytes: u64,
+    shared_path: &'a str,
+}
+
+/// Merges a phase's keys over the app's and checks the result.
+fn thread_model(
+    cx: &Ctx<'_>,
+    app: &PartialModel<'_>,
+    phase: &PartialModel<'_>,
+    at: &ModelAt<'_>,
+) -> Result<ThreadModel, ScenarioError> {
+    let ModelAt {
+        table_span,
+        prefix,
+        in_phase,
+        shared_bytes,
+        shared_path,
+    } = at;
+    let (prefix, in_phase, shared_bytes) = (*prefix, *in_phase, *shared_bytes);
+    let missing = |key: &str, example: &str| {
+        let where_ = if in_phase {
+            "in this [[app.phase]] or in its [[app]]"
+        } else {
+            "in this [[app]]"
+        };
+        cx.missing(
+            table_span.clone(),
+            &format!("{prefix}.{key}"),
+            format!("missing: give {key} {where_}, like {key} = {example}"),
+        )
+    };
+    let pick = |p: &Option<Given<'_, f64>>, a: &Option<Given<'_, f64>>| {
+        p.clone().or_else(|| a.clone()).map(|g| g.value)
+    };
+    let app_pattern = app
+        .pattern
+        .as_ref()
+        .map_or(PatternKind::PowerLaw, |g| g.value);
+    let pattern = phase.pattern.as_ref().map_or(app_pattern, |g| g.value);
+    // A phase that changes the pattern does not take the app's
+    // pattern-specific keys.
+    let inherit_pattern_keys = pattern == app_pattern;
+    let uncore = phase
+        .uncore_pki
+        .clone()
+        .or_else(|| app.uncore_pki.clone())
+        .ok_or_else(|| missing("uncore_pki", "20"))?;
+    let working_set = phase
+        .working_set
+        .clone()
+        .or_else(|| app.working_set.clone())
+        .ok_or_else(|| missing("working_set", "\"64MiB\""))?
+        .value;
+    let pattern = match pattern {
+        PatternKind::Uniform => {
+            if let Some(g) = phase.llc_mpki.as_ref().or(phase.alpha.as_ref()) {
+                return Err(cx.bad(
+                    g.raw,
+                    &g.path,
+                    "applies to pattern = \"power-law\" only, and this phase's pattern is \"uniform\": remove it or set pattern = \"power-law\"".into(),
+                ));
+            }
+            Pattern::Uniform
+        }
+        PatternKind::PowerLaw => {
+            let (app_llc, app_alpha) = if inherit_pattern_keys {
+                (app.llc_mpki.clone(), app.alpha.clone())
+            } else {
+                (None, None)
+            };
+            let llc = phase.llc_mpki.clone();
+            let llc_mpki = match llc {
+                Some(l) => {
+                    if l.value > uncore.value {
+                        return Err(too_many_llc_misses(cx, &l, &uncore));
+                    }
+                    l.value
+                }
+                None => match app_llc {
+                    // Inherited: capped at this phase's uncore requests.
+                    Some(l) => l.value.min(uncore.value),
+                    None => {
+                        return Err(cx.missing(
+                            table_span.clone(),
+                            &format!("{prefix}.llc_mpki"),
+                            format!(
+                                "missing: pattern \"power-law\" needs llc_mpki (LLC misses per 1000 instructions with the whole LLC), like llc_mpki = 15; or set pattern = \"uniform\"{}",
+                                if in_phase { " (in this phase or its app)" } else { "" }
+                            ),
+                        ));
+                    }
+                },
+            };
+            let alpha = phase.alpha.clone().or(app_alpha).map_or(0.5, |g| g.value);
+            Pattern::PowerLaw { llc_mpki, alpha }
+        }
+    };
+    let shared_writes_pki = phase
+        .shared_writes_pki
+        .clone()
+        .or_else(|| app.shared_writes_pki.clone());
+    if let Some(g) = &shared_writes_pki
+        && g.value > 0.0
+        && shared_bytes == 0
+    {
+        return Err(cx.bad(
+            g.raw,
+            &g.path,
+            format!(
+                "writes to the shared area need one: set {shared_path} to its size (like shared = \"128KiB\") or shared_writes_pki = 0"
+            ),
+        ));
+    }
+    Ok(ThreadModel {
+        cpi_core: pick(&phase.cpi, &app.cpi).unwrap_or(1.0),
+        uncore_pki: uncore.value,
+        working_set,
+        pattern,
+        mlp: pick(&phase.mlp, &app.mlp).unwrap_or(1.0),
+        shared_writes_pki: shared_writes_pki.map_or(0.0, |g| g.value),
+    })
+}
+
+/// One `[[app]]` table, expanded to its copies.
+fn app(
+    cx: &Ctx<'_>,
+    i: usize,
+    raw: &Spanned<RawApp>,
+    machine: &Machine,
+    max_seconds: f64,
+) -> Result<Vec<AppSpec>, ScenarioError> {
+    let a = raw.get_ref();
+    let prefix = format!("app[{i}]");
+    let path = |k: &str| format!("{prefix}.{k}");
+    let span = raw.span();
+
+    let Some(name_v) = &a.name else {
+        return Err(cx.missing(
+            span,
+            &path("name"),
+            "missing: every [[app]] needs a name, like name = \"mcf\"".into(),
+        ));
+    };
+    let name = cx.name(name_v, &path("name"))?;
+    let kind = match &a.kind {
+        None => AppKind::Process,
+        Some(v) => match cx.string(v, &path("kind"), "\"process\" or \"vm\"")? {
+            "process" => AppKind::Process,
+            "vm" => AppKind::Vm,
+            other => {
+                return Err(cx.bad(
+                    v,
+                    &path("kind"),
+                    format!("unknown kind {other:?}: use \"process\" or \"vm\""),
+                ));
+            }
+        },
+    };
+    let threads = match &a.threads {
+        Some(v) => cx.count(v, &path("threads"), "threads of the application")?,
+        None => 1,
+    };
+    let copies = match &a.copies {
+        Some(v) => cx.count(v, &path("copies"), "identical copies of the application")?,
+        None => 1,
+    };
+    let nodes = machine.topology.nodes().len();
+    let memory = match &a.memory {
+        None => MemoryPlacement::FirstTouch,
+        Some(v) => {
+            let p = path("memory");
+            let allowed = "use \"first-touch\", \"interleave\" or \"node:N\"";
+            match cx.string(v, &p, "a memory placement")? {
+                "first-touch" => MemoryPlacement::FirstTouch,
+                "interleave" => MemoryPlacement::Interleave,
+                s => {
+                    let Some(n) = s.strip_prefix("node:") else {
+                        return Err(cx.bad(
+                            v,
+                            &p,
+                            format!("unknown memory placement {s:?}: {allowed}"),
+                        ));
+                    };
+                    let n: u32 = n.trim().parse().map_err(|_| {
+                        cx.bad(
+                            v,
+                            &p,
+                            format!("{s:?}: N of node:N must be a node number, like node:0"),
+                        )
+                    })?;
+                    if n as usize >= nodes {
+                        return Err(cx.bad(
+                            v,
+                            &p,
+                            format!(
+                                "node {n} does not exist: {} has nodes {}",
+                                machine.name,
+                                id_range(nodes)
+                            ),
+                        ));
+                    }
+                    MemoryPlacement::Node(n)
+                }
+            }
+        }
+    };
+    let ncpus = machine.topology.cpus().len();
+    let cpus = match &a.cpus {
+        None => None,
+        Some(v) => {
+            let p = path("cpus");
+            let text = cx.string(v, &p, "a CPU list like \"0-3\"")?;
+            let set = CpuSet::from_str(text).map_err(|e| cx.bad(v, &p, e.to_string()))?;
+            if let Some(bad) = set.iter().find(|&c| c as usize >= ncpus) {
+                return Err(cx.bad(
+                    v,
+                    &p,
+                    format!(
+                        "CPU {bad} does not exist: {} has CPUs {} (dense ids)",
+                        machine.name,
+                        id_range(ncpus)
+                    ),
+                ));
+            }
+            if threads as usize > set.len() {
+                return Err(cx.bad(
+                    v,
+                    &p,
+                    format!(
+                        "more threads than a cpuset can hold: {threads} threads on cpus {text:?} ({} CPUs); widen cpus or lower threads",
+                        set.len()
+                    ),
+                ));
+            }
+            Some(set)
+        }
+    };
+    let start_s = match &a.start_s {
+        Some(v) => {
+            let s = cx.non_negative(v, &path("start_s"))?;
+            if s >= max_seconds {
+                return Err(cx.bad(
+                    v,
+                    &path("start_s"),
+                    format!(
+                        "starts at {s} s, not before max_seconds = {max_seconds}: it would never run; start it earlier or raise max_seconds"
+                    ),
+                ));
+            }
+            s
+        }
+        None => 0.0,
+    };
+    let runs = match &a.runs {
+        Some(v) => cx.count(v, &path("runs"), "runs back to back")?,
+        None => 1,
+    };
+    let shared_bytes = match &a.shared {
+        Some(v) => cx.size(v, &path("shared"), false)?,
+        None => 0,
+    };
+
+    let app_model = partial_model(cx, a.model_keys(), &prefix)?;
+    let mut phases = Vec::new();
+    if a.phase.is_empty() {
+        let Some(iv) = &a.instructions else {
+            return Err(cx.missing(
+                span,
+                &path("instructions"),
+                "missing: give instructions per thread and run (like instructions = 1e11) or [[app.phase]] tables".into(),
+            ));
+        };
+        let instructions = cx.positive(iv, &path("instructions"))?;
+        let at = ModelAt {
+            table_span: span.clone(),
+            prefix: &prefix,
+            in_phase: false,
+            shared_bytes,
+            shared_path: &path("shared"),
+        };
+        let model = thread_model(cx, &app_model, &PartialModel::default(), &at)?;
+        phases.push(Phase {
+            instructions,
+            model,
+        });
+    } else {
+        if let Some(iv) = &a.instructions {
+            return Err(cx.bad(
+                iv,
+                &path("instructions"),
+                "instructions is given both here and in [[app.phase]]: with phases, give instructions in each phase only".into(),
+            ));
+        }
+        for (j, ph) in a.phase.iter().enumerate() {
+            let pprefix = format!("{prefix}.phase[{j}]");
+            let p = ph.get_ref();
+            let Some(iv) = &p.instructions else {
+                return Err(cx.missing(
+                    ph.span(),
+                    &format!("{pprefix}.instructions"),
+                    "missing: every [[app.phase]] needs its instructions per thread, like instructions = 5e10".into(),
+                ));
+            };
+            let instructions = cx.positive(iv, &format!("{pprefix}.instructions"))?;
+            let phase_model = partial_model(cx, p.model_keys(), &pprefix)?;
+            let at = ModelAt {
+                table_span: ph.span(),
+                prefix: &pprefix,
+                in_phase: true,
+                shared_bytes,
+                shared_path: &path("shared"),
+            };
+            let model = thread_model(cx, &app_model, &phase_model, &at)?;
+            phases.push(Phase {
+                instructions,
+                model,
+            });
+        }
+    }
+
+    let spec = |name: String| AppSpec {
+        name,
+        kind,
+        threads,
+        phases: phases.clone(),
+        shared_bytes,
+        memory,
+        cpus: cpus.clone(),
+        start_s,
+        runs,
+    };
+    Ok(if copies == 1 {
+        vec![spec(name)]
+    } else {
+        (0..copies).map(|c| spec(format!("{name}.{c}"))).collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = r#"
+machine = "westmere-2s"
+
+[[app]]
+name = "a"
+instructions = 1e10
+uncore_pki = 20
+llc_mpki = 10
+working_set = "64MiB"
+"#;
+
+    fn err(text: &str) -> String {
+        parse(text, "t.toml").unwrap_err().to_string()
+    }
+
+    /// `text` fails with a message starting with `prefix`.
+    fn fails(text: &str, prefix: &str) -> String {
+        let e = err(text);
+        assert!(e.starts_with(prefix), "want {prefix:?}..., got {e:?}");
+        e
+    }
+
+    #[test]
+    fn a_minimal_file_takes_the_defaults() {
+        let w = parse(BASE, "dir/mix.toml").unwrap();
+        assert_eq!(w.name, "mix");
+        assert_eq!(w.description, "");
+        assert_eq!(w.machine, "westmere-2s");
+        assert_eq!((w.step_ms, w.max_seconds), (10.0, 3600.0));
+        assert_eq!(w.linux, LinuxModel::default());
+        let a = &w.apps[0];
+        assert_eq!(a.name, "a");
+        assert_eq!(a.kind, AppKind::Process);
+        assert_eq!((a.threads, a.runs, a.shared_bytes), (1, 1, 0));
+        assert_eq!(a.memory, MemoryPlacement::FirstTouch);
+        assert_eq!((a.cpus.clone(), a.start_s), (None, 0.0));
+        assert_eq!(
+            a.phases,
+            vec![Phase {
+                instructions: 1e10,
+                model: ThreadModel {
+                    cpi_core: 1.0,
+                    uncore_pki: 20.0,
+                    working_set: 64 << 20,
+                    pattern: Pattern::PowerLaw {
+                        llc_mpki: 10.0,
+                        alpha: 0.5
+                    },
+                    mlp: 1.0,
+                    shared_writes_pki: 0.0,
+                },
+            }]
+        );
+    }
+
+    #[test]
+    fn every_key_is_read() {
+        let text = r#"
+name = "full"
+description = "all keys"
+machine = "barcelona-4s"
+step_ms = 5
+max_seconds = 100
+
+[linux]
+balance_interval_ms = 50
+migrate_probability = 0.5
+numa_balancing = true
+numa_balancing_mib_per_s = 128
+
+[[app]]
+name = "vm1"
+kind = "vm"
+threads = 2
+copies = 2
+memory = "node:3"
+cpus = "4-7"
+start_s = 1.5
+runs = 3
+shared = "1.5MiB"
+cpi = 0.8
+uncore_pki = 30
+working_set = 1048576
+pattern = "power-law"
+llc_mpki = 12
+alpha = 0.7
+mlp = 2
+shared_writes_pki = 1
+
+[[app.phase]]
+instructions = 5e9
+
+[[app.phase]]
+instructions = 2_000_000_000
+uncore_pki = 5
+pattern = "uniform"
+working_set = "8MiB"
+
+[[app.phase]]
+instructions = 1e9
+uncore_pki = 4
+"#;
+        let w = parse(text, "f.toml").unwrap();
+        assert_eq!(w.name, "full");
+        assert_eq!(w.description, "all keys");
+        assert_eq!((w.step_ms, w.max_seconds), (5.0, 100.0));
+        assert_eq!(
+            w.linux,
+            LinuxModel {
+                balance_interval_ms: 50.0,
+                migrate_probability: 0.5,
+                numa_balancing: true,
+                numa_balancing_mib_per_s: 128.0,
+            }
+        );
+        let names: Vec<_> = w.apps.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["vm1.0", "vm1.1"]);
+        assert_eq!(w.apps[0].phases, w.apps[1].phases);
+        let a = &w.apps[1];
+        assert_eq!((a.kind, a.threads, a.runs), (AppKind::Vm, 2, 3));
+        assert_eq!(a.memory, MemoryPlacement::Node(3));
+        assert_eq!(a.cpus, Some("4-7".parse().unwrap()));
+        assert_eq!((a.start_s, a.shared_bytes), (1.5, 3 << 19));
+        assert_eq!(a.instructions(), 8e9);
+        let [p0, p1, p2] = &a.phases[..] else {
+            panic!("{:?}", a.phases)
+        };
+        // Phase 0 is the app's model.
+        assert_eq!(
+            p0.model,
+            ThreadModel {
+                cpi_core: 0.8,
+                uncore_pki: 30.0,
+                working_set: 1 << 20,
+                pattern: Pattern::PowerLaw {
+                    llc_mpki: 12.0,
+                    alpha: 0.7
+                },
+                mlp: 2.0,
+                shared_writes_pki: 1.0,
+            }
+        );
+        // Phase 1 changes the pattern: llc_mpki and alpha are not inherited.
+        assert_eq!(p1.instructions, 2e9);
+        assert_eq!(p1.model.pattern, Pattern::Uniform);
+        assert_eq!((p1.model.uncore_pki, p1.model.working_set), (5.0, 8 << 20));
+        assert_eq!((p1.model.cpi_core, p1.model.mlp), (0.8, 2.0));
+        // Phase 2: the inherited llc_mpki is capped at its uncore requests.
+        assert_eq!(
+            p2.model.pattern,
+            Pattern::PowerLaw {
+                llc_mpki: 4.0,
+                alpha: 0.7
+            }
+        );
+    }
+
+    #[test]
+    fn every_builtin_parses_and_validates() {
+        assert_eq!(BUILTIN[0], DEFAULT);
+        for &name in BUILTIN {
+            let w = builtin(name)
+                .unwrap_or_else(|| panic!("{name} is listed but not built in"))
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(w.name, name);
+            assert!(!w.description.is_empty(), "{name} has no description");
+            assert!(!w.apps.is_empty(), "{name}");
+            // The description cites its seed.
+            assert!(w.description.contains("seed"), "{name}: {}", w.description);
+        }
+        assert!(builtin("nope").is_none());
+        let d = builtin(DEFAULT).unwrap().unwrap();
+        assert!(
+            d.threads() <= 16,
+            "the default stays small: {}",
+            d.threads()
+        );
+        assert_eq!(d.machine, "westmere-2s");
+    }
+
+    /// A rough solo time of one run of an app, seconds: instructions x CPI
+    /// / clock, CPI = cpi_core + stall cycles per instruction from the
+    /// uncore requests (LLC hits at the LLC latency, misses at the local
+    /// memory latency, divided by the MLP) and shared writes (one
+    /// same-socket HITM per line). The contention model is finer; this only
+    /// keeps the shipped instruction counts in the intended range.
+    fn rough_solo_seconds(m: &Machine, a: &AppSpec) -> f64 {
+        let t = &m.topology;
+        let llc = t.llc_size(0).unwrap_or(0) as f64;
+        let private = t
+            .caches()
+            .iter()
+            .filter(|c| c.span.len() <= t.smt_width())
+            .map(|c| c.size)
+            .max()
+            .unwrap_or(0) as f64;
+        let ghz = m.params.ghz.value;
+        let mut seconds = 0.0;
+        for p in &a.phases {
+            let tm = &p.model;
+            let w = tm.working_set as f64;
+            let (uncore, misses) = match tm.pattern {
+                Pattern::Uniform => {
+                    let u = tm.uncore_pki * (1.0 - private / w).max(0.0);
+                    (u, u * (1.0 - llc / w).max(0.0))
+                }
+                Pattern::PowerLaw { llc_mpki, .. } => (tm.uncore_pki, llc_mpki),
+            };
+            let stall_ns = ((uncore - misses) * m.params.llc_hit_ns.value
+                + misses * m.params.local_latency_ns.value)
+                / 1000.0
+                / tm.mlp;
+            let share_ns = if a.shared_bytes > 0 {
+                let per_line = (a.shared_bytes as f64 / 8.0).clamp(1.0, 8.0);
+                tm.shared_writes_pki / 1000.0 * m.params.hitm_same_socket_ns.value / per_line
+            } else {
+                0.0
+            };
+            let cpi = tm.cpi_core + (stall_ns + share_ns) * ghz;
+            seconds += p.instructions * cpi / (ghz * 1e9);
+        }
+        seconds
+    }
+
+    #[test]
+    fn builtin_solo_runs_last_10_to_120_seconds() {
+        for &name in BUILTIN {
+            let w = builtin(name).unwrap().unwrap();
+            let m = Machine::preset(&w.machine).unwrap();
+            for a in &w.apps {
+                let s = rough_solo_seconds(&m, a);
+                assert!(
+                    (10.0..=120.0).contains(&s),
+                    "{name}/{}: a solo run takes about {s:.1} s",
+                    a.name
+                );
+                // Every run starts in time to end before max_seconds
+                // even twice as slow as solo.
+                let end = a.start_s + 2.0 * s * a.runs as f64;
+                assert!(
+                    end < w.max_seconds,
+                    "{name}/{}: ends about {end:.0} s",
+                    a.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sizes() {
+        let table: &[(&str, u64)] = &[
+            ("0", 0),
+            ("4096", 4096),
+            ("12B", 12),
+            ("1KiB", 1024),
+            ("1K", 1024),
+            ("1KB", 1024),
+            ("128KiB", 128 << 10),
+            ("64MiB", 64 << 20),
+            ("12MB", 12 << 20),
+            ("12M", 12 << 20),
+            ("12 mb", 12 << 20),
+            ("1.5MiB", 3 << 19),
+            ("1.6GiB", (1.6 * (1u64 << 30) as f64).round() as u64),
+            ("2GB", 2 << 30),
+            ("2G", 2 << 30),
+            ("1TiB", 1 << 40),
+            ("1TB", 1 << 40),
+            ("1_024KiB", 1 << 20),
+            (" 8MiB ", 8 << 20),
+        ];
+        for &(text, want) in table {
+            assert_eq!(parse_size(text), Ok(want), "{text:?}");
+        }
+        for bad in ["", "MiB", "-1MiB", "1.2.3MiB", "12 parsecs", "1PiB", "1e3"] {
+            assert!(parse_size(bad).is_err(), "{bad:?} was accepted");
+        }
+        let e = parse_size("8XB").unwrap_err();
+        assert!(
+            e.contains("unknown size unit \"XB\"") && e.contains("MiB"),
+            "{e}"
+        );
+        // Integers in the file are bytes.
+        let w = parse(&BASE.replace("\"64MiB\"", "4096"), "t.toml").unwrap();
+        assert_eq!(w.apps[0].phases[0].model.working_set, 4096);
+    }
+
+    #[test]
+    fn unknown_keys_name_the_key_line_and_what_is_allowed() {
+        let e = fails(
+            &format!("colour = \"red\"\n{BASE}"),
+            "t.toml:1:1: field `colour`: unknown key `colour` at the top level; allowed keys: name, description, machine,",
+        );
+        assert!(e.contains("app"), "{e}");
+        let e = fails(
+            &BASE.replace("uncore_pki = 20\n", "uncore_pki = 20\nworkingset = 3\n"),
+            "t.toml:8:1: field `app[0].workingset`: unknown key `workingset` in [[app]]; allowed keys:",
+        );
+        assert!(e.contains("working_set") && e.contains("phase"), "{e}");
+        fails(
+            &format!("{BASE}\n[linux]\nbalance_ms = 3\n"),
+            "t.toml:12:1: field `linux.balance_ms`: unknown key `balance_ms` in [linux]; allowed keys: balance_interval_ms,",
+        );
+        let two_apps =
+            format!("{BASE}\n[[app]]\nname = \"b\"\n[[app.phase]]\ninstructions = 1\nmlpp = 2\n");
+        fails(
+            &two_apps,
+            "t.toml:15:1: field `app[1].phase[0].mlpp`: unknown key `mlpp` in [[app.phase]]; allowed keys: instructions,",
+        );
+    }
+
+    #[test]
+    fn values_out_of_range_name_the_field() {
+        // Negative and zero sizes.
+        fails(
+            &BASE.replace("\"64MiB\"", "\"-64MiB\""),
+            "t.toml:9:15: field `app[0].working_set`: \"-64MiB\" is negative",
+        );
+        fails(
+            &BASE.replace("\"64MiB\"", "-5"),
+            "t.toml:9:15: field `app[0].working_set`: size -5 is negative",
+        );
+        fails(
+            &BASE.replace("\"64MiB\"", "0"),
+            "t.toml:9:15: field `app[0].working_set`: size must be greater than 0",
+        );
+        // A bad unit.
+        let e = fails(
+            &BASE.replace("\"64MiB\"", "\"64MiBs\""),
+            "t.toml:9:15: field `app[0].working_set`: unknown size unit \"MiBs\"",
+        );
+        assert!(e.contains("KiB, MiB, GiB"), "{e}");
+        // Zero threads.
+        fails(
+            &BASE.replace("name = \"a\"\n", "name = \"a\"\nthreads = 0\n"),
+            "t.toml:6:11: field `app[0].threads`: must be at least 1",
+        );
+        fails(
+            &BASE.replace("name = \"a\"\n", "name = \"a\"\nthreads = \"4\"\n"),
+            "t.toml:6:11: field `app[0].threads`: expected a whole number >= 1 (threads of the application), got string \"4\"",
+        );
+        // More threads than the cpuset.
+        fails(
+            &BASE.replace(
+                "name = \"a\"\n",
+                "name = \"a\"\nthreads = 4\ncpus = \"0-1\"\n",
+            ),
+            "t.toml:7:8: field `app[0].cpus`: more threads than a cpuset can hold: 4 threads on cpus \"0-1\" (2 CPUs)",
+        );
+        fails(
+            &BASE.replace("name = \"a\"\n", "name = \"a\"\ncpus = \"15-16\"\n"),
+            "t.toml:6:8: field `app[0].cpus`: CPU 16 does not exist: westmere-2s has CPUs 0-15",
+        );
+        fails(
+            &BASE.replace("name = \"a\"\n", "name = \"a\"\ncpus = \"zero\"\n"),
+            "t.toml:6:8: field `app[0].cpus`: invalid cpuset \"zero\"",
+        );
+        // A node the machine does not have.
+        fails(
+            &BASE.replace("name = \"a\"\n", "name = \"a\"\nmemory = \"node:7\"\n"),
+            "t.toml:6:10: field `app[0].memory`: node 7 does not exist: westmere-2s has nodes 0-1",
+        );
+        let e = fails(
+            &BASE.replace("name = \"a\"\n", "name = \"a\"\nmemory = \"local\"\n"),
+            "t.toml:6:10: field `app[0].memory`: unknown memory placement \"local\"",
+        );
+        assert!(
+            e.contains("\"first-touch\", \"interleave\" or \"node:N\""),
+            "{e}"
+        );
+        fails(
+            &format!("{BASE}\n[linux]\nmigrate_probability = 1.5\n"),
+            "t.toml:12:23: field `linux.migrate_probability`: must be between 0 and 1, got 1.5",
+        );
+        fails(
+            &BASE.replace("machine", "step_ms = 0\nmachine"),
+            "t.toml:2:11: field `step_ms`: must be greater than 0, got 0",
+        );
+        fails(
+            &BASE.replace("name = \"a\"\n", "name = \"a\"\nstart_s = 4000\n"),
+            "t.toml:6:11: field `app[0].start_s`: starts at 4000 s, not before max_seconds = 3600",
+        );
+        fails(
+            &BASE.replace("name = \"a\"\n", "name = \"a\"\nkind = \"container\"\n"),
+            "t.toml:6:8: field `app[0].kind`: unknown kind \"container\": use \"process\" or \"vm\"",
+        );
+        fails(
+            &BASE.replace("name = \"a\"", "name = \"\""),
+            "t.toml:5:8: field `app[0].name`: the name is empty",
+        );
+        fails(
+            &BASE.replace("uncore_pki = 20", "uncore_pki = nan"),
+            "t.toml:7:14: field `app[0].uncore_pki`: expected a finite number, got NaN",
+        );
+        fails(
+            &BASE.replace("uncore_pki = 20", "uncore_pki = 20\nalpha = 3"),
+            "t.toml:8:9: field `app[0].alpha`: must be greater than 0 and at most 2, got 3",
+        );
+    }
+
+    #[test]
+    fn thread_model_rules() {
+        // llc_mpki with the uniform pattern.
+        fails(
+            &BASE.replace("uncore_pki = 20", "uncore_pki = 20\npattern = \"uniform\""),
+            "t.toml:9:12: field `app[0].llc_mpki`: applies to pattern = \"power-law\" only, and app[0].pattern sets pattern = \"uniform\"",
+        );
+        // llc_mpki missing with the power law.
+        fails(
+            &BASE.replace("llc_mpki = 10\n", ""),
+            "t.toml:4:1: field `app[0].llc_mpki`: missing: pattern \"power-law\" needs llc_mpki",
+        );
+        fails(
+            &BASE.replace("llc_mpki = 10", "llc_mpki = 30"),
+            "t.toml:8:12: field `app[0].llc_mpki`: llc_mpki 30 is more than uncore_pki 20 (app[0].uncore_pki)",
+        );
+        fails(
+            &BASE.replace("working_set = \"64MiB\"\n", ""),
+            "t.toml:4:1: field `app[0].working_set`: missing: give working_set in this [[app]]",
+        );
+        fails(
+            &BASE.replace("instructions = 1e10\n", ""),
+            "t.toml:4:1: field `app[0].instructions`: missing: give instructions per thread and run",
+        );
+        // Instructions both in the app and in its phases.
+        fails(
+            &format!("{BASE}\n[[app.phase]]\ninstructions = 5e9\n"),
+            "t.toml:6:16: field `app[0].instructions`: instructions is given both here and in [[app.phase]]",
+        );
+        let phased = BASE.replace("instructions = 1e10\n", "");
+        fails(
+            &format!("{phased}\n[[app.phase]]\nuncore_pki = 2\n"),
+            "t.toml:10:1: field `app[0].phase[0].instructions`: missing: every [[app.phase]] needs its instructions",
+        );
+        fails(
+            &format!(
+                "{phased}\n[[app.phase]]\ninstructions = 1\n\n[[app.phase]]\ninstructions = 1\nllc_mpki = 25\n"
+            ),
+            "t.toml:15:12: field `app[0].phase[1].llc_mpki`: llc_mpki 25 is more than uncore_pki 20 (app[0].uncore_pki)",
+        );
+        fails(
+            &format!("{phased}\n[[app.phase]]\ninstructions = 1\nuncore_pki = -2\n"),
+            "t.toml:12:14: field `app[0].phase[0].uncore_pki`: must be at least 0, got -2",
+        );
+        let no_uncore = phased.replace("uncore_pki = 20\nllc_mpki = 10\n", "llc_mpki = 1\n");
+        fails(
+            &format!(
+                "{no_uncore}\n[[app.phase]]\ninstructions = 1\nuncore_pki = 3\n[[app.phase]]\ninstructions = 1\n"
+            ),
+            "t.toml:12:1: field `app[0].phase[1].uncore_pki`: missing: give uncore_pki in this [[app.phase]] or in its [[app]]",
+        );
+        // Shared writes need a shared area.
+        fails(
+            &BASE.replace("uncore_pki = 20", "uncore_pki = 20\nshared_writes_pki = 1"),
+            "t.toml:8:21: field `app[0].shared_writes_pki`: writes to the shared area need one: set app[0].shared",
+        );
+    }
+
+    #[test]
+    fn machines_and_names() {
+        let e = fails(
+            &BASE.replace("westmere-2s", "pentium-4"),
+            "t.toml:2:11: field `machine`: unknown machine preset \"pentium-4\": use one of westmere-2s, barcelona-4s,",
+        );
+        assert!(e.contains("sapphirerapids-2s-snc4"), "{e}");
+        fails(
+            &BASE.replace("machine = \"westmere-2s\"\n", ""),
+            "t.toml: field `machine`: missing: give the machine preset",
+        );
+        fails(
+            "machine = \"core2duo\"\n",
+            "t.toml: field `app`: no [[app]] table",
+        );
+        // Names are unique after copies.
+        let dup = format!(
+            "{}{}",
+            BASE.replace("name = \"a\"", "name = \"a\"\ncopies = 2"),
+            BASE.replace("machine = \"westmere-2s\"", "")
+                .replace("name = \"a\"", "name = \"a.1\"")
+        );
+        fails(
+            &dup,
+            "t.toml:15:8: field `app[1].name`: app name \"a.1\" is already used by app[0]",
+        );
+        // Syntax errors carry their place.
+        fails("machine = \n", "t.toml:1:");
+        fails(
+            &BASE
+                .replace("threads", "x")
+                .replace("name = \"a\"\n", "name = \"a\"\nname = \"b\"\n"),
+            "t.toml:6:1: field `app[0].name`: duplicate key",
+        );
+        fails(
+            "machine = \"westmere-2s\"\napp = 3\n",
+            "t.toml:2:7: field `app`: wrong type: integer `3`, expected a sequence",
+        );
+    }
+
+    #[test]
+    fn error_display() {
+        let mut e = ScenarioError {
+            origin: "f.toml".into(),
+            line: Some(3),
+            column: Some(7),
+            field: Some("app[2].working_set".into()),
+            message: "too big".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "f.toml:3:7: field `app[2].working_set`: too big"
+        );
+        e.column = None;
+        assert_eq!(
+            e.to_string(),
+            "f.toml:3: field `app[2].working_set`: too big"
+        );
+        e.line = None;
+        e.field = None;
+        assert_eq!(e.to_string(), "f.toml: too big");
+        let _: &dyn std::error::Error = &e;
+        // Columns count characters, not bytes.
+        assert_eq!(line_col("a\né = x", 5), (2, 3));
+    }
+
+    #[test]
+    fn resolve_load_and_builtin_names() {
+        let dir = std::env::temp_dir().join(format!("numaplace-scenario-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("mine.toml");
+        std::fs::write(&path, BASE).unwrap();
+        let w = resolve(path.to_str().unwrap()).unwrap();
+        assert_eq!(w.name, "mine");
+        assert_eq!(load(&path).unwrap(), w);
+        let w = resolve("spec-westmere").unwrap();
+        assert_eq!(w.name, "spec-westmere");
+        assert_eq!(w.apps.len(), 20);
+        // Errors in a loaded file name the file.
+        std::fs::write(&path, BASE.replace("uncore_pki = 20", "uncore_pki = -1")).unwrap();
+        let e = load(&path).unwrap_err();
+        assert_eq!(e.origin, path.display().to_string());
+        assert_eq!((e.line, e.column), (Some(7), Some(14)));
+        let missing = dir.join("missing.toml");
+        let e = resolve(missing.to_str().unwrap()).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "{}: cannot read the scenario file",
+                missing.display()
+            )),
+            "{e}"
+        );
+        let e = resolve("no-such-scenario").unwrap_err().to_string();
+        assert!(e.contains("default, microbench-westmere"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -161,3 +161,82 @@ impl Workload {
         self.apps.iter().map(|a| a.threads as usize).sum()
     }
 }
+
+impl ThreadModel {
+    /// A thread of seed 000's micro-benchmark (Fig. 3): a randomly linked
+    /// list of 64-byte entries over `working_set` bytes, walked one
+    /// dependent hop at a time, and after each walk an atomic add to every
+    /// 8-byte word of the `shared` area. A hop is taken as 4 instructions
+    /// and about 19 core cycles (L1 miss, L2 lookup, second-level TLB);
+    /// an atomic add that finds its line as 20 cycles. Both are
+    /// assumptions (Westmere latencies), the first checked by validation
+    /// target 1.
+    pub fn microbench(working_set: u64, shared: u64) -> ThreadModel {
+        const INSTR_PER_HOP: f64 = 4.0;
+        const CYCLES_PER_HOP: f64 = 19.2;
+        const CYCLES_PER_ADD: f64 = 20.0;
+        // A working set too small to matter still needs a size.
+        let ws = working_set.max(64) as f64;
+        let hops = if working_set == 0 { 0.0 } else { ws / 64.0 };
+        let adds = shared as f64 / 8.0;
+        let instructions = INSTR_PER_HOP * hops + adds;
+        ThreadModel {
+            cpi_core: (CYCLES_PER_HOP * hops + CYCLES_PER_ADD * adds) / instructions,
+            uncore_pki: 1000.0 * hops / instructions,
+            working_set: ws as u64,
+            pattern: Pattern::Uniform,
+            mlp: 1.0,
+            shared_writes_pki: 1000.0 * adds / instructions,
+        }
+    }
+
+    /// Instructions of `loops` iterations of [`ThreadModel::microbench`]'s
+    /// loop.
+    pub fn microbench_instructions(working_set: u64, shared: u64, loops: f64) -> f64 {
+        let hops = working_set as f64 / 64.0;
+        loops * (4.0 * hops + shared as f64 / 8.0)
+    }
+}
+
+impl Workload {
+    /// Checks the workload fits `machine` (another machine than the one
+    /// its scenario named): memory nodes and cpusets exist there, and no
+    /// application has more threads than its cpuset has CPUs. The message
+    /// names the application and what to change.
+    pub fn check_machine(&self, machine: &crate::Machine) -> Result<(), String> {
+        let t = &machine.topology;
+        let cpus = t.cpus().len() as u32;
+        let nodes = t.nodes().len() as u32;
+        for a in &self.apps {
+            if let MemoryPlacement::Node(n) = a.memory
+                && n >= nodes
+            {
+                return Err(format!(
+                    "application {:?} binds its memory to node {n}, but {} has nodes 0-{}",
+                    a.name,
+                    machine.name,
+                    nodes - 1
+                ));
+            }
+            if let Some(set) = &a.cpus {
+                if let Some(bad) = set.iter().find(|&c| c >= cpus) {
+                    return Err(format!(
+                        "application {:?} is confined to CPU {bad}, but {} has CPUs 0-{}",
+                        a.name,
+                        machine.name,
+                        cpus - 1
+                    ));
+                }
+                if a.threads as usize > set.len() {
+                    return Err(format!(
+                        "application {:?} has {} threads but its cpuset {set} holds {} CPUs",
+                        a.name,
+                        a.threads,
+                        set.len()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

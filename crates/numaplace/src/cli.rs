@@ -72,6 +72,106 @@ pub enum Command {
     /// each action; nothing is applied.
     #[command(after_help = "Example:\n  numaplace advise --policy numad-like --all")]
     Advise(RunArgs),
+
+    /// Run one policy on a simulated machine and workload (a scenario):
+    /// when each application finished, migrations, energy.
+    #[command(after_help = "Examples:\n  \
+        numaplace simulate                                  (the built-in default scenario)\n  \
+        numaplace simulate --scenario spec-barcelona --policy numad-like --seed 3\n  \
+        numaplace simulate --scenario my.toml --report run.html --journal j.jsonl")]
+    Simulate(SimulateArgs),
+
+    /// Run every policy on a simulated scenario over the same seeds, with
+    /// the oracle's best static placement: mean run time against Linux's
+    /// default and the oracle, worst case, spread over seeds, migrations,
+    /// energy; a table, JSON, and an HTML report with plots.
+    #[command(after_help = "Examples:\n  \
+        numaplace compare                                   (the built-in default scenario, 10 seeds)\n  \
+        numaplace compare --scenario npb-westmere --policies default,numad-like --seeds 5\n  \
+        numaplace compare --scenario my.toml --synthetic \"pack:4 numa:1 l3:1 core:8 pu:1\"")]
+    Compare(CompareArgs),
+
+    /// List the built-in simulator scenarios.
+    Scenarios,
+}
+
+/// What every simulator command shares.
+#[derive(Debug, Args)]
+pub struct SimArgs {
+    /// A built-in scenario's name (`numaplace scenarios` lists them) or a
+    /// scenario file (TOML).
+    #[arg(long, value_name = "NAME|FILE", default_value = numaplace_sim::scenario::DEFAULT)]
+    pub scenario: String,
+
+    /// Simulate this machine preset instead of the scenario's (westmere-2s,
+    /// barcelona-4s, core2duo, cascadelake-2s, sapphirerapids-2s-snc4).
+    #[arg(long, value_name = "PRESET", conflicts_with_all = ["sysfs_root", "xml", "synthetic"])]
+    pub machine: Option<String>,
+
+    /// Or any machine numaplace can read, with the simulator's stated
+    /// default parameters (docs/simulator.md).
+    #[command(flatten)]
+    pub topology: MachineArgs,
+
+    /// Time between policy rounds (default: the policy's own).
+    #[arg(long, value_name = "DURATION")]
+    pub interval: Option<String>,
+
+    /// Print JSON for programs instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Write an HTML report with plots to this file.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    #[command(flatten)]
+    pub sim: SimArgs,
+
+    /// The policy to run.
+    #[arg(long, value_name = "NAME", default_value = "default")]
+    pub policy: String,
+
+    /// Seed of the simulated Linux's random choices.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub seed: u64,
+
+    /// Write every decision, its reason and outcome to this file (JSON lines).
+    #[arg(long, value_name = "FILE")]
+    pub journal: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub sim: SimArgs,
+
+    /// The policies to compare, comma-separated (default: all but static).
+    #[arg(long, value_name = "LIST")]
+    pub policies: Option<String>,
+
+    /// Seeds per policy.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub seeds: u64,
+
+    /// The first seed.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub first_seed: u64,
+
+    /// Leave out the oracle's static placement.
+    #[arg(long)]
+    pub no_oracle: bool,
+
+    /// Placements the oracle may simulate.
+    #[arg(long, value_name = "N", default_value_t = 300)]
+    pub oracle_budget: usize,
+
+    /// Simulations run in parallel (default: one per CPU).
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
 }
 
 /// Which processes the daemon may touch (added to the config's [scope]).

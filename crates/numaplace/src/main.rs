@@ -24,6 +24,9 @@ fn main() -> ExitCode {
         Command::Replay(args) => commands::record::replay(&args),
         Command::Run(args) => commands::run::run(&args),
         Command::Advise(args) => commands::run::advise(&args),
+        Command::Simulate(args) => commands::simulate::simulate(&args),
+        Command::Compare(args) => commands::simulate::compare_cmd(&args),
+        Command::Scenarios => commands::simulate::scenarios(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,6 +2,7 @@
 
 pub mod record;
 pub mod run;
+pub mod simulate;
 pub mod tasks;
 pub mod topology;
 
@@ -28,6 +29,7 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
             || c.is::<DiscoveryError>()
             || c.is::<RecordError>()
             || c.is::<InputError>()
+            || c.is::<numaplace_sim::scenario::ScenarioError>()
     });
     if input_fault { 2 } else { 1 }
 }

@@ -1,0 +1,553 @@
+//! The contention model: given where each running thread is and where its
+//! memory lives, how fast does each go? One call solves one time step to a
+//! fixed point (rates depend on speeds, latencies on rates). Every equation
+//! is in `docs/simulator.md` with the source of its constants; the
+//! numbering there (M1-M7) is used in the comments here.
+
+use serde::Serialize;
+
+use crate::machine::{Machine, Param};
+use crate::workload::{Pattern, ThreadModel};
+
+/// Bytes per cache line (all presets).
+pub const LINE: f64 = 64.0;
+
+/// Constants of the model that no preset publishes, with their sources.
+#[derive(Debug, Clone, Serialize)]
+pub struct Constants {
+    /// `k` of the loaded-latency curve `L(u) = L0 + k u / (1 − u)` (M3).
+    pub loaded_latency_k_ns: Param,
+    /// Utilisation at which the curve is capped (M3).
+    pub utilisation_cap: f64,
+    /// Two busy SMT siblings each run their core work this much slower (M6).
+    pub smt_slowdown: Param,
+    /// Address translation of a uniformly random walk (M5): the cost per
+    /// access is `walk_ns · max(0, 1 − reach / W)`.
+    pub translation_reach_bytes: Param,
+    pub walk_ns: Param,
+    /// A modified line taken from the SMT sibling (M4).
+    pub hitm_smt_ns: Param,
+    /// Time a thread is stalled per 4 KiB page of its memory migrated
+    /// (M7).
+    pub page_migration_us: Param,
+}
+
+impl Default for Constants {
+    fn default() -> Self {
+        use crate::machine::Source::*;
+        let p = |value, source| Param { value, source };
+        Constants {
+            loaded_latency_k_ns: p(
+                10.4,
+                Derived(
+                    "least squares of Intel MLC's Cascade Lake loaded latencies (82 ns idle; 94, 103, 120 ns at 30, 53, 80 % of peak)",
+                ),
+            ),
+            utilisation_cap: 0.95,
+            smt_slowdown: p(
+                1.6,
+                Assumed("two hyperthreads give about 1.25x one core's throughput"),
+            ),
+            translation_reach_bytes: p(
+                10.0 * 1024.0 * 1024.0,
+                Derived(
+                    "fitted with walk_ns to seed 000 Fig. 4a: a remote pointer chase is 1.26x local at 16 MiB, 1.44x at 256 MiB",
+                ),
+            ),
+            walk_ns: p(
+                41.6,
+                Derived("fitted with translation_reach_bytes to seed 000 Fig. 4a"),
+            ),
+            hitm_smt_ns: p(5.0, Assumed("a line in the shared L1/L2 of the core")),
+            page_migration_us: p(
+                2.0,
+                Assumed("move_pages copies a 4 KiB page and remaps it: about 2 µs"),
+            ),
+        }
+    }
+}
+
+/// One running thread, as the step sees it.
+#[derive(Debug, Clone)]
+pub struct Runner<'a> {
+    /// Dense CPU id.
+    pub cpu: usize,
+    /// Fraction of the CPU it gets (1/k when k threads share it).
+    pub share: f64,
+    pub model: &'a ThreadModel,
+    /// Fraction of its private pages on each node (dense ids; sums to 1).
+    pub pages: &'a [f64],
+    /// The application instance it belongs to (sharing happens within
+    /// one).
+    pub group: usize,
+    /// Bytes of the application's shared area.
+    pub shared_bytes: u64,
+    /// Instructions per second from the previous step (warm start; 0 if
+    /// none).
+    pub prev_ips: f64,
+}
+
+/// What the model says about one thread for this step.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Speed {
+    /// Instructions per wall-clock second (its CPU share included).
+    pub ips: f64,
+    /// Cycles per instruction while it runs.
+    pub cpi: f64,
+    /// Uncore (L2-miss) requests and LLC misses per instruction.
+    pub uncore_per_instr: f64,
+    pub llc_miss_per_instr: f64,
+    /// Its LLC share, bytes.
+    pub llc_share: f64,
+    /// Average latency of its memory accesses, ns (0 if none).
+    pub memory_ns: f64,
+    /// Uncore penalty of seed 000 §3.1: average uncore latency per request
+    /// divided by the memory-level parallelism, cycles.
+    pub uncore_penalty_cycles: f64,
+    /// Cache-line transfers of shared data per instruction.
+    pub transfers_per_instr: f64,
+}
+
+/// The machine-wide state of a step.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Load {
+    /// Memory controller utilisation per node, 0-1.
+    pub node_utilisation: Vec<f64>,
+    /// Interconnect utilisation per ordered package pair (row-major).
+    pub link_utilisation: Vec<f64>,
+    pub iterations: u32,
+}
+
+/// Splits `size` in proportion to the weights, no item getting more than
+/// its cap, what a capped item leaves going to the others; returns the
+/// first item's part.
+fn water_fill(items: &[(f64, f64)], size: f64) -> f64 {
+    let mut open: Vec<usize> = (0..items.len()).collect();
+    let mut left = size;
+    loop {
+        let total: f64 = open.iter().map(|&k| items[k].0).sum();
+        if total <= 0.0 {
+            return items[0].1.min(left.max(0.0));
+        }
+        let mut capped = false;
+        let mut first = None;
+        open.retain(|&k| {
+            let want = left * items[k].0 / total;
+            if want >= items[k].1 {
+                left -= items[k].1;
+                capped = true;
+                if k == 0 {
+                    first = Some(items[0].1);
+                }
+                false
+            } else {
+                true
+            }
+        });
+        if let Some(x) = first {
+            return x;
+        }
+        if !capped {
+            return left * items[0].0 / total;
+        }
+    }
+}
+
+/// Traffic that is not the threads' own misses: page copies of
+/// migrations (M7), bytes per second per node and per ordered package pair.
+#[derive(Debug, Clone, Default)]
+pub struct Background {
+    pub node_bytes_per_s: Vec<f64>,
+    pub link_bytes_per_s: Vec<f64>,
+}
+
+/// Solves steps; keeps its buffers between calls.
+#[derive(Debug)]
+pub struct Solver {
+    pub constants: Constants,
+    ghz: f64,
+    l2_bytes: Vec<f64>,
+    llc_bytes: Vec<f64>,
+    cpu_core: Vec<usize>,
+    cpu_llc: Vec<usize>,
+    cpu_node: Vec<usize>,
+    cpu_package: Vec<usize>,
+    node_package: Vec<usize>,
+    nodes: usize,
+    packages: usize,
+    latency: Vec<f64>,
+    node_bw: f64,
+    link_bw: f64,
+    hitm_same: f64,
+    hitm_cross: f64,
+    llc_hit_ns: f64,
+}
+
+impl Solver {
+    pub fn new(m: &Machine, constants: Constants) -> Solver {
+        let t = &m.topology;
+        let l2_bytes = t
+            .cores()
+            .iter()
+            .map(|c| t.core_cache(c.id, 2).map_or(0.0, |c| c.size as f64))
+            .collect();
+        let llc_bytes = (0..t.llcs().len())
+            .map(|l| t.llc_size(l).unwrap_or(0) as f64)
+            .collect();
+        let node_package = t.nodes().iter().map(|n| n.package.unwrap_or(0)).collect();
+        Solver {
+            constants,
+            ghz: m.params.ghz.value,
+            l2_bytes,
+            llc_bytes,
+            cpu_core: t.cpus().iter().map(|c| c.core).collect(),
+            cpu_llc: t.cpus().iter().map(|c| c.llc).collect(),
+            cpu_node: t.cpus().iter().map(|c| c.node).collect(),
+            cpu_package: t.cpus().iter().map(|c| c.package).collect(),
+            node_package,
+            nodes: t.nodes().len(),
+            packages: t.packages().len(),
+            latency: m.params.latency_ns.clone(),
+            node_bw: m.params.node_bandwidth_gbs.value,
+            link_bw: m.params.link_bandwidth_gbs.value,
+            hitm_same: m.params.hitm_same_socket_ns.value,
+            hitm_cross: m.params.hitm_cross_socket_ns.value,
+            llc_hit_ns: m.params.llc_hit_ns.value,
+        }
+    }
+
+    pub fn ghz(&self) -> f64 {
+        self.ghz
+    }
+
+    pub fn cpu_node(&self, cpu: usize) -> usize {
+        self.cpu_node[cpu]
+    }
+
+    /// Address-translation cost per uncore request of a uniformly random
+    /// walk over `ws` bytes (M5). Beyond the TLBs' reach nearly every
+    /// access walks the page table, and the walk grows dearer as the table
+    /// outgrows the caches; the saturating form `walk · (1 − R/W)` has the
+    /// two constants fitted to seed 000 Fig. 4a.
+    fn translation_ns(&self, ws: f64) -> f64 {
+        let c = &self.constants;
+        c.walk_ns.value * (1.0 - c.translation_reach_bytes.value / ws).max(0.0)
+    }
+
+    /// Loaded latency above the unloaded one, ns (M3).
+    fn queueing_ns(&self, u: f64) -> f64 {
+        let u = u.clamp(0.0, self.constants.utilisation_cap);
+        self.constants.loaded_latency_k_ns.value * u / (1.0 - u)
+    }
+
+    /// Solves one step. `out` gets one [`Speed`] per runner.
+    pub fn solve(
+        &mut self,
+        runners: &[Runner<'_>],
+        background: &Background,
+        out: &mut Vec<Speed>,
+    ) -> Load {
+        let n = runners.len();
+        out.clear();
+        out.resize(n, Speed::default());
+        let mut load = Load {
+            node_utilisation: vec![0.0; self.nodes],
+            link_utilisation: vec![0.0; self.packages * self.packages],
+            iterations: 0,
+        };
+        if n == 0 {
+            return load;
+        }
+        // SMT: is the sibling hardware thread busy? (M6)
+        let mut core_busy = vec![0u32; self.l2_bytes.len()];
+        let mut cpu_busy = vec![false; self.cpu_core.len()];
+        for r in runners {
+            if !cpu_busy[r.cpu] {
+                cpu_busy[r.cpu] = true;
+                core_busy[self.cpu_core[r.cpu]] += 1;
+            }
+        }
+        let mut ips: Vec<f64> = runners
+            .iter()
+            .map(|r| {
+                if r.prev_ips > 0.0 {
+                    r.prev_ips
+                } else {
+                    r.share * self.ghz * 1e9 / r.model.cpi_core.max(0.1)
+                }
+            })
+            .collect();
+        let mut share = vec![0.0; n];
+        let mut a = vec![0.0; n];
+        let mut mu = vec![0.0; n];
+        let mut node_lines = vec![0.0; self.nodes];
+        let mut link_lines = vec![0.0; self.packages * self.packages];
+        for iter in 0..200 {
+            load.iterations = iter + 1;
+            // M2: LLC shares by access rate, capped at the working set,
+            // the excess shared among the others (water-filling).
+            for l in 0..self.llc_bytes.len() {
+                self.split_llc(l, runners, &ips, &mut share);
+            }
+            // Requests and misses per instruction.
+            for (i, r) in runners.iter().enumerate() {
+                let m = r.model;
+                let ws = m.working_set as f64;
+                let l2 = self.l2_bytes[self.cpu_core[r.cpu]];
+                match m.pattern {
+                    Pattern::Uniform => {
+                        let h2 = (l2 / ws).min(1.0);
+                        let hl = (share[i] / ws).min(1.0).max(h2);
+                        a[i] = m.uncore_pki / 1000.0 * (1.0 - h2);
+                        mu[i] = m.uncore_pki / 1000.0 * (1.0 - hl);
+                    }
+                    Pattern::PowerLaw { llc_mpki, alpha } => {
+                        a[i] = m.uncore_pki / 1000.0;
+                        let full = self.llc_bytes[self.cpu_llc[r.cpu]].min(ws).max(1.0);
+                        let c = share[i].min(ws).max(LINE);
+                        mu[i] = (llc_mpki / 1000.0 * (c / full).powf(-alpha)).min(a[i]);
+                    }
+                }
+            }
+            // M3: memory controller and link loads.
+            node_lines.iter_mut().for_each(|x| *x = 0.0);
+            link_lines.iter_mut().for_each(|x| *x = 0.0);
+            for (x, b) in node_lines.iter_mut().zip(&background.node_bytes_per_s) {
+                *x = b / LINE;
+            }
+            for (x, b) in link_lines.iter_mut().zip(&background.link_bytes_per_s) {
+                *x = b / LINE;
+            }
+            for (i, r) in runners.iter().enumerate() {
+                let rate = ips[i] * mu[i];
+                let from = self.cpu_package[r.cpu];
+                for (node, &f) in r.pages.iter().enumerate() {
+                    if f <= 0.0 {
+                        continue;
+                    }
+                    node_lines[node] += rate * f;
+                    let to = self.node_package[node];
+                    if to != from {
+                        link_lines[to * self.packages + from] += rate * f;
+                    }
+                }
+            }
+            for (u, lines) in load.node_utilisation.iter_mut().zip(&node_lines) {
+                *u = lines * LINE / (self.node_bw * 1e9);
+            }
+            for (u, lines) in load.link_utilisation.iter_mut().zip(&link_lines) {
+                *u = lines * LINE / (self.link_bw * 1e9);
+            }
+            // M4-M6: time per instruction, and the new speeds.
+            let mut change: f64 = 0.0;
+            for (i, r) in runners.iter().enumerate() {
+                let s = self.speed(i, r, runners, a[i], mu[i], share[i], &load, &core_busy);
+                let new = 0.5 * ips[i] + 0.5 * s.ips;
+                change = change.max((new - ips[i]).abs() / new.max(1.0));
+                ips[i] = new;
+                out[i] = s;
+            }
+            if change < 1e-7 {
+                break;
+            }
+        }
+        for (o, ips) in out.iter_mut().zip(ips) {
+            o.ips = ips;
+        }
+        load
+    }
+
+    /// M2: the LLC split among the threads that run at the same time.
+    /// Threads time-sharing one CPU never run together: a thread competes
+    /// with one thread per other CPU of its LLC, each CPU counted as the
+    /// time-share-weighted mix of its threads (their access rates and
+    /// working sets while running).
+    fn split_llc(&self, llc: usize, runners: &[Runner<'_>], ips: &[f64], share: &mut [f64]) {
+        let members: Vec<usize> = (0..runners.len())
+            .filter(|&i| self.cpu_llc[runners[i].cpu] == llc)
+            .collect();
+        if members.is_empty() {
+            return;
+        }
+        // Access rate to the LLC while running: the uncore requests it
+        // would make (its working set decides whether it needs the LLC).
+        let rate = |i: usize| {
+            let r = &runners[i];
+            (ips[i] / r.share.max(1e-9) * r.model.uncore_pki / 1000.0).max(1e-9)
+        };
+        let mut cpus: Vec<usize> = members.iter().map(|&i| runners[i].cpu).collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        let per_cpu: Vec<(usize, f64, f64)> = cpus
+            .iter()
+            .map(|&c| {
+                let (mut w, mut cap) = (0.0, 0.0);
+                for &j in members.iter().filter(|&&j| runners[j].cpu == c) {
+                    w += runners[j].share * rate(j);
+                    cap += runners[j].share * runners[j].model.working_set as f64;
+                }
+                (c, w, cap)
+            })
+            .collect();
+        let mut items = Vec::with_capacity(per_cpu.len());
+        for &i in &members {
+            items.clear();
+            items.push((rate(i), runners[i].model.working_set as f64));
+            for &(c, w, cap) in &per_cpu {
+                if c != runners[i].cpu {
+                    items.push((w, cap));
+                }
+            }
+            share[i] = water_fill(&items, self.llc_bytes[llc]);
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn speed(
+        &self,
+        i: usize,
+        r: &Runner<'_>,
+        runners: &[Runner<'_>],
+        a: f64,
+        mu: f64,
+        share: f64,
+        load: &Load,
+        core_busy: &[u32],
+    ) -> Speed {
+        let m = r.model;
+        let node = self.cpu_node[r.cpu];
+        let pkg = self.cpu_package[r.cpu];
+        // M3: memory latency over the nodes holding its pages.
+        let mut mem_ns = 0.0;
+        for (n, &f) in r.pages.iter().enumerate() {
+            if f <= 0.0 {
+                continue;
+            }
+            let mut l =
+                self.latency[node * self.nodes + n] + self.queueing_ns(load.node_utilisation[n]);
+            let to = self.node_package[n];
+            if to != pkg {
+                l += self.queueing_ns(load.link_utilisation[to * self.packages + pkg]);
+            }
+            mem_ns += f * l;
+        }
+        let translation = match m.pattern {
+            Pattern::Uniform => self.translation_ns(m.working_set as f64),
+            Pattern::PowerLaw { .. } => 0.0,
+        };
+        // M5: uncore latency per request; stalls overlap by the MLP.
+        let uncore_ns = if a > 0.0 {
+            ((a - mu) * self.llc_hit_ns + mu * mem_ns) / a + translation
+        } else {
+            0.0
+        };
+        let mlp = m.mlp.max(1.0);
+        let stall_ns = a * uncore_ns / mlp;
+        // M4: coherence. Sharers sweep the shared area in step (a convoy:
+        // they start each sweep together and the slowest sets the pace), so
+        // each write finds its word last written by each other sharer in
+        // turn and waits for the line to come from every one of them: the
+        // sum of the transfer latencies to the others (SMT sibling, same
+        // socket, other socket), each weighted by the time that sharer is
+        // on a CPU. A sharer time-sharing this thread's CPU leaves the line
+        // in the same cache.
+        let mut transfers = 0.0;
+        let mut share_ns = 0.0;
+        if m.shared_writes_pki > 0.0 && r.shared_bytes > 0 {
+            let w = m.shared_writes_pki / 1000.0;
+            let mut wait = 0.0;
+            let mut present = 0.0;
+            for (j, o) in runners.iter().enumerate() {
+                if j == i
+                    || o.group != r.group
+                    || o.model.shared_writes_pki <= 0.0
+                    || o.cpu == r.cpu
+                {
+                    continue;
+                }
+                let t = if self.cpu_core[o.cpu] == self.cpu_core[r.cpu] {
+                    self.constants.hitm_smt_ns.value
+                } else if self.cpu_package[o.cpu] == pkg {
+                    self.hitm_same
+                } else {
+                    self.hitm_cross
+                };
+                wait += o.share * t;
+                present += o.share;
+            }
+            transfers = w * present.min(1.0);
+            share_ns = w * wait;
+        }
+        // M6: SMT.
+        let smt = if core_busy[self.cpu_core[r.cpu]] > 1 {
+            self.constants.smt_slowdown.value
+        } else {
+            1.0
+        };
+        let core_ns = m.cpi_core * smt / self.ghz;
+        let ns_per_instr = core_ns + stall_ns + share_ns;
+        let cpi = ns_per_instr * self.ghz;
+        Speed {
+            ips: r.share * 1e9 / ns_per_instr,
+            cpi,
+            uncore_per_instr: a,
+            llc_miss_per_instr: mu,
+            llc_share: share,
+            memory_ns: mem_ns,
+            // Atomic adds to shared lines are demand requests (RFOs) too.
+            uncore_penalty_cycles: if a + transfers > 0.0 {
+                (stall_ns + share_ns) / (a + transfers) * self.ghz
+            } else {
+                0.0
+            },
+            transfers_per_instr: transfers,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::ThreadModel;
+
+    pub fn chase(ws: u64) -> ThreadModel {
+        ThreadModel {
+            cpi_core: 4.8,
+            uncore_pki: 250.0,
+            working_set: ws,
+            pattern: Pattern::Uniform,
+            mlp: 1.0,
+            shared_writes_pki: 0.0,
+        }
+    }
+
+    fn solo(m: &Machine, model: &ThreadModel, cpu: usize, pages: &[f64]) -> Speed {
+        let mut s = Solver::new(m, Constants::default());
+        let r = Runner {
+            cpu,
+            share: 1.0,
+            model,
+            pages,
+            group: 0,
+            shared_bytes: 0,
+            prev_ips: 0.0,
+        };
+        let mut out = Vec::new();
+        s.solve(&[r], &Background::default(), &mut out);
+        out[0]
+    }
+
+    #[test]
+    fn print_target_1() {
+        let m = Machine::preset("westmere-2s").unwrap();
+        for mib in [4u64, 8, 12, 16, 32, 64, 128, 256] {
+            let model = chase(mib << 20);
+            let local = solo(&m, &model, 0, &[1.0, 0.0]);
+            let remote = solo(&m, &model, 8, &[1.0, 0.0]);
+            eprintln!(
+                "{mib} MiB: remote/local {:.3}\n  {local:?}\n  {remote:?}",
+                local.ips / remote.ips
+            );
+        }
+    }
+}

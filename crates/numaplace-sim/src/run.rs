@@ -1,0 +1,300 @@
+//! Running policies in the simulator: one run (`numaplace simulate`), and
+//! every policy over the same seeds (`numaplace compare`).
+//!
+//! The loop is the daemon's: each policy interval the world gives a
+//! snapshot, the [`Engine`] asks the policy and carries the plan out on the
+//! world, with the same scope, hands-off and rate-limit rules as on a live
+//! host.
+
+use std::time::Duration;
+
+use numaplace_policy::engine::{Engine, EngineConfig, JournalEntry, NoGuard};
+use numaplace_policy::{PolicyKind, Scope};
+
+use crate::machine::Machine;
+use crate::outcome::{Comparison, PolicySummary, RunResult};
+use crate::workload::Workload;
+use crate::world::World;
+
+/// How to run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub seed: u64,
+    /// Time between policy rounds; the policy's own default if `None`.
+    pub interval: Option<Duration>,
+    /// Keep a trace for plots.
+    pub trace: bool,
+    /// numaplace's migration rate limit, MiB/s.
+    pub migrate_mib_per_sec: u64,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            seed: 0,
+            interval: None,
+            trace: false,
+            migrate_mib_per_sec: EngineConfig::default().migrate_mib_per_sec,
+        }
+    }
+}
+
+/// What a run is driven by: a policy through the engine, or a fixed
+/// binding at launch (the oracle's placement).
+pub enum Driver<'a> {
+    Policy(&'a PolicyKind),
+    Binding {
+        name: &'a str,
+        cpus: Vec<Vec<usize>>,
+    },
+}
+
+/// Runs one scenario once. `journal` sees every action the policy took.
+pub fn run(
+    machine: &Machine,
+    workload: &Workload,
+    driver: Driver<'_>,
+    opts: &RunOptions,
+    journal: &mut dyn FnMut(&JournalEntry),
+) -> RunResult {
+    let mut world = World::new(machine.clone(), workload.clone(), opts.seed);
+    if opts.trace {
+        world.enable_trace();
+    }
+    let (name, mut engine, interval) = match driver {
+        Driver::Policy(kind) => {
+            let policy = kind.build();
+            let interval = opts.interval.unwrap_or_else(|| policy.default_interval());
+            let engine = Engine::new(
+                policy,
+                Scope {
+                    all: true,
+                    ..Scope::default()
+                },
+                EngineConfig {
+                    migrate_mib_per_sec: opts.migrate_mib_per_sec,
+                    page_size: crate::world::PAGE as u64,
+                },
+            );
+            (
+                kind.name().to_string(),
+                Some(engine),
+                interval.as_secs_f64(),
+            )
+        }
+        Driver::Binding { name, cpus } => {
+            world.bind(cpus);
+            (name.to_string(), None, f64::INFINITY)
+        }
+    };
+    let step = workload.step_ms / 1000.0;
+    let mut next_round = 0.0;
+    let topology = machine.topology.clone();
+    loop {
+        world.start_due();
+        if let Some(engine) = engine.as_mut()
+            && world.time() + 1e-9 >= next_round
+        {
+            let snapshot = world.snapshot();
+            engine.round(&topology, &snapshot, &mut world, &mut NoGuard, journal);
+            next_round += interval.max(step);
+        }
+        if world.finished() || world.time() >= workload.max_seconds {
+            break;
+        }
+        world.advance();
+    }
+    let totals = world.totals().clone();
+    let makespan = world.time();
+    let finished = world.finished();
+    let energy = machine.params.power.as_ref().map(|_| totals.energy_j);
+    RunResult {
+        scenario: workload.name.clone(),
+        machine: machine.name.clone(),
+        policy: name,
+        seed: opts.seed,
+        makespan_s: makespan,
+        finished,
+        runs: world.app_runs(),
+        thread_migrations: totals.thread_migrations,
+        node_migrations: totals.node_migrations,
+        pages_migrated: totals.pages_migrated,
+        uncore_penalty_cycles: totals.uncore_occupancy / totals.uncore_requests.max(1.0),
+        llc_mpki: 1000.0 * totals.llc_misses / totals.instructions.max(1.0),
+        energy_j: energy,
+        mean_power_w: energy.map(|e| e / makespan.max(1e-9)),
+        trace: world.take_trace(),
+    }
+}
+
+/// Mean, and relative standard deviation in percent.
+pub fn mean_rsd(v: &[f64]) -> (f64, f64) {
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let n = v.len() as f64;
+    let mean = v.iter().sum::<f64>() / n;
+    if v.len() < 2 {
+        return (mean, 0.0);
+    }
+    let var = v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    (mean, 100.0 * var.sqrt() / mean)
+}
+
+/// Summarises one policy's runs over seeds.
+pub fn summarise(policy: &str, runs: &[RunResult]) -> PolicySummary {
+    let scores: Vec<f64> = runs
+        .iter()
+        .map(|r| r.mean_runtime_s().unwrap_or(r.makespan_s))
+        .collect();
+    let (mean, rsd) = mean_rsd(&scores);
+    let hours: Vec<f64> = runs
+        .iter()
+        .map(|r| r.per_hour(r.thread_migrations))
+        .collect();
+    let pages: Vec<f64> = runs.iter().map(|r| r.per_hour(r.pages_migrated)).collect();
+    let energy: Option<Vec<f64>> = runs.iter().map(|r| r.energy_j).collect();
+    let power: Option<Vec<f64>> = runs.iter().map(|r| r.mean_power_w).collect();
+    let avg = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    PolicySummary {
+        policy: policy.to_string(),
+        mean_runtime_s: mean,
+        worst_runtime_s: scores.iter().copied().fold(f64::MIN, f64::max),
+        rsd_percent: rsd,
+        vs_default_percent: None,
+        vs_oracle_percent: None,
+        thread_migrations_per_hour: avg(&hours),
+        pages_migrated_per_hour: avg(&pages),
+        energy_j: energy.map(|e| avg(&e)),
+        mean_power_w: power.map(|p| avg(&p)),
+        unfinished: runs.iter().filter(|r| !r.finished).count() as u32,
+    }
+}
+
+/// Runs `jobs` on up to `workers` threads, results in job order.
+pub fn parallel<T: Send, R: Send>(
+    jobs: Vec<T>,
+    workers: usize,
+    f: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    let n = jobs.len();
+    let queue = std::sync::Mutex::new(jobs.into_iter().enumerate().collect::<Vec<_>>());
+    let results = std::sync::Mutex::new((0..n).map(|_| None).collect::<Vec<Option<R>>>());
+    std::thread::scope(|s| {
+        for _ in 0..workers.clamp(1, n.max(1)) {
+            s.spawn(|| {
+                loop {
+                    let job = queue.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                    let Some((i, job)) = job else { break };
+                    let r = f(job);
+                    results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
+}
+
+/// How to compare.
+#[derive(Debug, Clone)]
+pub struct CompareOptions {
+    pub policies: Vec<PolicyKind>,
+    pub seeds: Vec<u64>,
+    /// Run the oracle's static placement as one more row.
+    pub oracle: bool,
+    /// Evaluations the oracle may spend.
+    pub oracle_budget: usize,
+    pub interval: Option<Duration>,
+    pub workers: usize,
+}
+
+/// Every policy on one scenario over the same seeds.
+pub fn compare(machine: &Machine, workload: &Workload, opts: &CompareOptions) -> Comparison {
+    let mut jobs = Vec::new();
+    for (pi, _) in opts.policies.iter().enumerate() {
+        for (si, &seed) in opts.seeds.iter().enumerate() {
+            jobs.push((pi, si, seed));
+        }
+    }
+    let results = parallel(jobs, opts.workers, |(pi, si, seed)| {
+        let o = RunOptions {
+            seed,
+            interval: opts.interval,
+            trace: si == 0,
+            ..RunOptions::default()
+        };
+        run(
+            machine,
+            workload,
+            Driver::Policy(&opts.policies[pi]),
+            &o,
+            &mut |_| {},
+        )
+    });
+    let mut by_policy: Vec<(String, Vec<RunResult>)> = opts
+        .policies
+        .iter()
+        .map(|k| (k.name().to_string(), Vec::new()))
+        .collect();
+    for (i, r) in results.into_iter().enumerate() {
+        by_policy[i / opts.seeds.len()].1.push(r);
+    }
+    let mut oracle_note = None;
+    if opts.oracle {
+        match crate::best::best_static(machine, workload, opts.oracle_budget, opts.workers) {
+            Ok(best) => {
+                oracle_note = Some(best.method.clone());
+                let runs = parallel(opts.seeds.clone(), opts.workers, |seed| {
+                    let o = RunOptions {
+                        seed,
+                        trace: seed == opts.seeds[0],
+                        ..RunOptions::default()
+                    };
+                    run(
+                        machine,
+                        workload,
+                        Driver::Binding {
+                            name: "oracle",
+                            cpus: best.cpus.clone(),
+                        },
+                        &o,
+                        &mut |_| {},
+                    )
+                });
+                by_policy.push(("oracle".into(), runs));
+            }
+            Err(why) => oracle_note = Some(format!("not run: {why}")),
+        }
+    }
+    let mut policies: Vec<PolicySummary> = by_policy.iter().map(|(n, r)| summarise(n, r)).collect();
+    let base = policies
+        .iter()
+        .find(|p| p.policy == "default")
+        .map(|p| p.mean_runtime_s);
+    let best = policies
+        .iter()
+        .find(|p| p.policy == "oracle")
+        .map(|p| p.mean_runtime_s);
+    for p in &mut policies {
+        p.vs_default_percent = base.map(|b| 100.0 * (p.mean_runtime_s / b - 1.0));
+        p.vs_oracle_percent = best.map(|b| 100.0 * (p.mean_runtime_s / b - 1.0));
+    }
+    let examples = by_policy
+        .into_iter()
+        .filter_map(|(_, mut runs)| (!runs.is_empty()).then(|| runs.swap_remove(0)))
+        .collect();
+    Comparison {
+        scenario: workload.name.clone(),
+        description: workload.description.clone(),
+        machine: machine.name.clone(),
+        seeds: opts.seeds.clone(),
+        policies,
+        oracle: oracle_note,
+        examples,
+    }
+}

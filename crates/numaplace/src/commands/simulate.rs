@@ -1,0 +1,247 @@
+//! `numaplace simulate`, `numaplace compare` and `numaplace scenarios`: the
+//! policies on a simulated machine.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use numaplace_policy::PolicyKind;
+use numaplace_sim::run::{CompareOptions, Driver, RunOptions, compare, run};
+use numaplace_sim::{Machine, Workload, report, scenario};
+
+use crate::cli::{CompareArgs, SimArgs, SimulateArgs};
+use crate::commands::InputError;
+use crate::commands::topology;
+use crate::duration::parse_duration;
+
+/// The scenario and the machine it runs on.
+fn setup(args: &SimArgs) -> Result<(Workload, Machine, Option<std::time::Duration>)> {
+    let workload = scenario::resolve(&args.scenario)?;
+    let machine = if let Some(name) = &args.machine {
+        Machine::preset(name).map_err(|e| InputError(format!("--machine: {e}")))?
+    } else if args.topology.sysfs_root.is_some()
+        || args.topology.xml.is_some()
+        || args.topology.synthetic.is_some()
+    {
+        let t = topology::load(&args.topology)?;
+        let name = t.source().to_string();
+        Machine::generic(&name, t)
+    } else {
+        Machine::preset(&workload.machine)
+            .map_err(|e| InputError(format!("scenario {}: {e}", workload.name)))?
+    };
+    workload.check_machine(&machine).map_err(|e| {
+        InputError(format!(
+            "scenario {} does not fit machine {}: {e}",
+            workload.name, machine.name
+        ))
+    })?;
+    let interval = args
+        .interval
+        .as_deref()
+        .map(|d| parse_duration(d, "--interval").map_err(InputError))
+        .transpose()?;
+    Ok((workload, machine, interval))
+}
+
+fn policy(name: &str) -> Result<PolicyKind> {
+    Ok(PolicyKind::from_name(name).map_err(|e| InputError(e.to_string()))?)
+}
+
+/// Writes `text` to `path` through a temporary file in the same directory
+/// and a rename, so a reader never sees half a report.
+fn write_atomically(path: &Path, text: &str) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .ok_or_else(|| InputError(format!("{}: not a file name", path.display())))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let result = (|| -> std::io::Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.with_context(|| format!("writing {}", path.display()))
+}
+
+pub fn simulate(args: &SimulateArgs) -> Result<()> {
+    let (workload, machine, interval) = setup(&args.sim)?;
+    let kind = policy(&args.policy)?;
+    let mut journal = match &args.journal {
+        Some(p) => Some(std::io::BufWriter::new(
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let mut journal_error = None;
+    let opts = RunOptions {
+        seed: args.seed,
+        interval,
+        trace: args.sim.report.is_some(),
+        ..RunOptions::default()
+    };
+    let r = run(
+        &machine,
+        &workload,
+        Driver::Policy(&kind),
+        &opts,
+        &mut |e| {
+            if let Some(j) = journal.as_mut()
+                && journal_error.is_none()
+                && let Err(err) = serde_json::to_writer(&mut *j, e)
+                    .map_err(std::io::Error::from)
+                    .and_then(|_| j.write_all(b"\n"))
+            {
+                journal_error = Some(err);
+            }
+        },
+    );
+    if let Some(e) = journal_error {
+        return Err(e).context("writing the journal");
+    }
+    if let Some(mut j) = journal {
+        j.flush().context("writing the journal")?;
+    }
+    if let Some(path) = &args.sim.report {
+        write_atomically(path, &report::run_html(&r, &workload.description))?;
+        eprintln!("report: {}", path.display());
+    }
+    if args.sim.json {
+        let mut r = r;
+        r.trace = None;
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    println!(
+        "{} on {}, policy {}, seed {}: {} after {:.1} s simulated",
+        workload.name,
+        machine.name,
+        r.policy,
+        r.seed,
+        if r.finished {
+            "finished"
+        } else {
+            "stopped at the time limit"
+        },
+        r.makespan_s
+    );
+    println!(
+        "{:<20} {:>4} {:>10} {:>10}",
+        "application", "run", "start s", "runtime s"
+    );
+    for a in &r.runs {
+        println!(
+            "{:<20} {:>4} {:>10.2} {:>10}",
+            numaplace_model::task::printable(&a.app),
+            a.run,
+            a.start_s,
+            a.runtime_s().map_or("-".to_string(), |x| format!("{x:.2}"))
+        );
+    }
+    println!(
+        "mean runtime {} s; thread migrations {} ({} across nodes), pages migrated {}; uncore penalty {:.0} cycles, LLC MPKI {:.1}{}",
+        r.mean_runtime_s()
+            .map_or("-".to_string(), |x| format!("{x:.2}")),
+        r.thread_migrations,
+        r.node_migrations,
+        r.pages_migrated,
+        r.uncore_penalty_cycles,
+        r.llc_mpki,
+        r.energy_j
+            .map(|e| format!(
+                "; energy {:.1} kJ, mean power {:.1} W",
+                e / 1000.0,
+                r.mean_power_w.unwrap_or(0.0)
+            ))
+            .unwrap_or_default()
+    );
+    Ok(())
+}
+
+pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
+    let (workload, machine, interval) = setup(&args.sim)?;
+    let names: Vec<String> = match &args.policies {
+        Some(list) => list.split(',').map(|s| s.trim().to_string()).collect(),
+        None => PolicyKind::NAMES
+            .iter()
+            .filter(|n| **n != "static")
+            .map(|n| n.to_string())
+            .collect(),
+    };
+    let mut policies = Vec::new();
+    for n in &names {
+        if n.is_empty() {
+            return Err(InputError("--policies: an empty name in the list".into()).into());
+        }
+        policies.push(policy(n)?);
+    }
+    if args.seeds == 0 {
+        return Err(InputError("--seeds: at least 1".into()).into());
+    }
+    let workers = match args.jobs {
+        Some(0) => return Err(InputError("--jobs: at least 1".into()).into()),
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let opts = CompareOptions {
+        policies,
+        seeds: (args.first_seed..args.first_seed + args.seeds).collect(),
+        oracle: !args.no_oracle,
+        oracle_budget: args.oracle_budget,
+        interval,
+        workers,
+    };
+    let start = Instant::now();
+    let c = compare(&machine, &workload, &opts);
+    let took = start.elapsed();
+    if let Some(path) = &args.sim.report {
+        write_atomically(path, &report::html(&c))?;
+    }
+    if args.sim.json {
+        let mut c = c;
+        for r in &mut c.examples {
+            r.trace = None;
+        }
+        println!("{}", serde_json::to_string_pretty(&c)?);
+    } else {
+        print!("{}", report::table(&c));
+        eprintln!("({:.1} s of wall time)", took.as_secs_f64());
+    }
+    if let Some(path) = &args.sim.report {
+        eprintln!("report: {}", path.display());
+    }
+    Ok(())
+}
+
+pub fn scenarios() -> Result<()> {
+    println!("{:<22} {:<24} description", "scenario", "machine");
+    for name in scenario::BUILTIN {
+        let w = scenario::builtin(name)
+            .expect("every listed scenario is built in")
+            .with_context(|| format!("built-in scenario {name}"))?;
+        let first = w.description.lines().next().unwrap_or("");
+        let mark = if *name == scenario::DEFAULT {
+            " (default)"
+        } else {
+            ""
+        };
+        println!("{:<22} {:<24} {first}", format!("{name}{mark}"), w.machine);
+    }
+    println!("\nA scenario file (TOML, see docs/scenarios.md) runs with --scenario FILE.");
+    Ok(())
+}
