@@ -82,6 +82,9 @@ pub struct MachineParams {
     pub latency_source: Source,
     /// Latency of a hit in the last-level cache, ns.
     pub llc_hit_ns: Param,
+    /// `k` of the loaded-latency curve `L(u) = L0 + k u / (1 − u)` of a
+    /// memory controller or link at utilisation `u` (docs/simulator.md, M3).
+    pub queueing_k_ns: Param,
     /// Peak bandwidth of one node's memory controller, GB/s.
     pub node_bandwidth_gbs: Param,
     /// Bandwidth of the interconnect between two sockets, each direction,
@@ -193,6 +196,7 @@ impl Machine {
                     "generic default: local × (1 + 0.64 (d/10 - 1)) for SLIT distance d",
                 ),
                 llc_hit_ns: assumed(15.0, "generic default"),
+                queueing_k_ns: assumed(10.4, "not published: Cascade Lake's fitted value"),
                 node_bandwidth_gbs: assumed(20.0, "generic default"),
                 link_bandwidth_gbs: assumed(20.0, "generic default"),
                 hitm_same_socket_ns: assumed(50.0, "generic default, after cascadelake-2s"),
@@ -226,6 +230,7 @@ fn westmere_2s() -> Result<Machine, MachineError> {
                 17.0,
                 "not in the seeds: about 40 cycles for a Nehalem/Westmere L3 hit",
             ),
+            queueing_k_ns: assumed(10.4, "not published: Cascade Lake's fitted value"),
             node_bandwidth_gbs: published(25.6, "3 x DDR3-1066 per socket"),
             link_bandwidth_gbs: derived(
                 11.7,
@@ -284,7 +289,14 @@ fn barcelona_4s() -> Result<Machine, MachineError> {
                 21.0,
                 "not in the seeds: about 48 cycles for a Barcelona L3 hit",
             ),
-            node_bandwidth_gbs: assumed(10.7, "not in CALIBRATION.md: dual-channel DDR2-667 peak"),
+            queueing_k_ns: assumed(
+                60.0,
+                "not published: a two-channel DDR2 controller queues far sooner than Cascade Lake's six DDR4 channels; checked against seed 004 Fig. 4 (validation target 6)",
+            ),
+            node_bandwidth_gbs: assumed(
+                5.3,
+                "not in CALIBRATION.md: about half the 10.7 GB/s peak of dual-channel DDR2-667, what STREAM sustains on such a socket",
+            ),
             link_bandwidth_gbs: assumed(
                 4.0,
                 "not in CALIBRATION.md: a 16-bit HyperTransport link at 2 GT/s, each direction",
@@ -311,6 +323,7 @@ fn core2duo() -> Result<Machine, MachineError> {
             latency_ns: vec![70.0],
             latency_source: Source::Assumed("one node"),
             llc_hit_ns: assumed(6.0, "not in the seeds: about 14 cycles for a Core 2 L2 hit"),
+            queueing_k_ns: assumed(10.4, "not published: Cascade Lake's fitted value"),
             node_bandwidth_gbs: assumed(8.5, "not published: a 1066 MT/s front-side bus"),
             link_bandwidth_gbs: assumed(8.5, "one socket: no link"),
             hitm_same_socket_ns: assumed(20.0, "not published: shared L2"),
@@ -342,6 +355,10 @@ fn cascadelake_2s() -> Result<Machine, MachineError> {
             llc_hit_ns: assumed(
                 20.0,
                 "not in the MLC output: about 50 cycles for a Cascade Lake L3 hit",
+            ),
+            queueing_k_ns: derived(
+                10.4,
+                "least squares of Intel MLC's Cascade Lake loaded latencies (82 ns idle; 94, 103, 120 ns at 30, 53, 80 % of peak)",
             ),
             node_bandwidth_gbs: published(113.0, "Intel MLC: 113 GB/s local per node"),
             link_bandwidth_gbs: published(34.0, "Intel MLC: 34 GB/s remote"),
@@ -397,6 +414,7 @@ fn sapphirerapids_2s_snc4() -> Result<Machine, MachineError> {
                 33.0,
                 "not in the MLC output: about 66 cycles for a Sapphire Rapids L3 hit",
             ),
+            queueing_k_ns: assumed(10.4, "not published: Cascade Lake's fitted value"),
             node_bandwidth_gbs: published(61.0, "Intel MLC: about 61 GB/s per node, same socket"),
             link_bandwidth_gbs: published(56.0, "Intel MLC: about 56 GB/s cross-socket"),
             hitm_same_socket_ns: assumed(49.0, "not in the MLC output: cascadelake-2s's value"),

@@ -12,11 +12,38 @@ use crate::workload::{Pattern, ThreadModel};
 /// Bytes per cache line (all presets).
 pub const LINE: f64 = 64.0;
 
+/// Which contention mechanisms the model applies: all of them, unless a
+/// study switches one off to see what it contributes (seed 004 Fig. 5
+/// splits a degradation into cache, memory controller, interconnect and
+/// remote latency this way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Mechanisms {
+    /// Threads on one LLC split it (M2); off: each has it to itself.
+    pub cache_sharing: bool,
+    /// Loaded latency of memory controllers (M3); off: unloaded.
+    pub controller_queueing: bool,
+    /// Loaded latency of the interconnect (M3); off: unloaded.
+    pub link_queueing: bool,
+    /// Remote nodes cost more than the local one (M3); off: every node
+    /// answers at the local latency.
+    pub remote_latency: bool,
+}
+
+impl Default for Mechanisms {
+    fn default() -> Self {
+        Mechanisms {
+            cache_sharing: true,
+            controller_queueing: true,
+            link_queueing: true,
+            remote_latency: true,
+        }
+    }
+}
+
 /// Constants of the model that no preset publishes, with their sources.
 #[derive(Debug, Clone, Serialize)]
 pub struct Constants {
-    /// `k` of the loaded-latency curve `L(u) = L0 + k u / (1 − u)` (M3).
-    pub loaded_latency_k_ns: Param,
+    pub mechanisms: Mechanisms,
     /// Utilisation at which the curve is capped (M3).
     pub utilisation_cap: f64,
     /// Two busy SMT siblings each run their core work this much slower (M6).
@@ -37,12 +64,7 @@ impl Default for Constants {
         use crate::machine::Source::*;
         let p = |value, source| Param { value, source };
         Constants {
-            loaded_latency_k_ns: p(
-                10.4,
-                Derived(
-                    "least squares of Intel MLC's Cascade Lake loaded latencies (82 ns idle; 94, 103, 120 ns at 30, 53, 80 % of peak)",
-                ),
-            ),
+            mechanisms: Mechanisms::default(),
             utilisation_cap: 0.95,
             smt_slowdown: p(
                 1.6,
@@ -181,6 +203,7 @@ pub struct Solver {
     hitm_same: f64,
     hitm_cross: f64,
     llc_hit_ns: f64,
+    queueing_k_ns: f64,
 }
 
 impl Solver {
@@ -213,6 +236,7 @@ impl Solver {
             hitm_same: m.params.hitm_same_socket_ns.value,
             hitm_cross: m.params.hitm_cross_socket_ns.value,
             llc_hit_ns: m.params.llc_hit_ns.value,
+            queueing_k_ns: m.params.queueing_k_ns.value,
         }
     }
 
@@ -237,7 +261,7 @@ impl Solver {
     /// Loaded latency above the unloaded one, ns (M3).
     fn queueing_ns(&self, u: f64) -> f64 {
         let u = u.clamp(0.0, self.constants.utilisation_cap);
-        self.constants.loaded_latency_k_ns.value * u / (1.0 - u)
+        self.queueing_k_ns * u / (1.0 - u)
     }
 
     /// Solves one step. `out` gets one [`Speed`] per runner.
@@ -398,7 +422,11 @@ impl Solver {
                     items.push((w, cap));
                 }
             }
-            share[i] = water_fill(&items, self.llc_bytes[llc]);
+            share[i] = if self.constants.mechanisms.cache_sharing {
+                water_fill(&items, self.llc_bytes[llc])
+            } else {
+                items[0].1.min(self.llc_bytes[llc])
+            };
         }
     }
 
@@ -423,10 +451,17 @@ impl Solver {
             if f <= 0.0 {
                 continue;
             }
-            let mut l =
-                self.latency[node * self.nodes + n] + self.queueing_ns(load.node_utilisation[n]);
+            let mech = &self.constants.mechanisms;
+            let mut l = if mech.remote_latency {
+                self.latency[node * self.nodes + n]
+            } else {
+                self.latency[node * self.nodes + node]
+            };
+            if mech.controller_queueing {
+                l += self.queueing_ns(load.node_utilisation[n]);
+            }
             let to = self.node_package[n];
-            if to != pkg {
+            if to != pkg && mech.link_queueing {
                 l += self.queueing_ns(load.link_utilisation[to * self.packages + pkg]);
             }
             mem_ns += f * l;

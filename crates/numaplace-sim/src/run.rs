@@ -12,6 +12,7 @@ use numaplace_policy::engine::{Engine, EngineConfig, JournalEntry, NoGuard};
 use numaplace_policy::{PolicyKind, Scope};
 
 use crate::machine::Machine;
+use crate::model::Constants;
 use crate::outcome::{Comparison, PolicySummary, RunResult};
 use crate::workload::Workload;
 use crate::world::World;
@@ -26,6 +27,8 @@ pub struct RunOptions {
     pub trace: bool,
     /// numaplace's migration rate limit, MiB/s.
     pub migrate_mib_per_sec: u64,
+    /// The model's constants.
+    pub constants: Constants,
 }
 
 impl Default for RunOptions {
@@ -35,6 +38,7 @@ impl Default for RunOptions {
             interval: None,
             trace: false,
             migrate_mib_per_sec: EngineConfig::default().migrate_mib_per_sec,
+            constants: Constants::default(),
         }
     }
 }
@@ -57,7 +61,12 @@ pub fn run(
     opts: &RunOptions,
     journal: &mut dyn FnMut(&JournalEntry),
 ) -> RunResult {
-    let mut world = World::new(machine.clone(), workload.clone(), opts.seed);
+    let mut world = World::with_constants(
+        machine.clone(),
+        workload.clone(),
+        opts.seed,
+        opts.constants.clone(),
+    );
     if opts.trace {
         world.enable_trace();
     }

@@ -51,10 +51,10 @@
 //!
 //! Inheritance rules of phases: a phase that sets `pattern` to something
 //! other than the app's pattern does not inherit the app's `llc_mpki` and
-//! `alpha`; an inherited `llc_mpki` above a phase's own `uncore_pki` is
-//! capped at it (the model never has more LLC misses than uncore requests),
-//! while one given in the same table as the `uncore_pki` it exceeds is an
-//! error.
+//! `alpha`; an `llc_mpki` inherited from the app and above the phase's own
+//! `uncore_pki` is capped at it (the model never has more LLC misses than
+//! uncore requests), while an `llc_mpki` the phase sets itself above its
+//! `uncore_pki` is an error.
 //!
 //! Validation against the machine: `node:N` must name a node of the
 //! preset, `cpus` only its CPUs, and an app with `cpus` may not have more
@@ -417,15 +417,28 @@ impl Ctx<'_> {
     /// A serde (syntax or structure) error, located with the outline.
     fn toml_error(&self, e: &toml::de::Error) -> ScenarioError {
         let span = e.span();
-        let field = span.clone().and_then(|s| self.field_at(s));
-        let table = span
+        let (field, table) = span
             .clone()
-            .map_or(Table::Top, |s| self.table_at(s.start).1);
+            .map_or((None, Table::Top), |s| self.field_at(s));
         let message = rewrite_unknown_field(e.message(), table).unwrap_or_else(|| {
-            let m = e.message().trim_end();
+            let m = e
+                .message()
+                .trim_end()
+                .replace("struct RawLinux", "a table ([linux])")
+                .replace("struct RawApp", "a table ([[app]])")
+                .replace("struct RawPhase", "a table ([[app.phase]])")
+                .replace("a sequence", "an array of tables ([[...]])")
+                .replace("invalid type: map", "invalid type: a table");
+            if let Some(rest) = m.strip_prefix("invalid length ") {
+                // `[[linux]]`: "invalid length 1, expected struct RawLinux
+                // with 4 elements"
+                let expected = rest.split_once(", expected ").map_or("", |(_, e)| e);
+                let expected = expected.split(" with ").next().unwrap_or(expected);
+                return format!("wrong type: an array of tables, expected {expected}");
+            }
             match m.strip_prefix("invalid type: ") {
                 Some(rest) => format!("wrong type: {rest}"),
-                None => m.to_string(),
+                None => m,
             }
         });
         self.err(span, field, message)
@@ -489,32 +502,52 @@ impl Ctx<'_> {
         }
     }
 
-    /// The field path of a serde error at `span`: its table and the key
-    /// (the text of the span when it is a key, else the key of its line).
-    fn field_at(&self, span: Range<usize>) -> Option<String> {
-        let (table, _) = self.table_at(span.start);
+    /// The field path of a serde error at `span` and the kind of table
+    /// it is in: the key (the text of the span when it is a key, else the
+    /// key of its line, else the table header of its line) prefixed by the
+    /// table holding that key.
+    fn field_at(&self, span: Range<usize>) -> (Option<String>, Table) {
         let is_key_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
         let start = span.start.min(self.text.len());
+        let line_start = self.text[..start].rfind('\n').map_or(0, |i| i + 1);
+        let line = self.text[line_start..].lines().next().unwrap_or("");
         // The key starting at the span and followed by `=` (an unknown or
         // duplicate key, also inside an inline table) ...
         let rest = &self.text[start..];
         let run = rest.find(|c: char| !is_key_char(c)).unwrap_or(rest.len());
-        let key = if run > 0 && rest[run..].trim_start_matches([' ', '\t']).starts_with('=') {
-            Some(rest[..run].to_string())
-        } else {
-            // ... or the key of the line the span is on.
-            let line_start = self.text[..start].rfind('\n').map_or(0, |i| i + 1);
-            let line = self.text[line_start..].lines().next().unwrap_or("");
-            line.split_once('=')
-                .map(|(k, _)| k.trim().trim_matches('"').to_string())
-                .filter(|k| !k.is_empty() && k.chars().all(is_key_char))
-        };
-        match (table.is_empty(), key) {
+        let (key, key_at) =
+            if run > 0 && rest[run..].trim_start_matches([' ', '\t']).starts_with('=') {
+                (Some(rest[..run].to_string()), start)
+            } else if line.trim_start().starts_with('[') {
+                // ... or the header of a table that has the wrong form
+                // (`[app]` for `[[app]]`): named from the table above it ...
+                let name = line.trim().trim_matches(['[', ']', ' ']).to_string();
+                let (parent, table) = self.table_by_headers(line_start);
+                let field = match name.strip_prefix("app.") {
+                    Some(sub) if !parent.is_empty() && table != Table::Linux => {
+                        let app = parent.split('.').next().unwrap_or("");
+                        format!("{app}.{sub}")
+                    }
+                    _ => name,
+                };
+                return (Some(field), Table::Top);
+            } else {
+                // ... or the key of the line the span is on.
+                let key = line
+                    .split_once('=')
+                    .map(|(k, _)| k.trim().trim_matches('"').to_string())
+                    .filter(|k| !k.is_empty() && k.chars().all(is_key_char));
+                let indent = line.len() - line.trim_start().len();
+                (key, line_start + indent)
+            };
+        let (table, kind) = self.table_at(key_at);
+        let field = match (table.is_empty(), key) {
             (true, Some(k)) => Some(k),
             (false, Some(k)) => Some(format!("{table}.{k}")),
             (false, None) => Some(table),
             (true, None) => None,
-        }
+        };
+        (field, kind)
     }
 }
 
@@ -1781,7 +1814,49 @@ uncore_pki = 4
         );
         fails(
             "machine = \"westmere-2s\"\napp = 3\n",
-            "t.toml:2:7: field `app`: wrong type: integer `3`, expected a sequence",
+            "t.toml:2:7: field `app`: wrong type: integer `3`, expected an array of tables ([[...]])",
+        );
+        // Tables of the wrong form.
+        fails(
+            "machine = \"westmere-2s\"\nlinux = 3\n",
+            "t.toml:2:9: field `linux`: wrong type: integer `3`, expected a table ([linux])",
+        );
+        fails(
+            "machine = \"westmere-2s\"\n[[linux]]\nnuma_balancing = true\n",
+            "t.toml:2:1: field `linux`: wrong type: an array of tables, expected a table ([linux])",
+        );
+        fails(
+            "machine = \"westmere-2s\"\n[app]\nname = \"a\"\n",
+            "t.toml:2:1: field `app`: wrong type: a table, expected an array of tables ([[...]])",
+        );
+        fails(
+            &format!("{BASE}[app.phase]\ninstructions = 1\n"),
+            "t.toml:10:1: field `app[0].phase`: wrong type: a table, expected an array of tables",
+        );
+    }
+
+    #[test]
+    fn the_example_of_the_user_docs_parses() {
+        let doc = include_str!("../../../docs/scenarios.md");
+        let example = doc
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("docs/scenarios.md has a toml example");
+        let w = parse(example, "two-mixes.toml").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(w.name, "two-mixes");
+        assert!(w.linux.numa_balancing);
+        let names: Vec<_> = w.apps.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["mcf.0", "mcf.1", "team"]);
+        let team = &w.apps[2];
+        assert_eq!(team.phases.len(), 2);
+        assert_eq!(team.phases[1].model.uncore_pki, 12.0);
+        assert_eq!(
+            team.phases[0].model.pattern,
+            Pattern::PowerLaw {
+                llc_mpki: 10.0,
+                alpha: 0.5
+            }
         );
     }
 

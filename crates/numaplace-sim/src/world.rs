@@ -142,7 +142,18 @@ pub struct World {
 
 impl World {
     pub fn new(machine: Machine, workload: Workload, seed: u64) -> World {
-        let solver = Solver::new(&machine, Constants::default());
+        World::with_constants(machine, workload, seed, Constants::default())
+    }
+
+    /// A world whose model uses `constants` (to switch mechanisms off, or
+    /// try other values).
+    pub fn with_constants(
+        machine: Machine,
+        workload: Workload,
+        seed: u64,
+        constants: Constants,
+    ) -> World {
+        let solver = Solver::new(&machine, constants);
         let nodes = machine.topology.nodes().len();
         let all_cpus: CpuSet = (0..machine.topology.cpus().len() as u32).collect();
         let apps = workload

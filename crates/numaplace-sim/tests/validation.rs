@@ -3,6 +3,7 @@
 //! figure it reproduces and the tolerance it allows; where the model does
 //! not reach a target the test is ignored with the measured values.
 
+use numaplace_sim::model::Mechanisms;
 use numaplace_sim::run::{Driver, RunOptions, run};
 use numaplace_sim::{
     AppKind, AppSpec, LinuxModel, Machine, MemoryPlacement, Phase, RunResult, ThreadModel, Workload,
@@ -254,4 +255,141 @@ fn target_5_uncore_penalty_tracks_runtime() {
     eprintln!("r(runtime, penalty) = {rp:.3}, r(runtime, LLC MPKI) = {rm:.3}");
     assert!(rp >= 0.85, "{rp}");
     assert!(rp >= rm + 0.2, "{rp} vs {rm}");
+}
+
+/// Seed 004 §2.1 (Fig. 3-5) on barcelona-4s: a target application and
+/// three competing devils, each placed on a core (node k holds cores
+/// 4k-4k+3) with its memory bound to a node. The thread models are the
+/// shipped `spec-barcelona` scenario's. Returns the target's run time.
+fn contention_case(
+    target_cpu: usize,
+    target_mem: u32,
+    comp_cpus: [usize; 3],
+    comp_mem: u32,
+    mechanisms: Mechanisms,
+) -> f64 {
+    let spec = numaplace_sim::scenario::builtin("spec-barcelona")
+        .unwrap()
+        .unwrap();
+    let app = |name: &str| spec.apps.iter().find(|a| a.name == name).unwrap().clone();
+    let mut target = app("milc");
+    target.runs = 1;
+    target.memory = MemoryPlacement::Node(target_mem);
+    let mut apps = vec![target];
+    for name in ["mcf", "omnetpp", "soplex"] {
+        let mut c = app(name);
+        // The competitors keep running while the target does.
+        c.runs = 1;
+        for p in &mut c.phases {
+            p.instructions *= 20.0;
+        }
+        c.memory = MemoryPlacement::Node(comp_mem);
+        apps.push(c);
+    }
+    let w = Workload {
+        apps,
+        max_seconds: 100_000.0,
+        ..spec
+    };
+    let m = Machine::preset("barcelona-4s").unwrap();
+    let cpus = std::iter::once(vec![target_cpu])
+        .chain(comp_cpus.iter().map(|&c| vec![c]))
+        .collect();
+    let mut opts = RunOptions::default();
+    opts.constants.mechanisms = mechanisms;
+    let r = run(
+        &m,
+        &w,
+        Driver::Binding { name: "case", cpus },
+        &opts,
+        &mut |_| {},
+    );
+    r.runs
+        .iter()
+        .find(|a| a.app == "milc")
+        .and_then(|a| a.runtime_s())
+        .expect("the target finishes")
+}
+
+struct Cases {
+    /// Degradation against scenario 0 of: the target's memory remote,
+    /// alone (2); remote and shared with the devils' memory (3); scenario
+    /// 7 (sharing the LLC with the devils, memory remote with theirs).
+    s2: f64,
+    s3: f64,
+    s7: f64,
+    /// Of scenario 7's degradation, the part each mechanism accounts for
+    /// (switched off one at a time, normalised to sum to 1): cache,
+    /// memory controller, interconnect, remote latency.
+    parts: [f64; 4],
+}
+
+fn seed_004_cases() -> Cases {
+    let all = Mechanisms::default();
+    let base = contention_case(0, 0, [8, 9, 10], 2, all);
+    let deg = |t: f64| t / base - 1.0;
+    let s2 = deg(contention_case(4, 0, [8, 9, 10], 2, all));
+    let s3 = deg(contention_case(4, 0, [0, 1, 2], 0, all));
+    let s7_case = |m| contention_case(0, 1, [1, 2, 3], 1, m);
+    let s7 = deg(s7_case(all));
+    let without = [
+        Mechanisms {
+            cache_sharing: false,
+            ..all
+        },
+        Mechanisms {
+            controller_queueing: false,
+            ..all
+        },
+        Mechanisms {
+            link_queueing: false,
+            ..all
+        },
+        Mechanisms {
+            remote_latency: false,
+            ..all
+        },
+    ];
+    let gains: Vec<f64> = without
+        .iter()
+        .map(|&m| (s7 - deg(s7_case(m))).max(0.0))
+        .collect();
+    let total: f64 = gains.iter().sum();
+    let parts = [0, 1, 2, 3].map(|k| gains[k] / total);
+    eprintln!(
+        "degradation: scenario 2 {:.0} %, 3 {:.0} %, 7 {:.0} %; scenario 7 by cause: cache {:.0} %, controller {:.0} %, interconnect {:.0} %, remote latency {:.0} %",
+        100.0 * s2,
+        100.0 * s3,
+        100.0 * s7,
+        100.0 * parts[0],
+        100.0 * parts[1],
+        100.0 * parts[2],
+        100.0 * parts[3]
+    );
+    Cases { s2, s3, s7, parts }
+}
+
+/// Target 6, seed 004 Fig. 4-5, the trends: a devil whose memory is
+/// remote and shared with three other devils' memory (Scenario 3) degrades
+/// far more than with its memory remote alone (Scenario 2: at least twice as
+/// much, and by at least 30 %); Scenario 7 is the worst; of its
+/// degradation the cache is a minor part (at most 30 %; paper: at most
+/// about 20 %) and the memory controller and interconnect together the
+/// major one (at least half).
+#[test]
+fn target_6_contention_factors() {
+    let c = seed_004_cases();
+    assert!(c.s3 >= 0.3 && c.s3 >= 2.0 * c.s2, "{:.3} {:.3}", c.s2, c.s3);
+    assert!(c.s7 >= c.s3, "{} vs {}", c.s7, c.s3);
+    assert!(c.parts[0] <= 0.3, "{:?}", c.parts);
+    assert!(c.parts[1] + c.parts[2] >= 0.5, "{:?}", c.parts);
+}
+
+/// Target 6, the size: milc in Scenario 3 degrades by about 110 % (we
+/// would accept 80-150 %).
+#[test]
+#[ignore = "the model reaches about half of it (see docs/simulator.md, validation)"]
+fn target_6_scenario_3_degradation_size() {
+    let c = seed_004_cases();
+    assert!((0.8..=1.5).contains(&c.s3), "{}", c.s3);
 }
