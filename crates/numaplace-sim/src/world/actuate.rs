@@ -1,0 +1,180 @@
+//! The world as an actuator: pins and memory moves land on the model's
+//! placement and page state.
+
+use super::*;
+
+impl World {
+    pub(super) fn find_thread(&self, id: TaskId) -> Option<usize> {
+        self.threads
+            .iter()
+            .position(|t| t.alive && !t.done && t.tid == id.tid && t.start_ticks == id.start_time)
+    }
+
+    pub(super) fn find_app(&self, id: TaskId) -> Option<usize> {
+        self.apps.iter().position(|a| {
+            a.status == AppStatus::Running && a.pid == id.tid && a.start_ticks == id.start_time
+        })
+    }
+
+    pub(super) fn dense_node(&self, os: u32) -> Option<usize> {
+        self.machine.topology.node_by_os_id(os).map(|n| n.id)
+    }
+
+    pub(super) fn move_memory(
+        &mut self,
+        ai: usize,
+        node: usize,
+        max_pages: Option<u64>,
+    ) -> PageCounts {
+        let mut budget = max_pages.map_or(f64::INFINITY, |m| m as f64);
+        let mut counts = PageCounts::default();
+        let ids = self.apps[ai].threads.clone();
+        for t in ids {
+            counts.already += self.threads[t].pages[node] as u64;
+            let moved = self.move_pages_of(t, node, budget);
+            counts.moved += moved as u64;
+            budget -= moved;
+        }
+        // The shared area.
+        let nodes = self.apps[ai].shared_pages.len();
+        counts.already += self.apps[ai].shared_pages[node] as u64;
+        for n in 0..nodes {
+            if n == node || budget <= 0.0 {
+                continue;
+            }
+            let take = self.apps[ai].shared_pages[n].min(budget).floor();
+            self.apps[ai].shared_pages[n] -= take;
+            self.apps[ai].shared_pages[node] += take;
+            self.charge_copy(n, node, take);
+            counts.moved += take as u64;
+            budget -= take;
+        }
+        self.totals.pages_migrated += counts.moved;
+        counts
+    }
+
+    pub(super) fn move_window(
+        &mut self,
+        ai: usize,
+        address: u64,
+        before: u64,
+        after: u64,
+        node: usize,
+    ) -> Outcome {
+        let spec = &self.workload.apps[ai];
+        let page = address / PAGE as u64;
+        let window = |start: u64, len_pages: u64| -> f64 {
+            let lo = page.saturating_sub(before).max(start / PAGE as u64);
+            let hi = (page + after).min(start / PAGE as u64 + len_pages.max(1) - 1);
+            (hi + 1).saturating_sub(lo) as f64
+        };
+        if address >= SHARED_BASE && address < SHARED_BASE + spec.shared_bytes.max(1) {
+            let total: f64 = self.apps[ai].shared_pages.iter().sum();
+            let w = window(SHARED_BASE, (spec.shared_bytes as f64 / PAGE).ceil() as u64);
+            let mut counts = PageCounts::default();
+            if total > 0.0 {
+                let frac = w / total;
+                for n in 0..self.apps[ai].shared_pages.len() {
+                    let part = self.apps[ai].shared_pages[n] * frac;
+                    if n == node {
+                        counts.already += part as u64;
+                    } else {
+                        self.apps[ai].shared_pages[n] -= part;
+                        self.apps[ai].shared_pages[node] += part;
+                        self.charge_copy(n, node, part);
+                        counts.moved += part.round() as u64;
+                    }
+                }
+            }
+            self.totals.pages_migrated += counts.moved;
+            return Outcome::Pages(counts);
+        }
+        if address >= PRIVATE_BASE {
+            let k = ((address - PRIVATE_BASE) / PRIVATE_STRIDE) as usize;
+            let base = PRIVATE_BASE + k as u64 * PRIVATE_STRIDE;
+            if let Some(&t) = self.apps[ai].threads.get(k) {
+                let total: f64 = self.threads[t].pages.iter().sum();
+                if address < base + (total * PAGE) as u64 && total > 0.0 {
+                    let w = window(base, total as u64);
+                    let already = self.threads[t].pages[node] * w / total;
+                    let want = w - already;
+                    let moved = self.move_pages_of(t, node, want);
+                    self.totals.pages_migrated += moved as u64;
+                    return Outcome::Pages(PageCounts {
+                        moved: moved as u64,
+                        already: already as u64,
+                        ..PageCounts::default()
+                    });
+                }
+            }
+        }
+        Outcome::Pages(PageCounts {
+            failed: before + after + 1,
+            ..PageCounts::default()
+        })
+    }
+}
+
+impl Actuator for World {
+    fn apply(&mut self, action: &Action) -> Outcome {
+        match action {
+            Action::Pin { task, cpus, .. } => {
+                let Some(t) = self.find_thread(*task) else {
+                    return Outcome::Gone;
+                };
+                let topo = &self.machine.topology;
+                let dense: CpuSet = cpus
+                    .iter()
+                    .filter_map(|c| topo.cpu_by_os_id(c).map(|c| c.id as u32))
+                    .collect();
+                let allowed = dense.intersection(&self.apps[self.threads[t].app].cpuset);
+                if allowed.is_empty() {
+                    return Outcome::Refused {
+                        errno: "EINVAL".into(),
+                        why: format!("none of CPUs {cpus} is in the task's cpuset"),
+                    };
+                }
+                self.threads[t].allowed = allowed;
+                let th = &self.threads[t];
+                if th.cpu.is_none_or(|c| !th.allowed.contains(c as u32)) {
+                    self.place(t);
+                }
+                Outcome::Done
+            }
+            Action::MoveMemory {
+                process,
+                to_node,
+                max_pages,
+            } => {
+                let Some(ai) = self.find_app(*process) else {
+                    return Outcome::Gone;
+                };
+                let Some(node) = self.dense_node(*to_node) else {
+                    return Outcome::Refused {
+                        errno: "ENODEV".into(),
+                        why: format!("node {to_node} does not exist"),
+                    };
+                };
+                Outcome::Pages(self.move_memory(ai, node, *max_pages))
+            }
+            Action::MoveWindow {
+                process,
+                address,
+                pages_before,
+                pages_after,
+                to_node,
+            } => {
+                let Some(ai) = self.find_app(*process) else {
+                    return Outcome::Gone;
+                };
+                let Some(node) = self.dense_node(*to_node) else {
+                    return Outcome::Refused {
+                        errno: "ENODEV".into(),
+                        why: format!("node {to_node} does not exist"),
+                    };
+                };
+                self.move_window(ai, *address, *pages_before, *pages_after, node)
+            }
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! One time step: the contention model's speeds turned into progress,
+//! counters, energy; automatic NUMA balancing; runs that end and restart.
+
+use super::*;
+
+impl World {
+    /// Runs the world for one step of the workload's length.
+    pub fn advance(&mut self) {
+        let dt = self.step;
+        if self.time + 1e-12 >= self.next_balance {
+            self.balance();
+            self.next_balance = self.time + self.workload.linux.balance_interval_ms / 1000.0;
+        }
+        for t in 0..self.threads.len() {
+            let th = &self.threads[t];
+            if th.alive && !th.done && th.cpu.is_none_or(|c| !th.allowed.contains(c as u32)) {
+                self.place(t);
+            }
+        }
+        self.first_touch();
+        let load = self.cpu_load();
+        // Page fractions per running thread.
+        let active: Vec<usize> = (0..self.threads.len())
+            .filter(|&t| {
+                self.threads[t].alive && !self.threads[t].done && self.threads[t].cpu.is_some()
+            })
+            .collect();
+        let fractions: Vec<Vec<f64>> = active
+            .iter()
+            .map(|&t| {
+                let p = &self.threads[t].pages;
+                let s: f64 = p.iter().sum();
+                if s > 0.0 {
+                    p.iter().map(|x| x / s).collect()
+                } else {
+                    let mut v = vec![0.0; p.len()];
+                    v[self.solver.cpu_node(self.threads[t].cpu.unwrap_or(0))] = 1.0;
+                    v
+                }
+            })
+            .collect();
+        let runners: Vec<Runner<'_>> = active
+            .iter()
+            .zip(&fractions)
+            .map(|(&t, f)| {
+                let th = &self.threads[t];
+                let spec = &self.workload.apps[th.app];
+                let cpu = th.cpu.unwrap_or(0);
+                Runner {
+                    cpu,
+                    share: 1.0 / load[cpu].max(1) as f64,
+                    model: &spec.phases[th.phase].model,
+                    pages: f,
+                    group: th.app,
+                    shared_bytes: spec.shared_bytes,
+                    prev_ips: th.prev_ips,
+                }
+            })
+            .collect();
+        let mut speeds = std::mem::take(&mut self.speeds);
+        self.solver.solve(&runners, &self.background, &mut speeds);
+        drop(runners);
+        self.background
+            .node_bytes_per_s
+            .iter_mut()
+            .for_each(|x| *x = 0.0);
+        self.background
+            .link_bytes_per_s
+            .iter_mut()
+            .for_each(|x| *x = 0.0);
+        let ghz = self.solver.ghz();
+        for (&t, s) in active.iter().zip(&speeds) {
+            let th = &mut self.threads[t];
+            let spec = &self.workload.apps[th.app];
+            let share = 1.0 / load[th.cpu.unwrap_or(0)].max(1) as f64;
+            th.prev_ips = s.ips;
+            th.last_speed = *s;
+            th.cpu_seconds += dt * share;
+            // Migration stalls first.
+            let stall = (th.stall_ns * 1e-9).min(dt * share);
+            th.stall_ns -= stall * 1e9;
+            let run = dt - stall / share.max(1e-9);
+            let mut instr = s.ips * run.max(0.0);
+            let mut used = 0.0;
+            while instr > 0.0 && !th.done {
+                let phase = &spec.phases[th.phase];
+                let left = phase.instructions - th.phase_done;
+                if instr >= left {
+                    used += left / s.ips.max(1e-9);
+                    th.phase_done = 0.0;
+                    th.run_done += left;
+                    instr -= left;
+                    th.phase += 1;
+                    if th.phase == spec.phases.len() {
+                        th.done = true;
+                        th.finished_at = Some(self.time + stall / share.max(1e-9) + used);
+                        th.phase = spec.phases.len() - 1;
+                    }
+                } else {
+                    th.phase_done += instr;
+                    th.run_done += instr;
+                    used += instr / s.ips.max(1e-9);
+                    instr = 0.0;
+                }
+            }
+            let done_instr = s.ips * used;
+            let a = &mut th.acc;
+            a.instructions += done_instr;
+            a.cycles += (used + stall) * share * ghz * 1e9;
+            a.llc_refs += done_instr * s.uncore_per_instr;
+            a.llc_misses += done_instr * s.llc_miss_per_instr;
+            let reqs = done_instr * (s.uncore_per_instr + s.transfers_per_instr);
+            a.uncore_requests += reqs;
+            a.uncore_occupancy += reqs * s.uncore_penalty_cycles;
+            a.run_ns += (used + stall) * share * 1e9;
+            let t = &mut self.totals;
+            t.instructions += done_instr;
+            t.llc_misses += done_instr * s.llc_miss_per_instr;
+            t.uncore_requests += reqs;
+            t.uncore_occupancy += reqs * s.uncore_penalty_cycles;
+        }
+        self.speeds = speeds;
+        // Energy (seed 002 Fig. 7): cores with a busy thread, cores with two.
+        if let Some(pm) = &self.machine.params.power {
+            let topo = &self.machine.topology;
+            let (mut p, mut l) = (0usize, 0usize);
+            for core in topo.cores() {
+                let busy = core.cpus.iter().filter(|&&c| load[c] > 0).count();
+                if busy > 0 {
+                    p += 1;
+                }
+                if busy > 1 {
+                    l += 1;
+                }
+            }
+            self.totals.energy_j += pm.watts(p, l) * dt;
+        }
+        if self.workload.linux.numa_balancing {
+            self.numa_balancing(dt);
+        }
+        self.time += dt;
+        self.finish_runs();
+        self.sample_trace();
+    }
+
+    /// Automatic NUMA balancing: a thread's private pages drift to the node
+    /// it runs on at the kernel's scan rate.
+    pub(super) fn numa_balancing(&mut self, dt: f64) {
+        let budget = self.workload.linux.numa_balancing_mib_per_s * dt * 1048576.0 / PAGE;
+        for t in 0..self.threads.len() {
+            let th = &self.threads[t];
+            if !th.alive || th.done {
+                continue;
+            }
+            let Some(cpu) = th.cpu else { continue };
+            let node = self.solver.cpu_node(cpu);
+            let moved = self.move_pages_of(t, node, budget);
+            self.totals.pages_migrated += moved as u64;
+        }
+    }
+
+    /// Moves up to `max` of a thread's private pages to `node`; returns how
+    /// many moved. Charges the copy to the nodes and the thread.
+    pub(super) fn move_pages_of(&mut self, t: usize, node: usize, max: f64) -> f64 {
+        let nodes = self.threads[t].pages.len();
+        let off: f64 = (0..nodes)
+            .filter(|&n| n != node)
+            .map(|n| self.threads[t].pages[n])
+            .sum();
+        let take = off.min(max).floor();
+        if take <= 0.0 {
+            return 0.0;
+        }
+        for n in 0..nodes {
+            if n == node {
+                continue;
+            }
+            let part = take * self.threads[t].pages[n] / off;
+            self.threads[t].pages[n] -= part;
+            self.charge_copy(n, node, part);
+        }
+        self.threads[t].pages[node] += take;
+        self.threads[t].stall_ns += take * self.solver.constants.page_migration_us.value * 1e3;
+        take
+    }
+
+    pub(super) fn charge_copy(&mut self, from: usize, to: usize, pages: f64) {
+        let bytes = pages * PAGE / self.step;
+        self.background.node_bytes_per_s[from] += bytes;
+        self.background.node_bytes_per_s[to] += bytes;
+        let topo = &self.machine.topology;
+        let (a, b) = (
+            topo.nodes()[from].package.unwrap_or(0),
+            topo.nodes()[to].package.unwrap_or(0),
+        );
+        if a != b {
+            let np = topo.packages().len();
+            self.background.link_bytes_per_s[a * np + b] += bytes;
+        }
+    }
+
+    pub(super) fn finish_runs(&mut self) {
+        for ai in 0..self.apps.len() {
+            let a = &self.apps[ai];
+            if a.status != AppStatus::Running || !a.threads.iter().all(|&t| self.threads[t].done) {
+                continue;
+            }
+            let end = a
+                .threads
+                .iter()
+                .filter_map(|&t| self.threads[t].finished_at)
+                .fold(a.started_at, f64::max);
+            self.runs.push(AppRun {
+                app: self.workload.apps[ai].name.clone(),
+                run: a.run,
+                start_s: a.started_at,
+                end_s: Some(end),
+                thread_s: a
+                    .threads
+                    .iter()
+                    .map(|&t| self.threads[t].finished_at.map(|f| f - a.started_at))
+                    .collect(),
+            });
+            for &t in &self.apps[ai].threads {
+                self.threads[t].alive = false;
+                self.threads[t].cpu = None;
+            }
+            let runs = self.workload.apps[ai].runs;
+            let a = &mut self.apps[ai];
+            a.run += 1;
+            if a.run >= runs {
+                a.status = AppStatus::Done;
+            } else {
+                self.launch(ai);
+                self.apps[ai].run = self.apps[ai].run.max(1);
+            }
+        }
+    }
+}
