@@ -247,6 +247,8 @@ impl Collector {
             groups,
             counters,
             machine,
+            samples: BTreeMap::new(),
+            signatures: BTreeMap::new(),
         };
         self.seq += 1;
         self.last = Some(now);

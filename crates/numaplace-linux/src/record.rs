@@ -317,6 +317,7 @@ mod tests {
             }],
             counters,
             machine: MachineReadings::default(),
+            ..Snapshot::default()
         }
     }
 

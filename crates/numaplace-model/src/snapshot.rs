@@ -25,6 +25,45 @@ pub struct Snapshot {
     /// Counter deltas over the interval, by tid (tasks in `tasks` only).
     pub counters: BTreeMap<i32, CounterDeltas>,
     pub machine: MachineReadings,
+    /// Data addresses sampled per thread over the interval (perf sampling
+    /// with data addresses on a live host where the PMU has it; the page
+    /// model in the simulator), by tid. Seed 004 §4 moves memory around
+    /// them; seed 002 §4 builds page sets from them.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub samples: BTreeMap<i32, Vec<AddressSample>>,
+    /// Cache-footprint signatures (seed 003 §3.1), by tid: what the
+    /// counting Bloom filter of its last-level cache recorded when the
+    /// thread last left its CPU. Only the simulator has the hardware; a
+    /// live host may approximate it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub signatures: BTreeMap<i32, CacheSignature>,
+}
+
+/// One sampled data access.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AddressSample {
+    /// Virtual address in the thread's process.
+    pub address: u64,
+    /// The node holding the page (kernel id), where known.
+    pub node: Option<u32>,
+    /// Whether it was a store.
+    pub write: bool,
+}
+
+/// What seed 003's hardware recorded when a thread was switched out of a
+/// CPU of a shared cache (§3.1-3.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheSignature {
+    /// The CPU (kernel id) it ran on.
+    pub cpu: u32,
+    /// Ones in its running bit vector: how much of the cache it filled.
+    pub occupancy_weight: u32,
+    /// Per other CPU of the same cache (kernel id): ones in the running
+    /// bit vector XOR that CPU's core filter; higher means the two
+    /// footprints overlap less.
+    pub symbiosis: BTreeMap<u32, u32>,
+    /// Entries of the filter (the largest possible weight).
+    pub entries: u32,
 }
 
 impl Snapshot {

@@ -243,6 +243,7 @@ mod tests {
             groups: vec![group(pid, "mcf", tids, &[(0, 100 * MIB), (1, 28 * MIB)])],
             counters: BTreeMap::new(),
             machine: MachineReadings::default(),
+            ..Snapshot::default()
         }
     }
 

@@ -84,6 +84,7 @@ fn snapshot(seq: u64, ticks: u64, allowed: &str) -> Snapshot {
             nodes,
             ..MachineReadings::default()
         },
+        ..Snapshot::default()
     }
 }
 

@@ -96,6 +96,9 @@ pub struct RunResult {
     pub mean_power_w: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<Trace>,
+    /// What the run could not do as asked (a signal it could not model).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl RunResult {

@@ -690,6 +690,7 @@ mod tests {
             finished: true,
             uncore_penalty_cycles: 120.0,
             llc_mpki: 9.5,
+            warnings: Vec::new(),
             runs: vec![
                 AppRun {
                     app: "db".into(),

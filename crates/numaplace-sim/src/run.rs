@@ -11,6 +11,7 @@ use std::time::Duration;
 use numaplace_policy::engine::{Engine, EngineConfig, JournalEntry, NoGuard};
 use numaplace_policy::{PolicyKind, Scope};
 
+use crate::bloom::SignatureConfig;
 use crate::machine::Machine;
 use crate::model::Constants;
 use crate::outcome::{Comparison, PolicySummary, RunResult};
@@ -29,6 +30,11 @@ pub struct RunOptions {
     pub migrate_mib_per_sec: u64,
     /// The model's constants.
     pub constants: Constants,
+    /// Keep seed 003's cache signatures, fed with this many sampled
+    /// accesses per LLC and step.
+    pub signatures: Option<(SignatureConfig, usize)>,
+    /// Data addresses sampled per thread and policy round.
+    pub samples_per_interval: usize,
 }
 
 impl Default for RunOptions {
@@ -39,6 +45,8 @@ impl Default for RunOptions {
             trace: false,
             migrate_mib_per_sec: EngineConfig::default().migrate_mib_per_sec,
             constants: Constants::default(),
+            signatures: None,
+            samples_per_interval: 32,
         }
     }
 }
@@ -69,6 +77,13 @@ pub fn run(
     );
     if opts.trace {
         world.enable_trace();
+    }
+    world.set_samples_per_interval(opts.samples_per_interval);
+    let mut warnings = Vec::new();
+    if let Some((config, accesses)) = &opts.signatures
+        && let Err(e) = world.enable_signatures(config.clone(), *accesses)
+    {
+        warnings.push(format!("no cache signatures: {e}"));
     }
     let (name, mut engine, interval) = match driver {
         Driver::Policy(kind) => {
@@ -133,6 +148,7 @@ pub fn run(
         energy_j: energy,
         mean_power_w: energy.map(|e| e / makespan.max(1e-9)),
         trace: world.take_trace(),
+        warnings,
     }
 }
 

@@ -138,6 +138,10 @@ pub struct World {
     trace: Option<Trace>,
     speeds: Vec<Speed>,
     all_cpus: CpuSet,
+    seed: u64,
+    signatures: Option<sampling::SignatureModel>,
+    sample_rng: Rng,
+    samples_per_interval: usize,
 }
 
 impl World {
@@ -193,6 +197,10 @@ impl World {
             trace: None,
             speeds: Vec::new(),
             all_cpus,
+            seed,
+            signatures: None,
+            sample_rng: Rng::new(seed ^ 0xa5a5_a5a5),
+            samples_per_interval: 32,
             machine,
             workload,
         }
@@ -202,6 +210,11 @@ impl World {
     /// is a dense CPU id. The oracle's placements run this way.
     pub fn bind(&mut self, cpus: Vec<Vec<usize>>) {
         self.binding = Some(cpus);
+    }
+
+    /// Data addresses sampled per thread and snapshot (0: none).
+    pub fn set_samples_per_interval(&mut self, n: usize) {
+        self.samples_per_interval = n;
     }
 
     /// Keep a trace for the plots.
@@ -325,5 +338,6 @@ impl World {
 
 mod actuate;
 mod linux;
+mod sampling;
 mod step;
 mod telemetry;

@@ -119,6 +119,7 @@ impl World {
             t.uncore_requests += reqs;
             t.uncore_occupancy += reqs * s.uncore_penalty_cycles;
         }
+        self.feed_signatures(&active, &speeds, &load);
         self.speeds = speeds;
         // Energy (seed 002 Fig. 7): cores with a busy thread, cores with two.
         if let Some(pm) = &self.machine.params.power {

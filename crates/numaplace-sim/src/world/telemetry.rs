@@ -95,6 +95,8 @@ impl World {
             .iter_mut()
             .map(|t| std::mem::take(&mut t.acc))
             .collect();
+        let samples = self.address_samples(self.samples_per_interval);
+        let signatures = self.signature_records();
         let topo = &self.machine.topology;
         let interval = self.time - self.last_snapshot;
         let mut tasks = Vec::new();
@@ -206,6 +208,8 @@ impl World {
                 resctrl: Vec::new(),
                 clock_ticks: TICKS as u64,
             },
+            samples,
+            signatures,
         };
         self.seq += 1;
         self.last_snapshot = self.time;

@@ -102,6 +102,18 @@ fn select(s: &Snapshot, pids: &[i32]) -> Snapshot {
             .filter(|(t, _)| tids.contains(t))
             .map(|(&t, c)| (t, c.clone()))
             .collect(),
+        samples: s
+            .samples
+            .iter()
+            .filter(|(t, _)| tids.contains(t))
+            .map(|(&t, v)| (t, v.clone()))
+            .collect(),
+        signatures: s
+            .signatures
+            .iter()
+            .filter(|(t, _)| tids.contains(t))
+            .map(|(&t, v)| (t, v.clone()))
+            .collect(),
         groups,
         ..s.clone()
     }
