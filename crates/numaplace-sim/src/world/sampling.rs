@@ -118,9 +118,8 @@ impl World {
         let Some(sig) = self.signatures.as_mut() else {
             return;
         };
-        let ncpu = load.len();
         // Per CPU, the threads that time-share it, in a fixed order.
-        let mut on_cpu: Vec<Vec<(usize, f64)>> = vec![Vec::new(); ncpu];
+        let mut on_cpu: Vec<Vec<(usize, f64)>> = vec![Vec::new(); load.len()];
         for (&t, s) in active.iter().zip(speeds) {
             if let Some(c) = self.threads[t].cpu {
                 let share = 1.0 / load[c].max(1) as f64;
@@ -137,8 +136,7 @@ impl World {
         }
         let mut carry = vec![0.0f64; self.threads.len()];
         for tick in 0..TICKS_PER_STEP {
-            for c in 0..ncpu {
-                let v = &on_cpu[c];
+            for (c, v) in on_cpu.iter().enumerate() {
                 if v.is_empty() {
                     continue;
                 }
