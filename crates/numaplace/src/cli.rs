@@ -121,7 +121,8 @@ pub struct SimArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Write an HTML report with plots to this file.
+    /// Write an HTML report with plots to this file (compare: default
+    /// numaplace-report.html in the current directory).
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
 }
@@ -164,6 +165,10 @@ pub struct CompareArgs {
     /// Leave out the oracle's static placement.
     #[arg(long)]
     pub no_oracle: bool,
+
+    /// Write no HTML report.
+    #[arg(long, conflicts_with = "report")]
+    pub no_report: bool,
 
     /// Placements the oracle may simulate.
     #[arg(long, value_name = "N", default_value_t = 300)]

@@ -209,7 +209,12 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
     let start = Instant::now();
     let c = compare(&machine, &workload, &opts);
     let took = start.elapsed();
-    if let Some(path) = &args.sim.report {
+    let report_path = match (&args.sim.report, args.no_report) {
+        (_, true) => None,
+        (Some(p), false) => Some(p.clone()),
+        (None, false) => Some(std::path::PathBuf::from("numaplace-report.html")),
+    };
+    if let Some(path) = &report_path {
         write_atomically(path, &report::html(&c))?;
     }
     if args.sim.json {
@@ -222,7 +227,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
         print!("{}", report::table(&c));
         eprintln!("({:.1} s of wall time)", took.as_secs_f64());
     }
-    if let Some(path) = &args.sim.report {
+    if let Some(path) = &report_path {
         eprintln!("report: {}", path.display());
     }
     Ok(())
