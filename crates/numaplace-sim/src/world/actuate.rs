@@ -178,3 +178,130 @@ impl Actuator for World {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{AppSpec, LinuxModel, Phase, ThreadModel};
+
+    fn world(cpus: Option<&str>) -> World {
+        let w = Workload {
+            name: "t".into(),
+            description: String::new(),
+            machine: "westmere-2s".into(),
+            apps: vec![AppSpec {
+                name: "app".into(),
+                kind: AppKind::Process,
+                threads: 2,
+                phases: vec![Phase {
+                    instructions: 1e12,
+                    model: ThreadModel::microbench(64 << 20, 4096),
+                }],
+                shared_bytes: 4096,
+                memory: MemoryPlacement::Node(0),
+                cpus: cpus.map(|c| c.parse().unwrap()),
+                start_s: 0.0,
+                runs: 1,
+            }],
+            step_ms: 10.0,
+            max_seconds: 1000.0,
+            linux: LinuxModel::default(),
+        };
+        let mut world = World::new(Machine::preset("westmere-2s").unwrap(), w, 3);
+        world.start_due();
+        world.advance();
+        world
+    }
+
+    fn on_node(w: &mut World, node: u32) -> u64 {
+        let s = w.snapshot();
+        s.groups[0].memory.as_ref().unwrap()[&node].total() / 4096
+    }
+
+    #[test]
+    fn a_reused_tid_is_gone_and_a_pin_outside_the_cpuset_is_refused() {
+        let mut w = world(Some("0-3"));
+        let s = w.snapshot();
+        let t = &s.tasks[0];
+        let stale = TaskId {
+            tid: t.tid,
+            start_time: t.start_time + 1,
+        };
+        let pin = |task, cpus: &str| Action::Pin {
+            task,
+            tgid: t.tgid,
+            cpus: cpus.parse().unwrap(),
+        };
+        assert_eq!(w.apply(&pin(stale, "1")), Outcome::Gone);
+        assert!(matches!(
+            w.apply(&pin(t.id(), "8-9")),
+            Outcome::Refused { .. }
+        ));
+        assert_eq!(w.apply(&pin(t.id(), "1")), Outcome::Done);
+        let s = w.snapshot();
+        assert_eq!(s.tasks[0].allowed_cpus.to_list_string(), "1");
+        assert_eq!(s.tasks[0].last_cpu, Some(1));
+    }
+
+    #[test]
+    fn memory_moves_respect_their_limit_and_windows_their_region() {
+        let mut w = world(None);
+        let s = w.snapshot();
+        let process = s.groups[0].id();
+        // 2 x 64 MiB private + one shared page.
+        assert_eq!(on_node(&mut w, 0), 2 * 16384 + 1);
+        let o = w.apply(&Action::MoveMemory {
+            process,
+            to_node: 1,
+            max_pages: Some(1000),
+        });
+        let Outcome::Pages(p) = o else {
+            panic!("{o:?}")
+        };
+        assert_eq!((p.moved, p.already), (1000, 0));
+        assert_eq!(on_node(&mut w, 1), 1000);
+        // A window of 10 + 1 + 10 pages in thread 1's region.
+        let address = PRIVATE_BASE + PRIVATE_STRIDE + 100 * 4096;
+        let o = w.apply(&Action::MoveWindow {
+            process,
+            address,
+            pages_before: 10,
+            pages_after: 10,
+            to_node: 1,
+        });
+        let Outcome::Pages(p) = o else {
+            panic!("{o:?}")
+        };
+        assert!(p.moved + p.already <= 21 && p.moved > 0, "{p:?}");
+        // An address in no region moves nothing.
+        let o = w.apply(&Action::MoveWindow {
+            process,
+            address: 0x42,
+            pages_before: 0,
+            pages_after: 0,
+            to_node: 1,
+        });
+        assert_eq!(
+            o,
+            Outcome::Pages(PageCounts {
+                failed: 1,
+                ..PageCounts::default()
+            })
+        );
+        // The rest, and a node that does not exist.
+        let o = w.apply(&Action::MoveMemory {
+            process,
+            to_node: 1,
+            max_pages: None,
+        });
+        assert!(matches!(o, Outcome::Pages(_)));
+        assert_eq!(on_node(&mut w, 0), 0);
+        let o = w.apply(&Action::MoveMemory {
+            process,
+            to_node: 7,
+            max_pages: None,
+        });
+        assert!(matches!(o, Outcome::Refused { .. }));
+        assert_eq!(w.totals().pages_migrated, 2 * 16384 + 1);
+    }
+}
