@@ -95,3 +95,29 @@ pub fn best_static(
         method: found.method,
     })
 }
+
+/// The `static` policy's parameters that hold `best`'s placement: each
+/// application's threads pinned to their CPUs (kernel ids), named by the
+/// application's `comm` as the simulated processes carry it.
+pub fn static_params(
+    machine: &Machine,
+    workload: &Workload,
+    best: &Best,
+) -> numaplace_policy::static_placement::StaticParams {
+    use numaplace_policy::static_placement::{StaticParams, StaticPin};
+    let cpus = machine.topology.cpus();
+    let mut pins = Vec::new();
+    for (a, app) in workload.apps.iter().enumerate() {
+        for (k, &cpu) in best.cpus[a].iter().enumerate() {
+            pins.push(StaticPin {
+                process: crate::world::comm(&app.name),
+                thread: k,
+                cpus: std::iter::once(cpus[cpu].os_id).collect(),
+            });
+        }
+    }
+    StaticParams {
+        pins,
+        memory: Vec::new(),
+    }
+}

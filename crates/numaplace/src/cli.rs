@@ -104,7 +104,8 @@ pub struct SimArgs {
     pub scenario: String,
 
     /// Simulate this machine preset instead of the scenario's (westmere-2s,
-    /// barcelona-4s, core2duo, cascadelake-2s, sapphirerapids-2s-snc4).
+    /// barcelona-4s, core2duo, cascadelake-2s, sapphirerapids-2s-snc4), or
+    /// `host`: this machine's topology with the default parameters.
     #[arg(long, value_name = "PRESET", conflicts_with_all = ["sysfs_root", "xml", "synthetic"])]
     pub machine: Option<String>,
 
@@ -143,6 +144,11 @@ pub struct SimulateArgs {
     /// Write every decision, its reason and outcome to this file (JSON lines).
     #[arg(long, value_name = "FILE")]
     pub journal: Option<PathBuf>,
+
+    /// Placements the oracle may simulate (for `--policy static`, which
+    /// holds the oracle's placement).
+    #[arg(long, value_name = "N", default_value_t = 300)]
+    pub oracle_budget: usize,
 }
 
 #[derive(Debug, Args)]

@@ -34,6 +34,12 @@ pub const PAGE: f64 = 4096.0;
 pub const SHARED_BASE: u64 = 0x1000_0000;
 pub const PRIVATE_BASE: u64 = 0x1_0000_0000;
 pub const PRIVATE_STRIDE: u64 = 0x100_0000_0000;
+/// The `comm` a simulated process of this application carries (the
+/// kernel keeps 15 bytes).
+pub fn comm(app: &str) -> String {
+    app.chars().take(15).collect()
+}
+
 /// Clock ticks per second of the simulated `utime` / start times.
 const TICKS: f64 = 100.0;
 /// The Unix time the simulated clock starts at (fixed, for determinism).

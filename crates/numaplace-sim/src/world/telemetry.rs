@@ -124,7 +124,7 @@ impl World {
                     tgid: a.pid,
                     start_time: th.start_ticks,
                     comm: match spec.kind {
-                        AppKind::Process => spec.name.chars().take(15).collect(),
+                        AppKind::Process => comm(&spec.name),
                         AppKind::Vm => format!("CPU {}/KVM", th.index),
                     },
                     state: 'R',
@@ -143,7 +143,7 @@ impl World {
             groups.push(TaskGroup {
                 pid: a.pid,
                 start_time: a.start_ticks,
-                comm: spec.name.chars().take(15).collect(),
+                comm: comm(&spec.name),
                 cmdline: vec![spec.name.clone()],
                 cgroup: Some(format!("/numaplace-sim/{}", spec.name)),
                 kind: match spec.kind {

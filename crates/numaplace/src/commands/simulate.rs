@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use numaplace_policy::PolicyKind;
 use numaplace_sim::run::{CompareOptions, Driver, RunOptions, compare, run};
-use numaplace_sim::{Machine, Workload, report, scenario};
+use numaplace_sim::{Machine, Workload, best, report, scenario};
 
 use crate::cli::{CompareArgs, SimArgs, SimulateArgs};
 use crate::commands::InputError;
@@ -18,8 +18,12 @@ use crate::duration::parse_duration;
 /// The scenario and the machine it runs on.
 fn setup(args: &SimArgs) -> Result<(Workload, Machine, Option<std::time::Duration>)> {
     let workload = scenario::resolve(&args.scenario)?;
-    let machine = if let Some(name) = &args.machine {
-        Machine::preset(name).map_err(|e| InputError(format!("--machine: {e}")))?
+    let machine = if args.machine.as_deref() == Some("host") {
+        let t = topology::load(&crate::cli::MachineArgs::default())?;
+        Machine::generic("host", t)
+    } else if let Some(name) = &args.machine {
+        Machine::preset(name)
+            .map_err(|e| InputError(format!("--machine: {e}, or host for this machine")))?
     } else if args.topology.sysfs_root.is_some()
         || args.topology.xml.is_some()
         || args.topology.synthetic.is_some()
@@ -45,8 +49,21 @@ fn setup(args: &SimArgs) -> Result<(Workload, Machine, Option<std::time::Duratio
     Ok((workload, machine, interval))
 }
 
-fn policy(name: &str) -> Result<PolicyKind> {
-    Ok(PolicyKind::from_name(name).map_err(|e| InputError(e.to_string()))?)
+/// The policy of this name. `static` without a placement of its own
+/// holds the oracle's (`best::best_static`).
+fn policy(name: &str, machine: &Machine, workload: &Workload, budget: usize) -> Result<PolicyKind> {
+    let kind = PolicyKind::from_name(name).map_err(|e| InputError(e.to_string()))?;
+    Ok(match kind {
+        PolicyKind::Static(p) if p.pins.is_empty() && p.memory.is_empty() => {
+            let best = best::best_static(machine, workload, budget, 1).map_err(|e| {
+                InputError(format!(
+                    "static: the oracle found no placement to hold: {e}"
+                ))
+            })?;
+            PolicyKind::Static(best::static_params(machine, workload, &best))
+        }
+        k => k,
+    })
 }
 
 /// Writes `text` to `path` through a temporary file in the same directory
@@ -81,7 +98,7 @@ fn write_atomically(path: &Path, text: &str) -> Result<()> {
 
 pub fn simulate(args: &SimulateArgs) -> Result<()> {
     let (workload, machine, interval) = setup(&args.sim)?;
-    let kind = policy(&args.policy)?;
+    let kind = policy(&args.policy, &machine, &workload, args.oracle_budget)?;
     let mut journal = match &args.journal {
         Some(p) => Some(std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
@@ -177,6 +194,8 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
     let (workload, machine, interval) = setup(&args.sim)?;
     let names: Vec<String> = match &args.policies {
         Some(list) => list.split(',').map(|s| s.trim().to_string()).collect(),
+        // `static` holds the oracle's placement, which the oracle row
+        // shows already (bound at launch rather than at the first round).
         None => PolicyKind::NAMES
             .iter()
             .filter(|n| **n != "static")
@@ -188,7 +207,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
         if n.is_empty() {
             return Err(InputError("--policies: an empty name in the list".into()).into());
         }
-        policies.push(policy(n)?);
+        policies.push(policy(n, &machine, &workload, args.oracle_budget)?);
     }
     if args.seeds == 0 {
         return Err(InputError("--seeds: at least 1".into()).into());
