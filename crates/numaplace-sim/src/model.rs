@@ -327,9 +327,16 @@ impl Solver {
                     }
                     Pattern::PowerLaw { llc_mpki, alpha } => {
                         a[i] = m.uncore_pki / 1000.0;
-                        let full = self.llc_bytes[self.cpu_llc[r.cpu]].min(ws).max(1.0);
-                        let c = share[i].min(ws).max(LINE);
-                        mu[i] = (llc_mpki / 1000.0 * (c / full).powf(-alpha)).min(a[i]);
+                        let llc = self.llc_bytes[self.cpu_llc[r.cpu]];
+                        mu[i] = if llc < LINE {
+                            // No last-level cache (or none the topology
+                            // describes): every uncore request goes to memory.
+                            a[i]
+                        } else {
+                            let full = llc.min(ws).max(LINE);
+                            let c = share[i].min(ws).max(LINE);
+                            (llc_mpki / 1000.0 * (c / full).powf(-alpha)).min(a[i])
+                        };
                     }
                 }
             }

@@ -691,7 +691,9 @@ impl Ctx<'_> {
                 return Err(self.bad(
                     v,
                     path,
-                    format!("size {i} is negative: give a size of at least 1 byte, like \"64MiB\""),
+                    format!(
+                        "size {i} is negative: give a size in bytes or with a unit, like \"64MiB\""
+                    ),
                 ));
             }
             Value::Integer(i) => *i as u64,

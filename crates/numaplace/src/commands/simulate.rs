@@ -15,8 +15,29 @@ use crate::commands::InputError;
 use crate::commands::topology;
 use crate::duration::parse_duration;
 
+/// Refuses an output file whose directory does not exist before any
+/// simulation runs.
+fn check_output(path: &Path, what: &str) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(InputError(format!(
+            "{what} {}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 /// The scenario and the machine it runs on.
 fn setup(args: &SimArgs) -> Result<(Workload, Machine, Option<std::time::Duration>)> {
+    if let Some(p) = &args.report {
+        check_output(p, "--report")?;
+    }
     let workload = scenario::resolve(&args.scenario)?;
     let machine = if args.machine.as_deref() == Some("host") {
         let t = topology::load(&crate::cli::MachineArgs::default())?;
@@ -100,9 +121,12 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
     let (workload, machine, interval) = setup(&args.sim)?;
     let kind = policy(&args.policy, &machine, &workload, args.oracle_budget)?;
     let mut journal = match &args.journal {
-        Some(p) => Some(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        )),
+        Some(p) => {
+            check_output(p, "--journal")?;
+            Some(std::io::BufWriter::new(
+                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+            ))
+        }
         None => None,
     };
     let mut journal_error = None;
@@ -212,6 +236,13 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
     if args.seeds == 0 {
         return Err(InputError("--seeds: at least 1".into()).into());
     }
+    let Some(end) = args.first_seed.checked_add(args.seeds) else {
+        return Err(InputError(format!(
+            "--first-seed {} with --seeds {}: the seeds would pass 2^64 - 1",
+            args.first_seed, args.seeds
+        ))
+        .into());
+    };
     let workers = match args.jobs {
         Some(0) => return Err(InputError("--jobs: at least 1".into()).into()),
         Some(n) => n,
@@ -219,7 +250,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
     };
     let opts = CompareOptions {
         policies,
-        seeds: (args.first_seed..args.first_seed + args.seeds).collect(),
+        seeds: (args.first_seed..end).collect(),
         oracle: !args.no_oracle,
         oracle_budget: args.oracle_budget,
         interval,
