@@ -819,22 +819,7 @@ impl SharedCache {
 mod tests {
     use super::*;
 
-    /// splitmix64, for deterministic address streams.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        }
-
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
+    use crate::rng::Rng;
 
     fn geom(sets: u32, ways: u32) -> CacheGeometry {
         CacheGeometry::new(sets, ways, 64).unwrap()
@@ -935,8 +920,8 @@ mod tests {
             HashKind::Modulo,
             HashKind::PresenceBits,
         ] {
-            let mut rng = Rng(7);
-            let base = rng.next() >> 8;
+            let mut rng = Rng::new(7);
+            let base = rng.next_u64() >> 8;
             let mut seen = vec![false; n];
             for i in 0..n as u64 {
                 let key = LineKey {
@@ -948,8 +933,8 @@ mod tests {
                 seen[idx] = true;
                 // Random lines stay in range too.
                 let r = LineKey {
-                    block: rng.next(),
-                    slot: rng.next(),
+                    block: rng.next_u64(),
+                    slot: rng.next_u64(),
                 };
                 assert!(hash.index(r, bits) < n);
             }
@@ -1014,10 +999,10 @@ mod tests {
         assert_eq!(c.signatures().unwrap().counter_total(), 0);
         assert_eq!(c.signatures().unwrap().core_filter(0).count_ones(), 0);
 
-        let mut rng = Rng(3);
+        let mut rng = Rng::new(3);
         for _ in 0..20_000 {
-            let core = rng.below(2) as usize;
-            c.access_block(core, rng.below(1 << 20));
+            let core = rng.below_u64(2) as usize;
+            c.access_block(core, rng.below_u64(1 << 20));
         }
         // Every set is full by now; the counters hold exactly the lines of
         // the 16 sampled sets.
@@ -1050,10 +1035,10 @@ mod tests {
         let app1: Vec<u64> = (0..448).collect();
         let cfg = SignatureConfig::default(); // XOR hash, 512 entries
         let mut c = SharedCache::with_signatures(geom(64, 8), 2, cfg).unwrap();
-        let mut rng = Rng(11);
+        let mut rng = Rng::new(11);
         for _ in 0..200_000 {
-            c.access_block(0, app1[rng.below(app1.len() as u64) as usize]);
-            c.access_block(1, other[rng.below(other.len() as u64) as usize]);
+            c.access_block(0, app1[rng.below_u64(app1.len() as u64) as usize]);
+            c.access_block(1, other[rng.below_u64(other.len() as u64) as usize]);
         }
         let sig = c.signatures_mut().unwrap();
         let rbv = sig.context_switch_out(0);
@@ -1088,13 +1073,13 @@ mod tests {
                 ..SignatureConfig::default()
             };
             let mut c = SharedCache::with_signatures(geom(256, 8), 2, cfg).unwrap();
-            let mut rng = Rng(5);
+            let mut rng = Rng::new(5);
             let mut records = Vec::new();
             for round in 0..20 {
                 for _ in 0..5_000 {
-                    let core = rng.below(2) as usize;
+                    let core = rng.below_u64(2) as usize;
                     let span = if core == 0 { 1 << 12 } else { 1 << 9 };
-                    c.access_block(core, rng.below(span) + (core as u64) * (1 << 20));
+                    c.access_block(core, rng.below_u64(span) + (core as u64) * (1 << 20));
                 }
                 let sig = c.signatures_mut().unwrap();
                 records.push(sig.switch_out_record(round % 2));

@@ -789,30 +789,6 @@ impl Enumeration<'_, '_> {
     }
 }
 
-/// splitmix64 (Steele, Lea and Flood 2014), enough for random starts.
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0), by Lemire's multiply-shift.
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next() as u128 * n as u128) >> 64) as usize
-    }
-
-    fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            v.swap(i, self.below(i + 1));
-        }
-    }
-}
-
 /// What the local search found.
 struct LocalSearch {
     placement: Vec<u32>,
@@ -884,7 +860,7 @@ impl LocalSearch {
                 out.push(pl);
             }
         }
-        let mut rng = SplitMix64(seed);
+        let mut rng = crate::rng::Rng::new(seed);
         for _ in 0..RANDOM_STARTS {
             let mut order = order.clone();
             rng.shuffle(&mut order);

@@ -50,6 +50,18 @@ impl Rng {
         (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
 
+    /// Uniform in 0..n (n > 0), for 64-bit ranges.
+    pub fn below_u64(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
+    }
+
+    /// Shuffles in place (Fisher-Yates).
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            v.swap(i, self.below(i + 1));
+        }
+    }
+
     /// One element of a non-empty slice.
     pub fn pick<T: Copy>(&mut self, v: &[T]) -> T {
         v[self.below(v.len())]

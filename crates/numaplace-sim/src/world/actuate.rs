@@ -16,6 +16,21 @@ impl World {
         })
     }
 
+    /// The application and the dense node a memory move names, or what
+    /// to answer: the process is gone, or the node does not exist.
+    pub(super) fn memory_target(
+        &self,
+        process: TaskId,
+        to_node: u32,
+    ) -> Result<(usize, usize), Outcome> {
+        let ai = self.find_app(process).ok_or(Outcome::Gone)?;
+        let node = self.dense_node(to_node).ok_or_else(|| Outcome::Refused {
+            errno: "ENODEV".into(),
+            why: format!("node {to_node} does not exist"),
+        })?;
+        Ok((ai, node))
+    }
+
     pub(super) fn dense_node(&self, os: u32) -> Option<usize> {
         self.machine.topology.node_by_os_id(os).map(|n| n.id)
     }
@@ -145,36 +160,20 @@ impl Actuator for World {
                 process,
                 to_node,
                 max_pages,
-            } => {
-                let Some(ai) = self.find_app(*process) else {
-                    return Outcome::Gone;
-                };
-                let Some(node) = self.dense_node(*to_node) else {
-                    return Outcome::Refused {
-                        errno: "ENODEV".into(),
-                        why: format!("node {to_node} does not exist"),
-                    };
-                };
-                Outcome::Pages(self.move_memory(ai, node, *max_pages))
-            }
+            } => match self.memory_target(*process, *to_node) {
+                Ok((ai, node)) => Outcome::Pages(self.move_memory(ai, node, *max_pages)),
+                Err(o) => o,
+            },
             Action::MoveWindow {
                 process,
                 address,
                 pages_before,
                 pages_after,
                 to_node,
-            } => {
-                let Some(ai) = self.find_app(*process) else {
-                    return Outcome::Gone;
-                };
-                let Some(node) = self.dense_node(*to_node) else {
-                    return Outcome::Refused {
-                        errno: "ENODEV".into(),
-                        why: format!("node {to_node} does not exist"),
-                    };
-                };
-                self.move_window(ai, *address, *pages_before, *pages_after, node)
-            }
+            } => match self.memory_target(*process, *to_node) {
+                Ok((ai, node)) => self.move_window(ai, *address, *pages_before, *pages_after, node),
+                Err(o) => o,
+            },
         }
     }
 }

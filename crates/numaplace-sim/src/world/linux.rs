@@ -112,23 +112,16 @@ impl World {
             let overloaded = load[cpu] > 1;
             let smt_shared = busy_siblings(cpu) > 0 && !idle_cores.is_empty();
             let unpinned = th.allowed == self.all_cpus;
-            if overloaded && !idle.is_empty() {
-                let pool = if idle_cores.is_empty() {
-                    &idle
-                } else {
-                    &idle_cores
-                };
-                let c = self.rng.pick(pool);
-                self.move_thread(t, c);
-            } else if smt_shared {
-                let c = self.rng.pick(&idle_cores);
-                self.move_thread(t, c);
-            } else if unpinned && !idle.is_empty() && self.rng.unit() < p {
-                let pool = if idle_cores.is_empty() {
-                    &idle
-                } else {
-                    &idle_cores
-                };
+            // Whole idle cores first, as Linux's idle-sibling search does.
+            let pool = if idle_cores.is_empty() {
+                &idle
+            } else {
+                &idle_cores
+            };
+            let moves = (overloaded && !pool.is_empty())
+                || smt_shared
+                || (unpinned && !pool.is_empty() && self.rng.unit() < p);
+            if moves {
                 let c = self.rng.pick(pool);
                 self.move_thread(t, c);
             }
