@@ -76,6 +76,7 @@ fn singles(name: &str, n: usize, instructions: f64, max_seconds: f64) -> Workloa
                 },
             }],
             shared_bytes: 0,
+            sharers: 1,
             memory: MemoryPlacement::FirstTouch,
             cpus: None,
             start_s: 0.0,

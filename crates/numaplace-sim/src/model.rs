@@ -104,6 +104,9 @@ pub struct Runner<'a> {
     pub group: usize,
     /// Bytes of the application's shared area.
     pub shared_bytes: u64,
+    /// Whether this thread uses the shared area (the first `sharers`
+    /// threads of its application do).
+    pub shares: bool,
     /// Instructions per second from the previous step (warm start; 0 if
     /// none).
     pub prev_ips: f64,
@@ -495,13 +498,14 @@ impl Solver {
         // in the same cache.
         let mut transfers = 0.0;
         let mut share_ns = 0.0;
-        if m.shared_writes_pki > 0.0 && r.shared_bytes > 0 {
+        if m.shared_writes_pki > 0.0 && r.shared_bytes > 0 && r.shares {
             let w = m.shared_writes_pki / 1000.0;
             let mut wait = 0.0;
             let mut present = 0.0;
             for (j, o) in runners.iter().enumerate() {
                 if j == i
                     || o.group != r.group
+                    || !o.shares
                     || o.model.shared_writes_pki <= 0.0
                     || o.cpu == r.cpu
                 {
@@ -572,6 +576,7 @@ mod tests {
             pages,
             group: 0,
             shared_bytes: 0,
+            shares: false,
             prev_ips: 0.0,
         };
         let mut out = Vec::new();
@@ -580,16 +585,73 @@ mod tests {
     }
 
     #[test]
-    fn print_target_1() {
+    fn remote_memory_costs_nothing_while_the_working_set_fits() {
         let m = Machine::preset("westmere-2s").unwrap();
-        for mib in [4u64, 8, 12, 16, 32, 64, 128, 256] {
-            let model = chase(mib << 20);
-            let local = solo(&m, &model, 0, &[1.0, 0.0]);
-            let remote = solo(&m, &model, 8, &[1.0, 0.0]);
-            eprintln!(
-                "{mib} MiB: remote/local {:.3}\n  {local:?}\n  {remote:?}",
-                local.ips / remote.ips
-            );
-        }
+        let fits = chase(8 << 20);
+        let (local, remote) = (
+            solo(&m, &fits, 0, &[1.0, 0.0]),
+            solo(&m, &fits, 8, &[1.0, 0.0]),
+        );
+        assert_eq!(local.llc_miss_per_instr, 0.0);
+        assert!((local.ips - remote.ips).abs() < 1e-6 * local.ips);
+        let big = chase(64 << 20);
+        let (local, remote) = (
+            solo(&m, &big, 0, &[1.0, 0.0]),
+            solo(&m, &big, 8, &[1.0, 0.0]),
+        );
+        assert!(
+            remote.memory_ns > local.memory_ns + 50.0,
+            "{local:?} {remote:?}"
+        );
+        assert!(remote.uncore_penalty_cycles > local.uncore_penalty_cycles);
+        // A thread alone has the whole LLC.
+        assert_eq!(local.llc_share, 12.0 * 1048576.0);
+    }
+
+    #[test]
+    fn water_filling_caps_at_the_working_set_and_passes_the_rest_on() {
+        // Equal weights: 4 each of 12, but the first needs only 1.
+        let first = water_fill(&[(1.0, 1.0), (1.0, 100.0), (1.0, 100.0)], 12.0);
+        assert_eq!(first, 1.0);
+        // The uncapped ones then split the remaining 11 evenly.
+        let second = water_fill(&[(1.0, 100.0), (1.0, 1.0), (1.0, 100.0)], 12.0);
+        assert_eq!(second, 5.5);
+        // By weight when nobody is capped.
+        assert_eq!(water_fill(&[(3.0, 100.0), (1.0, 100.0)], 8.0), 6.0);
+    }
+
+    #[test]
+    fn only_sharers_pay_for_shared_lines() {
+        let m = Machine::preset("westmere-2s").unwrap();
+        let model = ThreadModel::microbench(0, 4096);
+        let mut s = Solver::new(&m, Constants::default());
+        let pages = [1.0, 0.0];
+        let runner = |cpu, shares| Runner {
+            cpu,
+            share: 1.0,
+            model: &model,
+            pages: &pages,
+            group: 0,
+            shared_bytes: 4096,
+            shares,
+            prev_ips: 0.0,
+        };
+        let mut out = Vec::new();
+        // Two sharers on two sockets: each write waits for the other's line.
+        s.solve(
+            &[runner(0, true), runner(8, true)],
+            &Background::default(),
+            &mut out,
+        );
+        assert!(out[0].transfers_per_instr > 0.0);
+        let shared = out[0].ips;
+        // The second thread does not share: the first writes alone.
+        s.solve(
+            &[runner(0, true), runner(8, false)],
+            &Background::default(),
+            &mut out,
+        );
+        assert_eq!(out[0].transfers_per_instr, 0.0);
+        assert!(out[0].ips > 2.0 * shared, "{} vs {shared}", out[0].ips);
     }
 }

@@ -25,6 +25,7 @@
 //! start_s = 0.0                # >= 0, default 0, below max_seconds
 //! runs = 1                     # >= 1, default 1: runs back to back
 //! shared = "128KiB"            # bytes shared by the app's threads, default 0
+//! sharers = 4                  # how many of its threads (the first) use it, default all
 //! # the thread model; a phase inherits every key it does not set
 //! instructions = 1e11          # > 0 per thread and run; required here unless [[app.phase]] is
 //!                              # given, and then forbidden here
@@ -278,6 +279,7 @@ struct RawApp {
     start_s: Raw,
     runs: Raw,
     shared: Raw,
+    sharers: Raw,
     instructions: Raw,
     cpi: Raw,
     uncore_pki: Raw,
@@ -1241,6 +1243,22 @@ fn app(
         Some(v) => cx.size(v, &path("shared"), false)?,
         None => 0,
     };
+    let sharers = match &a.sharers {
+        Some(v) => {
+            let n = cx.count(v, &path("sharers"), "threads that use the shared area")?;
+            if n > threads {
+                return Err(cx.bad(
+                    v,
+                    &path("sharers"),
+                    format!(
+                        "{n} sharers but the application has {threads} threads: give at most {threads}"
+                    ),
+                ));
+            }
+            n
+        }
+        None => threads,
+    };
 
     let app_model = partial_model(cx, a.model_keys(), &prefix)?;
     let mut phases = Vec::new();
@@ -1306,6 +1324,7 @@ fn app(
         threads,
         phases: phases.clone(),
         shared_bytes,
+        sharers,
         memory,
         cpus: cpus.clone(),
         start_s,
@@ -1342,6 +1361,22 @@ working_set = "64MiB"
         let e = err(text);
         assert!(e.starts_with(prefix), "want {prefix:?}..., got {e:?}");
         e
+    }
+
+    #[test]
+    fn sharers_default_to_every_thread_and_cannot_exceed_them() {
+        let text = BASE.replace(
+            "name = \"a\"",
+            "name = \"a\"\nthreads = 4\nshared = \"4KiB\"",
+        );
+        assert_eq!(parse(&text, "t.toml").unwrap().apps[0].sharers, 4);
+        let two = text.replace("threads = 4", "threads = 4\nsharers = 2");
+        assert_eq!(parse(&two, "t.toml").unwrap().apps[0].sharers, 2);
+        let e = fails(
+            &text.replace("threads = 4", "threads = 4\nsharers = 5"),
+            "t.toml:7:11: field `app[0].sharers`: 5 sharers but the application has 4 threads",
+        );
+        assert!(e.contains("at most 4"), "{e}");
     }
 
     #[test]

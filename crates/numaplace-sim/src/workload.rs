@@ -88,8 +88,11 @@ pub struct AppSpec {
     /// The phases every thread runs through, in order; a run ends when
     /// the last phase's instructions are done.
     pub phases: Vec<Phase>,
-    /// Bytes shared by all threads of the application (0: none).
+    /// Bytes of the application's shared area (0: none).
     pub shared_bytes: u64,
+    /// How many of its threads (the first ones) use the shared area; the
+    /// others never touch it. Every sharer writes, as in seed 000 Fig. 3.
+    pub sharers: u32,
     pub memory: MemoryPlacement,
     /// CPUs (dense ids) the application is confined to, as by its cgroup's
     /// cpuset; `None` for the whole machine. Neither the simulated Linux

@@ -116,6 +116,7 @@ fn busy_threads() -> Workload {
                 },
             }],
             shared_bytes: 0,
+            sharers: 1,
             memory: MemoryPlacement::Node(0),
             cpus: None,
             start_s: 0.0,

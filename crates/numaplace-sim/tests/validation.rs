@@ -33,6 +33,7 @@ fn micro(machine: &str, threads: u32, ws: u64, shared: u64, memory: MemoryPlacem
                 model,
             }],
             shared_bytes: shared,
+            sharers: threads,
             memory,
             cpus: None,
             start_s: 0.0,

@@ -197,6 +197,7 @@ mod tests {
                     model: ThreadModel::microbench(64 << 20, 4096),
                 }],
                 shared_bytes: 4096,
+                sharers: 2,
                 memory: MemoryPlacement::Node(0),
                 cpus: cpus.map(|c| c.parse().unwrap()),
                 start_s: 0.0,

@@ -161,11 +161,12 @@ impl World {
                 let base = PRIVATE_BASE + th.index as u64 * PRIVATE_STRIDE;
                 let lines = (m.working_set / 64 / sig.scale[l]).max(1);
                 let shared_lines = spec.shared_bytes / 64 / sig.scale[l];
-                let shared_part = if m.shared_writes_pki > 0.0 && shared_lines > 0 {
-                    m.shared_writes_pki / (m.shared_writes_pki + m.uncore_pki).max(1e-9)
-                } else {
-                    0.0
-                };
+                let shared_part =
+                    if m.shared_writes_pki > 0.0 && shared_lines > 0 && th.index < spec.sharers {
+                        m.shared_writes_pki / (m.shared_writes_pki + m.uncore_pki).max(1e-9)
+                    } else {
+                        0.0
+                    };
                 for _ in 0..n as usize {
                     let addr = if sig.rng.unit() < shared_part {
                         let cur = sig.cursor.entry(t).or_insert(0);
@@ -328,6 +329,7 @@ mod tests {
                 },
             }],
             shared_bytes: 0,
+            sharers: 1,
             memory,
             cpus: None,
             start_s: 0.0,

@@ -53,6 +53,7 @@ impl World {
                     pages: f,
                     group: th.app,
                     shared_bytes: spec.shared_bytes,
+                    shares: th.index < spec.sharers,
                     prev_ips: th.prev_ips,
                 }
             })
@@ -263,6 +264,7 @@ mod tests {
                     model: ThreadModel::microbench(256 << 20, 0),
                 }],
                 shared_bytes: 0,
+                sharers: 1,
                 memory,
                 cpus: None,
                 start_s: 0.0,
