@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::dino::{DiParams, Dino, DinoParams, DistributedIntensity};
 use crate::numad::{NumadLike, NumadParams};
 use crate::static_placement::{StaticParams, StaticPlacement};
 use crate::{DefaultPolicy, Policy};
@@ -22,6 +23,15 @@ pub enum PolicyKind {
     /// threads pinned to listed CPUs, listed processes' memory on listed
     /// nodes, held every round.
     Static(StaticParams),
+    /// Distributed Intensity (seed 004 §3.1): threads sorted by LLC miss
+    /// rate spread over the memory domains every second; memory stays.
+    DiPlain,
+    /// DI-Plain with memory following the threads (seed 004 §3.2).
+    DiMigrate(DiParams),
+    /// DINO (seed 004 §3.3): classes with hysteresis, a placement layout
+    /// that avoids superfluous migrations, an application's threads kept
+    /// together, memory following its threads without ping-pong.
+    Dino(DinoParams),
 }
 
 /// A `--policy` name numaplace does not know.
@@ -43,7 +53,14 @@ impl std::error::Error for UnknownPolicy {}
 
 impl PolicyKind {
     /// Every policy's name, in the order `--help` lists them.
-    pub const NAMES: [&'static str; 3] = ["default", "numad-like", "static"];
+    pub const NAMES: [&'static str; 6] = [
+        "default",
+        "numad-like",
+        "static",
+        "di-plain",
+        "di-migrate",
+        "dino",
+    ];
 
     /// The policy of this name with its default parameters.
     pub fn from_name(name: &str) -> Result<PolicyKind, UnknownPolicy> {
@@ -51,6 +68,9 @@ impl PolicyKind {
             "default" => Ok(PolicyKind::Default),
             "numad-like" => Ok(PolicyKind::NumadLike(NumadParams::default())),
             "static" => Ok(PolicyKind::Static(StaticParams::default())),
+            "di-plain" => Ok(PolicyKind::DiPlain),
+            "di-migrate" => Ok(PolicyKind::DiMigrate(DiParams::default())),
+            "dino" => Ok(PolicyKind::Dino(DinoParams::default())),
             other => Err(UnknownPolicy(other.to_string())),
         }
     }
@@ -60,6 +80,9 @@ impl PolicyKind {
             PolicyKind::Default => "default",
             PolicyKind::NumadLike(_) => "numad-like",
             PolicyKind::Static(_) => "static",
+            PolicyKind::DiPlain => "di-plain",
+            PolicyKind::DiMigrate(_) => "di-migrate",
+            PolicyKind::Dino(_) => "dino",
         }
     }
 
@@ -69,6 +92,9 @@ impl PolicyKind {
             PolicyKind::Default => Box::new(DefaultPolicy),
             PolicyKind::NumadLike(p) => Box::new(NumadLike::new(p.clone())),
             PolicyKind::Static(p) => Box::new(StaticPlacement::new(p.clone())),
+            PolicyKind::DiPlain => Box::new(DistributedIntensity::plain()),
+            PolicyKind::DiMigrate(p) => Box::new(DistributedIntensity::migrate(p.clone())),
+            PolicyKind::Dino(p) => Box::new(Dino::new(p.clone())),
         }
     }
 }
@@ -91,7 +117,7 @@ mod tests {
         let e = PolicyKind::from_name("dino2").unwrap_err().to_string();
         assert_eq!(
             e,
-            "unknown policy \"dino2\": numaplace has default, numad-like, static"
+            "unknown policy \"dino2\": numaplace has default, numad-like, static, di-plain, di-migrate, dino"
         );
     }
 }

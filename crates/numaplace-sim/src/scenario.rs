@@ -96,6 +96,7 @@ pub const BUILTIN: &[&str] = &[
     "spec-westmere",
     "spec-barcelona",
     "mpi-barcelona",
+    "devils-barcelona",
     "pairs-core2duo",
     "classes-westmere",
 ];
@@ -109,6 +110,7 @@ pub fn builtin_text(name: &str) -> Option<&'static str> {
         "spec-westmere" => include_str!("../scenarios/spec-westmere.toml"),
         "spec-barcelona" => include_str!("../scenarios/spec-barcelona.toml"),
         "mpi-barcelona" => include_str!("../scenarios/mpi-barcelona.toml"),
+        "devils-barcelona" => include_str!("../scenarios/devils-barcelona.toml"),
         "pairs-core2duo" => include_str!("../scenarios/pairs-core2duo.toml"),
         "classes-westmere" => include_str!("../scenarios/classes-westmere.toml"),
         _ => return None,

@@ -1,0 +1,1066 @@
+//! Where DINO and DI put threads: the placement layout, the matching of
+//! threads to its slots, and the pass for multithreaded applications
+//! (seed 004, §3.1 and §3.3.3).
+//!
+//! Everything here is a pure function of its arguments: no snapshots, no
+//! I/O, no clock. The policy in [`super`] turns what telemetry saw into
+//! [`Slotted`] threads and a [`Domains`] description, and turns the
+//! [`Solution`] back into actions.
+//!
+//! # The two algorithms
+//!
+//! * DI-Plain (§3.1) sorts threads by miss rate and deals them over the
+//!   memory domains from both ends of the sorted array in turn, so every
+//!   domain gets a mix of heavy and light threads. It has no memory of the
+//!   previous round: a thread moves whenever its rank in the array moves,
+//!   which is why DI-Plain and DI-Migrate migrate so often (§3.2).
+//!   [`distributed_intensity`] is that algorithm.
+//! * DINO (§3.3) deals *classes* ([`Class`]) rather than threads, giving a
+//!   layout (which class each core slot wants, [`placement_layout`]); then
+//!   it fills the slots so that a thread whose slot did not change stays
+//!   put, and finally pulls threads of one process into one domain where
+//!   that costs no contention. [`solve`] runs all of it and keeps each
+//!   intermediate step in the [`Solution`].
+//!
+//! # The dealing rule (shared by both)
+//!
+//! §3.3.3 describes the layout in words: the forward pass goes over
+//! `dom0, dom1, …` and the backward pass "starts with dom3". Taken
+//! literally on the paper's own example (classes `D D d d d t t t`, four
+//! domains of two cores), that wording gives `D d | D t | d t | d t`, but
+//! the layout the paper prints is `D t | D t | d t | d d`. The printed
+//! layout is exactly what comes out when *every* pass, forward or
+//! backward, visits the domains in ascending order; the only thing a
+//! backward pass changes is which end of the array it takes from. We
+//! follow the printed example (it is the only unambiguous specification
+//! and the acceptance test), and DI uses the same dealing since §3.1
+//! describes the backward pass of DI as going over "consecutive domains"
+//! as well.
+//!
+//! Precisely: with n threads on c cores, every core has `n / c` slots
+//! (rounded down) and the first `n mod c` cores dealt one more, so no core
+//! idles while another time-shares. Passes alternate between the front
+//! (most intensive) and the back (least intensive) of the sorted array,
+//! starting with the front. A pass visits, in ascending order, each domain
+//! that still has an unused core; at each it takes that core's number of
+//! slots from its end of the array and puts them in the lowest unused core
+//! of that domain ("instead of taking one class-instance from the array at
+//! a time, DINO will take T", §3.3.3). Domains whose cores are all used
+//! drop out of later passes, so domains with unequal core counts are
+//! handled naturally: the larger ones keep receiving elements after the
+//! smaller ones are full. With fewer threads than cores, dealing stops
+//! when the array is exhausted and the remaining cores get no slot at all.
+//!
+//! §3.3.3 puts `T = threads / cores` slots on each core; taken literally
+//! with `T` rounded up, a thread count that is not a multiple of the core
+//! count leaves cores idle (9 threads on 8 cores: three idle cores), so
+//! the remainder is spread instead (our reading).
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+/// Memory-intensity classes of §3.3.2, ordered by intensity (Turtle <
+/// Devil < SuperDevil), so sorting in descending order puts the most
+/// memory-intensive threads first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Class {
+    /// Few last-level cache misses (under 2 per 1000 instructions in §3.3.2).
+    Turtle,
+    /// A memory-intensive thread.
+    Devil,
+    /// A very memory-intensive thread (over 100 misses per 1000
+    /// instructions in §3.3.2).
+    SuperDevil,
+}
+
+impl Class {
+    /// All classes, least intensive first.
+    pub const ALL: [Class; 3] = [Class::Turtle, Class::Devil, Class::SuperDevil];
+
+    /// The one-letter tag the paper's tables use: `t`, `d`, `D`.
+    pub fn letter(self) -> char {
+        match self {
+            Class::Turtle => 't',
+            Class::Devil => 'd',
+            Class::SuperDevil => 'D',
+        }
+    }
+
+    /// The name, as serde spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Turtle => "turtle",
+            Class::Devil => "devil",
+            Class::SuperDevil => "super-devil",
+        }
+    }
+
+    /// Dense index 0..3 for per-class tables.
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// The machine as the algorithm sees it: memory domains in order, each
+/// with a number of cores. Cores are numbered globally from 0 in domain
+/// order, so domain `d` owns the contiguous range that starts after the
+/// cores of domains `0..d`. A domain may have no cores; it then takes no
+/// part in placement.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Domains {
+    /// Cores of each domain, e.g. `vec![2, 2, 2, 2]` for the example of
+    /// §3.3.3.
+    pub cores_per_domain: Vec<usize>,
+}
+
+impl Domains {
+    /// Total number of cores.
+    pub fn cores(&self) -> usize {
+        self.cores_per_domain.iter().sum()
+    }
+
+    /// The domain that owns a (global) core.
+    ///
+    /// # Panics
+    ///
+    /// If `core >= self.cores()`.
+    pub fn domain_of(&self, core: usize) -> usize {
+        let mut start = 0;
+        for (d, &n) in self.cores_per_domain.iter().enumerate() {
+            start += n;
+            if core < start {
+                return d;
+            }
+        }
+        panic!("core {core} is not on a machine of {start} cores");
+    }
+
+    /// The domain of every core, indexed by core.
+    fn core_table(&self) -> Vec<usize> {
+        self.cores_per_domain
+            .iter()
+            .enumerate()
+            .flat_map(|(d, &n)| std::iter::repeat_n(d, n))
+            .collect()
+    }
+
+    /// Each domain's cores as a half-open range `[start, end)`.
+    fn ranges(&self) -> Vec<(usize, usize)> {
+        let mut start = 0;
+        self.cores_per_domain
+            .iter()
+            .map(|&n| {
+                let r = (start, start + n);
+                start += n;
+                r
+            })
+            .collect()
+    }
+}
+
+/// One thread's input to [`solve`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slotted {
+    /// Unique id of the thread (the "new_threadID" of §3.3.3).
+    pub thread: u64,
+    /// The process it belongs to; threads with equal values belong to one
+    /// multithreaded application.
+    pub process: i64,
+    /// Its class this round (after whatever smoothing the caller applies).
+    pub class: Class,
+    /// Where the previous round's solution put it, if it had one.
+    pub old: Option<OldPlace>,
+}
+
+/// A thread's place in the previous solution (the "old_core" and
+/// "old_class" of §3.3.3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OldPlace {
+    /// The core it was placed on. A core the machine no longer has counts
+    /// as no old place.
+    pub core: usize,
+    /// The class it was placed as.
+    pub class: Class,
+}
+
+/// Deals the elements `0..n` of a sorted array over the cores (see the
+/// module documentation for the rule). Returns, per core, the element
+/// indices of its slots in the order they were taken. Empty when there is
+/// no core.
+fn deal(n: usize, domains: &Domains) -> Vec<Vec<usize>> {
+    let cores = domains.cores();
+    let mut per_core = vec![Vec::new(); cores];
+    if n == 0 || cores == 0 {
+        return per_core;
+    }
+    // Balanced: every core gets floor(n / cores) slots and the first
+    // n mod cores cores dealt one more. §3.3.3 says a pass takes T =
+    // threads / cores instances per core; taking ceil(T) on every core
+    // would leave cores idle (9 threads on 8 cores: three idle cores),
+    // which no scheduler wants, so the remainder is spread instead.
+    let (base, extra) = (n / cores, n % cores);
+    let mut dealt = 0usize;
+    let ranges = domains.ranges();
+    // next[d]: lowest core of domain d not used yet.
+    let mut next: Vec<usize> = ranges.iter().map(|r| r.0).collect();
+    let mut active: Vec<usize> = (0..ranges.len())
+        .filter(|&d| ranges[d].0 < ranges[d].1)
+        .collect();
+    let (mut lo, mut hi) = (0, n);
+    let mut from_front = true;
+    // The slots of all cores add up to n, so the array runs out exactly
+    // when the cores do.
+    while lo < hi && !active.is_empty() {
+        for &d in &active {
+            if lo == hi {
+                break;
+            }
+            let core = next[d];
+            next[d] += 1;
+            let k = if dealt < extra { base + 1 } else { base }.min(hi - lo);
+            dealt += 1;
+            if from_front {
+                per_core[core].extend(lo..lo + k);
+                lo += k;
+            } else {
+                per_core[core].extend((hi - k..hi).rev());
+                hi -= k;
+            }
+        }
+        active.retain(|&d| next[d] < ranges[d].1);
+        from_front = !from_front;
+    }
+    per_core
+}
+
+/// DINO's placement layout (§3.3.3): for each core, the classes of its
+/// slots. Each core has `threads / cores` slots, rounded down or up (at
+/// least one when there are threads); cores left over when there are
+/// fewer threads than cores get none, and so does every core when there
+/// are no threads.
+///
+/// The layout depends only on how many instances of each class there are:
+/// `classes_sorted_desc` is expected sorted most intensive first, and is
+/// sorted here anyway if it is not.
+pub fn placement_layout(classes_sorted_desc: &[Class], domains: &Domains) -> Vec<Vec<Class>> {
+    let mut sorted = classes_sorted_desc.to_vec();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    deal(sorted.len(), domains)
+        .into_iter()
+        .map(|slots| slots.into_iter().map(|i| sorted[i]).collect())
+        .collect()
+}
+
+/// DI-Plain's placement (§3.1): `sorted_threads` are thread ids sorted by
+/// miss rate, most memory-intensive first; they are dealt over the domains
+/// from alternating ends, with the same rule as [`placement_layout`] (and
+/// the same `T` slots per core when there are more threads than cores).
+/// Returns `(thread, core)` for every thread, in input order; nothing when
+/// the machine has no core.
+///
+/// There is no class and no matching against the previous round: a thread
+/// lands wherever its rank sends it, so any change of rank moves it. That
+/// is the behaviour §3.2 measured, and the reason DINO exists.
+pub fn distributed_intensity(sorted_threads: &[u64], domains: &Domains) -> Vec<(u64, usize)> {
+    let n = sorted_threads.len();
+    let mut core_of = vec![usize::MAX; n];
+    for (core, slots) in deal(n, domains).iter().enumerate() {
+        for &i in slots {
+            core_of[i] = core;
+        }
+    }
+    if core_of.contains(&usize::MAX) {
+        return Vec::new();
+    }
+    sorted_threads.iter().copied().zip(core_of).collect()
+}
+
+/// The whole DINO solution of [`solve`], with each intermediate step of
+/// §3.3.3 (for tests and the journal). The three thread grids have the
+/// shape of `layout`: per core, one entry per slot.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Solution {
+    /// Per core, the class of each slot.
+    pub layout: Vec<Vec<Class>>,
+    /// The "initial shape": only the threads kept where they were (same
+    /// core, same class, and a slot of that class left on the core).
+    pub initial: Vec<Vec<Option<u64>>>,
+    /// Every slot filled: the remaining threads added to free slots of
+    /// their class.
+    pub filled: Vec<Vec<Option<u64>>>,
+    /// After the pass that groups the threads of multithreaded processes
+    /// in one domain; this is the placement to apply.
+    pub final_: Vec<Vec<Option<u64>>>,
+}
+
+impl Solution {
+    /// `(thread, core)` of the final placement, in core then slot order.
+    pub fn assignment(&self) -> Vec<(u64, usize)> {
+        self.final_
+            .iter()
+            .enumerate()
+            .flat_map(|(core, slots)| slots.iter().flatten().map(move |&t| (t, core)))
+            .collect()
+    }
+}
+
+/// Free slots of each class on each core, handed out lowest core (and
+/// lowest slot) first, either anywhere or within one domain. Every cursor
+/// only moves forward, so all the look-ups of one [`solve`] together cost
+/// O(slots + cores + domains).
+struct FreeSlots {
+    /// `free[core][class]`: slot indices, highest first (so `pop` gives
+    /// the lowest).
+    free: Vec<[Vec<usize>; 3]>,
+    ranges: Vec<(usize, usize)>,
+    /// `core_cursor[class][domain]`: no core of the domain below it has a
+    /// free slot of the class.
+    core_cursor: [Vec<usize>; 3],
+    /// `domain_cursor[class]`: no domain below it has a free slot of the
+    /// class.
+    domain_cursor: [usize; 3],
+}
+
+impl FreeSlots {
+    fn new(layout: &[Vec<Class>], domains: &Domains) -> FreeSlots {
+        let free = layout
+            .iter()
+            .map(|slots| {
+                let mut by_class: [Vec<usize>; 3] = Default::default();
+                for (s, c) in slots.iter().enumerate().rev() {
+                    by_class[c.index()].push(s);
+                }
+                by_class
+            })
+            .collect();
+        let ranges = domains.ranges();
+        let starts: Vec<usize> = ranges.iter().map(|r| r.0).collect();
+        FreeSlots {
+            free,
+            ranges,
+            core_cursor: [starts.clone(), starts.clone(), starts],
+            domain_cursor: [0; 3],
+        }
+    }
+
+    /// Takes the lowest free slot of `class` on `core`.
+    fn take_on_core(&mut self, core: usize, class: Class) -> Option<usize> {
+        self.free[core][class.index()].pop()
+    }
+
+    /// Takes the lowest free slot of `class` in `domain`.
+    fn take_in_domain(&mut self, domain: usize, class: Class) -> Option<(usize, usize)> {
+        let c = class.index();
+        let end = self.ranges[domain].1;
+        while self.core_cursor[c][domain] < end {
+            let core = self.core_cursor[c][domain];
+            if let Some(slot) = self.free[core][c].pop() {
+                return Some((core, slot));
+            }
+            self.core_cursor[c][domain] += 1;
+        }
+        None
+    }
+
+    /// Takes the lowest free slot of `class` on the machine.
+    fn take_anywhere(&mut self, class: Class) -> Option<(usize, usize)> {
+        let c = class.index();
+        while self.domain_cursor[c] < self.ranges.len() {
+            if let Some(found) = self.take_in_domain(self.domain_cursor[c], class) {
+                return Some(found);
+            }
+            self.domain_cursor[c] += 1;
+        }
+        None
+    }
+}
+
+/// Runs DINO's placement for one round (§3.3.3).
+///
+/// 1. Threads are sorted by class, most intensive first; the sort is
+///    stable, so the input order breaks ties and is "the sorted order"
+///    below.
+/// 2. [`placement_layout`] of the sorted classes.
+/// 3. Initial shape: in sorted order, a thread whose old class equals its
+///    class, and whose old core still has a free slot of that class in the
+///    new layout, takes that slot. When a core has fewer such slots than
+///    threads eligible for them, the first threads in sorted order win.
+/// 4. Filling: the other threads, in sorted order, each take the free slot
+///    of their class on the lowest core, except that a free slot of their
+///    class in the domain of their old core is preferred when there is
+///    one. That preference is ours, not the paper's: §3.3.3 only says the
+///    threads "fill the unused cores according to their new class"; taking
+///    a slot in the old domain when possible spares a domain change (and
+///    thus a memory migration) that buys nothing. It leaves the paper's
+///    example as printed.
+/// 5. The pass for multithreaded applications: threads are visited in the
+///    order of their slots after filling (core, then slot). For each
+///    visited thread A, each thread B of A's process that has not been
+///    visited yet and sits outside A's domain is swapped with a thread C
+///    of A's domain that belongs to another process and has B's class, as
+///    long as such a C exists. Swapped threads have the same class, so the
+///    layout is unchanged. The paper leaves the order of the Bs and the
+///    choice of C open; here the Bs of a class are taken by ascending
+///    domain and then visiting order, and C is the lowest slot of the
+///    lowest-numbered other process with threads of that class in A's
+///    domain.
+///
+/// Threads are indexed by process, class and domain, so the whole solve
+/// costs O(N log N) in the number of threads (plus a term linear in the
+/// number of swaps, each O(log N)).
+///
+/// With no core at all, nothing can be placed: every grid is empty.
+pub fn solve(threads: &[Slotted], domains: &Domains) -> Solution {
+    let cores = domains.cores();
+    if cores == 0 {
+        return Solution::default();
+    }
+    let n = threads.len();
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| Reverse(threads[i].class));
+    let classes: Vec<Class> = order.iter().map(|&i| threads[i].class).collect();
+    let layout: Vec<Vec<Class>> = deal(n, domains)
+        .into_iter()
+        .map(|slots| slots.into_iter().map(|i| classes[i]).collect())
+        .collect();
+    let core_domain = domains.core_table();
+    let mut free = FreeSlots::new(&layout, domains);
+    // place[i]: (core, slot) of input thread i.
+    let mut place: Vec<Option<(usize, usize)>> = vec![None; n];
+
+    // Step 3: keep threads whose core still wants their (unchanged) class.
+    let mut initial: Vec<Vec<Option<u64>>> =
+        layout.iter().map(|slots| vec![None; slots.len()]).collect();
+    for &i in &order {
+        let t = &threads[i];
+        let Some(old) = t.old else { continue };
+        if old.core >= cores || old.class != t.class {
+            continue;
+        }
+        if let Some(slot) = free.take_on_core(old.core, t.class) {
+            initial[old.core][slot] = Some(t.thread);
+            place[i] = Some((old.core, slot));
+        }
+    }
+
+    // Step 4: everyone else into a free slot of their class.
+    let mut filled = initial.clone();
+    for &i in &order {
+        if place[i].is_some() {
+            continue;
+        }
+        let t = &threads[i];
+        let old_domain = t
+            .old
+            .filter(|o| o.core < cores)
+            .map(|o| core_domain[o.core]);
+        let (core, slot) = old_domain
+            .and_then(|d| free.take_in_domain(d, t.class))
+            .or_else(|| free.take_anywhere(t.class))
+            .expect("the layout has one slot per thread of each class");
+        filled[core][slot] = Some(t.thread);
+        place[i] = Some((core, slot));
+    }
+    let place: Vec<(usize, usize)> = place.into_iter().flatten().collect();
+
+    // Step 5: pull the threads of one process together.
+    let final_ = group_processes(threads, &core_domain, &filled, place);
+
+    Solution {
+        layout,
+        initial,
+        filled,
+        final_,
+    }
+}
+
+/// Inserts `value` into the set at `key`.
+fn index_insert<K: Ord, V: Ord>(map: &mut BTreeMap<K, BTreeSet<V>>, key: K, value: V) {
+    map.entry(key).or_default().insert(value);
+}
+
+/// Removes `value` from the set at `key`, dropping the set when it empties
+/// (so a key present always has a non-empty set).
+fn index_remove<K: Ord + Copy, V: Ord>(map: &mut BTreeMap<K, BTreeSet<V>>, key: K, value: &V) {
+    if let Some(set) = map.get_mut(&key) {
+        set.remove(value);
+        if set.is_empty() {
+            map.remove(&key);
+        }
+    }
+}
+
+/// The smallest value stored under a key other than `except`.
+fn first_except<K: Ord + Copy, V: Ord + Copy>(
+    map: &BTreeMap<K, BTreeSet<V>>,
+    except: K,
+) -> Option<(K, V)> {
+    // Keys are unique, so at most two entries are looked at.
+    map.iter()
+        .find(|(k, _)| **k != except)
+        .and_then(|(k, set)| set.first().map(|v| (*k, *v)))
+}
+
+/// Process (dense id) -> the (core, slot)s its threads hold, for one
+/// domain and class.
+type SlotIndex = BTreeMap<usize, BTreeSet<(usize, usize)>>;
+
+/// Domain -> visiting ranks of a process's threads not visited yet, for one
+/// process and class.
+type RankIndex = BTreeMap<usize, BTreeSet<usize>>;
+
+/// Step 5 of [`solve`]: the multithreaded pass of §3.3.3 on the filled
+/// grid; `place[i]` is where input thread `i` sits in it.
+fn group_processes(
+    threads: &[Slotted],
+    core_domain: &[usize],
+    filled: &[Vec<Option<u64>>],
+    mut place: Vec<(usize, usize)>,
+) -> Vec<Vec<Option<u64>>> {
+    let n = threads.len();
+    // Dense process ids, in ascending process order.
+    let mut pids: Vec<i64> = threads.iter().map(|t| t.process).collect();
+    pids.sort_unstable();
+    pids.dedup();
+    let proc_of: Vec<usize> = threads
+        .iter()
+        .map(|t| pids.binary_search(&t.process).unwrap_or(0))
+        .collect();
+    let domains = core_domain.iter().max().map_or(0, |&d| d + 1);
+
+    // Visiting order: by slot after filling.
+    let mut visit: Vec<usize> = (0..n).collect();
+    visit.sort_unstable_by_key(|&i| place[i]);
+    let mut rank = vec![0; n];
+    for (r, &i) in visit.iter().enumerate() {
+        rank[i] = r;
+    }
+    // at[core][slot]: input index of the thread there.
+    let mut at: Vec<Vec<usize>> = filled.iter().map(|s| vec![usize::MAX; s.len()]).collect();
+    // occupants[domain][class]: process -> slots it holds there.
+    let mut occupants: Vec<[SlotIndex; 3]> = (0..domains).map(|_| Default::default()).collect();
+    // pending[process][class]: domain -> ranks of threads not visited yet.
+    let mut pending: Vec<[RankIndex; 3]> = (0..pids.len()).map(|_| Default::default()).collect();
+    for i in 0..n {
+        let (core, slot) = place[i];
+        let (d, c, p) = (core_domain[core], threads[i].class.index(), proc_of[i]);
+        at[core][slot] = i;
+        index_insert(&mut occupants[d][c], p, (core, slot));
+        index_insert(&mut pending[p][c], d, rank[i]);
+    }
+
+    for (r, &a) in visit.iter().enumerate() {
+        let p = proc_of[a];
+        let da = core_domain[place[a].0];
+        index_remove(&mut pending[p][threads[a].class.index()], da, &r);
+        for c in 0..3 {
+            // Each round of this loop is one swap, so it ends.
+            while let (Some((db, rb)), Some((q, c_place))) = (
+                first_except(&pending[p][c], da),
+                first_except(&occupants[da][c], p),
+            ) {
+                let b = visit[rb];
+                let b_place = place[b];
+                let ci = at[c_place.0][c_place.1];
+                // B moves into A's domain, C takes B's old slot.
+                index_remove(&mut occupants[db][c], p, &b_place);
+                index_insert(&mut occupants[da][c], p, c_place);
+                index_remove(&mut occupants[da][c], q, &c_place);
+                index_insert(&mut occupants[db][c], q, b_place);
+                index_remove(&mut pending[p][c], db, &rb);
+                index_insert(&mut pending[p][c], da, rb);
+                if rank[ci] > r {
+                    index_remove(&mut pending[q][c], da, &rank[ci]);
+                    index_insert(&mut pending[q][c], db, rank[ci]);
+                }
+                place[b] = c_place;
+                place[ci] = b_place;
+                at[c_place.0][c_place.1] = b;
+                at[b_place.0][b_place.1] = ci;
+            }
+        }
+    }
+
+    at.iter()
+        .map(|slots| {
+            slots
+                .iter()
+                .map(|&i| threads.get(i).map(|t| t.thread))
+                .collect()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    const D: Class = Class::SuperDevil;
+    const DV: Class = Class::Devil;
+    const T: Class = Class::Turtle;
+
+    fn flat(grid: &[Vec<Option<u64>>]) -> Vec<Option<u64>> {
+        grid.iter().flatten().copied().collect()
+    }
+
+    fn some(ids: &[u64]) -> Vec<Option<u64>> {
+        ids.iter().map(|&t| Some(t)).collect()
+    }
+
+    /// The example of §3.3.3: threads 0, 3, 4, 5 are process 0; 1, 2, 6,
+    /// 7 are processes 1, 2, 3, 4. Input in the paper's sorted order.
+    fn paper_threads() -> Vec<Slotted> {
+        // (thread, process, class, old core, old class)
+        let rows = [
+            (0, 0, D, 0, D),
+            (7, 4, D, 7, T),
+            (4, 0, DV, 4, DV),
+            (2, 2, DV, 2, DV),
+            (6, 3, DV, 6, DV),
+            (3, 0, T, 3, T),
+            (5, 0, T, 5, T),
+            (1, 1, T, 1, T),
+        ];
+        rows.iter()
+            .map(|&(thread, process, class, core, old_class)| Slotted {
+                thread,
+                process,
+                class,
+                old: Some(OldPlace {
+                    core,
+                    class: old_class,
+                }),
+            })
+            .collect()
+    }
+
+    fn four_by_two() -> Domains {
+        Domains {
+            cores_per_domain: vec![2, 2, 2, 2],
+        }
+    }
+
+    #[test]
+    fn paper_example_step_by_step() {
+        let s = solve(&paper_threads(), &four_by_two());
+        let layout: String = s
+            .layout
+            .iter()
+            .map(|slots| slots.iter().map(|c| c.letter()).collect::<String>())
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert_eq!(layout, "D t D t d t d d");
+        assert_eq!(
+            s.layout,
+            vec![
+                vec![D],
+                vec![T],
+                vec![D],
+                vec![T],
+                vec![DV],
+                vec![T],
+                vec![DV],
+                vec![DV]
+            ]
+        );
+        assert_eq!(
+            flat(&s.initial),
+            vec![
+                Some(0),
+                Some(1),
+                None,
+                Some(3),
+                Some(4),
+                Some(5),
+                Some(6),
+                None
+            ]
+        );
+        assert_eq!(flat(&s.filled), some(&[0, 1, 7, 3, 4, 5, 6, 2]));
+        assert_eq!(flat(&s.final_), some(&[0, 3, 7, 1, 4, 5, 6, 2]));
+        assert_eq!(s.assignment()[1], (3, 1));
+    }
+
+    #[test]
+    fn input_order_only_breaks_ties() {
+        // Shuffled input, same relative order within each class: same
+        // solution.
+        let t = paper_threads();
+        let shuffled = vec![t[5], t[0], t[2], t[6], t[1], t[3], t[7], t[4]];
+        assert_eq!(solve(&shuffled, &four_by_two()), solve(&t, &four_by_two()));
+    }
+
+    #[test]
+    fn layout_takes_t_instances_per_core() {
+        let classes = [D, D, DV, DV, DV, T, T, T];
+        let two_by_two = Domains {
+            cores_per_domain: vec![2, 2],
+        };
+        // T = 2: front pass fills core 0 (dom0) and core 2 (dom1), the
+        // back pass core 1 and core 3.
+        assert_eq!(
+            placement_layout(&classes, &two_by_two),
+            vec![vec![D, D], vec![T, T], vec![DV, DV], vec![T, DV]]
+        );
+        // Nine threads on eight cores: no core idles; the first core dealt
+        // takes the one extra thread.
+        let mut nine = classes.to_vec();
+        nine.push(T);
+        let l = placement_layout(&nine, &four_by_two());
+        let sizes: Vec<usize> = l.iter().map(Vec::len).collect();
+        assert_eq!(sizes, vec![2, 1, 1, 1, 1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn layout_with_fewer_threads_and_unequal_domains() {
+        assert_eq!(
+            placement_layout(&[D, DV, T], &four_by_two()),
+            vec![
+                vec![D],
+                vec![],
+                vec![DV],
+                vec![],
+                vec![T],
+                vec![],
+                vec![],
+                vec![]
+            ]
+        );
+        let uneven = Domains {
+            cores_per_domain: vec![1, 0, 3],
+        };
+        // dom0 full after the first pass; dom1 has no core; dom2 keeps
+        // receiving from both ends.
+        assert_eq!(
+            placement_layout(&[D, DV, DV, T], &uneven),
+            vec![vec![D], vec![DV], vec![T], vec![DV]]
+        );
+        assert!(
+            placement_layout(&[], &four_by_two())
+                .iter()
+                .all(Vec::is_empty)
+        );
+        assert_eq!(uneven.domain_of(0), 0);
+        assert_eq!(uneven.domain_of(1), 2);
+        assert_eq!(uneven.domain_of(3), 2);
+    }
+
+    #[test]
+    fn class_change_may_cross_domains() {
+        // The old domain has no slot of the new class: the thread goes to
+        // the lowest one elsewhere.
+        let doms = Domains {
+            cores_per_domain: vec![2, 2],
+        };
+        let moved = [Slotted {
+            thread: 5,
+            process: 1,
+            class: T,
+            old: Some(OldPlace { core: 3, class: D }),
+        }];
+        let s = solve(&moved, &doms);
+        assert_eq!(s.layout[0], vec![T]);
+        assert_eq!(flat(&s.filled), some(&[5]));
+    }
+
+    #[test]
+    fn old_domain_preference_skips_lower_cores() {
+        // Layout for D D d d t t on [3, 3]: T = 1; front: D->c0, D->c3;
+        // back: t->c1, t->c4; front: d->c2, d->c5.
+        let doms = Domains {
+            cores_per_domain: vec![3, 3],
+        };
+        let mk = |thread, class, old: Option<usize>| Slotted {
+            thread,
+            process: thread as i64,
+            class,
+            old: old.map(|core| OldPlace { core, class: T }),
+        };
+        let threads = [
+            mk(0, D, None),
+            mk(1, D, None),
+            // Devil now, turtle before on core 4 (dom1): gets core 5 even
+            // though core 2 is lower.
+            mk(2, DV, Some(4)),
+            mk(3, DV, None),
+            mk(4, T, None),
+            mk(5, T, None),
+        ];
+        let s = solve(&threads, &doms);
+        assert_eq!(
+            s.layout,
+            vec![vec![D], vec![T], vec![DV], vec![D], vec![T], vec![DV]]
+        );
+        assert_eq!(flat(&s.filled), some(&[0, 4, 3, 1, 5, 2]));
+    }
+
+    #[test]
+    fn multithreaded_pass_gathers_a_process() {
+        // Four turtles on [2, 2], threads 0 and 1 of process 7 on cores 0
+        // and 2, the others single-threaded.
+        let doms = Domains {
+            cores_per_domain: vec![2, 2],
+        };
+        let mk = |thread, process, core| Slotted {
+            thread,
+            process,
+            class: T,
+            old: Some(OldPlace { core, class: T }),
+        };
+        let threads = [mk(0, 7, 0), mk(1, 7, 2), mk(2, 8, 1), mk(3, 9, 3)];
+        let s = solve(&threads, &doms);
+        assert_eq!(flat(&s.filled), some(&[0, 2, 1, 3]));
+        assert_eq!(flat(&s.final_), some(&[0, 1, 2, 3]));
+        // A and B need not share a class; B and C must. Thread 1 is a
+        // super-devil now: layout D | t | t | t, it fills core 0, thread
+        // 0 (turtle, no room left on core 0) the lowest free turtle slot
+        // on core 2, and the pass brings 0 next to 1 by swapping it with
+        // thread 2 (process 8, a turtle in dom0).
+        let mut threads = threads;
+        threads[1].class = D;
+        threads[1].old = Some(OldPlace { core: 2, class: D });
+        let s = solve(&threads, &doms);
+        assert_eq!(flat(&s.filled), some(&[1, 2, 0, 3]));
+        assert_eq!(flat(&s.final_), some(&[1, 0, 2, 3]));
+    }
+
+    #[test]
+    fn no_core_places_nothing() {
+        let none = Domains {
+            cores_per_domain: vec![0, 0],
+        };
+        assert_eq!(solve(&paper_threads(), &none), Solution::default());
+        assert!(distributed_intensity(&[1, 2], &none).is_empty());
+    }
+
+    #[test]
+    fn di_alternates_ends() {
+        // The paper's threads by decreasing miss rate.
+        let sorted = [0, 7, 4, 2, 6, 3, 5, 1];
+        let got = distributed_intensity(&sorted, &four_by_two());
+        // Front pass: first core of each domain; back pass from thread 1:
+        // second core of each domain.
+        assert_eq!(
+            got,
+            vec![
+                (0, 0),
+                (7, 2),
+                (4, 4),
+                (2, 6),
+                (6, 7),
+                (3, 5),
+                (5, 3),
+                (1, 1)
+            ]
+        );
+        // The most intensive four land in four different domains, and each
+        // domain pairs one of them with one of the least intensive four.
+        let doms = four_by_two();
+        let mut per_domain = vec![Vec::new(); 4];
+        for (rank, &(_, core)) in got.iter().enumerate() {
+            per_domain[doms.domain_of(core)].push(rank);
+        }
+        for (d, ranks) in per_domain.iter().enumerate() {
+            assert_eq!(ranks.len(), 2, "domain {d}");
+            assert!(ranks[0] < 4 && ranks[1] >= 4, "domain {d}: {ranks:?}");
+        }
+    }
+
+    /// The multithreaded pass written as plainly as §3.3.3 words it, in
+    /// quadratic time, with the same tie-breaks as `group_processes`.
+    fn naive_group(
+        threads: &[Slotted],
+        doms: &Domains,
+        filled: &[Vec<Option<u64>>],
+    ) -> Vec<Vec<Option<u64>>> {
+        let by_id: HashMap<u64, &Slotted> = threads.iter().map(|t| (t.thread, t)).collect();
+        let mut grid = filled.to_vec();
+        let order: Vec<u64> = filled.iter().flatten().flatten().copied().collect();
+        let find = |grid: &[Vec<Option<u64>>], t: u64| -> (usize, usize) {
+            for (core, slots) in grid.iter().enumerate() {
+                if let Some(slot) = slots.iter().position(|&x| x == Some(t)) {
+                    return (core, slot);
+                }
+            }
+            unreachable!()
+        };
+        for (r, &a) in order.iter().enumerate() {
+            let pa = by_id[&a].process;
+            let da = doms.domain_of(find(&grid, a).0);
+            for class in Class::ALL {
+                loop {
+                    let b = order[r + 1..]
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, t)| by_id[*t].process == pa && by_id[*t].class == class)
+                        .map(|(k, &t)| (doms.domain_of(find(&grid, t).0), k, t))
+                        .filter(|&(d, _, _)| d != da)
+                        .min();
+                    let c = grid
+                        .iter()
+                        .enumerate()
+                        .filter(|(core, _)| doms.domain_of(*core) == da)
+                        .flat_map(|(core, slots)| {
+                            slots
+                                .iter()
+                                .enumerate()
+                                .map(move |(slot, t)| (core, slot, *t))
+                        })
+                        .filter_map(|(core, slot, t)| {
+                            let th = by_id[&t?];
+                            (th.process != pa && th.class == class)
+                                .then_some((th.process, core, slot))
+                        })
+                        .min();
+                    let (Some((_, _, b)), Some((_, cc, cs))) = (b, c) else {
+                        break;
+                    };
+                    let (bc, bs) = find(&grid, b);
+                    let ct = grid[cc][cs];
+                    grid[cc][cs] = Some(b);
+                    grid[bc][bs] = ct;
+                }
+            }
+        }
+        grid
+    }
+
+    fn arb_case() -> impl Strategy<Value = (Domains, Vec<Slotted>)> {
+        prop::collection::vec(1usize..=8, 1..=8).prop_flat_map(|per| {
+            let cores: usize = per.iter().sum();
+            let class = prop_oneof![Just(T), Just(DV), Just(D)];
+            let old = prop::option::of(
+                // Occasionally a core the machine no longer has.
+                (0..cores + 1, class.clone()).prop_map(|(core, class)| OldPlace { core, class }),
+            );
+            let thread = (class, 0i64..5, old);
+            (
+                Just(Domains {
+                    cores_per_domain: per,
+                }),
+                prop::collection::vec(thread, 0..=3 * cores).prop_map(|rows| {
+                    rows.into_iter()
+                        .enumerate()
+                        .map(|(i, (class, process, old))| Slotted {
+                            thread: 1000 + i as u64,
+                            process,
+                            class,
+                            old,
+                        })
+                        .collect()
+                }),
+            )
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn solve_invariants((doms, threads) in arb_case()) {
+            let s = solve(&threads, &doms);
+            let cores = doms.cores();
+            let n = threads.len();
+            let per_core = n.div_ceil(cores).max(1);
+            let by_id: HashMap<u64, &Slotted> = threads.iter().map(|t| (t.thread, t)).collect();
+
+            // Shapes: one slot per thread, at most T per core, the
+            // classes of the input.
+            prop_assert_eq!(s.layout.len(), cores);
+            prop_assert_eq!(s.layout.iter().map(Vec::len).sum::<usize>(), n);
+            prop_assert!(s.layout.iter().all(|l| l.len() <= per_core));
+            let mut want: Vec<Class> = threads.iter().map(|t| t.class).collect();
+            let mut got: Vec<Class> = s.layout.iter().flatten().copied().collect();
+            want.sort();
+            got.sort();
+            prop_assert_eq!(want, got);
+            for grid in [&s.initial, &s.filled, &s.final_] {
+                prop_assert_eq!(grid.len(), cores);
+                for (core, slots) in grid.iter().enumerate() {
+                    prop_assert_eq!(slots.len(), s.layout[core].len());
+                }
+            }
+
+            // Every thread exactly once, in a slot of its class.
+            for grid in [&s.filled, &s.final_] {
+                let mut seen = HashMap::new();
+                for (core, slots) in grid.iter().enumerate() {
+                    for (slot, t) in slots.iter().enumerate() {
+                        let t = t.expect("every slot is filled");
+                        prop_assert_eq!(by_id[&t].class, s.layout[core][slot]);
+                        prop_assert!(seen.insert(t, (core, slot)).is_none());
+                    }
+                }
+                prop_assert_eq!(seen.len(), n);
+            }
+
+            // Initial shape: kept threads sit on their old core, are still
+            // there after filling, and each (core, class) keeps as many as
+            // it can.
+            let eligible = |t: &Slotted, core: usize, class: Class| {
+                t.old.is_some_and(|o| o.core == core && o.class == t.class) && t.class == class
+            };
+            for (core, slots) in s.initial.iter().enumerate() {
+                for (slot, t) in slots.iter().enumerate() {
+                    if let Some(t) = t {
+                        let th = by_id[t];
+                        prop_assert!(eligible(th, core, th.class));
+                        prop_assert_eq!(s.filled[core][slot], Some(*t));
+                    }
+                }
+                for class in Class::ALL {
+                    let room = s.layout[core].iter().filter(|&&c| c == class).count();
+                    let want = threads.iter().filter(|t| eligible(t, core, class)).count();
+                    let kept = slots
+                        .iter()
+                        .flatten()
+                        .filter(|t| by_id[t].class == class)
+                        .count();
+                    prop_assert_eq!(kept, room.min(want), "core {} class {:?}", core, class);
+                }
+            }
+            // An eligible thread that was not kept was displaced: its
+            // class's slots on its old core all went to other eligible
+            // threads.
+            for t in &threads {
+                let Some(old) = t.old else { continue };
+                if old.core >= cores || old.class != t.class {
+                    continue;
+                }
+                let kept_here = s.initial[old.core].contains(&Some(t.thread));
+                let room = s.layout[old.core].iter().filter(|&&c| c == t.class).count();
+                let taken = s.initial[old.core]
+                    .iter()
+                    .flatten()
+                    .filter(|o| by_id[o].class == t.class)
+                    .count();
+                prop_assert!(kept_here || taken == room);
+            }
+
+            // The indexed multithreaded pass does what the plain one does.
+            prop_assert_eq!(&s.final_, &naive_group(&threads, &doms, &s.filled));
+        }
+
+        #[test]
+        fn di_places_every_thread_once((doms, threads) in arb_case()) {
+            let ids: Vec<u64> = threads.iter().map(|t| t.thread).collect();
+            let got = distributed_intensity(&ids, &doms);
+            let cores = doms.cores();
+            let per_core = ids.len().div_ceil(cores).max(1);
+            prop_assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), ids);
+            let mut load = vec![0; cores];
+            for &(_, core) in &got {
+                prop_assert!(core < cores);
+                load[core] += 1;
+            }
+            prop_assert!(load.iter().all(|&l| l <= per_core));
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! Memory that follows its threads (seed 004 §4): pages a thread touches on
+//! another node move to the thread's node, K pages around each sampled
+//! address at a time, and memory that keeps bouncing between nodes (threads
+//! of one application in several domains sharing it) stops moving (§3.3.2).
+//!
+//! §4.1 found moving the pages around a sampled access ("sequential
+//! forward-backward", K/2 before and K/2 after) saved the most remote
+//! accesses, and K = 4096 a good size at the sampling rates of the
+//! hardware; §4.2 samples with IBS (PEBS on Intel). Where the snapshot has
+//! no sampled addresses for a thread (a host without PEBS/IBS, or a VM
+//! without a PMU), the fallback moves the process's resident pages that sit
+//! on other nodes, and only when all its threads are placed on one node:
+//! the reason of every such move says it is the fallback.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use numaplace_model::{Action, Plan, Snapshot};
+
+/// Bytes per page (the simulator's and x86's base page).
+const PAGE: u64 = 4096;
+
+/// Where a thread is to run, for the memory that should follow it.
+#[derive(Debug, Clone)]
+pub struct Placed {
+    pub tid: i32,
+    pub tgid: i32,
+    /// Kernel id of the node of the CPUs it is placed on.
+    pub node: u32,
+    /// For the reason: `devil thread 1234 of mcf`.
+    pub who: String,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Region {
+    /// Node it was last moved to, and the round.
+    node: u32,
+    round: u64,
+    /// Moves back and forth in quick succession so far.
+    bounces: u32,
+}
+
+/// Decides the memory moves of a round and remembers what moved where.
+#[derive(Debug)]
+pub struct MemoryFollower {
+    /// Pages in a window (K): K/2 before the sampled page, K/2 after.
+    window_pages: u64,
+    /// Whether ping-ponging regions are frozen (DINO) or not (DI-Migrate).
+    detect_ping_pong: bool,
+    /// A move back to another node within this many rounds is a bounce.
+    ping_pong_rounds: u64,
+    /// Bounces after which a region is left where it is.
+    ping_pong_limit: u32,
+    regions: HashMap<(i32, u64), Region>,
+}
+
+impl MemoryFollower {
+    pub fn new(window_pages: u64, detect_ping_pong: bool) -> MemoryFollower {
+        MemoryFollower {
+            window_pages: window_pages.max(1),
+            detect_ping_pong,
+            ping_pong_rounds: 10,
+            ping_pong_limit: 2,
+            regions: HashMap::new(),
+        }
+    }
+
+    /// Regions left alone because their memory bounced between nodes.
+    pub fn frozen(&self) -> usize {
+        self.regions
+            .values()
+            .filter(|r| r.bounces >= self.ping_pong_limit)
+            .count()
+    }
+
+    /// Adds this round's memory moves for `placed` threads to `plan`.
+    pub fn plan(&mut self, s: &Snapshot, placed: &[Placed], plan: &mut Plan) {
+        let round = s.seq;
+        let half = self.window_pages / 2;
+        let span = self.window_pages.max(1) * PAGE;
+        // Nodes a process's threads are placed on.
+        let mut nodes_of: BTreeMap<i32, BTreeSet<u32>> = BTreeMap::new();
+        for p in placed {
+            nodes_of.entry(p.tgid).or_default().insert(p.node);
+        }
+        let mut fallback_done = BTreeSet::new();
+        let mut seen = BTreeSet::new();
+        for p in placed {
+            let Some(g) = s.group(p.tgid) else { continue };
+            let samples = s.samples.get(&p.tid).map_or(&[][..], |v| &v[..]);
+            if samples.is_empty() {
+                // Fallback: the process's pages on other nodes, when all its
+                // threads are to run on one node.
+                let one_node = nodes_of.get(&p.tgid).is_some_and(|n| n.len() == 1);
+                let off: u64 = g.memory.as_ref().map_or(0, |m| {
+                    m.iter()
+                        .filter(|(n, _)| **n != p.node)
+                        .map(|(_, b)| b.total())
+                        .sum()
+                });
+                if one_node && off > 0 && fallback_done.insert(p.tgid) {
+                    plan.push(
+                        Action::MoveMemory {
+                            process: g.id(),
+                            to_node: p.node,
+                            max_pages: None,
+                        },
+                        format!(
+                            "memory follows {} to node {}: {} MiB of the process is on other nodes; no sampled data addresses for it (no PEBS/IBS sampling here), so its resident pages move instead of the hot ones",
+                            p.who,
+                            p.node,
+                            off >> 20
+                        ),
+                    );
+                }
+                continue;
+            }
+            for a in samples {
+                let Some(node) = a.node else { continue };
+                if node == p.node {
+                    continue;
+                }
+                let key = (p.tgid, a.address / span);
+                if !seen.insert(key) {
+                    continue;
+                }
+                if self.detect_ping_pong
+                    && let Some(r) = self.regions.get(&key)
+                    && r.bounces >= self.ping_pong_limit
+                {
+                    continue;
+                }
+                let bounce = self.regions.get(&key).is_some_and(|r| {
+                    r.node != p.node && round.saturating_sub(r.round) <= self.ping_pong_rounds
+                });
+                let r = self.regions.entry(key).or_insert(Region {
+                    node: p.node,
+                    round,
+                    bounces: 0,
+                });
+                if bounce {
+                    r.bounces += 1;
+                }
+                r.node = p.node;
+                r.round = round;
+                let note = if self.detect_ping_pong && r.bounces >= self.ping_pong_limit {
+                    "; it has bounced between nodes, so this is its last move"
+                } else {
+                    ""
+                };
+                plan.push(
+                    Action::MoveWindow {
+                        process: g.id(),
+                        address: a.address,
+                        pages_before: half,
+                        pages_after: half,
+                        to_node: p.node,
+                    },
+                    format!(
+                        "memory follows {} to node {}: it touched {:#x} on node {node}; moving the {} pages around it{note}",
+                        p.who, p.node, a.address, self.window_pages
+                    ),
+                );
+            }
+        }
+        // Forget regions not moved for long.
+        let keep = self.ping_pong_rounds * 10;
+        self.regions.retain(|_, r| {
+            round.saturating_sub(r.round) <= keep || r.bounces >= self.ping_pong_limit
+        });
+    }
+}

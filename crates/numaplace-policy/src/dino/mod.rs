@@ -1,0 +1,390 @@
+//! DINO, DI-Plain and DI-Migrate (seed 004 §3): contention-aware placement
+//! for NUMA machines.
+//!
+//! * `di-plain` (§3.1): every round, threads sorted by LLC miss rate are
+//!   spread over the memory domains, alternating the most and the least
+//!   intensive, so each domain gets a mix; memory stays where it is.
+//! * `di-migrate` (§3.2): the same, with memory following the threads
+//!   ([`memory`]).
+//! * `dino` (§3.3): threads in broad classes (turtle, devil, super-devil)
+//!   with hysteresis ([`classes`]), a placement layout of class slots on
+//!   cores, threads matched to slots so that none moves without a change
+//!   in its class or its core's slots, threads of one application kept in
+//!   one domain where contention allows ([`layout`]), memory following the
+//!   threads, and memory that ping-pongs between nodes left alone.
+//!
+//! Threads that chose their own CPUs (narrower than the machine, and not by
+//! numaplace) are left alone, as the engine requires; threads without LLC
+//! miss counts (no PMU) cannot be classified and are left where they are.
+
+pub mod classes;
+pub mod layout;
+pub mod memory;
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use numaplace_model::metrics::mpki;
+use numaplace_model::plan::DEFAULT_WINDOW_PAGES;
+use numaplace_model::task::printable;
+use numaplace_model::{Action, CpuSet, Plan, TaskId, Topology};
+
+use crate::{Needs, Policy, View};
+use classes::{Hysteresis, Thresholds};
+use layout::{Class, Domains, OldPlace, Slotted};
+use memory::{MemoryFollower, Placed};
+
+/// The machine as the layout sees it: memory domains (nodes with CPUs) and
+/// their cores, numbered domain by domain.
+struct Machine {
+    domains: Domains,
+    /// Per global core: its CPUs (kernel ids) and its node's kernel id.
+    cores: Vec<(CpuSet, u32)>,
+}
+
+impl Machine {
+    fn new(t: &Topology) -> Machine {
+        let mut per_domain = Vec::new();
+        let mut cores = Vec::new();
+        for n in t.nodes().iter().filter(|n| !n.span.is_empty()) {
+            let mine: Vec<_> = t
+                .cores()
+                .iter()
+                .filter(|c| c.node == n.id)
+                .map(|c| (c.span.intersection(t.span()), n.os_id))
+                .filter(|(s, _)| !s.is_empty())
+                .collect();
+            if mine.is_empty() {
+                continue;
+            }
+            per_domain.push(mine.len());
+            cores.extend(mine);
+        }
+        Machine {
+            domains: Domains {
+                cores_per_domain: per_domain,
+            },
+            cores,
+        }
+    }
+}
+
+/// A thread this round: who it is and how intensive.
+struct Candidate {
+    id: TaskId,
+    tgid: i32,
+    mpki: f64,
+    label: String,
+}
+
+/// The threads a DI policy may place: in scope, running, not placed by
+/// anyone but numaplace, and with LLC miss counts.
+fn candidates(
+    view: &View<'_>,
+    ours: &HashMap<TaskId, CpuSet>,
+    skipped: &mut usize,
+) -> Vec<Candidate> {
+    let s = view.snapshot;
+    let span = view.topology.span();
+    let mut out = Vec::new();
+    for t in &s.tasks {
+        if !view.managed.contains(&t.tgid) || matches!(t.state, 'Z' | 'X') {
+            continue;
+        }
+        let free = t.allowed_cpus == *span || ours.get(&t.id()) == Some(&t.allowed_cpus);
+        if !free {
+            continue;
+        }
+        let Some(c) = s.counters.get(&t.tid) else {
+            *skipped += 1;
+            continue;
+        };
+        let Some(m) = mpki(c) else {
+            *skipped += 1;
+            continue;
+        };
+        let label = s.group(t.tgid).map(|g| g.label()).unwrap_or_default();
+        out.push(Candidate {
+            id: t.id(),
+            tgid: t.tgid,
+            mpki: m,
+            label: printable(&label),
+        });
+    }
+    out
+}
+
+/// DINO's parameters (`[policy]` with `name = "dino"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DinoParams {
+    /// Class boundaries in LLC misses per 1000 instructions (§3.3.2: 2 and
+    /// 100 on the paper's machine).
+    #[serde(flatten)]
+    pub thresholds: Thresholds,
+    /// A thread changes class only after `hysteresis-needed` of its last
+    /// `hysteresis-window` intervals were in the new class (§3.3.3: 7 of 10).
+    pub hysteresis_window: usize,
+    pub hysteresis_needed: usize,
+    /// Pages moved around each sampled address (§4: K = 4096).
+    pub window_pages: u64,
+}
+
+impl Default for DinoParams {
+    fn default() -> Self {
+        DinoParams {
+            thresholds: Thresholds::default(),
+            hysteresis_window: 10,
+            hysteresis_needed: 7,
+            window_pages: DEFAULT_WINDOW_PAGES,
+        }
+    }
+}
+
+/// The `dino` policy. See the module documentation.
+pub struct Dino {
+    params: DinoParams,
+    classes: HashMap<TaskId, Hysteresis>,
+    /// Where each thread was placed last round, and as what.
+    old: HashMap<TaskId, (usize, Class)>,
+    /// What numaplace set, to know its own pins from a thread's own.
+    ours: HashMap<TaskId, CpuSet>,
+    follower: MemoryFollower,
+}
+
+impl Dino {
+    pub fn new(params: DinoParams) -> Dino {
+        let follower = MemoryFollower::new(params.window_pages, true);
+        Dino {
+            params,
+            classes: HashMap::new(),
+            old: HashMap::new(),
+            ours: HashMap::new(),
+            follower,
+        }
+    }
+}
+
+impl Policy for Dino {
+    fn name(&self) -> &'static str {
+        "dino"
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            counters: true,
+            memory: true,
+        }
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let m = Machine::new(view.topology);
+        let mut plan = Plan::default();
+        let mut skipped = 0;
+        let cands = candidates(view, &self.ours, &mut skipped);
+        let alive: std::collections::HashSet<TaskId> = cands.iter().map(|c| c.id).collect();
+        self.classes.retain(|k, _| alive.contains(k));
+        self.old.retain(|k, _| alive.contains(k));
+        self.ours.retain(|k, _| alive.contains(k));
+        if cands.is_empty() || m.cores.is_empty() {
+            return plan;
+        }
+        let p = &self.params;
+        let mut slotted = Vec::with_capacity(cands.len());
+        for (i, c) in cands.iter().enumerate() {
+            let seen = p.thresholds.classify(c.mpki);
+            let class = self
+                .classes
+                .entry(c.id)
+                .or_insert_with(|| Hysteresis::new(seen, p.hysteresis_window, p.hysteresis_needed))
+                .observe(seen);
+            let old = self.old.get(&c.id).and_then(|&(core, class)| {
+                let t = view.snapshot.tasks.iter().find(|t| t.id() == c.id)?;
+                (m.cores.get(core)?.0 == t.allowed_cpus).then_some(OldPlace { core, class })
+            });
+            slotted.push(Slotted {
+                thread: i as u64,
+                process: i64::from(c.tgid),
+                class,
+                old,
+            });
+        }
+        let solution = layout::solve(&slotted, &m.domains);
+        let mut core_of = vec![None; cands.len()];
+        let mut filled_core = vec![None; cands.len()];
+        for (core, slots) in solution.final_.iter().enumerate() {
+            for (slot, t) in slots.iter().enumerate() {
+                if let Some(t) = t {
+                    core_of[*t as usize] = Some((core, slot));
+                }
+            }
+        }
+        for (core, slots) in solution.filled.iter().enumerate() {
+            for t in slots.iter().flatten() {
+                filled_core[*t as usize] = Some(core);
+            }
+        }
+        let mut placed = Vec::new();
+        for (i, c) in cands.iter().enumerate() {
+            let Some((core, slot)) = core_of[i] else {
+                continue;
+            };
+            let class = slotted[i].class;
+            let (cpus, node) = &m.cores[core];
+            let who = format!("{} thread {} of {}", class.name(), c.id.tid, c.label);
+            placed.push(Placed {
+                tid: c.id.tid,
+                tgid: c.tgid,
+                node: *node,
+                who: who.clone(),
+            });
+            let moved = slotted[i].old.as_ref().is_none_or(|o| o.core != core);
+            if moved {
+                let why = match &slotted[i].old {
+                    None => "first placement".to_string(),
+                    Some(o) if o.class != class => {
+                        format!("its class changed from {}", o.class.name())
+                    }
+                    Some(_) if filled_core[i] != Some(core) => {
+                        "to keep its application's threads in one domain".to_string()
+                    }
+                    Some(o) => format!(
+                        "core {} no longer has a {} slot in the new layout",
+                        o.core,
+                        class.name()
+                    ),
+                };
+                plan.push(
+                    Action::Pin {
+                        task: c.id,
+                        tgid: c.tgid,
+                        cpus: cpus.clone(),
+                    },
+                    format!(
+                        "dino: {who} ({:.1} LLC misses per 1000 instructions) to slot {slot} of core {core} (CPUs {cpus}, node {node}): {why}",
+                        c.mpki
+                    ),
+                );
+            }
+            self.old.insert(c.id, (core, class));
+            self.ours.insert(c.id, cpus.clone());
+        }
+        self.follower.plan(view.snapshot, &placed, &mut plan);
+        plan
+    }
+}
+
+/// DI-Plain's and DI-Migrate's parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DiParams {
+    /// Pages moved around each sampled address (DI-Migrate; §4).
+    pub window_pages: u64,
+}
+
+impl Default for DiParams {
+    fn default() -> Self {
+        DiParams {
+            window_pages: DEFAULT_WINDOW_PAGES,
+        }
+    }
+}
+
+/// `di-plain` (§3.1) or, with memory following, `di-migrate` (§3.2).
+pub struct DistributedIntensity {
+    migrate: Option<MemoryFollower>,
+    ours: HashMap<TaskId, CpuSet>,
+}
+
+impl DistributedIntensity {
+    pub fn plain() -> DistributedIntensity {
+        DistributedIntensity {
+            migrate: None,
+            ours: HashMap::new(),
+        }
+    }
+
+    pub fn migrate(p: DiParams) -> DistributedIntensity {
+        DistributedIntensity {
+            migrate: Some(MemoryFollower::new(p.window_pages, false)),
+            ours: HashMap::new(),
+        }
+    }
+}
+
+impl Policy for DistributedIntensity {
+    fn name(&self) -> &'static str {
+        if self.migrate.is_some() {
+            "di-migrate"
+        } else {
+            "di-plain"
+        }
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            counters: true,
+            memory: self.migrate.is_some(),
+        }
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let m = Machine::new(view.topology);
+        let mut plan = Plan::default();
+        let mut skipped = 0;
+        let mut cands = candidates(view, &self.ours, &mut skipped);
+        let alive: std::collections::HashSet<TaskId> = cands.iter().map(|c| c.id).collect();
+        self.ours.retain(|k, _| alive.contains(k));
+        if cands.is_empty() || m.cores.is_empty() {
+            return plan;
+        }
+        // Most intensive first; ties by tid, so a round is reproducible.
+        cands.sort_by(|a, b| b.mpki.total_cmp(&a.mpki).then(a.id.tid.cmp(&b.id.tid)));
+        let order: Vec<u64> = (0..cands.len() as u64).collect();
+        let assigned: BTreeMap<u64, usize> = layout::distributed_intensity(&order, &m.domains)
+            .into_iter()
+            .collect();
+        let name = self.name();
+        let mut placed = Vec::new();
+        for (i, c) in cands.iter().enumerate() {
+            let Some(&core) = assigned.get(&(i as u64)) else {
+                continue;
+            };
+            let (cpus, node) = &m.cores[core];
+            let who = format!("thread {} of {}", c.id.tid, c.label);
+            placed.push(Placed {
+                tid: c.id.tid,
+                tgid: c.tgid,
+                node: *node,
+                who: who.clone(),
+            });
+            let now = view
+                .snapshot
+                .tasks
+                .iter()
+                .find(|t| t.id() == c.id)
+                .map(|t| &t.allowed_cpus);
+            if now != Some(cpus) {
+                plan.push(
+                    Action::Pin {
+                        task: c.id,
+                        tgid: c.tgid,
+                        cpus: cpus.clone(),
+                    },
+                    format!(
+                        "{name}: {who} ranks {} of {} by LLC miss rate ({:.1} per 1000 instructions): core {core} (CPUs {cpus}, node {node})",
+                        i + 1,
+                        cands.len(),
+                        c.mpki
+                    ),
+                );
+            }
+            self.ours.insert(c.id, cpus.clone());
+        }
+        if let Some(f) = self.migrate.as_mut() {
+            f.plan(view.snapshot, &placed, &mut plan);
+        }
+        plan
+    }
+}
