@@ -406,7 +406,10 @@ impl FreeSlots {
 ///    choice of C open; here the Bs of a class are taken by ascending
 ///    domain and then visiting order, and C is the lowest slot of the
 ///    lowest-numbered other process with threads of that class in A's
-///    domain.
+///    domain. A swap is made only when it gathers more threads of one
+///    process in one domain than it separates (our addition: without it the
+///    pass can undo next round what it did this one, and DINO would move
+///    threads every round for nothing).
 ///
 /// Threads are indexed by process, class and domain, so the whole solve
 /// costs O(N log N) in the number of threads (plus a term linear in the
@@ -544,12 +547,16 @@ fn group_processes(
     let mut occupants: Vec<[SlotIndex; 3]> = (0..domains).map(|_| Default::default()).collect();
     // pending[process][class]: domain -> ranks of threads not visited yet.
     let mut pending: Vec<[RankIndex; 3]> = (0..pids.len()).map(|_| Default::default()).collect();
+    // count[domain * processes + process]: its threads there, any class.
+    let np = pids.len();
+    let mut count = vec![0usize; domains * np];
     for i in 0..n {
         let (core, slot) = place[i];
         let (d, c, p) = (core_domain[core], threads[i].class.index(), proc_of[i]);
         at[core][slot] = i;
         index_insert(&mut occupants[d][c], p, (core, slot));
         index_insert(&mut pending[p][c], d, rank[i]);
+        count[d * np + p] += 1;
     }
 
     for (r, &a) in visit.iter().enumerate() {
@@ -565,6 +572,21 @@ fn group_processes(
                 let b = visit[rb];
                 let b_place = place[b];
                 let ci = at[c_place.0][c_place.1];
+                // Our addition: swap only when it gathers more than it
+                // scatters (pairs of same-process threads sharing a domain
+                // grow). The pass as written may undo, next round, what it
+                // did this round, and then DINO would move threads every
+                // second for nothing; with this rule every swap raises that
+                // count, so the placement settles.
+                let gain = count[da * np + p] + 1 + count[db * np + q] + 1;
+                let loss = count[db * np + p] + count[da * np + q];
+                if gain <= loss {
+                    break;
+                }
+                count[da * np + p] += 1;
+                count[db * np + p] -= 1;
+                count[db * np + q] += 1;
+                count[da * np + q] -= 1;
                 // B moves into A's domain, C takes B's old slot.
                 index_remove(&mut occupants[db][c], p, &b_place);
                 index_insert(&mut occupants[da][c], p, c_place);
@@ -873,8 +895,9 @@ mod tests {
         }
     }
 
-    /// The multithreaded pass written as plainly as §3.3.3 words it, in
-    /// quadratic time, with the same tie-breaks as `group_processes`.
+    /// The multithreaded pass written as plainly as §3.3.3 words it (with
+    /// our gathering rule), in quadratic time, with the same tie-breaks as
+    /// `group_processes`.
     fn naive_group(
         threads: &[Slotted],
         doms: &Domains,
@@ -919,9 +942,23 @@ mod tests {
                                 .then_some((th.process, core, slot))
                         })
                         .min();
-                    let (Some((_, _, b)), Some((_, cc, cs))) = (b, c) else {
+                    let (Some((db, _, b)), Some((pc, cc, cs))) = (b, c) else {
                         break;
                     };
+                    // Same-process threads in a domain, any class.
+                    let count = |grid: &[Vec<Option<u64>>], d: usize, p: i64| {
+                        grid.iter()
+                            .enumerate()
+                            .filter(|(core, _)| doms.domain_of(*core) == d)
+                            .flat_map(|(_, slots)| slots.iter().flatten())
+                            .filter(|t| by_id[*t].process == p)
+                            .count()
+                    };
+                    let gain = count(&grid, da, pa) + 1 + count(&grid, db, pc) + 1;
+                    let loss = count(&grid, db, pa) + count(&grid, da, pc);
+                    if gain <= loss {
+                        break;
+                    }
                     let (bc, bs) = find(&grid, b);
                     let ct = grid[cc][cs];
                     grid[cc][cs] = Some(b);

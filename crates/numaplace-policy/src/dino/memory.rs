@@ -82,10 +82,14 @@ impl MemoryFollower {
         for p in placed {
             nodes_of.entry(p.tgid).or_default().insert(p.node);
         }
+        let groups: HashMap<i32, &numaplace_model::TaskGroup> =
+            s.groups.iter().map(|g| (g.pid, g)).collect();
         let mut fallback_done = BTreeSet::new();
         let mut seen = BTreeSet::new();
         for p in placed {
-            let Some(g) = s.group(p.tgid) else { continue };
+            let Some(g) = groups.get(&p.tgid) else {
+                continue;
+            };
             let samples = s.samples.get(&p.tid).map_or(&[][..], |v| &v[..]);
             if samples.is_empty() {
                 // Fallback: the process's pages on other nodes, when all its

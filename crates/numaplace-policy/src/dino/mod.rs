@@ -76,6 +76,8 @@ struct Candidate {
     tgid: i32,
     mpki: f64,
     label: String,
+    /// Its affinity now.
+    allowed: CpuSet,
 }
 
 /// The threads a DI policy may place: in scope, running, not placed by
@@ -87,6 +89,11 @@ fn candidates(
 ) -> Vec<Candidate> {
     let s = view.snapshot;
     let span = view.topology.span();
+    let labels: HashMap<i32, String> = s
+        .groups
+        .iter()
+        .map(|g| (g.pid, printable(&g.label())))
+        .collect();
     let mut out = Vec::new();
     for t in &s.tasks {
         if !view.managed.contains(&t.tgid) || matches!(t.state, 'Z' | 'X') {
@@ -104,12 +111,12 @@ fn candidates(
             *skipped += 1;
             continue;
         };
-        let label = s.group(t.tgid).map(|g| g.label()).unwrap_or_default();
         out.push(Candidate {
             id: t.id(),
             tgid: t.tgid,
             mpki: m,
-            label: printable(&label),
+            label: labels.get(&t.tgid).cloned().unwrap_or_default(),
+            allowed: t.allowed_cpus.clone(),
         });
     }
     out
@@ -199,9 +206,9 @@ impl Policy for Dino {
                 .entry(c.id)
                 .or_insert_with(|| Hysteresis::new(seen, p.hysteresis_window, p.hysteresis_needed))
                 .observe(seen);
+            // Its old place counts only if it is still there.
             let old = self.old.get(&c.id).and_then(|&(core, class)| {
-                let t = view.snapshot.tasks.iter().find(|t| t.id() == c.id)?;
-                (m.cores.get(core)?.0 == t.allowed_cpus).then_some(OldPlace { core, class })
+                (m.cores.get(core)?.0 == c.allowed).then_some(OldPlace { core, class })
             });
             slotted.push(Slotted {
                 thread: i as u64,
@@ -359,13 +366,7 @@ impl Policy for DistributedIntensity {
                 node: *node,
                 who: who.clone(),
             });
-            let now = view
-                .snapshot
-                .tasks
-                .iter()
-                .find(|t| t.id() == c.id)
-                .map(|t| &t.allowed_cpus);
-            if now != Some(cpus) {
+            if c.allowed != *cpus {
                 plan.push(
                     Action::Pin {
                         task: c.id,
@@ -388,3 +389,6 @@ impl Policy for DistributedIntensity {
         plan
     }
 }
+
+#[cfg(test)]
+mod tests;

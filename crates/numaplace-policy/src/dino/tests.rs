@@ -1,0 +1,413 @@
+//! The DI and DINO policies on hand-built snapshots: what they pin, what
+//! they leave alone, how memory follows.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use numaplace_model::{
+    AddressSample, Counter, CounterDeltas, GroupKind, NodeMemory, Snapshot, Task, TaskGroup,
+    Topology,
+};
+use proptest::prelude::*;
+
+use super::*;
+
+/// A little world: threads with LLC miss rates, affinities that pins
+/// change, memory per node per process.
+struct Fake {
+    topo: Topology,
+    seq: u64,
+    /// tid -> (tgid, mpki or None for "no counters", affinity).
+    threads: BTreeMap<i32, (i32, Option<f64>, CpuSet)>,
+    memory: BTreeMap<i32, BTreeMap<u32, u64>>,
+    samples: BTreeMap<i32, Vec<AddressSample>>,
+}
+
+impl Fake {
+    fn new(levels: &str) -> Fake {
+        Fake {
+            topo: Topology::synthetic(levels).unwrap(),
+            seq: 0,
+            threads: BTreeMap::new(),
+            memory: BTreeMap::new(),
+            samples: BTreeMap::new(),
+        }
+    }
+
+    fn thread(&mut self, tid: i32, tgid: i32, mpki: f64) {
+        let all = self.topo.span().clone();
+        self.threads.insert(tid, (tgid, Some(mpki), all));
+    }
+
+    fn snapshot(&mut self) -> Snapshot {
+        self.seq += 1;
+        let mut s = Snapshot {
+            seq: self.seq,
+            interval_ns: 1_000_000_000,
+            ..Snapshot::default()
+        };
+        let mut members: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+        for (&tid, (tgid, mpki, allowed)) in &self.threads {
+            members.entry(*tgid).or_default().push(tid);
+            s.tasks.push(Task {
+                tid,
+                tgid: *tgid,
+                start_time: 100 + tid as u64,
+                comm: format!("app{tgid}"),
+                state: 'R',
+                last_cpu: allowed.first(),
+                allowed_cpus: allowed.clone(),
+                allowed_mems: CpuSet::new(),
+                utime: 0,
+                stime: 0,
+                vcpu: None,
+            });
+            if let Some(m) = mpki {
+                let instructions = 1_000_000_000u64;
+                let mut values = BTreeMap::new();
+                values.insert(Counter::Instructions, instructions);
+                values.insert(Counter::LlcMisses, (*m * 1e6) as u64);
+                s.counters.insert(
+                    tid,
+                    CounterDeltas {
+                        values,
+                        enabled_ns: 1,
+                        running_ns: 1,
+                    },
+                );
+            }
+        }
+        for (pid, threads) in members {
+            s.groups.push(TaskGroup {
+                pid,
+                start_time: 100 + pid as u64,
+                comm: format!("app{pid}"),
+                cmdline: vec![format!("app{pid}")],
+                cgroup: None,
+                kind: GroupKind::Process,
+                threads,
+                memory: self.memory.get(&pid).map(|m| {
+                    m.iter()
+                        .map(|(&n, &b)| {
+                            (
+                                n,
+                                NodeMemory {
+                                    anon: b,
+                                    ..NodeMemory::default()
+                                },
+                            )
+                        })
+                        .collect()
+                }),
+            });
+        }
+        s.samples = self.samples.clone();
+        s
+    }
+
+    fn decide(&mut self, p: &mut dyn Policy) -> Plan {
+        let s = self.snapshot();
+        let managed: BTreeSet<i32> = s.groups.iter().map(|g| g.pid).collect();
+        p.decide(&View {
+            topology: &self.topo,
+            snapshot: &s,
+            managed: &managed,
+        })
+    }
+
+    /// Carries the pins out.
+    fn apply(&mut self, plan: &Plan) {
+        for d in &plan.decisions {
+            if let Action::Pin { task, cpus, .. } = &d.action {
+                self.threads.get_mut(&task.tid).unwrap().2 = cpus.clone();
+            }
+        }
+    }
+
+    fn node_of(&self, tid: i32) -> usize {
+        let c = self.threads[&tid].2.first().unwrap();
+        self.topo.cpu_by_os_id(c).unwrap().node
+    }
+}
+
+fn pins(p: &Plan) -> Vec<i32> {
+    p.decisions
+        .iter()
+        .filter_map(|d| match &d.action {
+            Action::Pin { task, .. } => Some(task.tid),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Four domains of two cores (the paper's example machine), four devils
+/// and four turtles of separate processes.
+fn eight(f: &mut Fake) {
+    for (k, mpki) in [40.0, 30.0, 20.0, 10.0, 0.5, 0.4, 0.3, 0.2]
+        .into_iter()
+        .enumerate()
+    {
+        f.thread(10 + k as i32, 10 + k as i32, mpki);
+    }
+}
+
+#[test]
+fn dino_spreads_devils_and_then_leaves_a_stable_world_alone() {
+    let mut f = Fake::new("pack:4 numa:1 l3:1 core:2 pu:1");
+    eight(&mut f);
+    let mut dino = Dino::new(DinoParams::default());
+    let plan = f.decide(&mut dino);
+    assert_eq!(pins(&plan).len(), 8, "{plan:?}");
+    f.apply(&plan);
+    // One devil per domain.
+    let domains: BTreeSet<usize> = (10..14).map(|t| f.node_of(t)).collect();
+    assert_eq!(domains.len(), 4);
+    for d in &plan.decisions {
+        assert!(d.reason.starts_with("dino: "), "{}", d.reason);
+        assert!(d.reason.contains(" slot ") && d.reason.contains("first placement"));
+    }
+    assert!(
+        plan.decisions[0]
+            .reason
+            .contains("devil thread 10 of app10")
+    );
+    // Nothing changed: nothing moves.
+    assert!(pins(&f.decide(&mut dino)).is_empty());
+    // Miss rates change within the classes: still nothing moves (DI would).
+    for (k, mpki) in [12.0, 60.0, 3.0, 90.0, 1.9, 0.1, 1.0, 1.5]
+        .into_iter()
+        .enumerate()
+    {
+        f.threads.get_mut(&(10 + k as i32)).unwrap().1 = Some(mpki);
+    }
+    assert!(pins(&f.decide(&mut dino)).is_empty());
+    let mut di = DistributedIntensity::plain();
+    let mut g = Fake::new("pack:4 numa:1 l3:1 core:2 pu:1");
+    eight(&mut g);
+    let plan = g.decide(&mut di);
+    g.apply(&plan);
+    assert!(pins(&g.decide(&mut di)).is_empty());
+    for (k, mpki) in [12.0, 60.0, 3.0, 90.0, 1.9, 0.1, 1.0, 1.5]
+        .into_iter()
+        .enumerate()
+    {
+        g.threads.get_mut(&(10 + k as i32)).unwrap().1 = Some(mpki);
+    }
+    assert!(
+        !pins(&g.decide(&mut di)).is_empty(),
+        "DI follows every change of rank"
+    );
+}
+
+#[test]
+fn a_class_change_needs_seven_of_ten_intervals() {
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:2 pu:1");
+    f.thread(1, 1, 50.0);
+    f.thread(2, 2, 40.0);
+    f.thread(3, 3, 0.5);
+    f.thread(4, 4, 0.5);
+    let mut dino = Dino::new(DinoParams::default());
+    let plan = f.decide(&mut dino);
+    f.apply(&plan);
+    // Thread 3 turns devil: after six intervals, nothing; at the seventh it moves.
+    f.threads.get_mut(&3).unwrap().1 = Some(50.0);
+    for _ in 0..6 {
+        assert!(pins(&f.decide(&mut dino)).is_empty());
+    }
+    let plan = f.decide(&mut dino);
+    f.apply(&plan);
+    assert!(!pins(&plan).is_empty());
+    assert!(
+        plan.decisions
+            .iter()
+            .any(|d| d.reason.contains("its class changed from turtle")),
+        "{plan:?}"
+    );
+}
+
+#[test]
+fn threads_without_counters_or_with_their_own_affinity_are_left_alone() {
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:2 pu:1");
+    f.thread(1, 1, 50.0);
+    f.thread(2, 2, 40.0);
+    f.threads.get_mut(&2).unwrap().1 = None;
+    f.thread(3, 3, 30.0);
+    f.threads.get_mut(&3).unwrap().2 = CpuSet::parse_list("0").unwrap();
+    for p in [
+        &mut Dino::new(DinoParams::default()) as &mut dyn Policy,
+        &mut DistributedIntensity::plain(),
+    ] {
+        let plan = f.decide(p);
+        assert_eq!(pins(&plan), vec![1], "{plan:?}");
+    }
+}
+
+#[test]
+fn memory_follows_sampled_addresses_and_stops_when_it_ping_pongs() {
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:1 pu:1");
+    f.thread(1, 1, 50.0);
+    let mut dino = Dino::new(DinoParams::default());
+    let plan = f.decide(&mut dino);
+    f.apply(&plan);
+    let here = f.topo.nodes()[f.node_of(1)].os_id;
+    let there = 1 - here;
+    f.samples.insert(
+        1,
+        vec![AddressSample {
+            address: 0x7000_0000,
+            node: Some(there),
+            write: false,
+        }],
+    );
+    let plan = f.decide(&mut dino);
+    let moves: Vec<_> = plan
+        .decisions
+        .iter()
+        .filter(|d| matches!(d.action, Action::MoveWindow { .. }))
+        .collect();
+    assert_eq!(moves.len(), 1, "{plan:?}");
+    let Action::MoveWindow {
+        pages_before,
+        pages_after,
+        to_node,
+        address,
+        ..
+    } = moves[0].action
+    else {
+        unreachable!()
+    };
+    assert_eq!(
+        (pages_before, pages_after, to_node, address),
+        (2048, 2048, here, 0x7000_0000)
+    );
+    assert!(moves[0].reason.contains("memory follows devil thread 1"));
+
+    // The region bounces: the follower is told the thread is on the other
+    // node, then back, and so on; after two bounces it stops.
+    let mut follower = MemoryFollower::new(4096, true);
+    let mut moved = 0;
+    for round in 0..8u64 {
+        let node = (round % 2) as u32;
+        let mut s = f.snapshot();
+        s.seq = round;
+        s.samples.insert(
+            1,
+            vec![AddressSample {
+                address: 0x7000_0000,
+                node: Some(1 - node),
+                write: true,
+            }],
+        );
+        let mut plan = Plan::default();
+        follower.plan(
+            &s,
+            &[Placed {
+                tid: 1,
+                tgid: 1,
+                node,
+                who: "t".into(),
+            }],
+            &mut plan,
+        );
+        moved += plan.decisions.len();
+    }
+    assert_eq!(moved, 3, "the first move and two bounces, then no more");
+    assert_eq!(follower.frozen(), 1);
+}
+
+#[test]
+fn without_samples_the_whole_process_follows_and_says_why() {
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:1 pu:1");
+    f.thread(1, 1, 50.0);
+    f.memory
+        .insert(1, [(0, 64 << 20), (1, 64 << 20)].into_iter().collect());
+    let mut migrate = DistributedIntensity::migrate(DiParams::default());
+    let plan = f.decide(&mut migrate);
+    let mv: Vec<_> = plan
+        .decisions
+        .iter()
+        .filter(|d| matches!(d.action, Action::MoveMemory { .. }))
+        .collect();
+    assert_eq!(mv.len(), 1, "{plan:?}");
+    assert!(
+        mv[0].reason.contains("no sampled data addresses"),
+        "{}",
+        mv[0].reason
+    );
+    // DI-Plain never moves memory.
+    let plan = f.decide(&mut DistributedIntensity::plain());
+    assert!(plan.decisions.iter().all(|d| !d.action.moves_memory()));
+}
+
+proptest! {
+    /// Whatever the machine and the threads: a pin names one whole core of
+    /// the machine, each thread at most once, and only threads whose
+    /// affinity is the whole machine or what the policy itself set.
+    #[test]
+    fn plans_stay_on_the_machine_and_off_threads_that_chose_their_cpus(
+        packages in 1usize..4,
+        cores in 1usize..4,
+        smt in 1usize..3,
+        threads in proptest::collection::vec((0.0f64..150.0, any::<bool>(), any::<bool>(), 0i32..4), 0..24),
+        rounds in 1usize..4,
+    ) {
+        let mut f = Fake::new(&format!("pack:{packages} numa:1 l3:1 core:{cores} pu:{smt}"));
+        let span = f.topo.span().clone();
+        let core_sets: BTreeSet<CpuSet> = f.topo.cores().iter().map(|c| c.span.clone()).collect();
+        for (k, (mpki, counted, narrow, process)) in threads.iter().enumerate() {
+            let tid = 100 + k as i32;
+            f.thread(tid, 1 + process, *mpki);
+            if !counted {
+                f.threads.get_mut(&tid).unwrap().1 = None;
+            }
+            if *narrow {
+                f.threads.get_mut(&tid).unwrap().2 = CpuSet::parse_list("0").unwrap();
+            }
+        }
+        let narrow: BTreeSet<i32> = f
+            .threads
+            .iter()
+            .filter(|(_, (_, _, a))| *a != span)
+            .map(|(t, _)| *t)
+            .collect();
+        let mut policies: Vec<Box<dyn Policy>> = vec![
+            Box::new(Dino::new(DinoParams::default())),
+            Box::new(DistributedIntensity::plain()),
+            Box::new(DistributedIntensity::migrate(DiParams::default())),
+        ];
+        for p in policies.iter_mut() {
+            let mut g = Fake { topo: f.topo.clone(), seq: 0, threads: f.threads.clone(), memory: BTreeMap::new(), samples: BTreeMap::new() };
+            for _ in 0..rounds {
+                let plan = g.decide(p.as_mut());
+                let mut seen = BTreeSet::new();
+                for d in &plan.decisions {
+                    if let Action::Pin { task, cpus, .. } = &d.action {
+                        prop_assert!(core_sets.contains(cpus), "{cpus} is not one core");
+                        prop_assert!(cpus.is_subset(&span));
+                        prop_assert!(seen.insert(task.tid), "thread {} pinned twice", task.tid);
+                        prop_assert!(!narrow.contains(&task.tid), "thread {} chose its CPUs", task.tid);
+                    }
+                }
+                g.apply(&plan);
+            }
+        }
+    }
+}
+
+/// Many multithreaded processes, several threads per core: once placed,
+/// nothing moves while nothing changes (the multithreaded pass does not
+/// undo itself round after round).
+#[test]
+fn a_crowded_multithreaded_world_settles() {
+    let mut f = Fake::new("pack:8 numa:1 l3:1 core:16 pu:2");
+    for k in 0..1000 {
+        f.thread(10_000 + k, 10_000 + (k % 20) * 1000, (k % 150) as f64);
+    }
+    let mut dino = Dino::new(DinoParams::default());
+    let plan = f.decide(&mut dino);
+    assert_eq!(pins(&plan).len(), 1000);
+    f.apply(&plan);
+    for _ in 0..3 {
+        let plan = f.decide(&mut dino);
+        assert!(pins(&plan).is_empty(), "{} pins", pins(&plan).len());
+    }
+}
