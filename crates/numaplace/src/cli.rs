@@ -211,7 +211,8 @@ pub struct ScopeArgs {
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The policy: default (leave Linux alone) or numad-like.
+    /// The policy: default (leave Linux alone), numad-like, static,
+    /// di-plain, di-migrate or dino (docs/policies.md).
     #[arg(long, value_name = "NAME")]
     pub policy: Option<String>,
 
@@ -249,6 +250,20 @@ pub struct RunArgs {
     /// unix:/PATH.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
+
+    /// Make up the hardware counters numaplace cannot measure here, for
+    /// testing counter-driven policies (dino, di-plain, di-migrate) on a
+    /// machine without a PMU, such as a VM: a TOML file of `[[thread]]`
+    /// rules, each `comm` (a `*`/`?` pattern on the thread's name),
+    /// `llc_mpki` (LLC misses per 1000 instructions), `ipc` (instructions
+    /// per cycle) and optional `ghz` (default 2.0). Each round a thread
+    /// whose name matches a rule (the first) gets cycles = its CPU time ×
+    /// ghz, instructions = cycles × ipc, LLC misses = instructions ×
+    /// llc_mpki / 1000; other threads keep their measured counters. Thread
+    /// names are untrusted (any program can take one): a test aid, not for
+    /// production.
+    #[arg(long, value_name = "FILE")]
+    pub counters_from: Option<PathBuf>,
 
     /// Stop after this many rounds (tests, benchmarks).
     #[arg(long, value_name = "N", hide = true)]

@@ -6,6 +6,7 @@ mod config;
 mod duration;
 mod metrics;
 mod report;
+mod synthetic_counters;
 
 use std::process::ExitCode;
 

@@ -192,7 +192,14 @@ fn compare_with_report() {
     assert!(out.contains("\nOracle: "), "{out}");
     assert_eq!(
         table_rows(&out),
-        ["default", "numad-like", "oracle"],
+        [
+            "default",
+            "numad-like",
+            "di-plain",
+            "di-migrate",
+            "dino",
+            "oracle"
+        ],
         "{out}"
     );
     assert!(stderr(&o).contains("report: "), "{}", stderr(&o));
@@ -267,7 +274,10 @@ fn compare_json_without_oracle() {
         .iter()
         .map(|p| p["policy"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["default", "numad-like"]);
+    assert_eq!(
+        names,
+        ["default", "numad-like", "di-plain", "di-migrate", "dino"]
+    );
     for p in v["policies"].as_array().unwrap() {
         assert!(p["mean_runtime_s"].as_f64().unwrap() > 0.0, "{p}");
         assert_eq!(p["unfinished"], 0, "{p}");

@@ -95,10 +95,13 @@ impl MemoryFollower {
                 // Fallback: the process's pages on other nodes, when all its
                 // threads are to run on one node.
                 let one_node = nodes_of.get(&p.tgid).is_some_and(|n| n.len() == 1);
+                // Anonymous memory only: file pages mapped by several
+                // processes (libraries, the program) cannot move and would
+                // be asked for again every round.
                 let off: u64 = g.memory.as_ref().map_or(0, |m| {
                     m.iter()
                         .filter(|(n, _)| **n != p.node)
-                        .map(|(_, b)| b.total())
+                        .map(|(_, b)| b.anon)
                         .sum()
                 });
                 if one_node && off > 0 && fallback_done.insert(p.tgid) {

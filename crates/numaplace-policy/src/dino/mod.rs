@@ -99,7 +99,9 @@ fn candidates(
         if !view.managed.contains(&t.tgid) || matches!(t.state, 'Z' | 'X') {
             continue;
         }
-        let free = t.allowed_cpus == *span || ours.get(&t.id()) == Some(&t.allowed_cpus);
+        // Its affinity covers the CPUs numaplace may place onto (the
+        // engine's rule), or is what this policy set.
+        let free = span.is_subset(&t.allowed_cpus) || ours.get(&t.id()) == Some(&t.allowed_cpus);
         if !free {
             continue;
         }

@@ -411,3 +411,32 @@ fn a_crowded_multithreaded_world_settles() {
         assert!(pins(&plan).is_empty(), "{} pins", pins(&plan).len());
     }
 }
+
+/// `--cpus` gives numaplace part of the machine: threads free to run on
+/// all of it are placed within that part.
+#[test]
+fn a_restricted_machine_still_places_threads_that_may_run_anywhere() {
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:2 pu:1");
+    f.thread(1, 1, 50.0);
+    f.thread(2, 2, 40.0);
+    let part = f
+        .topo
+        .restrict(&CpuSet::parse_list("0,2").unwrap())
+        .unwrap();
+    let s = f.snapshot();
+    let managed: BTreeSet<i32> = s.groups.iter().map(|g| g.pid).collect();
+    let plan = Dino::new(DinoParams::default()).decide(&View {
+        topology: &part,
+        snapshot: &s,
+        managed: &managed,
+    });
+    let cpus: BTreeSet<String> = plan
+        .decisions
+        .iter()
+        .filter_map(|d| match &d.action {
+            Action::Pin { cpus, .. } => Some(cpus.to_list_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(cpus, ["0", "2"].map(String::from).into_iter().collect());
+}

@@ -30,12 +30,15 @@ use crate::commands::InputError;
 use crate::config::Config;
 use crate::duration::parse_duration;
 use crate::metrics::{self, MetricsState};
+use crate::synthetic_counters::SyntheticCounters;
 
 /// The settings of a run, from the config file with the command line on top.
 struct Settings {
     config: Config,
     interval: Duration,
     topology: Topology,
+    /// `--counters-from`: counters made up for threads that match its rules.
+    synthetic: Option<SyntheticCounters>,
 }
 
 fn settings(args: &RunArgs) -> Result<Settings> {
@@ -88,10 +91,16 @@ fn settings(args: &RunArgs) -> Result<Settings> {
     if let Some(l) = &config.metrics.listen {
         metrics::parse_listen(l)?;
     }
+    let synthetic = args
+        .counters_from
+        .as_deref()
+        .map(SyntheticCounters::load)
+        .transpose()?;
     Ok(Settings {
         config,
         interval,
         topology,
+        synthetic,
     })
 }
 
@@ -183,7 +192,7 @@ impl Journal {
 }
 
 pub fn run(args: &RunArgs) -> Result<()> {
-    let s = settings(args)?;
+    let mut s = settings(args)?;
     let c = &s.config;
     if c.scope.is_empty() {
         return Err(InputError(
@@ -218,7 +227,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
     for m in collector.missing_signals() {
         tracing::warn!("not measured: {m}");
     }
-    let first = collector.collect().context("reading the machine")?;
+    if let Some(synth) = &s.synthetic {
+        say_synthetic(synth, &engine);
+    }
+    let mut first = collector.collect().context("reading the machine")?;
+    if let Some(synth) = s.synthetic.as_mut() {
+        // The baseline of CPU times the next round's counters come from.
+        synth.apply(&mut first);
+    }
     let managed = engine.managed(&first);
     if managed.is_empty() {
         return Err(InputError(format!(
@@ -250,12 +266,17 @@ pub fn run(args: &RunArgs) -> Result<()> {
             .context("installing signal handlers")?;
     }
     tracing::info!(
-        "numaplace {} running: policy {}, interval {:?}, {} processes in scope{}",
+        "numaplace {} running: policy {}, interval {:?}, {} processes in scope{}{}",
         env!("CARGO_PKG_VERSION"),
         engine.policy_name(),
         s.interval,
         managed.len(),
-        if c.dry_run { ", dry run" } else { "" }
+        if c.dry_run { ", dry run" } else { "" },
+        if s.synthetic.is_some() {
+            ", SYNTHETIC counters (--counters-from)"
+        } else {
+            ""
+        }
     );
 
     let mut rounds = 0u64;
@@ -271,13 +292,17 @@ pub fn run(args: &RunArgs) -> Result<()> {
         }
         next += s.interval;
         let t0 = Instant::now();
-        let snap = match collector.collect() {
+        let mut snap = match collector.collect() {
             Ok(snap) => snap,
             Err(e) => {
                 tracing::warn!("reading the machine failed, skipping this round: {e:#}");
                 continue;
             }
         };
+        if let Some(synth) = s.synthetic.as_mut() {
+            let n = synth.apply(&mut snap);
+            tracing::debug!("round {}: synthetic counters for {n} threads", snap.seq);
+        }
         collect_ns += t0.elapsed().as_nanos() as u64;
         let mut no_guard = NoGuard;
         let guard: &mut dyn PinGuard = match state.as_mut() {
@@ -319,6 +344,18 @@ pub fn run(args: &RunArgs) -> Result<()> {
     Ok(())
 }
 
+/// Says, at start, that counters of threads matching `--counters-from` are
+/// made up, and whether the policy reads them at all.
+fn say_synthetic(synth: &SyntheticCounters, engine: &Engine) {
+    tracing::warn!("{}", synth.describe());
+    if !engine.needs().counters {
+        tracing::warn!(
+            "policy {} reads no counters: --counters-from changes nothing it decides",
+            engine.policy_name()
+        );
+    }
+}
+
 /// A collector of what the policy reads, and machine readings.
 fn collector_for(engine: &Engine) -> Collector {
     let needs = engine.needs();
@@ -352,15 +389,27 @@ fn describe_scope(s: &Scope) -> String {
 /// `numaplace advise`: one round on the live machine, printed, nothing
 /// applied.
 pub fn advise(args: &RunArgs) -> Result<()> {
-    let s = settings(args)?;
+    let mut s = settings(args)?;
     let c = &s.config;
     let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
     let mut collector = collector_for(&engine);
+    if let Some(synth) = &s.synthetic {
+        println!("Note: {}.", synth.describe());
+        if !engine.needs().counters {
+            println!(
+                "Note: policy {} reads no counters: --counters-from changes nothing it decides.",
+                engine.policy_name()
+            );
+        }
+    }
     let mut dry = RecordingActuator::default();
     let mut lines = Vec::new();
     // Two rounds: the first gives the policy its baseline (CPU times).
     for _ in 0..2 {
-        let snap = collector.collect().context("reading the machine")?;
+        let mut snap = collector.collect().context("reading the machine")?;
+        if let Some(synth) = s.synthetic.as_mut() {
+            synth.apply(&mut snap);
+        }
         lines.clear();
         engine.round(
             &s.topology,
