@@ -284,7 +284,7 @@ fn compare_json_without_oracle() {
     }
     assert_eq!(v["policies"][0]["vs_default_percent"], 0.0);
     let examples = v["examples"].as_array().unwrap();
-    assert_eq!(examples.len(), 2);
+    assert_eq!(examples.len(), 5);
     assert!(examples.iter().all(|e| e.get("trace").is_none()));
 }
 
