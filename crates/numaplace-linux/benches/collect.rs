@@ -61,6 +61,7 @@ fn bench(c: &mut Criterion) {
                     memory: false,
                     counters: false,
                     machine: false,
+                    samples: false,
                 },
             );
             probe.collect().unwrap().tasks.len()
@@ -73,6 +74,7 @@ fn bench(c: &mut Criterion) {
                 memory: true,
                 counters: false,
                 machine: true,
+                samples: false,
             },
         );
         g.bench_with_input(BenchmarkId::new("procfs+memory", n), &n, |b, _| {

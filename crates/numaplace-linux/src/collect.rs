@@ -1,6 +1,7 @@
 //! One collection round on a live host (or a fixture tree): every thread
 //! from procfs, grouped into applications and VMs, memory per node from
-//! `numa_maps`, counter deltas from perf_event, machine readings.
+//! `numa_maps`, counter deltas from perf_event, sampled data addresses
+//! (PEBS / IBS, where asked for), machine readings.
 //!
 //! Races are normal here: a thread that exits between listing and reading
 //! is skipped silently; a file we may not read (another user's process
@@ -17,7 +18,8 @@ use thiserror::Error;
 
 use crate::actuate::thread_affinity;
 use crate::nodes::read_node_meminfo;
-use crate::perf::{CounterStatus, PerfConfig, PerfMonitor};
+use crate::perf::sampling::fd_limit_after_raise;
+use crate::perf::{AddressSampler, CounterStatus, PerfConfig, PerfMonitor, SamplerConfig};
 use crate::powercap::{Rapl, energy_delta};
 use crate::procfs::{ProcError, ProcReader};
 use crate::resctrl::{Resctrl, mbm_delta};
@@ -37,6 +39,10 @@ pub struct CollectOptions {
     pub counters: bool,
     /// Machine readings: node memory, RAPL energy, resctrl.
     pub machine: bool,
+    /// Sampled data addresses per thread (PEBS load latency on Intel, IBS
+    /// op on AMD) into [`Snapshot::samples`]: one more fd and a ring
+    /// buffer per thread, so only for the policies that move hot pages.
+    pub samples: bool,
 }
 
 impl Default for CollectOptions {
@@ -45,6 +51,7 @@ impl Default for CollectOptions {
             memory: true,
             counters: true,
             machine: true,
+            samples: false,
         }
     }
 }
@@ -74,6 +81,9 @@ pub struct Collector {
     last: Option<Instant>,
     gaps: RoundGaps,
     perf: Option<PerfMonitor>,
+    sampler: Option<AddressSampler>,
+    /// Processes whose threads are sampled (None: every user process).
+    sample_pids: Option<BTreeSet<i32>>,
     rapl: Option<Rapl>,
     /// Last `energy_uj` per zone.
     energy_prev: BTreeMap<String, u64>,
@@ -88,9 +98,31 @@ impl Collector {
     /// signals this machine cannot give; [`Collector::missing_signals`]
     /// says which and why.
     pub fn new(root: SysRoot, opts: CollectOptions) -> Collector {
+        Collector::with_sampler_config(root, opts, SamplerConfig::default())
+    }
+
+    /// [`Collector::new`], sampling addresses (if `opts.samples`) as
+    /// `sampler_config` says: another event or rate (its fd cap is set
+    /// here when counters are on too).
+    pub fn with_sampler_config(
+        root: SysRoot,
+        opts: CollectOptions,
+        mut sampler_config: SamplerConfig,
+    ) -> Collector {
         let mut missing = Vec::new();
+        // Counters and sampling share the fd budget: sampling takes one fd
+        // (two with mem-loads-aux) per thread to the counters' four to six,
+        // so a quarter of it keeps both at about the same number of threads.
+        let mut perf_config = PerfConfig::default();
+        if opts.counters && opts.samples {
+            let usable = usize::try_from(fd_limit_after_raise())
+                .unwrap_or(usize::MAX)
+                .saturating_sub(perf_config.fd_reserve);
+            sampler_config.max_fds = Some(usable / 4);
+            perf_config.max_fds = Some(usable - usable / 4);
+        }
         let perf = opts.counters.then(|| {
-            let m = PerfMonitor::new(&root, &PerfConfig::default());
+            let m = PerfMonitor::new(&root, &perf_config);
             // One line per kind of counter when all of that kind are
             // missing (as on a machine without a PMU), else one per counter.
             let avail = m.availability();
@@ -124,6 +156,16 @@ impl Collector {
             }
             m
         });
+        let sampler = opts.samples.then(|| {
+            let s = AddressSampler::new(&root, &sampler_config);
+            if let Some(reason) = s.availability().reason() {
+                missing.push(format!(
+                    "sampled data addresses: {reason}; dino and di-migrate move a process's \
+                     pages on other nodes instead of the hot ones"
+                ));
+            }
+            s
+        });
         let (rapl, resctrl) = if opts.machine {
             let rapl = Rapl::probe(&root);
             if let Some(r) = rapl.reason() {
@@ -145,6 +187,8 @@ impl Collector {
             last: None,
             gaps: RoundGaps::default(),
             perf,
+            sampler,
+            sample_pids: None,
             rapl,
             energy_prev: BTreeMap::new(),
             resctrl,
@@ -161,6 +205,20 @@ impl Collector {
     /// The counters' availability report, if counters were asked for.
     pub fn perf(&self) -> Option<&PerfMonitor> {
         self.perf.as_ref()
+    }
+
+    /// The address sampler, if samples were asked for: its availability,
+    /// the threads it samples, what its last round read.
+    pub fn sampler(&self) -> Option<&AddressSampler> {
+        self.sampler.as_ref()
+    }
+
+    /// Samples only the threads of these processes (pids), e.g. the
+    /// processes a policy manages; `None` (the default): every user
+    /// process. Takes effect at the next round, which closes the events of
+    /// threads outside the set.
+    pub fn set_sample_processes(&mut self, pids: Option<BTreeSet<i32>>) {
+        self.sample_pids = pids;
     }
 
     /// What the last round could not see.
@@ -199,21 +257,38 @@ impl Collector {
                 tasks.append(&mut ts);
             }
         }
-        let counters = match &mut self.perf {
-            Some(perf) => {
-                // Kernel threads run no user code to count (and counting
-                // is user space only where perf_event_paranoid >= 2): their
-                // fds are better spent on user threads.
-                let kernel: BTreeSet<i32> = groups
-                    .iter()
-                    .filter(|g| g.is_kernel())
-                    .map(|g| g.pid)
-                    .collect();
-                let tids: Vec<i32> = tasks
-                    .iter()
-                    .filter(|t| !kernel.contains(&t.tgid))
+        // Kernel threads run no user code to count or sample (and counting
+        // is user space only where perf_event_paranoid >= 2): their fds are
+        // better spent on user threads.
+        let kernel: BTreeSet<i32> = groups
+            .iter()
+            .filter(|g| g.is_kernel())
+            .map(|g| g.pid)
+            .collect();
+        let user_tasks = || tasks.iter().filter(|t| !kernel.contains(&t.tgid));
+        let samples = match &mut self.sampler {
+            Some(sampler) => {
+                let tids: Vec<i32> = user_tasks()
+                    .filter(|t| {
+                        self.sample_pids
+                            .as_ref()
+                            .is_none_or(|p| p.contains(&t.tgid))
+                    })
                     .map(|t| t.tid)
                     .collect();
+                // Samples first (of the threads sampled since the last
+                // round), then events for the threads that appeared.
+                let alive: BTreeSet<i32> = tids.iter().copied().collect();
+                let mut samples = sampler.read();
+                samples.retain(|tid, _| alive.contains(tid));
+                sampler.sync(&tids);
+                samples
+            }
+            None => BTreeMap::new(),
+        };
+        let counters = match &mut self.perf {
+            Some(perf) => {
+                let tids: Vec<i32> = user_tasks().map(|t| t.tid).collect();
                 // Deltas first (threads counted since the last round), then
                 // open counters for the threads that appeared.
                 let alive: BTreeSet<i32> = tids.iter().copied().collect();
@@ -247,7 +322,7 @@ impl Collector {
             groups,
             counters,
             machine,
-            samples: BTreeMap::new(),
+            samples,
             signatures: BTreeMap::new(),
         };
         self.seq += 1;
@@ -461,4 +536,121 @@ fn clock_ticks() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if hz > 0 { hz as u64 } else { 100 }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+    use crate::perf::{SampleRate, SampleSource};
+
+    fn only_samples() -> CollectOptions {
+        CollectOptions {
+            memory: false,
+            counters: false,
+            machine: false,
+            samples: true,
+        }
+    }
+
+    #[test]
+    fn missing_sampling_names_what_falls_back() {
+        let c = Collector::new(SysRoot::host(), only_samples());
+        let a = c.sampler().unwrap().availability();
+        eprintln!("{a}");
+        let line = c
+            .missing_signals()
+            .iter()
+            .find(|m| m.starts_with("sampled data addresses: "));
+        match a.reason() {
+            Some(why) => {
+                let line = line.expect("said once, at start");
+                assert_eq!(
+                    line,
+                    &format!(
+                        "sampled data addresses: {why}; dino and di-migrate move a process's \
+                         pages on other nodes instead of the hot ones"
+                    )
+                );
+            }
+            None => assert!(line.is_none(), "{line:?}"),
+        }
+        let off = Collector::new(SysRoot::host(), CollectOptions::default());
+        assert!(off.sampler().is_none() && !CollectOptions::default().samples);
+    }
+
+    #[test]
+    fn snapshots_carry_the_sampled_addresses_of_each_thread() {
+        let mut c = Collector::with_sampler_config(
+            SysRoot::host(),
+            only_samples(),
+            SamplerConfig {
+                source: Some(SampleSource::PageFaults),
+                rate: SampleRate::Period(1),
+                ..SamplerConfig::default()
+            },
+        );
+        if let Some(why) = c.sampler().unwrap().availability().reason() {
+            eprintln!("SKIPPED: software page-fault sampling refused here: {why}");
+            return;
+        }
+        let (go, wait) = mpsc::channel::<Option<usize>>();
+        let (tell, told) = mpsc::channel();
+        let worker = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tell.send((unsafe { libc::gettid() }, 0)).unwrap();
+            while let Ok(Some(pages)) = wait.recv() {
+                // A fresh mapping of its own, every page faulted in here.
+                let len = pages * 4096;
+                // SAFETY: a private anonymous mapping, unmapped below.
+                let p = unsafe {
+                    libc::mmap(
+                        std::ptr::null_mut(),
+                        len,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    )
+                };
+                assert_ne!(p, libc::MAP_FAILED);
+                // SAFETY: advice and writes within the mapping.
+                unsafe {
+                    libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
+                    std::ptr::write_bytes(p.cast::<u8>(), 1, len);
+                }
+                tell.send((0, p as usize)).unwrap();
+                // Keep it mapped until told to go on.
+                let more = wait.recv();
+                // SAFETY: our mapping, no references into it remain.
+                unsafe { libc::munmap(p, len) };
+                if more.is_err() {
+                    return;
+                }
+            }
+        });
+        let tid = told.recv().unwrap().0;
+        let first = c.collect().unwrap();
+        assert!(c.sampler().unwrap().tracked().any(|t| t == tid));
+        assert!(first.samples.is_empty() || !first.samples.contains_key(&tid));
+        // 256 pages the worker maps and touches.
+        go.send(Some(256)).unwrap();
+        let start = told.recv().unwrap().1 as u64;
+        let snap = c.collect().unwrap();
+        let len = 256 * 4096;
+        let inside = snap.samples[&tid]
+            .iter()
+            .filter(|s| (start..start + len).contains(&s.address))
+            .count();
+        assert!(inside >= 250, "{inside} of 256 pages sampled");
+        assert!(snap.samples.keys().all(|t| snap.task(*t).is_some()));
+        // Sampling only another process closes the worker's event.
+        c.set_sample_processes(Some([1].into()));
+        go.send(None).unwrap();
+        let _ = c.collect().unwrap();
+        assert!(!c.sampler().unwrap().tracked().any(|t| t == tid));
+        drop(go);
+        worker.join().unwrap();
+    }
 }

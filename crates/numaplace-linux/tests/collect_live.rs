@@ -39,6 +39,7 @@ fn finds_threads_with_hostile_names() {
             memory: true,
             counters: false,
             machine: true,
+            samples: false,
         },
     );
     let snap = c.collect().unwrap();
@@ -77,6 +78,7 @@ fn counters_follow_threads_that_come_and_go() {
             memory: false,
             counters: true,
             machine: false,
+            samples: false,
         },
     );
     let pid = std::process::id() as i32;

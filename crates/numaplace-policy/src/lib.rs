@@ -36,6 +36,10 @@ pub struct Needs {
     pub counters: bool,
     /// Memory per node of every process (`numa_maps`).
     pub memory: bool,
+    /// Sampled data addresses per thread (PEBS / IBS on a live host;
+    /// `Snapshot::samples`): an fd and a ring buffer per thread, so only
+    /// for policies that move the pages threads touch.
+    pub samples: bool,
 }
 
 /// A placement policy.
@@ -48,11 +52,13 @@ pub trait Policy: Send {
         std::time::Duration::from_secs(1)
     }
 
-    /// The signals it reads; all of them unless it says otherwise.
+    /// The signals it reads: counters and memory unless it says
+    /// otherwise; sampled addresses only if it asks for them.
     fn needs(&self) -> Needs {
         Needs {
             counters: true,
             memory: true,
+            samples: false,
         }
     }
 
@@ -73,6 +79,7 @@ impl Policy for DefaultPolicy {
         Needs {
             counters: false,
             memory: false,
+            samples: false,
         }
     }
 

@@ -111,6 +111,7 @@ impl Policy for NumadLike {
         Needs {
             counters: false,
             memory: true,
+            samples: false,
         }
     }
 

@@ -98,6 +98,7 @@ impl Policy for StaticPlacement {
         Needs {
             counters: false,
             memory: !self.params.memory.is_empty(),
+            samples: false,
         }
     }
 
@@ -439,7 +440,8 @@ mod tests {
             p.needs(),
             Needs {
                 counters: false,
-                memory: false
+                memory: false,
+                samples: false
             }
         );
         assert_eq!(p.default_interval(), std::time::Duration::from_secs(1));

@@ -184,6 +184,7 @@ impl Policy for Dino {
         Needs {
             counters: true,
             memory: true,
+            samples: true,
         }
     }
 
@@ -335,6 +336,7 @@ impl Policy for DistributedIntensity {
         Needs {
             counters: true,
             memory: self.migrate.is_some(),
+            samples: self.migrate.is_some(),
         }
     }
 

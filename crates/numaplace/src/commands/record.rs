@@ -31,6 +31,7 @@ pub fn record(args: &RecordArgs) -> Result<()> {
             memory: !args.no_memory,
             counters: true,
             machine: true,
+            samples: false,
         },
     );
     for m in collector.missing_signals() {

@@ -227,6 +227,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     for m in collector.missing_signals() {
         tracing::warn!("not measured: {m}");
     }
+    if let Some(why) = blind_policy(&engine, &collector, s.synthetic.is_some()) {
+        tracing::warn!("{why}");
+    }
     if let Some(synth) = &s.synthetic {
         say_synthetic(synth, &engine);
     }
@@ -236,6 +239,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         synth.apply(&mut first);
     }
     let managed = engine.managed(&first);
+    collector.set_sample_processes(Some(managed.clone()));
     if managed.is_empty() {
         return Err(InputError(format!(
             "the scope matches no running process ({}); start them first or widen it",
@@ -312,6 +316,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         let report = engine.round(&s.topology, &snap, &mut hands, guard, &mut |e| {
             journal.write(e)
         });
+        // Data addresses are sampled from the processes in scope only.
+        collector.set_sample_processes(Some(engine.managed(&snap)));
         rounds += 1;
         {
             let mut m = shared.lock().unwrap_or_else(|p| p.into_inner());
@@ -356,6 +362,25 @@ fn say_synthetic(synth: &SyntheticCounters, engine: &Engine) {
     }
 }
 
+/// Says so when the policy places threads by LLC miss rates that this
+/// machine cannot count (and no synthetic counters stand in for them).
+fn blind_policy(engine: &Engine, collector: &Collector, synthetic: bool) -> Option<String> {
+    use numaplace_model::Counter;
+    if !engine.needs().counters || synthetic {
+        return None;
+    }
+    let counted = collector.perf().is_some_and(|p| {
+        let a = p.availability();
+        a.is_counted(Counter::LlcMisses) && a.is_counted(Counter::Instructions)
+    });
+    (!counted).then(|| {
+        format!(
+            "policy {} places threads by their LLC misses per 1000 instructions, which this machine cannot count: it will leave every thread where it is; --counters-from FILE feeds made-up counters for testing",
+            engine.policy_name()
+        )
+    })
+}
+
 /// A collector of what the policy reads, and machine readings.
 fn collector_for(engine: &Engine) -> Collector {
     let needs = engine.needs();
@@ -364,6 +389,7 @@ fn collector_for(engine: &Engine) -> Collector {
         CollectOptions {
             memory: needs.memory,
             counters: needs.counters,
+            samples: needs.samples,
             machine: true,
         },
     )
@@ -402,6 +428,9 @@ pub fn advise(args: &RunArgs) -> Result<()> {
             );
         }
     }
+    if let Some(why) = blind_policy(&engine, &collector, s.synthetic.is_some()) {
+        println!("Note: {why}.");
+    }
     let mut dry = RecordingActuator::default();
     let mut lines = Vec::new();
     // Two rounds: the first gives the policy its baseline (CPU times).
@@ -410,6 +439,7 @@ pub fn advise(args: &RunArgs) -> Result<()> {
         if let Some(synth) = s.synthetic.as_mut() {
             synth.apply(&mut snap);
         }
+        collector.set_sample_processes(Some(engine.managed(&snap)));
         lines.clear();
         engine.round(
             &s.topology,

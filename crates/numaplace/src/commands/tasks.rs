@@ -31,6 +31,7 @@ pub fn run(args: &TasksArgs) -> Result<()> {
             memory: true,
             counters: rates,
             machine: false,
+            samples: false,
         },
     );
     let mut snap = collector.collect().context("reading tasks")?;
