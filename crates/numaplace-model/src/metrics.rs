@@ -15,6 +15,21 @@ pub fn mpki(d: &CounterDeltas) -> Option<f64> {
     (i > 0).then(|| m as f64 * 1000.0 / i as f64)
 }
 
+/// Uncore penalty in cycles per uncore request (seed 000 §3.1): by Little's
+/// law, the cycles during which at least one demand request was outstanding
+/// (t', [`Counter::UncoreOccupancy`]) divided by the requests sent to the
+/// uncore (λ over the same interval, [`Counter::UncoreRequests`]). It is the
+/// stall a request costs once overlapping requests are accounted for, so
+/// the lower, the better the thread's placement. `None` without the two
+/// counts or without a request.
+pub fn uncore_penalty(d: &CounterDeltas) -> Option<f64> {
+    let (t, r) = (
+        d.get(Counter::UncoreOccupancy)?,
+        d.get(Counter::UncoreRequests)?,
+    );
+    (r > 0).then(|| t as f64 / r as f64)
+}
+
 /// Share of the interval the thread ran, from the task clock.
 pub fn cpu_share(d: &CounterDeltas, interval_ns: u64) -> Option<f64> {
     let t = d.get(Counter::TaskClock)?;
@@ -52,5 +67,32 @@ mod tests {
         );
         let t = deltas(&[(Counter::TaskClock, 250_000_000)]);
         assert_eq!(cpu_share(&t, 1_000_000_000), Some(0.25));
+    }
+
+    #[test]
+    fn uncore_penalty_is_busy_cycles_per_request() {
+        // 3,000,000 cycles with a request outstanding, 20,000 requests:
+        // 150 cycles each.
+        let d = deltas(&[
+            (Counter::UncoreOccupancy, 3_000_000),
+            (Counter::UncoreRequests, 20_000),
+        ]);
+        assert_eq!(uncore_penalty(&d), Some(150.0));
+        // No request, or a count missing: no penalty.
+        assert_eq!(
+            uncore_penalty(&deltas(&[
+                (Counter::UncoreOccupancy, 5),
+                (Counter::UncoreRequests, 0)
+            ])),
+            None
+        );
+        assert_eq!(
+            uncore_penalty(&deltas(&[(Counter::UncoreOccupancy, 5)])),
+            None
+        );
+        assert_eq!(
+            uncore_penalty(&deltas(&[(Counter::UncoreRequests, 5)])),
+            None
+        );
     }
 }

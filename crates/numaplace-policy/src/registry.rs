@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::brm::{Brm, BrmParams};
 use crate::dino::{DiParams, Dino, DinoParams, DistributedIntensity};
 use crate::numad::{NumadLike, NumadParams};
 use crate::static_placement::{StaticParams, StaticPlacement};
@@ -32,6 +33,10 @@ pub enum PolicyKind {
     /// that avoids superfluous migrations, an application's threads kept
     /// together, memory following its threads without ping-pong.
     Dino(DinoParams),
+    /// Bias Random vCPU Migration (seed 000 §4): candidate threads (VM
+    /// vCPUs, tagged names, or heavy uncore users) moved at random, biased
+    /// towards the node where the system-wide uncore penalty was lowest.
+    Brm(BrmParams),
 }
 
 /// A `--policy` name numaplace does not know.
@@ -53,13 +58,14 @@ impl std::error::Error for UnknownPolicy {}
 
 impl PolicyKind {
     /// Every policy's name, in the order `--help` lists them.
-    pub const NAMES: [&'static str; 6] = [
+    pub const NAMES: [&'static str; 7] = [
         "default",
         "numad-like",
         "static",
         "di-plain",
         "di-migrate",
         "dino",
+        "brm",
     ];
 
     /// The policy of this name with its default parameters.
@@ -71,6 +77,7 @@ impl PolicyKind {
             "di-plain" => Ok(PolicyKind::DiPlain),
             "di-migrate" => Ok(PolicyKind::DiMigrate(DiParams::default())),
             "dino" => Ok(PolicyKind::Dino(DinoParams::default())),
+            "brm" => Ok(PolicyKind::Brm(BrmParams::default())),
             other => Err(UnknownPolicy(other.to_string())),
         }
     }
@@ -83,6 +90,7 @@ impl PolicyKind {
             PolicyKind::DiPlain => "di-plain",
             PolicyKind::DiMigrate(_) => "di-migrate",
             PolicyKind::Dino(_) => "dino",
+            PolicyKind::Brm(_) => "brm",
         }
     }
 
@@ -95,6 +103,7 @@ impl PolicyKind {
             PolicyKind::DiPlain => Box::new(DistributedIntensity::plain()),
             PolicyKind::DiMigrate(p) => Box::new(DistributedIntensity::migrate(p.clone())),
             PolicyKind::Dino(p) => Box::new(Dino::new(p.clone())),
+            PolicyKind::Brm(p) => Box::new(Brm::new(p.clone())),
         }
     }
 }
@@ -117,7 +126,7 @@ mod tests {
         let e = PolicyKind::from_name("dino2").unwrap_err().to_string();
         assert_eq!(
             e,
-            "unknown policy \"dino2\": numaplace has default, numad-like, static, di-plain, di-migrate, dino"
+            "unknown policy \"dino2\": numaplace has default, numad-like, static, di-plain, di-migrate, dino, brm"
         );
     }
 }

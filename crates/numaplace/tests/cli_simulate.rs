@@ -198,6 +198,7 @@ fn compare_with_report() {
             "di-plain",
             "di-migrate",
             "dino",
+            "brm",
             "oracle"
         ],
         "{out}"
@@ -276,7 +277,14 @@ fn compare_json_without_oracle() {
         .collect();
     assert_eq!(
         names,
-        ["default", "numad-like", "di-plain", "di-migrate", "dino"]
+        [
+            "default",
+            "numad-like",
+            "di-plain",
+            "di-migrate",
+            "dino",
+            "brm"
+        ]
     );
     for p in v["policies"].as_array().unwrap() {
         assert!(p["mean_runtime_s"].as_f64().unwrap() > 0.0, "{p}");
@@ -284,7 +292,7 @@ fn compare_json_without_oracle() {
     }
     assert_eq!(v["policies"][0]["vs_default_percent"], 0.0);
     let examples = v["examples"].as_array().unwrap();
-    assert_eq!(examples.len(), 5);
+    assert_eq!(examples.len(), 6);
     assert!(examples.iter().all(|e| e.get("trace").is_none()));
 }
 
