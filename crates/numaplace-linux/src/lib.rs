@@ -4,6 +4,7 @@
 
 pub mod actuate;
 pub mod collect;
+pub mod microbench;
 pub mod nodes;
 pub mod perf;
 pub mod powercap;

@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => commands::simulate::simulate(&args),
         Command::Compare(args) => commands::simulate::compare_cmd(&args),
         Command::Scenarios => commands::simulate::scenarios(),
+        Command::Bench(args) => commands::bench::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

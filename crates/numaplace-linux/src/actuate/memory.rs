@@ -156,6 +156,41 @@ impl HostActuator {
         }
     }
 
+    /// Where the pages of `[start, start + len)` of process `pid` (0: this
+    /// process) are: base pages per node, from `move_pages` status queries
+    /// (nodes = NULL, [`BATCH_PAGES`] per call), and the number of pages not
+    /// present (never touched, or the shared zero page). A huge page counts
+    /// once per base page it covers. An empty range has no pages.
+    pub fn pages_per_node(
+        &self,
+        pid: i32,
+        start: u64,
+        len: u64,
+    ) -> io::Result<(std::collections::BTreeMap<u32, u64>, u64)> {
+        let mut nodes = std::collections::BTreeMap::new();
+        let mut absent = 0;
+        if len == 0 {
+            return Ok((nodes, absent));
+        }
+        let step = self.page_size;
+        let end = start.saturating_add(len);
+        let mut addr = start - start % step;
+        while addr < end {
+            let n = (end - addr).div_ceil(step).min(self.batch as u64);
+            let pages: Vec<usize> = (0..n).map(|i| (addr + i * step) as usize).collect();
+            let mut status = vec![0 as c_int; pages.len()];
+            move_pages(pid, &pages, None, &mut status, 0)?;
+            for &s in &status {
+                match u32::try_from(s) {
+                    Ok(node) => *nodes.entry(node).or_insert(0) += 1,
+                    Err(_) => absent += 1,
+                }
+            }
+            addr += n * step;
+        }
+        Ok((nodes, absent))
+    }
+
     /// Pages of the process on `nodes`, from `numa_maps`.
     fn pages_on(&self, pid: i32, nodes: &CpuSet) -> Option<u64> {
         let maps = self.proc.numa_maps(pid).ok()?;

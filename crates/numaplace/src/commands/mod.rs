@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod bench;
 pub mod record;
 pub mod run;
 pub mod simulate;
