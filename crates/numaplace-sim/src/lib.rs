@@ -6,6 +6,7 @@
 pub mod best;
 pub mod bloom;
 pub mod machine;
+pub mod machine_file;
 pub mod model;
 pub mod oracle;
 pub mod outcome;

@@ -7,23 +7,28 @@
 //! says so (`Source::Assumed`) and the validation tests are what hold it
 //! to account.
 
+use std::borrow::Cow;
+
 use numaplace_model::{Topology, TopologyError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Where a parameter's value comes from.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Source {
     /// A published measurement or specification.
-    Published(&'static str),
+    Published(Cow<'static, str>),
     /// Derived from published numbers by the stated rule.
-    Derived(&'static str),
+    Derived(Cow<'static, str>),
     /// Not published for this machine: a stated assumption, to be
     /// checked against the validation targets.
-    Assumed(&'static str),
+    Assumed(Cow<'static, str>),
+    /// Measured on the machine itself (`numaplace calibrate`): how.
+    Measured(Cow<'static, str>),
 }
 
 /// A number and its source.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Param {
     pub value: f64,
     pub source: Source,
@@ -32,33 +37,33 @@ pub struct Param {
 fn published(value: f64, from: &'static str) -> Param {
     Param {
         value,
-        source: Source::Published(from),
+        source: Source::Published(Cow::Borrowed(from)),
     }
 }
 
 fn derived(value: f64, how: &'static str) -> Param {
     Param {
         value,
-        source: Source::Derived(how),
+        source: Source::Derived(Cow::Borrowed(how)),
     }
 }
 
 fn assumed(value: f64, why: &'static str) -> Param {
     Param {
         value,
-        source: Source::Assumed(why),
+        source: Source::Assumed(Cow::Borrowed(why)),
     }
 }
 
 /// The linear power model of seed 002 Fig. 7: P = idle + per_core · p +
 /// per_smt · l watts, p the cores with at least one busy thread, l the
 /// cores with two.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PowerModel {
     pub idle_w: f64,
     pub per_core_w: f64,
     pub per_smt_w: f64,
-    pub source: &'static str,
+    pub source: Cow<'static, str>,
 }
 
 impl PowerModel {
@@ -69,7 +74,7 @@ impl PowerModel {
 
 /// What the contention model needs to know about a machine besides its
 /// topology.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MachineParams {
     /// Core clock, GHz.
     pub ghz: Param,
@@ -99,7 +104,7 @@ pub struct MachineParams {
 }
 
 /// A machine to simulate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
     pub name: String,
     pub topology: Topology,
@@ -119,6 +124,11 @@ pub const PRESETS: [&str; 5] = [
 pub enum MachineError {
     UnknownPreset(String),
     Topology(TopologyError),
+    /// A machine file that cannot be read or used: which, and why.
+    File {
+        path: String,
+        message: String,
+    },
 }
 
 impl std::fmt::Display for MachineError {
@@ -130,6 +140,7 @@ impl std::fmt::Display for MachineError {
                 PRESETS.join(", ")
             ),
             MachineError::Topology(e) => write!(f, "{e}"),
+            MachineError::File { path, message } => write!(f, "{path}: {message}"),
         }
     }
 }
@@ -193,7 +204,7 @@ impl Machine {
                 local_latency_ns: assumed(local, "generic default"),
                 latency_ns,
                 latency_source: Source::Assumed(
-                    "generic default: local × (1 + 0.64 (d/10 - 1)) for SLIT distance d",
+                    "generic default: local × (1 + 0.64 (d/10 - 1)) for SLIT distance d".into(),
                 ),
                 llc_hit_ns: assumed(15.0, "generic default"),
                 queueing_k_ns: assumed(10.4, "not published: Cascade Lake's fitted value"),
@@ -224,7 +235,7 @@ fn westmere_2s() -> Result<Machine, MachineError> {
             local_latency_ns: published(local, "Sandra: X5570 81 ns (CALIBRATION.md: 65-87 ns)"),
             latency_ns: vec![local, remote, remote, local],
             latency_source: Source::Derived(
-                "remote 70-75 % above local (Intel; IBM x3620 M3 guide): 1.72 x",
+                "remote 70-75 % above local (Intel; IBM x3620 M3 guide): 1.72 x".into(),
             ),
             llc_hit_ns: assumed(
                 17.0,
@@ -248,7 +259,7 @@ fn westmere_2s() -> Result<Machine, MachineError> {
                 idle_w: 104.63,
                 per_core_w: 8.69,
                 per_smt_w: 1.62,
-                source: "seed 002 Fig. 7",
+                source: Cow::Borrowed("seed 002 Fig. 7"),
             }),
         },
         topology: t,
@@ -283,7 +294,7 @@ fn barcelona_4s() -> Result<Machine, MachineError> {
             local_latency_ns: published(local, "McCalpin 2010: local 100 ns on a 4-socket Opteron"),
             latency_ns,
             latency_source: Source::Published(
-                "AMD guide 40555: 1-hop 108 %, 2-hop 130 % of local read time",
+                "AMD guide 40555: 1-hop 108 %, 2-hop 130 % of local read time".into(),
             ),
             llc_hit_ns: assumed(
                 21.0,
@@ -321,7 +332,7 @@ fn core2duo() -> Result<Machine, MachineError> {
             ghz: published(2.4, "seed 003 §4.2: 2.34-2.6 GHz"),
             local_latency_ns: assumed(70.0, "not published: a front-side-bus DDR2 system"),
             latency_ns: vec![70.0],
-            latency_source: Source::Assumed("one node"),
+            latency_source: Source::Assumed("one node".into()),
             llc_hit_ns: assumed(6.0, "not in the seeds: about 14 cycles for a Core 2 L2 hit"),
             queueing_k_ns: assumed(10.4, "not published: Cascade Lake's fitted value"),
             node_bandwidth_gbs: assumed(8.5, "not published: a 1066 MT/s front-side bus"),
@@ -351,7 +362,7 @@ fn cascadelake_2s() -> Result<Machine, MachineError> {
             ),
             local_latency_ns: published(81.0, "Intel MLC (cascadelake_mlc.txt): local 81 ns"),
             latency_ns,
-            latency_source: Source::Published("Intel MLC: remote 141 ns"),
+            latency_source: Source::Published("Intel MLC: remote 141 ns".into()),
             llc_hit_ns: assumed(
                 20.0,
                 "not in the MLC output: about 50 cycles for a Cascade Lake L3 hit",
@@ -408,7 +419,7 @@ fn sapphirerapids_2s_snc4() -> Result<Machine, MachineError> {
             local_latency_ns: published(96.0, "Intel MLC (sapphirerapids_mlc.txt): local 95-97 ns"),
             latency_ns,
             latency_source: Source::Published(
-                "Intel MLC: same socket other node 102-124 ns (113 used), remote socket 186-189 ns (188 used)",
+                "Intel MLC: same socket other node 102-124 ns (113 used), remote socket 186-189 ns (188 used)".into(),
             ),
             llc_hit_ns: assumed(
                 33.0,

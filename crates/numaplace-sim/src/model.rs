@@ -68,22 +68,22 @@ impl Default for Constants {
             utilisation_cap: 0.95,
             smt_slowdown: p(
                 1.6,
-                Assumed("two hyperthreads give about 1.25x one core's throughput"),
+                Assumed("two hyperthreads give about 1.25x one core's throughput".into()),
             ),
             translation_reach_bytes: p(
                 10.0 * 1024.0 * 1024.0,
                 Derived(
-                    "fitted with walk_ns to seed 000 Fig. 4a: a remote pointer chase is 1.26x local at 16 MiB, 1.44x at 256 MiB",
+                    "fitted with walk_ns to seed 000 Fig. 4a: a remote pointer chase is 1.26x local at 16 MiB, 1.44x at 256 MiB".into(),
                 ),
             ),
             walk_ns: p(
                 41.6,
-                Derived("fitted with translation_reach_bytes to seed 000 Fig. 4a"),
+                Derived("fitted with translation_reach_bytes to seed 000 Fig. 4a".into()),
             ),
-            hitm_smt_ns: p(5.0, Assumed("a line in the shared L1/L2 of the core")),
+            hitm_smt_ns: p(5.0, Assumed("a line in the shared L1/L2 of the core".into())),
             page_migration_us: p(
                 2.0,
-                Assumed("move_pages copies a 4 KiB page and remaps it: about 2 µs"),
+                Assumed("move_pages copies a 4 KiB page and remaps it: about 2 µs".into()),
             ),
         }
     }

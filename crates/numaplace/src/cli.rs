@@ -194,9 +194,10 @@ pub struct SimArgs {
     pub scenario: String,
 
     /// Simulate this machine preset instead of the scenario's (westmere-2s,
-    /// barcelona-4s, core2duo, cascadelake-2s, sapphirerapids-2s-snc4), or
-    /// `host`: this machine's topology with the default parameters.
-    #[arg(long, value_name = "PRESET", conflicts_with_all = ["sysfs_root", "xml", "synthetic"])]
+    /// barcelona-4s, core2duo, cascadelake-2s, sapphirerapids-2s-snc4);
+    /// `host`: this machine's topology with the default parameters; or a
+    /// machine file (`.json`) written by `numaplace calibrate`.
+    #[arg(long, value_name = "PRESET|FILE", conflicts_with_all = ["sysfs_root", "xml", "synthetic"])]
     pub machine: Option<String>,
 
     /// Or any machine numaplace can read, with the simulator's stated

@@ -42,9 +42,18 @@ fn setup(args: &SimArgs) -> Result<(Workload, Machine, Option<std::time::Duratio
     let machine = if args.machine.as_deref() == Some("host") {
         let t = topology::load(&crate::cli::MachineArgs::default())?;
         Machine::generic("host", t)
+    } else if let Some(name) = args
+        .machine
+        .as_deref()
+        .filter(|n| n.ends_with(".json") || n.contains('/'))
+    {
+        Machine::load(Path::new(name)).map_err(|e| InputError(format!("--machine: {e}")))?
     } else if let Some(name) = &args.machine {
-        Machine::preset(name)
-            .map_err(|e| InputError(format!("--machine: {e}, or host for this machine")))?
+        Machine::preset(name).map_err(|e| {
+            InputError(format!(
+                "--machine: {e}, host for this machine, or a machine file (.json) from numaplace calibrate"
+            ))
+        })?
     } else if args.topology.sysfs_root.is_some()
         || args.topology.xml.is_some()
         || args.topology.synthetic.is_some()

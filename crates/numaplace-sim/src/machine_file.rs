@@ -1,0 +1,166 @@
+//! Machines in files: what `numaplace calibrate` writes after measuring a
+//! real machine, and what `--machine FILE` simulates. JSON: the topology
+//! as numaplace reads it, and every parameter with its source.
+
+use std::io::Write;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::machine::{Machine, MachineError, MachineParams, Param};
+
+/// What the file says it is.
+pub const FORMAT: &str = "numaplace-machine";
+pub const VERSION: u32 = 1;
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    format: String,
+    version: u32,
+    #[serde(flatten)]
+    machine: Machine,
+}
+
+fn error(path: &Path, message: impl Into<String>) -> MachineError {
+    MachineError::File {
+        path: path.display().to_string(),
+        message: message.into(),
+    }
+}
+
+impl Machine {
+    /// Reads a machine file and checks its numbers.
+    pub fn load(path: &Path) -> Result<Machine, MachineError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| error(path, format!("cannot read the machine file: {e}")))?;
+        let file: File = serde_json::from_str(&text).map_err(|e| {
+            error(
+                path,
+                format!("not a numaplace machine file: {e} (numaplace calibrate writes them)"),
+            )
+        })?;
+        if file.format != FORMAT {
+            return Err(error(
+                path,
+                format!("format {:?}, expected {FORMAT:?}", file.format),
+            ));
+        }
+        if file.version > VERSION {
+            return Err(error(
+                path,
+                format!(
+                    "version {} was written by a newer numaplace (this one reads up to {VERSION})",
+                    file.version
+                ),
+            ));
+        }
+        check(&file.machine).map_err(|m| error(path, m))?;
+        Ok(file.machine)
+    }
+
+    /// Writes the machine file through a temporary file and a rename.
+    pub fn save(&self, path: &Path) -> Result<(), MachineError> {
+        let file = File {
+            format: FORMAT.into(),
+            version: VERSION,
+            machine: self.clone(),
+        };
+        let text = serde_json::to_string_pretty(&file)
+            .map_err(|e| error(path, format!("cannot encode: {e}")))?;
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        let name = name.ok_or_else(|| error(path, "not a file name"))?;
+        let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
+        let written = (|| -> std::io::Result<()> {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)?;
+            f.write_all(text.as_bytes())?;
+            f.write_all(b"\n")?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, path)
+        })();
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(error(path, format!("cannot write: {e}")));
+        }
+        Ok(())
+    }
+}
+
+/// The numbers the model divides by or scales with are positive and
+/// finite, and the latency matrix is nodes × nodes.
+fn check(m: &Machine) -> Result<(), String> {
+    let p: &MachineParams = &m.params;
+    let positive: [(&str, &Param); 7] = [
+        ("ghz", &p.ghz),
+        ("local_latency_ns", &p.local_latency_ns),
+        ("llc_hit_ns", &p.llc_hit_ns),
+        ("queueing_k_ns", &p.queueing_k_ns),
+        ("node_bandwidth_gbs", &p.node_bandwidth_gbs),
+        ("link_bandwidth_gbs", &p.link_bandwidth_gbs),
+        ("hitm_same_socket_ns", &p.hitm_same_socket_ns),
+    ];
+    for (name, v) in positive
+        .into_iter()
+        .chain([("hitm_cross_socket_ns", &p.hitm_cross_socket_ns)])
+    {
+        if !(v.value.is_finite() && v.value > 0.0) {
+            return Err(format!(
+                "params.{name} is {}: give a positive number",
+                v.value
+            ));
+        }
+    }
+    let n = m.topology.nodes().len();
+    if p.latency_ns.len() != n * n {
+        return Err(format!(
+            "params.latency_ns has {} entries; the topology has {n} nodes, so it needs {}",
+            p.latency_ns.len(),
+            n * n
+        ));
+    }
+    if let Some(bad) = p.latency_ns.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
+        return Err(format!(
+            "params.latency_ns holds {bad}: give positive numbers"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_machine_survives_the_round_trip_and_bad_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.json");
+        let m = Machine::preset("barcelona-4s").unwrap();
+        m.save(&path).unwrap();
+        let back = Machine::load(&path).unwrap();
+        assert_eq!(back.params, m.params);
+        assert_eq!(back.topology, m.topology);
+        assert_eq!(back.name, "barcelona-4s");
+
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        v["params"]["ghz"]["value"] = serde_json::json!(-1.0);
+        let bad = dir.path().join("bad.json");
+        std::fs::write(&bad, v.to_string()).unwrap();
+        let e = Machine::load(&bad).unwrap_err().to_string();
+        assert!(e.contains("params.ghz is -1"), "{e}");
+        std::fs::write(&bad, "{}").unwrap();
+        let e = Machine::load(&bad).unwrap_err().to_string();
+        assert!(e.contains("not a numaplace machine file"), "{e}");
+        let e = Machine::load(&dir.path().join("none.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot read the machine file"), "{e}");
+    }
+}
