@@ -105,6 +105,36 @@ pub enum Command {
         numaplace bench --experiment fig4a            (remote vs local memory over working sets)\n  \
         numaplace bench --experiment fig5c --quick --json")]
     Bench(BenchArgs),
+
+    /// Measure this machine with short micro-benchmarks (memory latency
+    /// from each node's CPUs to each node's memory, LLC hit latency, cache
+    /// line transfers within and across sockets) and write a machine file
+    /// the simulator runs on; what is not measured keeps its stated default.
+    #[command(after_help = "Examples:\n  \
+        numaplace calibrate --quick -o host.json      (a few seconds; small working sets)\n  \
+        numaplace calibrate && numaplace simulate --machine numaplace-machine.json")]
+    Calibrate(CalibrateArgs),
+}
+
+/// `numaplace calibrate`: measure this machine, write a machine file.
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
+    /// The machine file to write (JSON).
+    #[arg(
+        short,
+        long,
+        value_name = "FILE",
+        default_value = "numaplace-machine.json"
+    )]
+    pub output: PathBuf,
+
+    /// Small working sets and short runs: a few seconds, less accurate.
+    #[arg(long)]
+    pub quick: bool,
+
+    /// Overwrite the file if it exists.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// `numaplace bench`: seed 000 §2.2 (Fig. 3) on this machine.

@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => commands::simulate::compare_cmd(&args),
         Command::Scenarios => commands::simulate::scenarios(),
         Command::Bench(args) => commands::bench::run(&args),
+        Command::Calibrate(args) => commands::calibrate::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
