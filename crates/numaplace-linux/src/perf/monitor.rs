@@ -135,7 +135,7 @@ pub fn thread_budget(
 }
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit (where that is finite).
-fn raise_nofile_limit() -> FdLimit {
+pub(super) fn raise_nofile_limit() -> FdLimit {
     let mut r = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

@@ -823,37 +823,10 @@ pub fn fd_limit_after_raise() -> u64 {
     }
 }
 
-/// Raises the soft `RLIMIT_NOFILE` to the hard limit (where finite).
+/// Raises the soft `RLIMIT_NOFILE` to the hard limit (where finite), as
+/// the counters' monitor does.
 pub fn raise_fd_limit() -> FdLimit {
-    let mut r = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit writes one rlimit struct we own.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } != 0 {
-        return FdLimit {
-            soft: 1024,
-            hard: 1024,
-            raised_from: None,
-        };
-    }
-    let mut limit = FdLimit {
-        soft: r.rlim_cur,
-        hard: r.rlim_max,
-        raised_from: None,
-    };
-    if r.rlim_cur < r.rlim_max && r.rlim_max != libc::RLIM_INFINITY {
-        let raised = libc::rlimit {
-            rlim_cur: r.rlim_max,
-            rlim_max: r.rlim_max,
-        };
-        // SAFETY: setrlimit reads one rlimit struct we own.
-        if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
-            limit.raised_from = Some(r.rlim_cur);
-            limit.soft = r.rlim_max;
-        }
-    }
-    limit
+    super::monitor::raise_nofile_limit()
 }
 
 fn page_size() -> u64 {
