@@ -241,8 +241,13 @@ RULES
 
   # c. wait for the placement while the daemon runs.
   ok=1
+  j=0
   while ! ended \$D; do
     if placed; then ok=0; break; fi
+    j=\$((j + 1))
+    # A daemon that neither places nor ends within 60 s has failed: go on
+    # to stop it and print what it said.
+    if [ \$j -gt 240 ]; then echo "guest: nothing placed after 60 s"; break; fi
     usleep 250000
   done
   waited=\$((\$(centis) - t0))
