@@ -15,6 +15,7 @@ pub mod availability;
 pub mod counters;
 pub mod events;
 pub mod monitor;
+mod registry;
 pub mod sampling;
 pub mod scaling;
 

@@ -14,7 +14,7 @@
 //! [`PerfConfig::fd_reserve`] fds for the rest of the daemon; threads beyond
 //! that budget are reported in [`PerfMonitor::uncounted`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io;
 
 use numaplace_model::{Counter, CounterDeltas};
@@ -24,6 +24,7 @@ use super::availability::{
 };
 use super::counters::{EventSpec, OpenOptions, ThreadCounters, exclude_kernel_for, read_paranoid};
 use super::events::{EventResolver, UncoreEncodings, resolve_uncore};
+use super::registry::{OpenFailure, ThreadSet};
 use super::scaling::{GroupReading, delta};
 use crate::sysroot::SysRoot;
 
@@ -77,22 +78,16 @@ pub struct PerfMonitor {
     specs: Vec<EventSpec>,
     opts: OpenOptions,
     availability: Availability,
-    threads: BTreeMap<i32, Tracked>,
-    /// Threads that cannot be counted, and why; forgotten when they leave
-    /// the tid list.
-    refused: BTreeMap<i32, String>,
-    /// Threads that found no fd; retried once fds are freed.
-    starved: BTreeSet<i32>,
-    fds_freed: bool,
+    watched: ThreadSet<Tracked>,
 }
 
 impl std::fmt::Debug for PerfMonitor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PerfMonitor")
             .field("specs", &self.specs)
-            .field("threads", &self.threads.keys().collect::<Vec<_>>())
-            .field("refused", &self.refused)
-            .field("starved", &self.starved)
+            .field("threads", &self.watched.threads.keys().collect::<Vec<_>>())
+            .field("refused", &self.watched.refused)
+            .field("starved", &self.watched.starved)
             .finish()
     }
 }
@@ -290,10 +285,7 @@ impl PerfMonitor {
             specs,
             opts,
             availability,
-            threads: BTreeMap::new(),
-            refused: BTreeMap::new(),
-            starved: BTreeSet::new(),
-            fds_freed: false,
+            watched: ThreadSet::default(),
         }
     }
 
@@ -304,82 +296,44 @@ impl PerfMonitor {
 
     /// The threads counted now.
     pub fn tracked(&self) -> impl Iterator<Item = i32> + '_ {
-        self.threads.keys().copied()
+        self.watched.threads.keys().copied()
     }
 
     /// File descriptors held.
     pub fn open_fds(&self) -> usize {
-        self.threads.values().map(|t| t.counters.fds()).sum()
+        self.watched
+            .threads
+            .values()
+            .map(|t| t.counters.fds())
+            .sum()
     }
 
     /// Listed threads that are not counted, and why.
     pub fn uncounted(&self) -> BTreeMap<i32, String> {
-        let mut out = self.refused.clone();
         let a = &self.availability;
-        for &tid in &self.starved {
-            out.insert(
-                tid,
-                format!(
-                    "no file descriptor left: {} threads at {} fds each fill the budget \
-                     (RLIMIT_NOFILE {}, hard {}); raise the hard limit (ulimit -Hn, LimitNOFILE=)",
-                    a.max_threads, a.fds_per_thread, a.fd_limit.soft, a.fd_limit.hard
-                ),
-            );
-        }
-        out
+        self.watched.unwatched(&format!(
+            "no file descriptor left: {} threads at {} fds each fill the budget \
+             (RLIMIT_NOFILE {}, hard {}); raise the hard limit (ulimit -Hn, LimitNOFILE=)",
+            a.max_threads, a.fds_per_thread, a.fd_limit.soft, a.fd_limit.hard
+        ))
     }
 
     /// Makes the counted set follow `tids`: opens counters for new threads,
     /// closes those of threads no longer listed.
     pub fn sync(&mut self, tids: &[i32]) -> SyncReport {
-        let want: BTreeSet<i32> = tids.iter().copied().collect();
-        let mut report = SyncReport::default();
-        let before = self.threads.len();
-        self.threads.retain(|tid, _| want.contains(tid));
-        report.closed = before - self.threads.len();
-        self.fds_freed |= report.closed > 0;
-        self.refused.retain(|tid, _| want.contains(tid));
-        self.starved.retain(|tid| want.contains(tid));
-        if self.specs.is_empty() {
-            return report;
-        }
-        let retry_starved = std::mem::take(&mut self.fds_freed);
-        for tid in want {
-            if self.threads.contains_key(&tid) || self.refused.contains_key(&tid) {
-                continue;
-            }
-            if tid <= 0 {
-                // 0 would be this thread and -1 every thread: never a target.
-                self.refused
-                    .insert(tid, format!("{tid} is not a thread id"));
-                report.refused += 1;
-                continue;
-            }
-            if self.starved.contains(&tid) && !retry_starved {
-                report.starved += 1;
-                continue;
-            }
-            if self.threads.len() >= self.availability.max_threads {
-                self.starve(tid);
-                report.starved += 1;
-                continue;
-            }
-            match ThreadCounters::open(tid, &self.specs, self.opts) {
+        let (specs, opts, a) = (&self.specs, self.opts, &self.availability);
+        self.watched.sync(
+            tids,
+            a.max_threads,
+            !specs.is_empty(),
+            |tid| match ThreadCounters::open(tid, specs, opts) {
                 Ok(counters) => {
-                    self.starved.remove(&tid);
                     let last = GroupReading::zero(counters.counters());
-                    self.threads.insert(tid, Tracked { counters, last });
-                    report.opened += 1;
+                    Ok(Tracked { counters, last })
                 }
-                Err(e) => match e.source.raw_os_error() {
-                    Some(libc::ESRCH | libc::ENOENT) => {
-                        self.refused.insert(tid, "exited".into());
-                        report.gone += 1;
-                    }
-                    Some(libc::EMFILE | libc::ENFILE) => {
-                        self.starve(tid);
-                        report.starved += 1;
-                    }
+                Err(e) => Err(match e.source.raw_os_error() {
+                    Some(libc::ESRCH | libc::ENOENT) => OpenFailure::Gone,
+                    Some(libc::EMFILE | libc::ENFILE) => OpenFailure::OutOfFds,
                     code => {
                         let why = if matches!(code, Some(libc::EACCES | libc::EPERM)) {
                             format!(
@@ -391,24 +345,18 @@ impl PerfMonitor {
                             e.to_string()
                         };
                         tracing::debug!(tid, "not counted: {why}");
-                        self.refused.insert(tid, why);
-                        report.refused += 1;
+                        OpenFailure::Refused(why)
                     }
-                },
-            }
-        }
-        report
-    }
-
-    fn starve(&mut self, tid: i32) {
-        if self.starved.is_empty() {
-            tracing::warn!(
-                max_threads = self.availability.max_threads,
-                fds_per_thread = self.availability.fds_per_thread,
-                "out of file descriptors for perf counters: some threads are not counted"
-            );
-        }
-        self.starved.insert(tid);
+                }),
+            },
+            || {
+                tracing::warn!(
+                    max_threads = a.max_threads,
+                    fds_per_thread = a.fds_per_thread,
+                    "out of file descriptors for perf counters: some threads are not counted"
+                )
+            },
+        )
     }
 
     /// Each counted thread's counts since the previous read (or since its
@@ -416,7 +364,7 @@ impl PerfMonitor {
     pub fn read_deltas(&mut self) -> BTreeMap<i32, CounterDeltas> {
         let mut out = BTreeMap::new();
         let mut drop = Vec::new();
-        for (&tid, t) in self.threads.iter_mut() {
+        for (&tid, t) in self.watched.threads.iter_mut() {
             let exited = !t.counters.is_alive();
             if exited {
                 drop.push((tid, None));
@@ -431,13 +379,11 @@ impl PerfMonitor {
             }
         }
         for (tid, err) in drop {
-            self.threads.remove(&tid);
-            self.fds_freed = true;
             let why = match err {
                 None => "exited".to_owned(),
                 Some(e) => read_failure(tid, &e),
             };
-            self.refused.insert(tid, why);
+            self.watched.drop_thread(tid, why);
         }
         out
     }

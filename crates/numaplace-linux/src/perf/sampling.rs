@@ -68,6 +68,7 @@ use super::availability::{FdLimit, HostFacts, errno_name, open_failure_reason};
 use super::counters::thread_alive;
 use super::events::{CORE_PMUS, EVENT_SOURCE_DIR, EventError, EventResolver, RawEvent};
 use super::monitor::{SyncReport, host_facts, thread_budget};
+use super::registry::{self, ThreadSet};
 use crate::sysroot::SysRoot;
 
 /// Which event gives the data addresses.
@@ -878,10 +879,7 @@ pub struct AddressSampler {
     config: SamplerConfig,
     ring_bytes: usize,
     availability: SamplingAvailability,
-    threads: BTreeMap<i32, ThreadSampler>,
-    refused: BTreeMap<i32, String>,
-    starved: BTreeSet<i32>,
-    fds_freed: bool,
+    watched: ThreadSet<ThreadSampler>,
     host: HostFacts,
     page_size: u64,
     last: SampleRound,
@@ -891,9 +889,9 @@ impl fmt::Debug for AddressSampler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AddressSampler")
             .field("event", &self.availability.event)
-            .field("threads", &self.threads.keys().collect::<Vec<_>>())
-            .field("refused", &self.refused)
-            .field("starved", &self.starved)
+            .field("threads", &self.watched.threads.keys().collect::<Vec<_>>())
+            .field("refused", &self.watched.refused)
+            .field("starved", &self.watched.starved)
             .finish()
     }
 }
@@ -959,10 +957,7 @@ impl AddressSampler {
             config: config.clone(),
             ring_bytes,
             availability,
-            threads: BTreeMap::new(),
-            refused: BTreeMap::new(),
-            starved: BTreeSet::new(),
-            fds_freed: false,
+            watched: ThreadSet::default(),
             host,
             page_size: page_size(),
             last: SampleRound::default(),
@@ -976,12 +971,12 @@ impl AddressSampler {
 
     /// The threads sampled now.
     pub fn tracked(&self) -> impl Iterator<Item = i32> + '_ {
-        self.threads.keys().copied()
+        self.watched.threads.keys().copied()
     }
 
     /// File descriptors held.
     pub fn open_fds(&self) -> usize {
-        self.threads.values().map(ThreadSampler::fds).sum()
+        self.watched.threads.values().map(ThreadSampler::fds).sum()
     }
 
     /// What the last [`read`](Self::read) saw.
@@ -991,107 +986,66 @@ impl AddressSampler {
 
     /// Listed threads that are not sampled, and why.
     pub fn unsampled(&self) -> BTreeMap<i32, String> {
-        let mut out = self.refused.clone();
         let a = &self.availability;
-        for &tid in &self.starved {
-            out.insert(
-                tid,
-                format!(
-                    "no room left for its sampling event: {} threads at {} fds and {} KiB each \
-                     fill the budget (RLIMIT_NOFILE {}, hard {}; {} MiB of ring buffers)",
-                    a.max_threads,
-                    a.fds_per_thread,
-                    a.ring_bytes_per_thread >> 10,
-                    a.fd_limit.soft,
-                    a.fd_limit.hard,
-                    self.config.max_ring_bytes >> 20
-                ),
-            );
-        }
-        out
+        self.watched.unwatched(&format!(
+            "no room left for its sampling event: {} threads at {} fds and {} KiB each \
+             fill the budget (RLIMIT_NOFILE {}, hard {}; {} MiB of ring buffers)",
+            a.max_threads,
+            a.fds_per_thread,
+            a.ring_bytes_per_thread >> 10,
+            a.fd_limit.soft,
+            a.fd_limit.hard,
+            self.config.max_ring_bytes >> 20
+        ))
     }
 
     /// Makes the sampled set follow `tids`: opens events for new threads,
     /// closes those of threads no longer listed (their unread samples are
     /// dropped).
     pub fn sync(&mut self, tids: &[i32]) -> SyncReport {
-        let want: BTreeSet<i32> = tids.iter().copied().collect();
-        let mut report = SyncReport::default();
-        let before = self.threads.len();
-        self.threads.retain(|tid, _| want.contains(tid));
-        report.closed = before - self.threads.len();
-        self.fds_freed |= report.closed > 0;
-        self.refused.retain(|tid, _| want.contains(tid));
-        self.starved.retain(|tid| want.contains(tid));
-        let Some(ev) = self.event.clone() else {
-            return report;
-        };
-        let retry_starved = std::mem::take(&mut self.fds_freed);
-        for tid in want {
-            if self.threads.contains_key(&tid) || self.refused.contains_key(&tid) {
-                continue;
-            }
-            if tid <= 0 {
-                self.refused
-                    .insert(tid, format!("{tid} is not a thread id"));
-                report.refused += 1;
-                continue;
-            }
-            if self.starved.contains(&tid) && !retry_starved {
-                report.starved += 1;
-                continue;
-            }
-            if self.threads.len() >= self.availability.max_threads {
-                self.starve(tid);
-                report.starved += 1;
-                continue;
-            }
-            match ThreadSampler::open(tid, &ev, self.attrs, self.config.rate, self.ring_bytes) {
-                Ok(t) => {
-                    self.starved.remove(&tid);
-                    self.threads.insert(tid, t);
-                    report.opened += 1;
-                }
-                Err(f) => match f.err.raw_os_error() {
-                    Some(libc::ESRCH | libc::ENOENT) if f.stage == Stage::Open => {
-                        self.refused.insert(tid, "exited".into());
-                        report.gone += 1;
+        let ev = self.event.clone();
+        let (attrs, rate, ring) = (self.attrs, self.config.rate, self.ring_bytes);
+        let (host, max) = (&self.host, self.availability.max_threads);
+        self.watched.sync(
+            tids,
+            max,
+            ev.is_some(),
+            |tid| {
+                let Some(ev) = ev.as_ref() else {
+                    return Err(registry::OpenFailure::Refused("no sampling event".into()));
+                };
+                ThreadSampler::open(tid, ev, attrs, rate, ring).map_err(|f| {
+                    match f.err.raw_os_error() {
+                        Some(libc::ESRCH | libc::ENOENT) if f.stage == Stage::Open => {
+                            registry::OpenFailure::Gone
+                        }
+                        Some(libc::EMFILE | libc::ENFILE) => registry::OpenFailure::OutOfFds,
+                        code => {
+                            let why = if f.stage == Stage::Open
+                                && matches!(code, Some(libc::EACCES | libc::EPERM))
+                            {
+                                format!(
+                                    "not permitted to sample thread {tid} ({}): another user's \
+                                     thread needs root or CAP_PERFMON",
+                                    errno_name(&f.err)
+                                )
+                            } else {
+                                failure_reason(ev, &f, host)
+                            };
+                            tracing::debug!(tid, "not sampled: {why}");
+                            registry::OpenFailure::Refused(why)
+                        }
                     }
-                    Some(libc::EMFILE | libc::ENFILE) => {
-                        self.starve(tid);
-                        report.starved += 1;
-                    }
-                    code => {
-                        let why = if f.stage == Stage::Open
-                            && matches!(code, Some(libc::EACCES | libc::EPERM))
-                        {
-                            format!(
-                                "not permitted to sample thread {tid} ({}): another user's \
-                                 thread needs root or CAP_PERFMON",
-                                errno_name(&f.err)
-                            )
-                        } else {
-                            failure_reason(&ev, &f, &self.host)
-                        };
-                        tracing::debug!(tid, "not sampled: {why}");
-                        self.refused.insert(tid, why);
-                        report.refused += 1;
-                    }
-                },
-            }
-        }
-        report
-    }
-
-    fn starve(&mut self, tid: i32) {
-        if self.starved.is_empty() {
-            tracing::warn!(
-                max_threads = self.availability.max_threads,
-                "out of file descriptors or ring-buffer budget for address sampling: some \
-                 threads are not sampled"
-            );
-        }
-        self.starved.insert(tid);
+                })
+            },
+            || {
+                tracing::warn!(
+                    max_threads = max,
+                    "out of file descriptors or ring-buffer budget for address sampling: some \
+                     threads are not sampled"
+                )
+            },
+        )
     }
 
     /// Each sampled thread's data addresses since the previous read (or
@@ -1108,7 +1062,7 @@ impl AddressSampler {
         let mut gone = Vec::new();
         // (tid) -> (pid, samples)
         let mut per_thread: BTreeMap<i32, (i32, Vec<(u64, bool)>)> = BTreeMap::new();
-        for (&tid, t) in self.threads.iter_mut() {
+        for (&tid, t) in self.watched.threads.iter_mut() {
             raw.clear();
             t.drain(flags, &mut raw, &mut stats);
             stats.threads += 1;
@@ -1137,9 +1091,7 @@ impl AddressSampler {
             }
         }
         for tid in gone {
-            self.threads.remove(&tid);
-            self.fds_freed = true;
-            self.refused.insert(tid, "exited".into());
+            self.watched.drop_thread(tid, "exited".into());
         }
         let cap = self.config.max_per_thread;
         let mut out: BTreeMap<i32, Vec<AddressSample>> = BTreeMap::new();
