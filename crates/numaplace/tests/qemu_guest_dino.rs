@@ -4,7 +4,7 @@
 //! worker threads made devils by the rules file; `numaplace run --policy
 //! dino --all` must pin the two workers to different nodes and make each
 //! program's memory follow its worker, journal why (class, slot, core), and
-//! put the affinities back when its rounds are over. Boots QEMU
+//! put the affinities back when it is stopped. Boots QEMU
 //! (tests/vm/guest-dino-test.sh), so it is ignored by default; `.ci/run`
 //! runs it with `--ignored`.
 
@@ -162,8 +162,8 @@ fn dino_spreads_devils_and_memory_follows_in_a_4_node_guest() {
         "neither worker left node 0: {nodes:?}"
     );
 
-    // c. The daemon ended its rounds and put the affinities back; the pages
-    // stay where they went.
+    // c. The daemon stopped (SIGTERM once the guest saw the placement) and
+    // put the affinities back; the pages stay where they went.
     let exit = &v["after_exit"];
     assert_eq!(exit["daemon_status"], 0, "{exit}");
     let ended = [
