@@ -11,10 +11,14 @@ use super::*;
 fn state(unc: &[Option<f64>], prob: u8, bias: usize) -> ThreadState {
     ThreadState {
         ewma: None,
+        sampled_on: None,
         unc: unc.to_vec(),
         prob,
         bias,
         reset_at: u64::MAX,
+        reset_node: None,
+        backoff: 0,
+        seen_at: vec![1; unc.len()],
     }
 }
 
@@ -22,17 +26,17 @@ fn state(unc: &[Option<f64>], prob: u8, bias: usize) -> ThreadState {
 fn update_on_two_nodes() {
     // Here (0) records 200; node 1 saw 150: one node lower, +1, bias 1.
     let mut st = state(&[None, Some(150.0)], 10, 0);
-    st.update(0, 200.0);
+    st.update(0, 200.0, 1);
     assert_eq!((st.unc[0], st.prob, st.bias), (Some(200.0), 11, 1));
     // Here records 100, below node 1: −1, the bias stays where it was.
-    st.update(0, 100.0);
+    st.update(0, 100.0, 1);
     assert_eq!((st.prob, st.bias), (10, 1));
     // Equal is not higher: −1.
-    st.update(0, 150.0);
+    st.update(0, 150.0, 1);
     assert_eq!(st.prob, 9);
     // Node 1 never measured counts as lower: +1 and bias 1.
     let mut st = state(&[None, None], 0, 0);
-    st.update(0, 80.0);
+    st.update(0, 80.0, 1);
     assert_eq!((st.prob, st.bias), (1, 1));
 }
 
@@ -40,36 +44,119 @@ fn update_on_two_nodes() {
 fn update_on_four_nodes_counts_every_node_and_biases_to_the_lowest() {
     // Here is node 2 at 300; nodes 0, 1, 3 saw 250, 120, 400.
     let mut st = state(&[Some(250.0), Some(120.0), None, Some(400.0)], 50, 2);
-    st.update(2, 300.0);
+    st.update(2, 300.0, 1);
     // Node 0 lower: +1, bias 0 (300 > 250); node 1 lower: +1, bias 1
     // (250 > 120); node 3 higher: −1.
     assert_eq!((st.prob, st.bias), (51, 1));
     // A node not measured is lower than any record: it takes the bias.
     let mut st = state(&[Some(250.0), Some(120.0), None, None], 50, 2);
-    st.update(2, 300.0);
+    st.update(2, 300.0, 1);
     assert_eq!((st.prob, st.bias), (53, 3));
     // Here the lowest: −3, the bias untouched (the paper's form).
     let mut st = state(&[Some(250.0), Some(120.0), None, Some(400.0)], 50, 1);
-    st.update(2, 100.0);
+    st.update(2, 100.0, 1);
     assert_eq!((st.prob, st.bias), (47, 1));
     // Two lower nodes, the bias already on the lower one: it stays.
     let mut st = state(&[Some(90.0), Some(120.0), None, Some(400.0)], 0, 0);
-    st.update(2, 300.0);
+    st.update(2, 300.0, 1);
     assert_eq!((st.prob, st.bias), (1, 0), "+1 +1 −1 from 0 is 1");
 }
 
 #[test]
 fn probability_stays_within_0_and_100() {
     let mut st = state(&[None, None, None, None], 99, 0);
-    st.update(0, 500.0);
+    st.update(0, 500.0, 1);
     assert_eq!(st.prob, 100);
-    st.update(0, 500.0);
+    st.update(0, 500.0, 1);
     assert_eq!(st.prob, 100);
     let mut st = state(&[Some(1.0), Some(900.0), Some(900.0), Some(900.0)], 1, 1);
-    st.update(0, 2.0);
+    st.update(0, 2.0, 1);
     assert_eq!(st.prob, 0);
-    st.update(0, 2.0);
+    st.update(0, 2.0, 1);
     assert_eq!(st.prob, 0);
+}
+
+#[test]
+fn a_difference_within_the_noise_margin_is_not_higher() {
+    // 103 % of node 1's record is within the margin: −1.
+    let mut st = state(&[None, Some(200.0)], 10, 0);
+    st.update(0, 200.0 * (1.0 + NOISE_MARGIN), 1);
+    assert_eq!((st.prob, st.bias), (9, 0));
+    // Just above it: +1 and bias 1.
+    st.update(0, 200.0 * (1.0 + NOISE_MARGIN) + 0.5, 1);
+    assert_eq!((st.prob, st.bias), (10, 1));
+}
+
+#[test]
+fn a_stale_record_does_not_draw_a_thread_away() {
+    // Node 1 recorded 100 at round 1; here now records 300.
+    let fresh = 1 + STALE_ROUNDS;
+    let mut st = state(&[None, Some(100.0)], 10, 0);
+    st.update(0, 300.0, fresh);
+    assert_eq!((st.prob, st.bias), (11, 1), "still fresh at {fresh}");
+    let mut st = state(&[None, Some(100.0)], 10, 0);
+    st.update(0, 300.0, fresh + 1);
+    assert_eq!((st.prob, st.bias), (9, 0), "stale: counts as not lower");
+    assert_eq!(st.seen_at[0], fresh + 1, "this node's record is new");
+    // A node never measured still counts as lower, however late.
+    let mut st = state(&[None, None], 10, 0);
+    st.update(0, 300.0, 10_000);
+    assert_eq!((st.prob, st.bias), (11, 1));
+}
+
+#[test]
+fn the_moving_average_starts_again_on_another_node() {
+    let mut st = ThreadState::new(2, 0, 10);
+    assert_eq!(st.observe(0, 100.0), 100.0);
+    assert_eq!(st.observe(0, 180.0), 110.0);
+    // Moved to node 1: the samples from node 0 are dropped.
+    assert_eq!(st.observe(1, 300.0), 300.0);
+    assert_eq!(st.observe(1, 140.0), 280.0);
+    assert_eq!(st.sampled_on, Some(1));
+}
+
+#[test]
+fn resets_back_off_while_a_thread_stays_and_not_once_it_moved() {
+    let mut rng = Rng::new(11);
+    let mut st = ThreadState::new(2, 0, 0);
+    let mut periods = Vec::new();
+    for _ in 0..6 {
+        let round = st.reset_at;
+        assert!(st.maybe_reset(round, 0, &mut rng, 10, 10));
+        periods.push(st.reset_at - round);
+    }
+    // First reset: nothing to compare with; then doubling up to 2^MAX.
+    assert_eq!(periods, vec![10, 20, 40, 80, 80, 80]);
+    assert_eq!(st.backoff, MAX_BACKOFF);
+    // On another node at the next reset: the plain period again.
+    let round = st.reset_at;
+    assert!(st.maybe_reset(round, 1, &mut rng, 10, 10));
+    assert_eq!((st.backoff, st.reset_at - round), (0, 10));
+}
+
+#[test]
+fn a_lasting_rise_of_the_system_penalty_is_a_regression_a_short_one_is_not() {
+    let mut w = RegressionWatch::default();
+    for r in 0..50 {
+        assert!(!w.observe(r, 100.0 - r as f64 * 0.1));
+    }
+    let best = w.best.unwrap();
+    assert!((best - 95.1).abs() < 1e-9, "{best}");
+    // An exploration: 60 rounds 20 % higher, then back.
+    for r in 50..110 {
+        assert!(!w.observe(r, best * 1.2));
+    }
+    assert!(!w.observe(110, best));
+    // Within the margin for ever: nothing.
+    for r in 111..400 {
+        assert!(!w.observe(r, best * (1.0 + REGRESSION_MARGIN)));
+    }
+    // Above it for REGRESSION_ROUNDS in a row: once, then from there.
+    let fired: Vec<u64> = (400..400 + 2 * REGRESSION_ROUNDS)
+        .filter(|&r| w.observe(r, best * 1.3))
+        .collect();
+    assert_eq!(fired, vec![400 + REGRESSION_ROUNDS - 1]);
+    assert_eq!(w.best, Some(best * 1.3));
 }
 
 // ---- BiasRandomPick and the generator ----
@@ -122,9 +209,9 @@ fn moving_average_is_seven_eighths_old() {
     assert_eq!(ewma(None, 240.0), 240.0);
     assert_eq!(ewma(Some(240.0), 80.0), 220.0);
     let mut st = ThreadState::new(2, 0, 10);
-    assert_eq!(st.observe(100.0), 100.0);
-    assert_eq!(st.observe(180.0), 110.0);
-    assert_eq!(st.observe(110.0), 110.0);
+    assert_eq!(st.observe(0, 100.0), 100.0);
+    assert_eq!(st.observe(0, 180.0), 110.0);
+    assert_eq!(st.observe(0, 110.0), 110.0);
     // After 20 samples of 0 from 800, 800·(7/8)^20 is left.
     let mut e = Some(800.0);
     for _ in 0..20 {
@@ -146,16 +233,16 @@ fn penalties_are_forgotten_after_the_drawn_period() {
     let mut rng = Rng::new(5);
     let mut st = state(&[Some(100.0), Some(200.0)], 40, 1);
     st.reset_at = 30;
-    assert!(!st.maybe_reset(29, &mut rng, 20, 60));
+    assert!(!st.maybe_reset(29, 0, &mut rng, 20, 60));
     assert_eq!(st.unc, vec![Some(100.0), Some(200.0)]);
-    assert!(st.maybe_reset(30, &mut rng, 20, 60));
+    assert!(st.maybe_reset(30, 0, &mut rng, 20, 60));
     assert_eq!(st.unc, vec![None, None]);
     assert_eq!((st.prob, st.bias), (40, 1), "only the table is reset");
     assert!((50..=90).contains(&st.reset_at), "{}", st.reset_at);
     let next = st.reset_at;
     st.unc[0] = Some(1.0);
-    assert!(!st.maybe_reset(next - 1, &mut rng, 20, 60));
-    assert!(st.maybe_reset(next, &mut rng, 20, 60));
+    assert!(!st.maybe_reset(next - 1, 0, &mut rng, 20, 60));
+    assert!(st.maybe_reset(next, 0, &mut rng, 20, 60));
     assert_eq!(st.unc, vec![None, None]);
 }
 
