@@ -361,14 +361,16 @@ impl Policy for Symbiosis {
             let partner = match mates.iter().max_by(|&&a, &&b| g.get(i, a).total_cmp(&g.get(i, b))) {
                 Some(&j) => {
                     let (s, measured) = place::symbiosis_of(&members[i], &members[j]);
+                    let measured = measured
+                        .map(|m| format!(", {m} with its CPU {}", members[j].cpu))
+                        .unwrap_or_default();
                     format!(
-                        "time-shares the core with thread {} of {} (weight {}, interference {:.3}, symbiosis {:.0}{}), so the two never run at the same time",
+                        "time-shares the core with thread {} of {} (weight {}, interference {:.3}, pair symbiosis {:.0}{measured}), so the two never run at the same time",
                         cands[j].id.tid,
                         cands[j].label,
                         members[j].weight,
                         g.get(i, j),
                         s,
-                        if measured { "" } else { " estimated" }
                     )
                 }
                 None => "alone on its core".to_string(),

@@ -46,19 +46,25 @@ pub struct Member {
     pub now: Option<(usize, usize)>,
 }
 
-/// The symbiosis of `a` with the core `b` ran on: measured when `b` ran on
-/// another CPU of `a`'s cache (§3.1), else estimated as the expected ones
-/// of the XOR of two independent random footprints of the two weights in
-/// `n` entries, `wa + wb - 2·wa·wb/n` (our model: no hardware compares
-/// a task with its own core, nor across caches).
-pub fn symbiosis_of(a: &Member, b: &Member) -> (f64, bool) {
-    if a.cpu != b.cpu
-        && let Some(&s) = a.symbiosis.get(&b.cpu)
-    {
-        return (f64::from(s), true);
-    }
+/// The symbiosis of the pair `a`, `b` (ones in the XOR of their
+/// footprints, §3.1), as the graphs use it: the expected XOR of two
+/// footprints of weights `wa` and `wb` hashed into `n` entries,
+/// `wa + wb - 2·wa·wb/n`. The second value says whether the hardware's own
+/// count was available (`a`'s symbiosis with the CPU `b` ran on).
+///
+/// Our choice, measured: the hardware compares a task's RBV with *core*
+/// filters, which hold whatever ran on that core (the task's own core-mate,
+/// stale lines), so a pair measured across cores and a pair measured on one
+/// core are not comparable; a graph built from the raw counts kept the
+/// pairing the signatures were taken in for all 495 mixes of
+/// `tests/symbiosis.rs`. The weights come from the same hardware and a
+/// good hash spreads footprints at random (§5.3), so the expectation is
+/// the pair's symbiosis with the co-runners removed; the raw count is
+/// reported beside it.
+pub fn symbiosis_of(a: &Member, b: &Member) -> (f64, Option<u32>) {
     let n = a.entries.max(1.0);
-    (a.weight + b.weight - 2.0 * a.weight * b.weight / n, false)
+    let expected = a.weight + b.weight - 2.0 * a.weight * b.weight / n;
+    (expected, a.symbiosis.get(&b.cpu).copied())
 }
 
 /// The undirected edge between `a` and `b`: the two directed interference
