@@ -23,10 +23,10 @@ const SHORTEN: f64 = 25.0;
 /// Signature gathering (§4.1's emulation phase): this many model steps
 /// with the signature hardware on, the allocator asked every
 /// `ROUND_STEPS` steps (§4.1: every 100 ms; steps are 10 ms).
-const GATHER_STEPS: usize = 60;
+const GATHER_STEPS: usize = 100;
 const ROUND_STEPS: usize = 10;
 /// Accesses fed to the signature model per step.
-const ACCESSES: usize = 4096;
+const ACCESSES: usize = 8192;
 const WORKERS: usize = 2;
 
 fn mix(pool: &Workload, pick: [usize; 4]) -> Workload {
