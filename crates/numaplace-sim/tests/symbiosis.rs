@@ -248,3 +248,86 @@ fn every_mix_of_four_of_the_pool_on_core2duo() {
         );
     }
 }
+
+/// Four cache hogs and four light programs on barcelona-4s (four LLC
+/// domains of four cores): `symbiosis` must end with one hog per LLC
+/// domain, with the simulator's signatures and with the live-host
+/// approximation from sampled addresses. Prints mean run times against
+/// the default and DINO (seed 004's policy for the same machine).
+#[test]
+fn cache_hogs_end_in_different_llc_domains_on_barcelona() {
+    let pool = scenario::builtin("pool-core2duo").unwrap().unwrap();
+    let m = Machine::preset("barcelona-4s").unwrap();
+    let hogs = ["libquantum", "mcf", "soplex", "omnetpp"];
+    let light = ["povray", "hmmer", "gobmk", "perlbench"];
+    let apps = hogs
+        .iter()
+        .chain(&light)
+        .map(|n| {
+            let mut a = pool.apps.iter().find(|a| a.name == *n).unwrap().clone();
+            // Memory spread over the nodes: the test is about caches.
+            a.memory = MemoryPlacement::Interleave;
+            for p in &mut a.phases {
+                p.instructions /= 2.0;
+            }
+            a
+        })
+        .collect();
+    let w = Workload {
+        apps,
+        machine: m.name.clone(),
+        max_seconds: 1200.0,
+        ..pool.clone()
+    };
+    let llc_of = |cpus: &numaplace_model::CpuSet| {
+        cpus.first()
+            .and_then(|c| m.topology.cpu_by_os_id(c))
+            .map(|c| c.llc)
+    };
+    let sym = PolicyKind::from_name("symbiosis").unwrap();
+    let mut rows = Vec::new();
+    for (label, kind, signatures) in [
+        ("default", PolicyKind::Default, false),
+        ("dino", PolicyKind::from_name("dino").unwrap(), false),
+        ("symbiosis (Bloom hardware)", sym.clone(), true),
+        ("symbiosis (sampled addresses)", sym.clone(), false),
+    ] {
+        let mut times = Vec::new();
+        for seed in 0..3 {
+            let opts = RunOptions {
+                seed,
+                signatures: signatures.then(|| (SignatureConfig::default(), ACCESSES)),
+                ..RunOptions::default()
+            };
+            let mut last: BTreeMap<i32, usize> = BTreeMap::new();
+            let mut tid_app: BTreeMap<i32, String> = BTreeMap::new();
+            let r = run(&m, &w, Driver::Policy(&kind), &opts, &mut |e| {
+                if let (Action::Pin { task, cpus, .. }, Outcome::Done) = (&e.action, &e.outcome)
+                    && let Some(l) = llc_of(cpus)
+                {
+                    last.insert(task.tid, l);
+                    let app = e.reason.split(" of ").nth(1).unwrap_or("").split(' ').next().unwrap_or("");
+                    tid_app.insert(task.tid, app.to_string());
+                }
+            });
+            assert!(r.finished, "{label} seed {seed}");
+            if kind.name() == "symbiosis" {
+                let hog_llcs: BTreeSet<usize> = last
+                    .iter()
+                    .filter(|(t, _)| hogs.contains(&tid_app[*t].as_str()))
+                    .map(|(_, l)| *l)
+                    .collect();
+                let placed_hogs = last.keys().filter(|t| hogs.contains(&tid_app[*t].as_str())).count();
+                assert_eq!(placed_hogs, 4, "{label} seed {seed}: {tid_app:?}");
+                assert_eq!(hog_llcs.len(), 4, "{label} seed {seed}: hogs in LLCs {last:?} {tid_app:?}");
+            }
+            times.push(r.mean_runtime_s().unwrap());
+        }
+        rows.push((label, mean_rsd(&times).0));
+    }
+    let base = rows[0].1;
+    eprintln!("barcelona-4s, 4 cache hogs + 4 light programs, 3 seeds: mean run time");
+    for (label, t) in &rows {
+        eprintln!("  {label:<32} {t:8.2} s  {:+.1} % vs default", 100.0 * (t / base - 1.0));
+    }
+}
