@@ -50,6 +50,12 @@ impl Filter {
         1 << self.bits
     }
 
+    /// Sets entry `i` (hand-made vectors in tests and tools).
+    pub fn set(&mut self, i: usize) {
+        assert!(i < 1 << self.bits, "entry {i} of {}", 1u64 << self.bits);
+        self.words[i / 64] |= 1 << (i % 64);
+    }
+
     /// Sets the entry of cache line `line` (address / 64) of process `salt`.
     pub fn insert(&mut self, line: u64, salt: u64) {
         let i = xor_fold(line ^ salt.wrapping_mul(0x9e37_79b9_7f4a_7c15), self.bits) as usize;
