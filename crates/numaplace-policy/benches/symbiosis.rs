@@ -56,9 +56,13 @@ fn decision(c: &mut Criterion) {
             threads: vec![tid],
             memory: None,
         });
-        let llc = topo.llcs()[topo.cpu_by_os_id(cpu).unwrap().llc].span.clone();
-        let symbiosis: BTreeMap<u32, u32> =
-            llc.iter().map(|o| (o, (next(&mut rng) % 8192) as u32)).collect();
+        let llc = topo.llcs()[topo.cpu_by_os_id(cpu).unwrap().llc]
+            .span
+            .clone();
+        let symbiosis: BTreeMap<u32, u32> = llc
+            .iter()
+            .map(|o| (o, (next(&mut rng) % 8192) as u32))
+            .collect();
         s.signatures.insert(
             tid,
             CacheSignature {
@@ -75,15 +79,18 @@ fn decision(c: &mut Criterion) {
             algorithm: alg,
             ..SymbiosisParams::default()
         });
-        c.bench_function(&format!("symbiosis_decide_64_tasks_32_cores_2_llcs_{}", alg.name()), |b| {
-            b.iter(|| {
-                p.decide(black_box(&View {
-                    topology: &topo,
-                    snapshot: &s,
-                    managed: &managed,
-                }))
-            })
-        });
+        c.bench_function(
+            &format!("symbiosis_decide_64_tasks_32_cores_2_llcs_{}", alg.name()),
+            |b| {
+                b.iter(|| {
+                    p.decide(black_box(&View {
+                        topology: &topo,
+                        snapshot: &s,
+                        managed: &managed,
+                    }))
+                })
+            },
+        );
     }
 }
 

@@ -87,7 +87,12 @@ impl Algorithm {
 
 /// The policy's parameters (`[policy]` with `name = "symbiosis"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields, rename_all = "kebab-case", try_from = "RawParams")]
+#[serde(
+    default,
+    deny_unknown_fields,
+    rename_all = "kebab-case",
+    try_from = "RawParams"
+)]
 pub struct SymbiosisParams {
     pub algorithm: Algorithm,
     /// §3.3.4's two phases for multithreaded processes (and VMs).
@@ -230,9 +235,10 @@ impl Domains {
 
     /// The (domain, core) whose CPUs are exactly `cpus`.
     fn find(&self, cpus: &CpuSet) -> Option<(usize, usize)> {
-        self.list.iter().enumerate().find_map(|(d, (_, cores))| {
-            cores.iter().position(|c| c == cpus).map(|k| (d, k))
-        })
+        self.list
+            .iter()
+            .enumerate()
+            .find_map(|(d, (_, cores))| cores.iter().position(|c| c == cpus).map(|k| (d, k)))
     }
 }
 
@@ -258,7 +264,8 @@ impl Symbiosis {
             if !view.managed.contains(&t.tgid) || matches!(t.state, 'Z' | 'X') {
                 continue;
             }
-            let free = span.is_subset(&t.allowed_cpus) || self.ours.get(&t.id()) == Some(&t.allowed_cpus);
+            let free =
+                span.is_subset(&t.allowed_cpus) || self.ours.get(&t.id()) == Some(&t.allowed_cpus);
             let Some(sig) = sigs.get(&t.tid).filter(|_| free) else {
                 continue;
             };
@@ -268,7 +275,10 @@ impl Symbiosis {
             out.push(Candidate {
                 id: t.id(),
                 tgid: t.tgid,
-                label: labels.get(&t.tgid).cloned().unwrap_or_else(|| printable(&t.comm)),
+                label: labels
+                    .get(&t.tgid)
+                    .cloned()
+                    .unwrap_or_else(|| printable(&t.comm)),
                 allowed: t.allowed_cpus.clone(),
                 sig: sig.clone(),
             });
@@ -349,16 +359,25 @@ impl Policy for Symbiosis {
             return plan;
         }
         let change = match old_cost {
-            Some(old) => format!("modelled interference between co-running tasks {old:.3} -> {new_cost:.3}"),
-            None => format!("first placement, modelled interference between co-running tasks {new_cost:.3}"),
+            Some(old) => {
+                format!("modelled interference between co-running tasks {old:.3} -> {new_cost:.3}")
+            }
+            None => format!(
+                "first placement, modelled interference between co-running tasks {new_cost:.3}"
+            ),
         };
         let alg = p.algorithm.name();
         for (i, c) in cands.iter().enumerate() {
             let (d, k) = new[i];
             let (llc, core_cpus) = (&doms.list[d].0, &doms.list[d].1[k]);
             let who = format!("thread {} of {}", c.id.tid, c.label);
-            let mates: Vec<usize> = (0..cands.len()).filter(|&j| j != i && new[j] == new[i]).collect();
-            let partner = match mates.iter().max_by(|&&a, &&b| g.get(i, a).total_cmp(&g.get(i, b))) {
+            let mates: Vec<usize> = (0..cands.len())
+                .filter(|&j| j != i && new[j] == new[i])
+                .collect();
+            let partner = match mates
+                .iter()
+                .max_by(|&&a, &&b| g.get(i, a).total_cmp(&g.get(i, b)))
+            {
                 Some(&j) => {
                     let (s, measured) = place::symbiosis_of(&members[i], &members[j]);
                     let measured = measured

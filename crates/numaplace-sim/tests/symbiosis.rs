@@ -92,7 +92,9 @@ fn pick(alg: Algorithm, s: &Snapshot, m: &Machine) -> Option<usize> {
     // The apps' tids in the order of the mix.
     let tids: Vec<i32> = s.groups.iter().map(|g| g.threads[0]).collect();
     let first = *cpu_of.get(&tids[0])?;
-    (1..4).find(|&k| cpu_of.get(&tids[k]) == Some(&first)).map(|k| k - 1)
+    (1..4)
+        .find(|&k| cpu_of.get(&tids[k]) == Some(&first))
+        .map(|k| k - 1)
 }
 
 /// §4.1: signatures gathered while the mix runs in the first pairing,
@@ -117,7 +119,11 @@ fn choices(m: &Machine, w: &Workload, seed: u64) -> [usize; 3] {
             }
         }
     }
-    votes.map(|v| (0..3).max_by_key(|&k| (v[k], std::cmp::Reverse(k))).unwrap())
+    votes.map(|v| {
+        (0..3)
+            .max_by_key(|&k| (v[k], std::cmp::Reverse(k)))
+            .unwrap()
+    })
 }
 
 struct MixResult {
@@ -181,7 +187,10 @@ fn every_mix_of_four_of_the_pool_on_core2duo() {
         let mut app_gains: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for r in &results {
             let k = r.chosen[a];
-            let (lo, hi) = r.mean.iter().fold((f64::MAX, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+            let (lo, hi) = r
+                .mean
+                .iter()
+                .fold((f64::MAX, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
             if r.mean[k] <= lo * (1.0 + 1e-9) {
                 best += 1;
             }
@@ -198,9 +207,14 @@ fn every_mix_of_four_of_the_pool_on_core2duo() {
         let mut best_dist = [0; 3];
         for r in &results {
             dist[r.chosen[a]] += 1;
-            best_dist[(0..3).min_by(|&x, &y| r.mean[x].total_cmp(&r.mean[y])).unwrap()] += 1;
+            best_dist[(0..3)
+                .min_by(|&x, &y| r.mean[x].total_cmp(&r.mean[y]))
+                .unwrap()] += 1;
         }
-        eprintln!("  {} picks per pairing {dist:?}, best pairing {best_dist:?}", alg.name());
+        eprintln!(
+            "  {} picks per pairing {dist:?}, best pairing {best_dist:?}",
+            alg.name()
+        );
         let all_app: Vec<f64> = app_gains.values().flatten().copied().collect();
         let (app_max_name, app_max) = app_gains
             .iter()
@@ -228,7 +242,10 @@ fn every_mix_of_four_of_the_pool_on_core2duo() {
                     )
                 })
                 .collect();
-            eprintln!("  weighted graph, per program max/mean % over its worst pairing (Fig. 11): {}", per.join(", "));
+            eprintln!(
+                "  weighted graph, per program max/mean % over its worst pairing (Fig. 11): {}",
+                per.join(", ")
+            );
         }
         mean_gain.push((best, mean));
     }
@@ -238,7 +255,11 @@ fn every_mix_of_four_of_the_pool_on_core2duo() {
     let chance = results.len() / 3;
     let wig = mean_gain[2];
     for (a, (best, mean)) in mean_gain.iter().enumerate() {
-        assert!(*best > chance, "{:?} picks the best pairing no more often than chance: {best}", Algorithm::ALL[a]);
+        assert!(
+            *best > chance,
+            "{:?} picks the best pairing no more often than chance: {best}",
+            Algorithm::ALL[a]
+        );
         assert!(*mean > 0.0, "{:?} gains nothing", Algorithm::ALL[a]);
         assert!(
             wig.1 >= mean - 1e-9,
@@ -306,7 +327,14 @@ fn cache_hogs_end_in_different_llc_domains_on_barcelona() {
                     && let Some(l) = llc_of(cpus)
                 {
                     last.insert(task.tid, l);
-                    let app = e.reason.split(" of ").nth(1).unwrap_or("").split(' ').next().unwrap_or("");
+                    let app = e
+                        .reason
+                        .split(" of ")
+                        .nth(1)
+                        .unwrap_or("")
+                        .split(' ')
+                        .next()
+                        .unwrap_or("");
                     tid_app.insert(task.tid, app.to_string());
                 }
             });
@@ -317,9 +345,16 @@ fn cache_hogs_end_in_different_llc_domains_on_barcelona() {
                     .filter(|(t, _)| hogs.contains(&tid_app[*t].as_str()))
                     .map(|(_, l)| *l)
                     .collect();
-                let placed_hogs = last.keys().filter(|t| hogs.contains(&tid_app[*t].as_str())).count();
+                let placed_hogs = last
+                    .keys()
+                    .filter(|t| hogs.contains(&tid_app[*t].as_str()))
+                    .count();
                 assert_eq!(placed_hogs, 4, "{label} seed {seed}: {tid_app:?}");
-                assert_eq!(hog_llcs.len(), 4, "{label} seed {seed}: hogs in LLCs {last:?} {tid_app:?}");
+                assert_eq!(
+                    hog_llcs.len(),
+                    4,
+                    "{label} seed {seed}: hogs in LLCs {last:?} {tid_app:?}"
+                );
             }
             times.push(r.mean_runtime_s().unwrap());
         }
@@ -328,6 +363,9 @@ fn cache_hogs_end_in_different_llc_domains_on_barcelona() {
     let base = rows[0].1;
     eprintln!("barcelona-4s, 4 cache hogs + 4 light programs, 3 seeds: mean run time");
     for (label, t) in &rows {
-        eprintln!("  {label:<32} {t:8.2} s  {:+.1} % vs default", 100.0 * (t / base - 1.0));
+        eprintln!(
+            "  {label:<32} {t:8.2} s  {:+.1} % vs default",
+            100.0 * (t / base - 1.0)
+        );
     }
 }

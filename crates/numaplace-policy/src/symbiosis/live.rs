@@ -124,7 +124,12 @@ impl SampleWindows {
 
     /// Signatures in the snapshot's format, one per thread with samples
     /// and a known last CPU; see the module documentation.
-    pub fn signatures(&self, t: &Topology, s: &Snapshot, bits: u32) -> BTreeMap<i32, CacheSignature> {
+    pub fn signatures(
+        &self,
+        t: &Topology,
+        s: &Snapshot,
+        bits: u32,
+    ) -> BTreeMap<i32, CacheSignature> {
         let mut rbv: BTreeMap<i32, (u32, Filter)> = BTreeMap::new();
         for (tid, rounds) in &self.by_tid {
             let Some(task) = s.task(*tid) else { continue };
@@ -136,13 +141,17 @@ impl SampleWindows {
         }
         let mut cf: BTreeMap<u32, Filter> = BTreeMap::new();
         for (cpu, f) in rbv.values() {
-            cf.entry(*cpu).or_insert_with(|| Filter::new(bits)).union_with(f);
+            cf.entry(*cpu)
+                .or_insert_with(|| Filter::new(bits))
+                .union_with(f);
         }
         let empty = Filter::new(bits);
         let resctrl = resctrl_weights(t, s, 1 << bits);
         let mut out = BTreeMap::new();
         for (tid, (cpu, f)) in &rbv {
-            let Some(c) = t.cpu_by_os_id(*cpu) else { continue };
+            let Some(c) = t.cpu_by_os_id(*cpu) else {
+                continue;
+            };
             let llc = &t.llcs()[c.llc];
             let symbiosis = llc
                 .span
@@ -172,14 +181,22 @@ impl SampleWindows {
 /// `.../mon_groups/numaplace-<pid>`): its threads' share of the filter
 /// entries, from LLC occupancy over LLC size summed over domains.
 fn resctrl_weights(t: &Topology, s: &Snapshot, entries: u32) -> HashMap<i32, u32> {
-    let llc_size = (0..t.llcs().len()).filter_map(|l| t.llc_size(l)).max().unwrap_or(0);
+    let llc_size = (0..t.llcs().len())
+        .filter_map(|l| t.llc_size(l))
+        .max()
+        .unwrap_or(0);
     let mut out = HashMap::new();
     if llc_size == 0 {
         return out;
     }
     let mut bytes: HashMap<i32, u64> = HashMap::new();
     for r in &s.machine.resctrl {
-        let Some(name) = r.group.rsplit("mon_groups/").next().filter(|_| r.group.contains("mon_groups/")) else {
+        let Some(name) = r
+            .group
+            .rsplit("mon_groups/")
+            .next()
+            .filter(|_| r.group.contains("mon_groups/"))
+        else {
             continue;
         };
         let name = name.trim_end_matches('/');

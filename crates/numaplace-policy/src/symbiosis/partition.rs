@@ -99,7 +99,12 @@ pub fn partition(
 
 /// Splits `nodes` into `k` and `nodes.len() - k` nodes with the smallest
 /// cut found: exact up to `exact_limit` nodes, Kernighan-Lin beyond.
-pub fn bisect(g: &Graph, nodes: &[usize], k: usize, exact_limit: usize) -> (Vec<usize>, Vec<usize>) {
+pub fn bisect(
+    g: &Graph,
+    nodes: &[usize],
+    k: usize,
+    exact_limit: usize,
+) -> (Vec<usize>, Vec<usize>) {
     let n = nodes.len();
     if k == 0 || k >= n {
         let (a, b) = nodes.split_at(k.min(n));
@@ -110,8 +115,18 @@ pub fn bisect(g: &Graph, nodes: &[usize], k: usize, exact_limit: usize) -> (Vec<
     } else {
         kernighan_lin(g, nodes, k)
     };
-    let a = nodes.iter().zip(&side).filter(|(_, s)| **s).map(|(x, _)| *x).collect();
-    let b = nodes.iter().zip(&side).filter(|(_, s)| !**s).map(|(x, _)| *x).collect();
+    let a = nodes
+        .iter()
+        .zip(&side)
+        .filter(|(_, s)| **s)
+        .map(|(x, _)| *x)
+        .collect();
+    let b = nodes
+        .iter()
+        .zip(&side)
+        .filter(|(_, s)| !**s)
+        .map(|(x, _)| *x)
+        .collect();
     (a, b)
 }
 
@@ -170,7 +185,13 @@ fn kernighan_lin(g: &Graph, nodes: &[usize], k: usize) -> Vec<bool> {
             .map(|i| {
                 (0..n)
                     .filter(|&j| j != i)
-                    .map(|j| if side[i] != side[j] { w(i, j) } else { -w(i, j) })
+                    .map(|j| {
+                        if side[i] != side[j] {
+                            w(i, j)
+                        } else {
+                            -w(i, j)
+                        }
+                    })
                     .sum()
             })
             .collect();

@@ -135,7 +135,11 @@ pub fn place(m: &[Member], cores_per_domain: &[usize], o: Options) -> Vec<(usize
         .max(1e-9);
     let big = 1e3 * scale * n as f64;
     let by_weight = |v: &mut Vec<usize>| {
-        v.sort_by(|&a, &b| m[b].weight.total_cmp(&m[a].weight).then(m[a].tid.cmp(&m[b].tid)))
+        v.sort_by(|&a, &b| {
+            m[b].weight
+                .total_cmp(&m[a].weight)
+                .then(m[a].tid.cmp(&m[b].tid))
+        })
     };
     let all: Vec<usize> = (0..n).collect();
     // Level 1: LLC domains.
@@ -151,11 +155,20 @@ pub fn place(m: &[Member], cores_per_domain: &[usize], o: Options) -> Vec<(usize
         let mut l = Graph::new(n);
         for a in 0..n {
             for b in a + 1..n {
-                let w = if m[a].tgid == m[b].tgid { big } else { -g.get(a, b) };
+                let w = if m[a].tgid == m[b].tgid {
+                    big
+                } else {
+                    -g.get(a, b)
+                };
                 l.set(a, b, w);
             }
         }
-        partition(&l, &prefer_current(m, &(0..n).collect::<Vec<_>>(), |x| x.0), &counts, o.exact_limit)
+        partition(
+            &l,
+            &prefer_current(m, &(0..n).collect::<Vec<_>>(), |x| x.0),
+            &counts,
+            o.exact_limit,
+        )
     };
     let parts = match_parts(m, parts, &counts, |x| x.map(|p| p.0));
     // Level 2: cores of each domain.
@@ -179,7 +192,12 @@ pub fn place(m: &[Member], cores_per_domain: &[usize], o: Options) -> Vec<(usize
             if o.two_phase {
                 two_phase(m, part, cores, big, &mut c, by_weight);
             }
-            partition(&c, &prefer_current(m, part, |x| x.1), &ccounts, o.exact_limit)
+            partition(
+                &c,
+                &prefer_current(m, part, |x| x.1),
+                &ccounts,
+                o.exact_limit,
+            )
         };
         let groups = match_parts(m, groups, &ccounts, |x| x.filter(|p| p.0 == d).map(|p| p.1));
         for (k, grp) in groups.iter().enumerate() {
@@ -221,7 +239,11 @@ fn two_phase(
 /// `part` ordered so that members already together come together (by
 /// their current place), others after: the exact search keeps the first
 /// of equally good splits, so ties keep the present placement.
-fn prefer_current(m: &[Member], part: &[usize], key: impl Fn((usize, usize)) -> usize) -> Vec<usize> {
+fn prefer_current(
+    m: &[Member],
+    part: &[usize],
+    key: impl Fn((usize, usize)) -> usize,
+) -> Vec<usize> {
     let mut v = part.to_vec();
     v.sort_by_key(|&i| (m[i].now.map_or(usize::MAX, &key), i));
     v
@@ -271,7 +293,10 @@ fn match_parts(
     let mut pairs = Vec::new();
     for (p, part) in parts.iter().enumerate() {
         for s in (0..k).filter(|&s| counts[s] == part.len()) {
-            let stay = part.iter().filter(|&&i| slot_of(m[i].now) == Some(s)).count();
+            let stay = part
+                .iter()
+                .filter(|&&i| slot_of(m[i].now) == Some(s))
+                .count();
             pairs.push((std::cmp::Reverse(stay), p, s));
         }
     }

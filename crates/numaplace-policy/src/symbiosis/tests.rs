@@ -44,7 +44,11 @@ fn footprints_of_different_processes_do_not_share_lines() {
     let other = footprint(&addrs, 11, 13);
     assert_eq!(a.count_ones(), 32);
     assert_eq!(a.xor_count_ones(&same), 0);
-    assert!(a.xor_count_ones(&other) > 48, "{}", a.xor_count_ones(&other));
+    assert!(
+        a.xor_count_ones(&other) > 48,
+        "{}",
+        a.xor_count_ones(&other)
+    );
     // Two samples in one line are one entry.
     assert_eq!(footprint(&[0x1000, 0x1008], 10, 13).count_ones(), 1);
 }
@@ -54,7 +58,9 @@ fn random_graph(n: usize, seed: u64) -> Graph {
     let mut g = Graph::new(n);
     for a in 0..n {
         for b in a + 1..n {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             g.set(a, b, ((s >> 33) % 100) as f64);
         }
     }
@@ -79,7 +85,10 @@ fn exact_bisection_is_the_minimum_and_kernighan_lin_is_close() {
         let (ka, kb) = bisect(&g, &nodes, 6, 2);
         assert_eq!((ka.len(), kb.len()), (6, 6));
         let kl = g.cut(&ka, &kb);
-        assert!(kl >= exact - 1e-9 && kl <= exact * 1.15, "seed {seed}: KL {kl} exact {exact}");
+        assert!(
+            kl >= exact - 1e-9 && kl <= exact * 1.15,
+            "seed {seed}: KL {kl} exact {exact}"
+        );
     }
 }
 
@@ -192,10 +201,12 @@ fn two_phase_and_llc_domains() {
 
 #[test]
 fn bad_parameters_are_refused_with_the_key() {
-    let bad: Result<SymbiosisParams, _> =
-        serde_json::from_str(r#"{"algorithm": "min-cut"}"#);
+    let bad: Result<SymbiosisParams, _> = serde_json::from_str(r#"{"algorithm": "min-cut"}"#);
     let e = bad.unwrap_err().to_string();
-    assert!(e.contains("unknown variant `min-cut`") && e.contains("weight-sorting"), "{e}");
+    assert!(
+        e.contains("unknown variant `min-cut`") && e.contains("weight-sorting"),
+        "{e}"
+    );
     let e = serde_json::from_str::<SymbiosisParams>(r#"{"exact-limit": 40}"#)
         .unwrap_err()
         .to_string();
@@ -269,10 +280,19 @@ fn decide_pins_with_reasons_and_then_holds() {
         };
         cpu.insert(task.tid, cpus.clone());
         assert!(d.reason.contains("occupancy weight"), "{}", d.reason);
-        assert!(d.reason.contains("time-shares the core with thread"), "{}", d.reason);
+        assert!(
+            d.reason.contains("time-shares the core with thread"),
+            "{}",
+            d.reason
+        );
     }
     assert_eq!(cpu[&1], cpu[&3]);
-    let r1 = &plan.decisions.iter().find(|d| d.action.pid() == 1).unwrap().reason;
+    let r1 = &plan
+        .decisions
+        .iter()
+        .find(|d| d.action.pid() == 1)
+        .unwrap()
+        .reason;
     assert!(r1.contains("thread 3 of app3 (weight 800"), "{r1}");
     for t in &mut s.tasks {
         t.allowed_cpus = cpu[&t.tid].clone();

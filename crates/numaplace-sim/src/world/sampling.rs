@@ -382,7 +382,10 @@ mod tests {
         );
         assert!(hog.occupancy_weight <= hog.entries);
         // Both CPUs of the shared L2 are named, the own one too (§3.3.2).
-        assert_eq!(hog.symbiosis.keys().copied().collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(
+            hog.symbiosis.keys().copied().collect::<Vec<_>>(),
+            vec![0, 1]
+        );
         assert_eq!(hog.cpu, 0);
     }
 
