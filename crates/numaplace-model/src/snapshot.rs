@@ -58,9 +58,10 @@ pub struct CacheSignature {
     pub cpu: u32,
     /// Ones in its running bit vector: how much of the cache it filled.
     pub occupancy_weight: u32,
-    /// Per other CPU of the same cache (kernel id): ones in the running
-    /// bit vector XOR that CPU's core filter; higher means the two
-    /// footprints overlap less.
+    /// Per CPU of the same cache (kernel id), its own included where the
+    /// source has it (§3.3.2 uses the self-core value): ones in the
+    /// running bit vector XOR that CPU's core filter; higher means the
+    /// two footprints overlap less.
     pub symbiosis: BTreeMap<u32, u32>,
     /// Entries of the filter (the largest possible weight).
     pub entries: u32,

@@ -13,6 +13,7 @@ pub mod numad;
 pub mod registry;
 pub mod scope;
 pub mod static_placement;
+pub mod symbiosis;
 
 use std::collections::BTreeSet;
 

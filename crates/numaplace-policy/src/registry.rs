@@ -7,6 +7,7 @@ use crate::brm::{Brm, BrmParams};
 use crate::dino::{DiParams, Dino, DinoParams, DistributedIntensity};
 use crate::numad::{NumadLike, NumadParams};
 use crate::static_placement::{StaticParams, StaticPlacement};
+use crate::symbiosis::{Symbiosis, SymbiosisParams};
 use crate::{DefaultPolicy, Policy};
 
 /// A policy and its parameters. In TOML: `[policy]` with `name = "..."`
@@ -37,6 +38,10 @@ pub enum PolicyKind {
     /// vCPUs, tagged names, or heavy uncore users) moved at random, biased
     /// towards the node where the system-wide uncore penalty was lowest.
     Brm(BrmParams),
+    /// Symbiotic scheduling (seed 003 §3.3): tasks grouped onto cores and
+    /// LLC domains from cache-footprint signatures (occupancy weight,
+    /// symbiosis) by weight sorting or a min-cut of the interference graph.
+    Symbiosis(SymbiosisParams),
 }
 
 /// A `--policy` name numaplace does not know.
@@ -58,7 +63,7 @@ impl std::error::Error for UnknownPolicy {}
 
 impl PolicyKind {
     /// Every policy's name, in the order `--help` lists them.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "default",
         "numad-like",
         "static",
@@ -66,6 +71,7 @@ impl PolicyKind {
         "di-migrate",
         "dino",
         "brm",
+        "symbiosis",
     ];
 
     /// The policy of this name with its default parameters.
@@ -78,6 +84,7 @@ impl PolicyKind {
             "di-migrate" => Ok(PolicyKind::DiMigrate(DiParams::default())),
             "dino" => Ok(PolicyKind::Dino(DinoParams::default())),
             "brm" => Ok(PolicyKind::Brm(BrmParams::default())),
+            "symbiosis" => Ok(PolicyKind::Symbiosis(SymbiosisParams::default())),
             other => Err(UnknownPolicy(other.to_string())),
         }
     }
@@ -91,6 +98,7 @@ impl PolicyKind {
             PolicyKind::DiMigrate(_) => "di-migrate",
             PolicyKind::Dino(_) => "dino",
             PolicyKind::Brm(_) => "brm",
+            PolicyKind::Symbiosis(_) => "symbiosis",
         }
     }
 
@@ -104,6 +112,7 @@ impl PolicyKind {
             PolicyKind::DiMigrate(p) => Box::new(DistributedIntensity::migrate(p.clone())),
             PolicyKind::Dino(p) => Box::new(Dino::new(p.clone())),
             PolicyKind::Brm(p) => Box::new(Brm::new(p.clone())),
+            PolicyKind::Symbiosis(p) => Box::new(Symbiosis::new(p.clone())),
         }
     }
 }
@@ -126,7 +135,7 @@ mod tests {
         let e = PolicyKind::from_name("dino2").unwrap_err().to_string();
         assert_eq!(
             e,
-            "unknown policy \"dino2\": numaplace has default, numad-like, static, di-plain, di-migrate, dino, brm"
+            "unknown policy \"dino2\": numaplace has default, numad-like, static, di-plain, di-migrate, dino, brm, symbiosis"
         );
     }
 }

@@ -99,6 +99,7 @@ pub const BUILTIN: &[&str] = &[
     "devils-barcelona",
     "pairs-core2duo",
     "classes-westmere",
+    "pool-core2duo",
 ];
 
 /// The text of a built-in scenario.
@@ -113,6 +114,7 @@ pub fn builtin_text(name: &str) -> Option<&'static str> {
         "devils-barcelona" => include_str!("../scenarios/devils-barcelona.toml"),
         "pairs-core2duo" => include_str!("../scenarios/pairs-core2duo.toml"),
         "classes-westmere" => include_str!("../scenarios/classes-westmere.toml"),
+        "pool-core2duo" => include_str!("../scenarios/pool-core2duo.toml"),
         _ => return None,
     })
 }

@@ -199,6 +199,7 @@ fn compare_with_report() {
             "di-migrate",
             "dino",
             "brm",
+            "symbiosis",
             "oracle"
         ],
         "{out}"
@@ -283,7 +284,8 @@ fn compare_json_without_oracle() {
             "di-plain",
             "di-migrate",
             "dino",
-            "brm"
+            "brm",
+            "symbiosis"
         ]
     );
     for p in v["policies"].as_array().unwrap() {
@@ -292,7 +294,7 @@ fn compare_json_without_oracle() {
     }
     assert_eq!(v["policies"][0]["vs_default_percent"], 0.0);
     let examples = v["examples"].as_array().unwrap();
-    assert_eq!(examples.len(), 6);
+    assert_eq!(examples.len(), 7);
     assert!(examples.iter().all(|e| e.get("trace").is_none()));
 }
 

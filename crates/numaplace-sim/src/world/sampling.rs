@@ -221,10 +221,11 @@ impl World {
                 CacheSignature {
                     cpu: topo.cpus()[cpu].os_id,
                     occupancy_weight: record.occupancy_weight,
+                    // Every CPU of the cache, its own included: §3.3.2
+                    // uses the self-core value too.
                     symbiosis: span
                         .iter()
                         .zip(&record.symbiosis)
-                        .filter(|(c, _)| **c != topo.cpus()[cpu].os_id)
                         .map(|(c, s)| (*c, *s))
                         .collect(),
                     entries,
@@ -380,8 +381,11 @@ mod tests {
             "{hog:?} {small:?}"
         );
         assert!(hog.occupancy_weight <= hog.entries);
-        // The other CPU of the shared L2 is named, the own one is not.
-        assert_eq!(hog.symbiosis.keys().copied().collect::<Vec<_>>(), vec![1]);
+        // Both CPUs of the shared L2 are named, the own one too (§3.3.2).
+        assert_eq!(
+            hog.symbiosis.keys().copied().collect::<Vec<_>>(),
+            vec![0, 1]
+        );
         assert_eq!(hog.cpu, 0);
     }
 

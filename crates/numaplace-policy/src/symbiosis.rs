@@ -1,0 +1,429 @@
+//! `symbiosis`: symbiotic scheduling on shared caches from cache-footprint
+//! signatures (seed 003, 003_6696647219afc6b1.txt).
+//!
+//! **Signatures (§3.1-3.2).** Each task comes with what the counting
+//! Bloom filter of its cache recorded when it last left its CPU: its
+//! *occupancy weight* (ones in its running bit vector) and its *symbiosis*
+//! with every other CPU of the cache (ones in RBV XOR that CPU's core
+//! filter; high means little overlap). The simulator has the hardware
+//! (`numaplace-sim`'s `bloom` module) and fills `Snapshot::signatures`. A
+//! live host has none: when the snapshot carries no signatures, this
+//! policy builds an approximation from sampled data addresses
+//! (`Snapshot::samples`), see [`live`], and so asks for samples.
+//!
+//! **Algorithms (§3.3), parameter `algorithm`:**
+//! - `weight-sorting` (§3.3.1): tasks sorted by occupancy weight, cut into
+//!   groups of `ceil(P/N)`, one group per core, so the heaviest time-share
+//!   a core and never run together;
+//! - `interference-graph` (§3.3.2): interference = 1/symbiosis, the two
+//!   directions of each edge added, the graph split by a balanced minimum
+//!   cut (exact up to `exact-limit` tasks, Kernighan-Lin beyond), applied
+//!   hierarchically for more than two cores;
+//! - `weighted-interference-graph` (§3.3.3, the default; the best of the
+//!   three in §5.2): each direction multiplied by the weight of its source,
+//!   so two small footprints no longer look like a heavy conflict.
+//!
+//! With `two-phase` (§3.3.4), the threads of a multithreaded process are
+//! first grouped among themselves by weight sorting, and the graph then
+//! keeps those groups together and apart. A VM is a process whose threads
+//! are vCPUs: its signatures are its vCPU threads' (per-VM signatures,
+//! §3.1 last paragraph), so the same rules place VMs.
+//!
+//! **Bigger machines.** Cores that share a cache are grouped by LLC; with
+//! several LLC domains, tasks are first split between domains so that the
+//! heavy interferers are apart, then grouped onto cores inside each
+//! domain ([`place`]).
+//!
+//! **Stability.** The seed's allocator runs every 100 ms and the mapping
+//! chosen most often is kept (§4.1). Here a new placement is applied only
+//! when some task is not yet on one core, or when it lowers the modelled
+//! interference between co-running tasks by at least `min-gain-percent`.
+//!
+//! **Left alone.** Threads outside the scope, threads that chose their own
+//! CPUs (as the engine requires), threads without a signature.
+
+pub mod live;
+pub mod partition;
+pub mod place;
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use numaplace_model::task::printable;
+use numaplace_model::{Action, CacheSignature, CpuSet, Plan, TaskId, Topology};
+
+use crate::{Needs, Policy, View};
+use place::{Member, Options};
+
+/// Which of §3.3's algorithms decides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Algorithm {
+    /// §3.3.1: sort by occupancy weight, group in sorted order.
+    WeightSorting,
+    /// §3.3.2: interference graph (1/symbiosis), balanced min-cut.
+    InterferenceGraph,
+    /// §3.3.3: interference weighted by occupancy, balanced min-cut.
+    #[default]
+    WeightedInterferenceGraph,
+}
+
+impl Algorithm {
+    pub const ALL: [Algorithm; 3] = [
+        Algorithm::WeightSorting,
+        Algorithm::InterferenceGraph,
+        Algorithm::WeightedInterferenceGraph,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::WeightSorting => "weight-sorting",
+            Algorithm::InterferenceGraph => "interference-graph",
+            Algorithm::WeightedInterferenceGraph => "weighted-interference-graph",
+        }
+    }
+}
+
+/// The policy's parameters (`[policy]` with `name = "symbiosis"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(
+    default,
+    deny_unknown_fields,
+    rename_all = "kebab-case",
+    try_from = "RawParams"
+)]
+pub struct SymbiosisParams {
+    pub algorithm: Algorithm,
+    /// §3.3.4's two phases for multithreaded processes (and VMs).
+    pub two_phase: bool,
+    /// Largest number of tasks split by trying every balanced split;
+    /// beyond, Kernighan-Lin. 2 to 20 (C(20,10) splits take milliseconds).
+    pub exact_limit: usize,
+    /// A new placement replaces a complete one only if it lowers the
+    /// modelled interference between co-running tasks by this much, %.
+    pub min_gain_percent: f64,
+    /// Live hosts: the software filter has `2^live-filter-bits` entries
+    /// (default 13: 8192 bits, the 1 KB RBV of §5.5). 6 to 20.
+    pub live_filter_bits: u32,
+    /// Live hosts: rounds of address samples that make one signature.
+    pub live_window_rounds: usize,
+}
+
+impl Default for SymbiosisParams {
+    fn default() -> Self {
+        SymbiosisParams {
+            algorithm: Algorithm::default(),
+            two_phase: true,
+            exact_limit: 16,
+            min_gain_percent: 5.0,
+            live_filter_bits: 13,
+            live_window_rounds: 8,
+        }
+    }
+}
+
+/// The same fields, unchecked: what a config file says.
+#[derive(Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+struct RawParams {
+    algorithm: Algorithm,
+    two_phase: bool,
+    exact_limit: usize,
+    min_gain_percent: f64,
+    live_filter_bits: u32,
+    live_window_rounds: usize,
+}
+
+impl Default for RawParams {
+    fn default() -> Self {
+        let d = SymbiosisParams::default();
+        RawParams {
+            algorithm: d.algorithm,
+            two_phase: d.two_phase,
+            exact_limit: d.exact_limit,
+            min_gain_percent: d.min_gain_percent,
+            live_filter_bits: d.live_filter_bits,
+            live_window_rounds: d.live_window_rounds,
+        }
+    }
+}
+
+impl TryFrom<RawParams> for SymbiosisParams {
+    type Error = String;
+
+    fn try_from(r: RawParams) -> Result<Self, String> {
+        let p = SymbiosisParams {
+            algorithm: r.algorithm,
+            two_phase: r.two_phase,
+            exact_limit: r.exact_limit,
+            min_gain_percent: r.min_gain_percent,
+            live_filter_bits: r.live_filter_bits,
+            live_window_rounds: r.live_window_rounds,
+        };
+        p.validate()?;
+        Ok(p)
+    }
+}
+
+impl SymbiosisParams {
+    /// Checks the ranges; the error names the key and what to give.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(2..=20).contains(&self.exact_limit) {
+            return Err(format!(
+                "symbiosis: exact-limit {} out of range: give 2 to 20 tasks",
+                self.exact_limit
+            ));
+        }
+        if !(0.0..100.0).contains(&self.min_gain_percent) {
+            return Err(format!(
+                "symbiosis: min-gain-percent {} out of range: give a percentage in [0, 100)",
+                self.min_gain_percent
+            ));
+        }
+        if !(6..=20).contains(&self.live_filter_bits) {
+            return Err(format!(
+                "symbiosis: live-filter-bits {} out of range: give 6 to 20",
+                self.live_filter_bits
+            ));
+        }
+        if self.live_window_rounds == 0 {
+            return Err("symbiosis: live-window-rounds must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// The `symbiosis` policy. See the module documentation.
+pub struct Symbiosis {
+    params: SymbiosisParams,
+    ours: HashMap<TaskId, CpuSet>,
+    windows: live::SampleWindows,
+}
+
+/// A task this round.
+struct Candidate {
+    id: TaskId,
+    tgid: i32,
+    label: String,
+    allowed: CpuSet,
+    sig: CacheSignature,
+}
+
+/// Cores numaplace may use, grouped by LLC domain.
+struct Domains {
+    /// Per domain: its LLC (dense id) and its cores' CPUs.
+    list: Vec<(usize, Vec<CpuSet>)>,
+}
+
+impl Domains {
+    fn new(t: &Topology) -> Domains {
+        let mut list = Vec::new();
+        for llc in t.llcs() {
+            let cores: Vec<CpuSet> = llc
+                .cores
+                .iter()
+                .map(|&c| t.cores()[c].span.intersection(t.span()))
+                .filter(|s| !s.is_empty())
+                .collect();
+            if !cores.is_empty() {
+                list.push((llc.id, cores));
+            }
+        }
+        Domains { list }
+    }
+
+    /// The (domain, core) whose CPUs are exactly `cpus`.
+    fn find(&self, cpus: &CpuSet) -> Option<(usize, usize)> {
+        self.list
+            .iter()
+            .enumerate()
+            .find_map(|(d, (_, cores))| cores.iter().position(|c| c == cpus).map(|k| (d, k)))
+    }
+}
+
+impl Symbiosis {
+    pub fn new(params: SymbiosisParams) -> Symbiosis {
+        Symbiosis {
+            params,
+            ours: HashMap::new(),
+            windows: live::SampleWindows::default(),
+        }
+    }
+
+    fn candidates(&self, view: &View<'_>, sigs: &BTreeMap<i32, CacheSignature>) -> Vec<Candidate> {
+        let s = view.snapshot;
+        let span = view.topology.span();
+        let labels: HashMap<i32, String> = s
+            .groups
+            .iter()
+            .map(|g| (g.pid, printable(&g.label())))
+            .collect();
+        let mut out = Vec::new();
+        for t in &s.tasks {
+            if !view.managed.contains(&t.tgid) || matches!(t.state, 'Z' | 'X') {
+                continue;
+            }
+            let free =
+                span.is_subset(&t.allowed_cpus) || self.ours.get(&t.id()) == Some(&t.allowed_cpus);
+            let Some(sig) = sigs.get(&t.tid).filter(|_| free) else {
+                continue;
+            };
+            if !span.contains(sig.cpu) {
+                continue;
+            }
+            out.push(Candidate {
+                id: t.id(),
+                tgid: t.tgid,
+                label: labels
+                    .get(&t.tgid)
+                    .cloned()
+                    .unwrap_or_else(|| printable(&t.comm)),
+                allowed: t.allowed_cpus.clone(),
+                sig: sig.clone(),
+            });
+        }
+        out
+    }
+}
+
+impl Policy for Symbiosis {
+    fn name(&self) -> &'static str {
+        "symbiosis"
+    }
+
+    /// The seed's allocator runs every 100 ms (§4.1); a second is enough
+    /// for processes that run for minutes and keeps the samples useful.
+    fn default_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(1)
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            counters: false,
+            memory: false,
+            samples: true,
+        }
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let mut plan = Plan::default();
+        let p = &self.params;
+        self.windows.update(view.snapshot, p.live_window_rounds);
+        let built;
+        let (sigs, source) = if view.snapshot.signatures.is_empty() {
+            built = self
+                .windows
+                .signatures(view.topology, view.snapshot, p.live_filter_bits);
+            (&built, "signature from sampled addresses")
+        } else {
+            (&view.snapshot.signatures, "Bloom-filter signature")
+        };
+        let doms = Domains::new(view.topology);
+        let cands = self.candidates(view, sigs);
+        let alive: std::collections::HashSet<TaskId> = cands.iter().map(|c| c.id).collect();
+        self.ours.retain(|k, _| alive.contains(k));
+        if cands.len() < 2 || doms.list.is_empty() {
+            return plan;
+        }
+        let members: Vec<Member> = cands
+            .iter()
+            .map(|c| Member {
+                tid: c.id.tid,
+                tgid: c.tgid,
+                weight: f64::from(c.sig.occupancy_weight),
+                entries: f64::from(c.sig.entries.max(1)),
+                cpu: c.sig.cpu,
+                symbiosis: c.sig.symbiosis.clone(),
+                now: doms.find(&c.allowed),
+            })
+            .collect();
+        let cores: Vec<usize> = doms.list.iter().map(|(_, c)| c.len()).collect();
+        let o = Options {
+            algorithm: p.algorithm,
+            two_phase: p.two_phase,
+            exact_limit: p.exact_limit,
+        };
+        let new = place::place(&members, &cores, o);
+        let g = place::interference(p.algorithm, &members);
+        let new_cost = place::co_run_cost(&g, &new);
+        let now: Option<Vec<(usize, usize)>> = members.iter().map(|m| m.now).collect();
+        let old_cost = now.as_ref().map(|n| place::co_run_cost(&g, n));
+        if let Some(old) = old_cost
+            && new_cost >= old * (1.0 - p.min_gain_percent / 100.0)
+        {
+            // Keep the present placement: not enough to gain.
+            for c in &cands {
+                self.ours.insert(c.id, c.allowed.clone());
+            }
+            return plan;
+        }
+        let change = match old_cost {
+            Some(old) => {
+                format!("modelled interference between co-running tasks {old:.3} -> {new_cost:.3}")
+            }
+            None => format!(
+                "first placement, modelled interference between co-running tasks {new_cost:.3}"
+            ),
+        };
+        let alg = p.algorithm.name();
+        for (i, c) in cands.iter().enumerate() {
+            let (d, k) = new[i];
+            let (llc, core_cpus) = (&doms.list[d].0, &doms.list[d].1[k]);
+            let who = format!("thread {} of {}", c.id.tid, c.label);
+            let mates: Vec<usize> = (0..cands.len())
+                .filter(|&j| j != i && new[j] == new[i])
+                .collect();
+            let partner = match mates
+                .iter()
+                .max_by(|&&a, &&b| g.get(i, a).total_cmp(&g.get(i, b)))
+            {
+                Some(&j) => {
+                    let (s, measured) = place::symbiosis_of(&members[i], &members[j]);
+                    let measured = measured
+                        .map(|m| format!(", {m} with its CPU {}", members[j].cpu))
+                        .unwrap_or_default();
+                    format!(
+                        "time-shares the core with thread {} of {} (weight {}, interference {:.3}, pair symbiosis {:.0}{measured}), so the two never run at the same time",
+                        cands[j].id.tid,
+                        cands[j].label,
+                        members[j].weight,
+                        g.get(i, j),
+                        s,
+                    )
+                }
+                None => "alone on its core".to_string(),
+            };
+            let apart = (0..cands.len())
+                .filter(|&j| new[j].0 == d && new[j].1 != k)
+                .max_by(|&a, &b| g.get(i, a).total_cmp(&g.get(i, b)))
+                .map(|j| {
+                    format!(
+                        "; its strongest co-runner in this LLC is thread {} of {} (interference {:.3})",
+                        cands[j].id.tid,
+                        cands[j].label,
+                        g.get(i, j)
+                    )
+                })
+                .unwrap_or_default();
+            if c.allowed != *core_cpus {
+                plan.push(
+                    Action::Pin {
+                        task: c.id,
+                        tgid: c.tgid,
+                        cpus: core_cpus.clone(),
+                    },
+                    format!(
+                        "symbiosis ({alg}): {who} ({source}: occupancy weight {} of {}) to CPUs {core_cpus} (LLC {llc}): {partner}{apart}; {change}",
+                        c.sig.occupancy_weight, c.sig.entries
+                    ),
+                );
+            }
+            self.ours.insert(c.id, core_cpus.clone());
+        }
+        plan
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,345 @@
+use std::collections::{BTreeMap, BTreeSet};
+
+use numaplace_model::{
+    Action, AddressSample, CacheSignature, CpuSet, GroupKind, Snapshot, Task, TaskGroup, Topology,
+};
+
+use super::live::{Filter, footprint};
+use super::partition::{Graph, bisect, partition, proportional_counts};
+use super::place::{Member, Options, co_run_cost, interference, place};
+use super::*;
+
+fn bits(ones: &[usize]) -> Filter {
+    let mut f = Filter::new(6);
+    for &i in ones {
+        f.set(i);
+    }
+    f
+}
+
+/// Fig. 7(b) in spirit: App1's RBV against the CFs of the cores running
+/// App2 (disjoint footprint) and App3 (nearly the same lines). XOR counts
+/// the entries where exactly one has a one, so App1/App2 has the higher
+/// symbiosis and App1 co-exists better with App2.
+#[test]
+fn symbiosis_of_hand_made_vectors_follows_fig_7b() {
+    let app1 = bits(&[0, 1, 2, 3]);
+    let app2 = bits(&[8, 9]);
+    let app3 = bits(&[0, 1, 2, 3, 4]);
+    assert_eq!(app1.count_ones(), 4, "occupancy weight");
+    assert_eq!(app1.xor_count_ones(&app2), 6);
+    assert_eq!(app1.xor_count_ones(&app3), 1);
+    // A core filter is the union of what ran there.
+    let mut cf = app2.clone();
+    cf.union_with(&app3);
+    assert_eq!(cf.count_ones(), 7);
+    assert_eq!(app1.xor_count_ones(&cf), 3);
+}
+
+#[test]
+fn footprints_of_different_processes_do_not_share_lines() {
+    let addrs: Vec<u64> = (0..32).map(|i| 0x1000 + 64 * i).collect();
+    let a = footprint(&addrs, 10, 13);
+    let same = footprint(&addrs, 10, 13);
+    let other = footprint(&addrs, 11, 13);
+    assert_eq!(a.count_ones(), 32);
+    assert_eq!(a.xor_count_ones(&same), 0);
+    assert!(
+        a.xor_count_ones(&other) > 48,
+        "{}",
+        a.xor_count_ones(&other)
+    );
+    // Two samples in one line are one entry.
+    assert_eq!(footprint(&[0x1000, 0x1008], 10, 13).count_ones(), 1);
+}
+
+fn random_graph(n: usize, seed: u64) -> Graph {
+    let mut s = seed;
+    let mut g = Graph::new(n);
+    for a in 0..n {
+        for b in a + 1..n {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            g.set(a, b, ((s >> 33) % 100) as f64);
+        }
+    }
+    g
+}
+
+#[test]
+fn exact_bisection_is_the_minimum_and_kernighan_lin_is_close() {
+    for seed in 0..5 {
+        let g = random_graph(12, seed);
+        let nodes: Vec<usize> = (0..12).collect();
+        let (a, b) = bisect(&g, &nodes, 6, 16);
+        let exact = g.cut(&a, &b);
+        // No swap of one pair improves the exact cut.
+        for &x in &a {
+            for &y in &b {
+                let a2: Vec<usize> = a.iter().map(|&v| if v == x { y } else { v }).collect();
+                let b2: Vec<usize> = b.iter().map(|&v| if v == y { x } else { v }).collect();
+                assert!(g.cut(&a2, &b2) >= exact - 1e-9);
+            }
+        }
+        let (ka, kb) = bisect(&g, &nodes, 6, 2);
+        assert_eq!((ka.len(), kb.len()), (6, 6));
+        let kl = g.cut(&ka, &kb);
+        assert!(
+            kl >= exact - 1e-9 && kl <= exact * 1.15,
+            "seed {seed}: KL {kl} exact {exact}"
+        );
+    }
+}
+
+#[test]
+fn hierarchical_partition_keeps_the_sizes() {
+    let g = random_graph(10, 3);
+    let nodes: Vec<usize> = (0..10).collect();
+    let counts = proportional_counts(10, &[1, 1, 1, 1]);
+    assert_eq!(counts, vec![3, 3, 2, 2]);
+    let parts = partition(&g, &nodes, &counts, 16);
+    assert_eq!(parts.iter().map(Vec::len).collect::<Vec<_>>(), counts);
+    let all: BTreeSet<usize> = parts.iter().flatten().copied().collect();
+    assert_eq!(all.len(), 10);
+    assert_eq!(proportional_counts(8, &[4, 4]), vec![4, 4]);
+    assert_eq!(proportional_counts(5, &[6, 2]), vec![4, 1]);
+}
+
+fn member(tid: i32, tgid: i32, weight: f64, cpu: u32) -> Member {
+    Member {
+        tid,
+        tgid,
+        weight,
+        entries: 1024.0,
+        cpu,
+        symbiosis: BTreeMap::new(),
+        now: None,
+    }
+}
+
+/// Fig. 8's setting: 4 processes on 2 cores sharing a cache. Each
+/// algorithm puts the two heavy footprints on one core.
+#[test]
+fn every_algorithm_pairs_the_two_heavy_footprints_on_one_core() {
+    let m = vec![
+        member(1, 1, 900.0, 0),
+        member(2, 2, 40.0, 0),
+        member(3, 3, 800.0, 1),
+        member(4, 4, 60.0, 1),
+    ];
+    for alg in Algorithm::ALL {
+        let o = Options {
+            algorithm: alg,
+            two_phase: true,
+            exact_limit: 16,
+        };
+        let p = place(&m, &[2], o);
+        assert_eq!(p[0].1, p[2].1, "{alg:?}: {p:?}");
+        assert_ne!(p[0].1, p[1].1, "{alg:?}: {p:?}");
+        let g = interference(alg, &m);
+        let other = [(0, 0), (0, 0), (0, 1), (0, 1)];
+        assert!(co_run_cost(&g, &p) < co_run_cost(&g, &other), "{alg:?}");
+    }
+}
+
+/// §3.3.3's point: two tiny footprints look like a strong conflict to the
+/// plain graph (low symbiosis) but not to the weighted one.
+#[test]
+fn the_weighted_graph_discounts_small_footprints() {
+    let small = [member(1, 1, 2.0, 0), member(2, 2, 3.0, 1)];
+    let big = [member(3, 3, 600.0, 0), member(4, 4, 700.0, 1)];
+    let e = |alg, m: &[Member]| interference(alg, m).get(0, 1);
+    assert!(e(Algorithm::InterferenceGraph, &small) > e(Algorithm::InterferenceGraph, &big));
+    assert!(
+        e(Algorithm::WeightedInterferenceGraph, &small)
+            < e(Algorithm::WeightedInterferenceGraph, &big)
+    );
+}
+
+/// §3.3.4: threads of one process are grouped by weight sorting first and
+/// kept so; on two LLC domains the hogs go to different domains.
+#[test]
+fn two_phase_and_llc_domains() {
+    // Process 10: four threads; process 20: two light single threads.
+    let m = vec![
+        member(11, 10, 500.0, 0),
+        member(12, 10, 490.0, 0),
+        member(13, 10, 20.0, 1),
+        member(14, 10, 10.0, 1),
+    ];
+    let p = place(
+        &m,
+        &[2],
+        Options {
+            algorithm: Algorithm::WeightedInterferenceGraph,
+            two_phase: true,
+            exact_limit: 16,
+        },
+    );
+    assert_eq!(p[0].1, p[1].1, "{p:?}");
+    assert_eq!(p[2].1, p[3].1, "{p:?}");
+    let hogs = vec![
+        member(1, 1, 900.0, 0),
+        member(2, 2, 850.0, 0),
+        member(3, 3, 10.0, 4),
+        member(4, 4, 12.0, 4),
+    ];
+    for alg in Algorithm::ALL {
+        let p = place(
+            &hogs,
+            &[2, 2],
+            Options {
+                algorithm: alg,
+                two_phase: true,
+                exact_limit: 16,
+            },
+        );
+        assert_ne!(p[0].0, p[1].0, "{alg:?}: {p:?}");
+    }
+}
+
+#[test]
+fn bad_parameters_are_refused_with_the_key() {
+    let bad: Result<SymbiosisParams, _> = serde_json::from_str(r#"{"algorithm": "min-cut"}"#);
+    let e = bad.unwrap_err().to_string();
+    assert!(
+        e.contains("unknown variant `min-cut`") && e.contains("weight-sorting"),
+        "{e}"
+    );
+    let e = serde_json::from_str::<SymbiosisParams>(r#"{"exact-limit": 40}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("exact-limit 40") && e.contains("2 to 20"), "{e}");
+    let ok: SymbiosisParams = serde_json::from_str(r#"{"algorithm": "weight-sorting"}"#).unwrap();
+    assert_eq!(ok.algorithm, Algorithm::WeightSorting);
+    assert!(SymbiosisParams::default().validate().is_ok());
+}
+
+fn task(tid: i32, cpu: u32, span: &CpuSet) -> Task {
+    Task {
+        tid,
+        tgid: tid,
+        start_time: 1,
+        comm: format!("app{tid}"),
+        state: 'R',
+        last_cpu: Some(cpu),
+        allowed_cpus: span.clone(),
+        allowed_mems: Default::default(),
+        utime: 0,
+        stime: 0,
+        vcpu: None,
+    }
+}
+
+fn snapshot(topo: &Topology, weights: &[(i32, u32, u32)]) -> Snapshot {
+    let mut s = Snapshot::default();
+    for &(tid, cpu, w) in weights {
+        s.tasks.push(task(tid, cpu, topo.span()));
+        s.groups.push(TaskGroup {
+            pid: tid,
+            start_time: 1,
+            comm: format!("app{tid}"),
+            cmdline: vec![],
+            cgroup: None,
+            kind: GroupKind::Process,
+            threads: vec![tid],
+            memory: None,
+        });
+        s.signatures.insert(
+            tid,
+            CacheSignature {
+                cpu,
+                occupancy_weight: w,
+                symbiosis: BTreeMap::new(),
+                entries: 1024,
+            },
+        );
+    }
+    s
+}
+
+/// A whole decision: pins with reasons that give the numbers and the
+/// partner; a second round with the plan applied changes nothing.
+#[test]
+fn decide_pins_with_reasons_and_then_holds() {
+    let topo = Topology::synthetic("pack:1 numa:1 l3:1 core:2 pu:1").unwrap();
+    let mut s = snapshot(&topo, &[(1, 0, 900), (2, 0, 30), (3, 1, 800), (4, 1, 50)]);
+    let managed: BTreeSet<i32> = [1, 2, 3, 4].into();
+    let mut p = Symbiosis::new(SymbiosisParams::default());
+    let plan = p.decide(&View {
+        topology: &topo,
+        snapshot: &s,
+        managed: &managed,
+    });
+    assert_eq!(plan.decisions.len(), 4, "{plan:?}");
+    let mut cpu = BTreeMap::new();
+    for d in &plan.decisions {
+        let Action::Pin { task, cpus, .. } = &d.action else {
+            panic!("{d:?}")
+        };
+        cpu.insert(task.tid, cpus.clone());
+        assert!(d.reason.contains("occupancy weight"), "{}", d.reason);
+        assert!(
+            d.reason.contains("time-shares the core with thread"),
+            "{}",
+            d.reason
+        );
+    }
+    assert_eq!(cpu[&1], cpu[&3]);
+    let r1 = &plan
+        .decisions
+        .iter()
+        .find(|d| d.action.pid() == 1)
+        .unwrap()
+        .reason;
+    assert!(r1.contains("thread 3 of app3 (weight 800"), "{r1}");
+    for t in &mut s.tasks {
+        t.allowed_cpus = cpu[&t.tid].clone();
+    }
+    let again = p.decide(&View {
+        topology: &topo,
+        snapshot: &s,
+        managed: &managed,
+    });
+    assert!(again.is_empty(), "{again:?}");
+}
+
+/// Without hardware signatures the policy builds them from samples.
+#[test]
+fn live_hosts_get_signatures_from_sampled_addresses() {
+    let topo = Topology::synthetic("pack:1 numa:1 l3:1 core:2 pu:1").unwrap();
+    let mut s = snapshot(&topo, &[(1, 0, 0), (2, 0, 0), (3, 1, 0), (4, 1, 0)]);
+    s.signatures.clear();
+    let lines = [4000u64, 50, 3000, 80];
+    for (k, tid) in [1, 2, 3, 4].into_iter().enumerate() {
+        let v = (0..lines[k])
+            .map(|i| AddressSample {
+                address: 0x10_0000 + 64 * i,
+                node: None,
+                write: false,
+            })
+            .collect();
+        s.samples.insert(tid, v);
+    }
+    let mut p = Symbiosis::new(SymbiosisParams::default());
+    assert!(p.needs().samples);
+    let managed: BTreeSet<i32> = [1, 2, 3, 4].into();
+    let plan = p.decide(&View {
+        topology: &topo,
+        snapshot: &s,
+        managed: &managed,
+    });
+    let pin = |tid: i32| {
+        plan.decisions
+            .iter()
+            .find_map(|d| match &d.action {
+                Action::Pin { task, cpus, .. } if task.tid == tid => Some(cpus.clone()),
+                _ => None,
+            })
+            .unwrap()
+    };
+    assert_eq!(pin(1), pin(3), "{plan:?}");
+    assert_ne!(pin(1), pin(2), "{plan:?}");
+    assert!(plan.decisions[0].reason.contains("sampled addresses"));
+}
