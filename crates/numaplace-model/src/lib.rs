@@ -15,7 +15,7 @@ pub use cpuset::{CpuSet, CpuSetParseError};
 pub use plan::{Action, Decision, Outcome, PageCounts, Plan};
 pub use snapshot::{
     AddressSample, CacheSignature, EnergyDelta, MachineReadings, NodeMeminfo, RecordHeader,
-    ResctrlSample, Snapshot,
+    PageSets, PageWindow, ResctrlSample, Snapshot,
 };
 pub use task::{GroupKind, NodeMemory, NodeSet, Task, TaskGroup, TaskId};
 pub use topology::{

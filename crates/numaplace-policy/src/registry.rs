@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::adaptive::{AdaptiveMapping, AdaptiveParams};
 use crate::brm::{Brm, BrmParams};
 use crate::dino::{DiParams, Dino, DinoParams, DistributedIntensity};
 use crate::numad::{NumadLike, NumadParams};
@@ -37,6 +38,11 @@ pub enum PolicyKind {
     /// vCPUs, tagged names, or heavy uncore users) moved at random, biased
     /// towards the node where the system-wide uncore penalty was lowest.
     Brm(BrmParams),
+    /// Adaptive local / interleaved vcore mapping (seed 002 §4-§5): page
+    /// metrics, classifier, per-class models, voting with confidence,
+    /// probing the other mapping when unsure, overhead ceiling; objective
+    /// performance, power or energy.
+    AdaptiveMapping(AdaptiveParams),
 }
 
 /// A `--policy` name numaplace does not know.
@@ -58,7 +64,7 @@ impl std::error::Error for UnknownPolicy {}
 
 impl PolicyKind {
     /// Every policy's name, in the order `--help` lists them.
-    pub const NAMES: [&'static str; 7] = [
+    pub const NAMES: [&'static str; 8] = [
         "default",
         "numad-like",
         "static",
@@ -66,6 +72,7 @@ impl PolicyKind {
         "di-migrate",
         "dino",
         "brm",
+        "adaptive-mapping",
     ];
 
     /// The policy of this name with its default parameters.
@@ -78,6 +85,7 @@ impl PolicyKind {
             "di-migrate" => Ok(PolicyKind::DiMigrate(DiParams::default())),
             "dino" => Ok(PolicyKind::Dino(DinoParams::default())),
             "brm" => Ok(PolicyKind::Brm(BrmParams::default())),
+            "adaptive-mapping" => Ok(PolicyKind::AdaptiveMapping(AdaptiveParams::default())),
             other => Err(UnknownPolicy(other.to_string())),
         }
     }
@@ -91,6 +99,7 @@ impl PolicyKind {
             PolicyKind::DiMigrate(_) => "di-migrate",
             PolicyKind::Dino(_) => "dino",
             PolicyKind::Brm(_) => "brm",
+            PolicyKind::AdaptiveMapping(_) => "adaptive-mapping",
         }
     }
 
@@ -104,6 +113,7 @@ impl PolicyKind {
             PolicyKind::DiMigrate(p) => Box::new(DistributedIntensity::migrate(p.clone())),
             PolicyKind::Dino(p) => Box::new(Dino::new(p.clone())),
             PolicyKind::Brm(p) => Box::new(Brm::new(p.clone())),
+            PolicyKind::AdaptiveMapping(p) => Box::new(AdaptiveMapping::new(p.clone())),
         }
     }
 }
@@ -126,7 +136,7 @@ mod tests {
         let e = PolicyKind::from_name("dino2").unwrap_err().to_string();
         assert_eq!(
             e,
-            "unknown policy \"dino2\": numaplace has default, numad-like, static, di-plain, di-migrate, dino, brm"
+            "unknown policy \"dino2\": numaplace has default, numad-like, static, di-plain, di-migrate, dino, brm, adaptive-mapping"
         );
     }
 }
