@@ -8,7 +8,7 @@
 //! mgrid) with its working set, shared area, shared writes and core CPI
 //! varied within the class (the values are ours, not measured).
 
-use numaplace_policy::adaptive::fit::least_squares;
+use numaplace_policy::adaptive::fit::ridge;
 use numaplace_policy::adaptive::mapping::layout;
 use numaplace_policy::adaptive::metrics::{PageMetrics, page_metrics};
 use numaplace_policy::adaptive::models::PerformanceModel;
@@ -110,9 +110,12 @@ pub struct Measured {
 pub fn mapping_cpus(m: &Machine, w: &Workload, mapping: Mapping) -> Vec<usize> {
     let t = &m.topology;
     let prefer: Vec<usize> = match w.apps[0].memory {
-        crate::workload::MemoryPlacement::Node(n) => {
-            t.nodes().get(n as usize).and_then(|n| n.package).into_iter().collect()
-        }
+        crate::workload::MemoryPlacement::Node(n) => t
+            .nodes()
+            .get(n as usize)
+            .and_then(|n| n.package)
+            .into_iter()
+            .collect(),
         _ => Vec::new(),
     };
     let l = layout(t, mapping, w.apps[0].threads as usize, &prefer).expect("the VM fits");
@@ -134,7 +137,11 @@ pub fn measure(m: &Machine, w: &Workload, mapping: Mapping, seed: u64) -> Measur
         world.start_due();
         if world.time() + 1e-9 >= next {
             let s = world.snapshot();
-            let mut tasks: Vec<_> = s.tasks.iter().filter(|t| s.page_sets.contains_key(&t.tid)).collect();
+            let mut tasks: Vec<_> = s
+                .tasks
+                .iter()
+                .filter(|t| s.page_sets.contains_key(&t.tid))
+                .collect();
             tasks.sort_by_key(|t| (t.vcpu, t.tid));
             let sets: Vec<_> = tasks.iter().map(|t| &s.page_sets[&t.tid]).collect();
             if sets.len() == w.apps[0].threads as usize {
@@ -174,7 +181,12 @@ impl Pair {
 }
 
 /// Every benchmark in both mappings over `seeds`, on `workers` threads.
-pub fn measure_pairs(m: &Machine, benches: &[Benchmark], seeds: &[u64], workers: usize) -> Vec<Pair> {
+pub fn measure_pairs(
+    m: &Machine,
+    benches: &[Benchmark],
+    seeds: &[u64],
+    workers: usize,
+) -> Vec<Pair> {
     let jobs: Vec<(usize, u64)> = (0..benches.len())
         .flat_map(|b| seeds.iter().map(move |&s| (b, s)))
         .collect();
@@ -201,6 +213,9 @@ pub fn classifier_for(m: &Machine) -> Classifier {
     }
 }
 
+/// Ridge penalty per row on standardised metrics ([`ridge`]).
+pub const RIDGE: f64 = 1.0;
+
 /// Classes with fewer distinct training benchmarks than this borrow the
 /// rows of §5.3's pooled model (classes 0 and 1 together; all for 2).
 pub const MIN_BENCHMARKS_PER_CLASS: usize = 4;
@@ -217,13 +232,26 @@ pub fn train(m: &Machine, pairs: &[Pair], source: &str) -> Result<Models, String
         let rows: Vec<(Class, &'static str, [f64; 8], f64)> = pairs
             .iter()
             .map(|p| {
-                let mm = if mapping == Mapping::Local { &p.local } else { &p.interleaved };
-                (classifier.classify(&mm.metrics, threads), p.name, mm.metrics.features(), p.ratio())
+                let mm = if mapping == Mapping::Local {
+                    &p.local
+                } else {
+                    &p.interleaved
+                };
+                (
+                    classifier.classify(&mm.metrics, threads),
+                    p.name,
+                    mm.metrics.features(),
+                    p.ratio(),
+                )
             })
             .collect();
         for class in Class::ALL {
             let benches = |cs: &[Class]| {
-                let mut names: Vec<_> = rows.iter().filter(|r| cs.contains(&r.0)).map(|r| r.1).collect();
+                let mut names: Vec<_> = rows
+                    .iter()
+                    .filter(|r| cs.contains(&r.0))
+                    .map(|r| r.1)
+                    .collect();
                 names.sort_unstable();
                 names.dedup();
                 names.len()
@@ -234,14 +262,22 @@ pub fn train(m: &Machine, pairs: &[Pair], source: &str) -> Result<Models, String
             } else {
                 &[Class::HighCacheMissRate, Class::LowCacheCoherencyTraffic]
             };
-            let use_classes: &[Class] = if benches(&own) >= MIN_BENCHMARKS_PER_CLASS { &own } else { pooled };
+            let use_classes: &[Class] = if benches(&own) >= MIN_BENCHMARKS_PER_CLASS {
+                &own
+            } else {
+                pooled
+            };
             let (xs, ys): (Vec<Vec<f64>>, Vec<f64>) = rows
                 .iter()
                 .filter(|r| use_classes.contains(&r.0))
                 .map(|r| (r.2.to_vec(), r.3))
                 .unzip();
-            let model = least_squares(&xs, &ys)
-                .map_err(|e| format!("{class} measured {mapping}: {e} (no training run fell in it)"))?;
+            let mut model = ridge(&xs, &ys, RIDGE).map_err(|e| {
+                format!("{class} measured {mapping}: {e} (no training run fell in it)")
+            })?;
+            let lo = ys.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = ys.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            model.range = Some((lo, hi));
             performance.push(PerformanceModel {
                 class: class.number(),
                 measured_in: mapping,
@@ -249,12 +285,16 @@ pub fn train(m: &Machine, pairs: &[Pair], source: &str) -> Result<Models, String
             });
         }
     }
-    let power = m.params.power.as_ref().map_or(PowerModel::FIG7, |p| PowerModel {
-        idle_w: p.idle_w,
-        per_core_w: p.per_core_w,
-        per_smt_w: p.per_smt_w,
-        r2: None,
-    });
+    let power = m
+        .params
+        .power
+        .as_ref()
+        .map_or(PowerModel::FIG7, |p| PowerModel {
+            idle_w: p.idle_w,
+            per_core_w: p.per_core_w,
+            per_smt_w: p.per_smt_w,
+            r2: None,
+        });
     let models = Models {
         format: Models::FORMAT.into(),
         version: Models::VERSION,

@@ -107,8 +107,10 @@ pub fn layout(t: &Topology, mapping: Mapping, vcores: usize, prefer: &[usize]) -
                 })
                 .collect();
             let mut next = vec![0usize; used];
-            let mut on_core: Vec<Vec<Vec<usize>>> =
-                pkgs[..used].iter().map(|(_, c)| vec![Vec::new(); c.len()]).collect();
+            let mut on_core: Vec<Vec<Vec<usize>>> = pkgs[..used]
+                .iter()
+                .map(|(_, c)| vec![Vec::new(); c.len()])
+                .collect();
             let mut p = 0;
             while out.cpus.len() < vcores {
                 if next[p] < slots[p].len() {

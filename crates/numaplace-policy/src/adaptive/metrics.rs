@@ -153,7 +153,10 @@ pub fn page_sets_from_samples(samples: &[AddressSample], page_size: u64) -> Page
         }
         PageWindow { accessed, written }
     };
-    let first_store = samples.iter().position(|a| a.write).unwrap_or(samples.len());
+    let first_store = samples
+        .iter()
+        .position(|a| a.write)
+        .unwrap_or(samples.len());
     PageSets {
         per_mem: window(samples),
         per_store: window(&samples[first_store..]),

@@ -77,7 +77,10 @@ enum Phase {
     Steady,
     /// Switched to the other mapping to vote again (§5.3's low-confidence
     /// branch); `first` was voted in `from`.
-    Trial { first: Vote, from: Mapping },
+    Trial {
+        first: Vote,
+        from: Mapping,
+    },
 }
 
 struct Group {

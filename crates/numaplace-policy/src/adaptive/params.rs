@@ -147,10 +147,7 @@ impl TryFrom<AdaptiveConfig> for AdaptiveParams {
                     )
                 })?;
                 Models::parse(&text).map_err(|e| {
-                    format!(
-                        "adaptive-mapping: coefficient file {}: {e}",
-                        path.display()
-                    )
+                    format!("adaptive-mapping: coefficient file {}: {e}", path.display())
                 })?
             }
         };

@@ -103,10 +103,16 @@ fn classifier_thresholds_follow_section_5_2() {
     };
     assert_eq!(c.classify(&m(3841.0, 0.2), 8), Class::HighCacheMissRate);
     assert_eq!(c.classify(&m(3839.0, 0.2), 8), Class::Other);
-    assert_eq!(c.classify(&m(3839.0, 0.0099), 8), Class::LowCacheCoherencyTraffic);
+    assert_eq!(
+        c.classify(&m(3839.0, 0.0099), 8),
+        Class::LowCacheCoherencyTraffic
+    );
     assert_eq!(c.classify(&m(3839.0, 0.01), 8), Class::Other);
     // Fewer threads raise the threshold: 3841 pages is no longer class 0.
-    assert_eq!(c.classify(&m(3841.0, 0.0), 4), Class::LowCacheCoherencyTraffic);
+    assert_eq!(
+        c.classify(&m(3841.0, 0.0), 4),
+        Class::LowCacheCoherencyTraffic
+    );
 }
 
 /// splitmix64 in [0, 1).
@@ -144,8 +150,13 @@ fn least_squares_recovers_known_coefficients() {
     assert!(least_squares(&[vec![1.0], vec![1.0, 2.0]], &[1.0, 2.0]).is_err());
     // A constant input does not break the fit.
     let flat: Vec<Vec<f64>> = (0..5).map(|i| vec![1.0, i as f64]).collect();
-    let f = least_squares(&flat, &[1.0, 3.0, 5.0, 7.0, 9.0]).unwrap();
+    let mut f = least_squares(&flat, &[1.0, 3.0, 5.0, 7.0, 9.0]).unwrap();
     assert!((f.predict(&[1.0, 10.0]) - 21.0).abs() < 1e-6, "{f:?}");
+    f.range = Some((1.0, 9.0));
+    assert_eq!(f.predict(&[1.0, 10.0]), 9.0);
+    // A ridge penalty shrinks the slope towards 0.
+    let r = super::fit::ridge(&flat, &[1.0, 3.0, 5.0, 7.0, 9.0], 1.0).unwrap();
+    assert!(r.coefficients[1] > 0.5 && r.coefficients[1] < 1.9, "{r:?}");
 }
 
 /// Seed 002 Fig. 7: (p, l, measured watts).
@@ -213,7 +224,13 @@ fn mappings_for_two_and_four_sockets() {
     let distinct: BTreeSet<u32> = i.cpus.iter().copied().collect();
     assert_eq!(distinct.len(), 8);
     // 16 vcores fill everything either way; 17 do not fit.
-    assert_eq!(mapping::layout(&t, Mapping::Local, 16, &[]).unwrap().packages.len(), 2);
+    assert_eq!(
+        mapping::layout(&t, Mapping::Local, 16, &[])
+            .unwrap()
+            .packages
+            .len(),
+        2
+    );
     assert!(mapping::layout(&t, Mapping::Interleaved, 17, &[]).is_none());
     let t4 = Topology::synthetic("pack:4 core:4 pu:1").unwrap();
     let i = mapping::layout(&t4, Mapping::Interleaved, 8, &[2]).unwrap();
@@ -229,27 +246,40 @@ fn bad_parameters_say_what_to_do() {
         serde_json::from_str::<PolicyKindOnly>(toml).map_err(|e| e.to_string())
     };
     let e = parse(r#"{"objective": "speed"}"#).unwrap_err();
-    assert!(e.contains("unknown variant `speed`") && e.contains("performance"), "{e}");
+    assert!(
+        e.contains("unknown variant `speed`") && e.contains("performance"),
+        "{e}"
+    );
     let e = parse(r#"{"overhead-ceiling": 0}"#).unwrap_err();
     assert!(e.contains("overhead-ceiling 0 is out of range"), "{e}");
     let e = parse(r#"{"overhead-ceiling": 0.5}"#).unwrap_err();
     assert!(e.contains("at most 0.1"), "{e}");
     let e = parse(r#"{"coefficients": "/nonexistent/m.json"}"#).unwrap_err();
-    assert!(e.contains("cannot read the coefficient file /nonexistent/m.json"), "{e}");
+    assert!(
+        e.contains("cannot read the coefficient file /nonexistent/m.json"),
+        "{e}"
+    );
     assert!(e.contains("numaplace train --out"), "{e}");
     let dir = std::env::temp_dir().join(format!("np-adaptive-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let bad = dir.join("bad.json");
     std::fs::write(&bad, "{\"format\": 3").unwrap();
     let e = parse(&format!(r#"{{"coefficients": {:?}}}"#, bad)).unwrap_err();
-    assert!(e.contains("not a coefficient file") && e.contains("numaplace train"), "{e}");
+    assert!(
+        e.contains("not a coefficient file") && e.contains("numaplace train"),
+        "{e}"
+    );
     let mut m = Models::builtin();
     m.performance.retain(|p| p.class != 2);
     std::fs::write(&bad, m.to_json()).unwrap();
     let e = parse(&format!(r#"{{"coefficients": {:?}}}"#, bad)).unwrap_err();
     assert!(e.contains("no performance model for class 2"), "{e}");
     std::fs::write(&bad, test_models(1.0).to_json()).unwrap();
-    let ok = parse(&format!(r#"{{"coefficients": {:?}, "objective": "energy"}}"#, bad)).unwrap();
+    let ok = parse(&format!(
+        r#"{{"coefficients": {:?}, "objective": "energy"}}"#,
+        bad
+    ))
+    .unwrap();
     assert_eq!(ok.0.config.objective, Objective::Energy);
     assert_eq!(ok.0.models, test_models(1.0));
     std::fs::remove_dir_all(&dir).ok();
@@ -275,6 +305,7 @@ fn test_models(ratio_per_kpage: f64) -> Models {
                     coefficients,
                     r2: 1.0,
                     rows: 1,
+                    range: None,
                 },
             });
         }
@@ -419,8 +450,14 @@ fn starts_local_next_to_the_memory_then_follows_a_confident_vote() {
     let plan = vm.round(&mut p, 100, 1.0);
     assert_eq!(vm.packages().len(), 2, "{plan:?}");
     let why = &plan.decisions[0].reason;
-    assert!(why.contains("class 1") && why.contains("run time 0.500"), "{why}");
-    assert!(why.contains("votes interleaved with high confidence"), "{why}");
+    assert!(
+        why.contains("class 1") && why.contains("run time 0.500"),
+        "{why}"
+    );
+    assert!(
+        why.contains("votes interleaved with high confidence"),
+        "{why}"
+    );
     // Same vote again: nothing to do.
     assert!(vm.round(&mut p, 100, 1.0).decisions.is_empty());
     // The working set grows past the class-0 threshold: ratio 4.4, local.
@@ -441,7 +478,10 @@ fn an_unsure_vote_probes_the_other_mapping_and_cpi_breaks_the_tie() {
     // 1.02 votes local, unsure: switch to interleaved to look.
     let plan = vm.round(&mut p, 1033, 1.4);
     assert_eq!(vm.packages().len(), 2);
-    assert!(plan.decisions[0].reason.contains("not confident"), "{plan:?}");
+    assert!(
+        plan.decisions[0].reason.contains("not confident"),
+        "{plan:?}"
+    );
     // Measured interleaved: 0.98 votes interleaved; the votes disagree and
     // the lower CPI (1.4 local vs 1.1 interleaved) keeps interleaved.
     let plan = vm.round(&mut p, 967, 1.1);

@@ -120,7 +120,11 @@ fn layout_watts(params: &AdaptiveParams, layout: &Layout, util: &[f64]) -> f64 {
     let cores: Vec<Vec<f64>> = layout
         .cores
         .iter()
-        .map(|c| c.iter().map(|&v| util.get(v).copied().unwrap_or(1.0)).collect())
+        .map(|c| {
+            c.iter()
+                .map(|&v| util.get(v).copied().unwrap_or(1.0))
+                .collect()
+        })
         .collect();
     params.models.power.mapping_watts(&cores)
 }

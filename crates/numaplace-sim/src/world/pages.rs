@@ -126,7 +126,15 @@ impl World {
                 (cfg.window_refs, &mut sets.per_mem),
                 (cfg.window_refs / store_share.max(1e-6), &mut sets.per_store),
             ] {
-                draw(rng, SHARED_BASE / page, shared_pages, None, refs * q, 1.0, w);
+                draw(
+                    rng,
+                    SHARED_BASE / page,
+                    shared_pages,
+                    None,
+                    refs * q,
+                    1.0,
+                    w,
+                );
                 let private_refs = refs * (1.0 - q);
                 draw(
                     rng,
