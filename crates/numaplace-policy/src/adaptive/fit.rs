@@ -157,11 +157,12 @@ fn solve(mut a: Vec<Vec<f64>>) -> Vec<f64> {
         if a[c][c].abs() < 1e-300 {
             continue;
         }
-        for r in 0..k {
+        let pivot = a[c].clone();
+        for (r, row) in a.iter_mut().enumerate() {
             if r != c {
-                let f = a[r][c] / a[c][c];
-                for j in c..=k {
-                    a[r][j] -= f * a[c][j];
+                let f = row[c] / pivot[c];
+                for (v, p) in row.iter_mut().zip(&pivot).skip(c) {
+                    *v -= f * p;
                 }
             }
         }
