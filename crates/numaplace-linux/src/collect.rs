@@ -324,6 +324,7 @@ impl Collector {
             machine,
             samples,
             signatures: BTreeMap::new(),
+            page_sets: BTreeMap::new(),
         };
         self.seq += 1;
         self.last = Some(now);

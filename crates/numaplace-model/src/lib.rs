@@ -14,8 +14,8 @@ pub use counters::{Counter, CounterDeltas};
 pub use cpuset::{CpuSet, CpuSetParseError};
 pub use plan::{Action, Decision, Outcome, PageCounts, Plan};
 pub use snapshot::{
-    AddressSample, CacheSignature, EnergyDelta, MachineReadings, NodeMeminfo, RecordHeader,
-    ResctrlSample, Snapshot,
+    AddressSample, CacheSignature, EnergyDelta, MachineReadings, NodeMeminfo, PageSets, PageWindow,
+    RecordHeader, ResctrlSample, Snapshot,
 };
 pub use task::{GroupKind, NodeMemory, NodeSet, Task, TaskGroup, TaskId};
 pub use topology::{

@@ -37,6 +37,30 @@ pub struct Snapshot {
     /// live host may approximate it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub signatures: BTreeMap<i32, CacheSignature>,
+    /// Pages each thread touched in the two probe windows of seed 002
+    /// §4.2-4.3, by tid, where the world can see them: the simulator's
+    /// page model (when asked for). A live host has no per-thread accessed
+    /// bits outside a VMM; it builds the same sets from `samples` instead
+    /// (a lower bound: only the sampled pages).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub page_sets: BTreeMap<i32, PageSets>,
+}
+
+/// Seed 002 §4.3's per-vcore bit vectors as sorted page numbers: the pages
+/// consistently accessed / written over a window of memory operations
+/// (`accessed_per_mem_i`, `written_per_mem_i`) and over a window of store
+/// operations (`accessed_per_store_i`, `written_per_store_i`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageSets {
+    pub per_mem: PageWindow,
+    pub per_store: PageWindow,
+}
+
+/// Pages accessed and written in one window, sorted, without repeats.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PageWindow {
+    pub accessed: Vec<u64>,
+    pub written: Vec<u64>,
 }
 
 /// One sampled data access.

@@ -6,6 +6,7 @@
 //! a replayed recording or the simulator: the [`engine`] feeds it from a
 //! [`engine::Telemetry`] and hands its plan to an [`engine::Actuator`].
 
+pub mod adaptive;
 pub mod brm;
 pub mod dino;
 pub mod engine;

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::adaptive::{AdaptiveMapping, AdaptiveParams};
 use crate::brm::{Brm, BrmParams};
 use crate::dino::{DiParams, Dino, DinoParams, DistributedIntensity};
 use crate::numad::{NumadLike, NumadParams};
@@ -42,6 +43,11 @@ pub enum PolicyKind {
     /// LLC domains from cache-footprint signatures (occupancy weight,
     /// symbiosis) by weight sorting or a min-cut of the interference graph.
     Symbiosis(SymbiosisParams),
+    /// Adaptive local / interleaved vcore mapping (seed 002 §4-§5): page
+    /// metrics, classifier, per-class models, voting with confidence,
+    /// probing the other mapping when unsure, overhead ceiling; objective
+    /// performance, power or energy.
+    AdaptiveMapping(AdaptiveParams),
 }
 
 /// A `--policy` name numaplace does not know.
@@ -63,7 +69,7 @@ impl std::error::Error for UnknownPolicy {}
 
 impl PolicyKind {
     /// Every policy's name, in the order `--help` lists them.
-    pub const NAMES: [&'static str; 8] = [
+    pub const NAMES: [&'static str; 9] = [
         "default",
         "numad-like",
         "static",
@@ -72,6 +78,7 @@ impl PolicyKind {
         "dino",
         "brm",
         "symbiosis",
+        "adaptive-mapping",
     ];
 
     /// The policy of this name with its default parameters.
@@ -85,6 +92,7 @@ impl PolicyKind {
             "dino" => Ok(PolicyKind::Dino(DinoParams::default())),
             "brm" => Ok(PolicyKind::Brm(BrmParams::default())),
             "symbiosis" => Ok(PolicyKind::Symbiosis(SymbiosisParams::default())),
+            "adaptive-mapping" => Ok(PolicyKind::AdaptiveMapping(AdaptiveParams::default())),
             other => Err(UnknownPolicy(other.to_string())),
         }
     }
@@ -99,6 +107,7 @@ impl PolicyKind {
             PolicyKind::Dino(_) => "dino",
             PolicyKind::Brm(_) => "brm",
             PolicyKind::Symbiosis(_) => "symbiosis",
+            PolicyKind::AdaptiveMapping(_) => "adaptive-mapping",
         }
     }
 
@@ -113,6 +122,7 @@ impl PolicyKind {
             PolicyKind::Dino(p) => Box::new(Dino::new(p.clone())),
             PolicyKind::Brm(p) => Box::new(Brm::new(p.clone())),
             PolicyKind::Symbiosis(p) => Box::new(Symbiosis::new(p.clone())),
+            PolicyKind::AdaptiveMapping(p) => Box::new(AdaptiveMapping::new(p.clone())),
         }
     }
 }
@@ -135,7 +145,7 @@ mod tests {
         let e = PolicyKind::from_name("dino2").unwrap_err().to_string();
         assert_eq!(
             e,
-            "unknown policy \"dino2\": numaplace has default, numad-like, static, di-plain, di-migrate, dino, brm, symbiosis"
+            "unknown policy \"dino2\": numaplace has default, numad-like, static, di-plain, di-migrate, dino, brm, symbiosis, adaptive-mapping"
         );
     }
 }

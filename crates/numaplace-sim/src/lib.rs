@@ -3,6 +3,7 @@
 //! simulated Linux and the world the policies act on, the oracle, and the
 //! comparison of policies over seeds. See `docs/simulator.md`.
 
+pub mod adaptive;
 pub mod best;
 pub mod bloom;
 pub mod machine;

@@ -17,6 +17,7 @@ use crate::model::Constants;
 use crate::outcome::{Comparison, PolicySummary, RunResult};
 use crate::workload::Workload;
 use crate::world::World;
+use crate::world::pages::PageSetConfig;
 
 /// How to run.
 #[derive(Debug, Clone)]
@@ -35,6 +36,9 @@ pub struct RunOptions {
     pub signatures: Option<(SignatureConfig, usize)>,
     /// Data addresses sampled per thread and policy round.
     pub samples_per_interval: usize,
+    /// Seed 002's per-thread page sets in every snapshot; always on for
+    /// `adaptive-mapping`, which reads them.
+    pub page_sets: Option<PageSetConfig>,
 }
 
 impl Default for RunOptions {
@@ -47,6 +51,7 @@ impl Default for RunOptions {
             constants: Constants::default(),
             signatures: None,
             samples_per_interval: 32,
+            page_sets: None,
         }
     }
 }
@@ -58,6 +63,12 @@ pub enum Driver<'a> {
     Binding {
         name: &'a str,
         cpus: Vec<Vec<usize>>,
+    },
+    /// A policy built by the caller (who may keep a handle on its
+    /// reports), run through the engine like `Policy`.
+    Built {
+        name: &'a str,
+        policy: Box<dyn numaplace_policy::Policy>,
     },
 }
 
@@ -79,32 +90,43 @@ pub fn run(
         world.enable_trace();
     }
     world.set_samples_per_interval(opts.samples_per_interval);
+    let wants_pages = match &driver {
+        Driver::Policy(kind) => matches!(kind, PolicyKind::AdaptiveMapping(_)),
+        Driver::Built { policy, .. } => policy.name() == "adaptive-mapping",
+        Driver::Binding { .. } => false,
+    };
+    if let Some(cfg) = opts.page_sets.or(wants_pages.then(PageSetConfig::default)) {
+        world.enable_page_sets(cfg);
+    }
     let mut warnings = Vec::new();
     if let Some((config, accesses)) = &opts.signatures
         && let Err(e) = world.enable_signatures(config.clone(), *accesses)
     {
         warnings.push(format!("no cache signatures: {e}"));
     }
+    let built = |policy: Box<dyn numaplace_policy::Policy>| {
+        let interval = opts.interval.unwrap_or_else(|| policy.default_interval());
+        let engine = Engine::new(
+            policy,
+            Scope {
+                all: true,
+                ..Scope::default()
+            },
+            EngineConfig {
+                migrate_mib_per_sec: opts.migrate_mib_per_sec,
+                page_size: crate::world::PAGE as u64,
+            },
+        );
+        (Some(engine), interval.as_secs_f64())
+    };
     let (name, mut engine, interval) = match driver {
+        Driver::Built { name, policy } => {
+            let (engine, interval) = built(policy);
+            (name.to_string(), engine, interval)
+        }
         Driver::Policy(kind) => {
-            let policy = kind.build();
-            let interval = opts.interval.unwrap_or_else(|| policy.default_interval());
-            let engine = Engine::new(
-                policy,
-                Scope {
-                    all: true,
-                    ..Scope::default()
-                },
-                EngineConfig {
-                    migrate_mib_per_sec: opts.migrate_mib_per_sec,
-                    page_size: crate::world::PAGE as u64,
-                },
-            );
-            (
-                kind.name().to_string(),
-                Some(engine),
-                interval.as_secs_f64(),
-            )
+            let (engine, interval) = built(kind.build());
+            (kind.name().to_string(), engine, interval)
         }
         Driver::Binding { name, cpus } => {
             world.bind(cpus);

@@ -114,6 +114,32 @@ pub enum Command {
         numaplace calibrate --quick -o host.json      (a few seconds; small working sets)\n  \
         numaplace calibrate && numaplace simulate --machine numaplace-machine.json")]
     Calibrate(CalibrateArgs),
+
+    /// Train seed 002's models for `adaptive-mapping` in the simulator: run
+    /// the Fig. 4 benchmarks local and interleaved, fit the per-class
+    /// performance models by least squares (R² reported), take the
+    /// machine's power model, and write the coefficient file (JSON, 0600).
+    #[command(after_help = "Examples:\n  \
+        numaplace train --out models.json                (SPEC half of Fig. 4, 3 seeds)\n  \
+        numaplace train --suite all --seeds 5 --out models.json")]
+    Train(TrainArgs),
+}
+
+/// `numaplace train`: fit `adaptive-mapping`'s models in the simulator.
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// The coefficient file to write (JSON, mode 0600, replaced atomically).
+    #[arg(short, long, value_name = "FILE")]
+    pub out: PathBuf,
+    /// Machine preset to train on.
+    #[arg(long, default_value = "westmere-2s")]
+    pub machine: String,
+    /// Training benchmarks of Fig. 4: spec, parsec or all.
+    #[arg(long, default_value = "spec")]
+    pub suite: String,
+    /// Seeds per benchmark and mapping.
+    #[arg(long, default_value_t = 3)]
+    pub seeds: u64,
 }
 
 /// `numaplace calibrate`: measure this machine, write a machine file.

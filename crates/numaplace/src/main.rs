@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         Command::Scenarios => commands::simulate::scenarios(),
         Command::Bench(args) => commands::bench::run(&args),
         Command::Calibrate(args) => commands::calibrate::run(&args),
+        Command::Train(args) => commands::train::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

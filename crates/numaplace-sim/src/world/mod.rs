@@ -148,6 +148,9 @@ pub struct World {
     signatures: Option<sampling::SignatureModel>,
     sample_rng: Rng,
     samples_per_interval: usize,
+    /// Seed 002's per-thread page sets, when asked for (`pages.rs`).
+    page_sets: Option<pages::PageSetConfig>,
+    page_rng: Rng,
 }
 
 impl World {
@@ -207,6 +210,8 @@ impl World {
             signatures: None,
             sample_rng: Rng::new(seed ^ 0xa5a5_a5a5),
             samples_per_interval: 32,
+            page_sets: None,
+            page_rng: Rng::new(seed ^ 0x9a9e_5e75),
             machine,
             workload,
         }
@@ -344,6 +349,7 @@ impl World {
 
 mod actuate;
 mod linux;
+pub mod pages;
 mod sampling;
 mod step;
 mod telemetry;

@@ -97,6 +97,7 @@ impl World {
             .collect();
         let samples = self.address_samples(self.samples_per_interval);
         let signatures = self.signature_records();
+        let page_sets = self.page_set_records();
         let topo = &self.machine.topology;
         let interval = self.time - self.last_snapshot;
         let mut tasks = Vec::new();
@@ -210,6 +211,7 @@ impl World {
             },
             samples,
             signatures,
+            page_sets,
         };
         self.seq += 1;
         self.last_snapshot = self.time;

@@ -7,6 +7,7 @@ pub mod run;
 pub mod simulate;
 pub mod tasks;
 pub mod topology;
+pub mod train;
 
 use numaplace_linux::{DiscoveryError, RecordError, SysRootError};
 

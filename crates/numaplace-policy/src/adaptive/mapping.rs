@@ -1,0 +1,134 @@
+//! Seed 002 (002_9193a93568156dac.txt) §1's two mappings, computed from
+//! the topology for any number of sockets: "a local mapping is a
+//! non-overlapping mapping of virtual cores onto physical cores such that
+//! the minimum number of sockets is used. An interleaved mapping is a
+//! non-overlapping mapping in which the maximum number of sockets is
+//! used." Local fills a socket's hardware threads core by core (the paper
+//! puts 8 vcores on one E5620's 8 hardware threads, §6); interleaved deals
+//! vcores round-robin over the sockets, one per physical core before any
+//! core gets a second.
+
+use numaplace_model::Topology;
+
+use super::models::Mapping;
+
+/// Per vcore (in order), the CPU (kernel id) it goes on, and per physical
+/// core used, the vcores on it. `sockets` is the package order to fill
+/// (the one holding the memory first); `None` when the machine has fewer
+/// CPUs than vcores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub cpus: Vec<u32>,
+    /// Vcore indices sharing each used physical core.
+    pub cores: Vec<Vec<usize>>,
+    /// Packages used (dense ids).
+    pub packages: Vec<usize>,
+}
+
+/// Packages (dense ids) with their cores' CPUs (kernel ids, in core
+/// order), in the given preference order, then the rest.
+fn package_cores(t: &Topology, first: &[usize]) -> Vec<(usize, Vec<Vec<u32>>)> {
+    let mut order: Vec<usize> = first
+        .iter()
+        .copied()
+        .filter(|&p| p < t.packages().len())
+        .collect();
+    for p in 0..t.packages().len() {
+        if !order.contains(&p) {
+            order.push(p);
+        }
+    }
+    order
+        .into_iter()
+        .map(|p| {
+            let cores = t.packages()[p]
+                .cores
+                .iter()
+                .map(|&c| t.cores()[c].span.iter().collect::<Vec<u32>>())
+                .filter(|cpus| !cpus.is_empty())
+                .collect();
+            (p, cores)
+        })
+        .filter(|(_, c): &(usize, Vec<Vec<u32>>)| !c.is_empty())
+        .collect()
+}
+
+/// The layout of `vcores` vcores in `mapping`, filling packages in
+/// `prefer` order first.
+pub fn layout(t: &Topology, mapping: Mapping, vcores: usize, prefer: &[usize]) -> Option<Layout> {
+    let pkgs = package_cores(t, prefer);
+    let total: usize = pkgs.iter().flat_map(|(_, c)| c).map(Vec::len).sum();
+    if vcores == 0 || vcores > total {
+        return None;
+    }
+    let mut out = Layout {
+        cpus: Vec::with_capacity(vcores),
+        cores: Vec::new(),
+        packages: Vec::new(),
+    };
+    match mapping {
+        Mapping::Local => {
+            'fill: for (p, cores) in &pkgs {
+                out.packages.push(*p);
+                for core in cores {
+                    let mut on = Vec::new();
+                    for &cpu in core {
+                        if out.cpus.len() == vcores {
+                            break;
+                        }
+                        on.push(out.cpus.len());
+                        out.cpus.push(cpu);
+                    }
+                    if !on.is_empty() {
+                        out.cores.push(on);
+                    }
+                    if out.cpus.len() == vcores {
+                        break 'fill;
+                    }
+                }
+            }
+        }
+        Mapping::Interleaved => {
+            let used = pkgs.len().min(vcores);
+            // Slots per package: first hardware thread of every core, then
+            // the second ones, and so on.
+            let slots: Vec<Vec<(usize, u32)>> = pkgs[..used]
+                .iter()
+                .map(|(_, cores)| {
+                    let width = cores.iter().map(Vec::len).max().unwrap_or(0);
+                    (0..width)
+                        .flat_map(|h| {
+                            cores
+                                .iter()
+                                .enumerate()
+                                .filter_map(move |(i, c)| c.get(h).map(|&cpu| (i, cpu)))
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut next = vec![0usize; used];
+            let mut on_core: Vec<Vec<Vec<usize>>> = pkgs[..used]
+                .iter()
+                .map(|(_, c)| vec![Vec::new(); c.len()])
+                .collect();
+            let mut p = 0;
+            while out.cpus.len() < vcores {
+                if next[p] < slots[p].len() {
+                    let (core, cpu) = slots[p][next[p]];
+                    next[p] += 1;
+                    on_core[p][core].push(out.cpus.len());
+                    out.cpus.push(cpu);
+                }
+                p = (p + 1) % used;
+            }
+            for (k, (pkg, _)) in pkgs[..used].iter().enumerate() {
+                if next[k] > 0 {
+                    out.packages.push(*pkg);
+                }
+                out.cores
+                    .extend(on_core[k].drain(..).filter(|v| !v.is_empty()));
+            }
+        }
+    }
+    Some(out)
+}

@@ -1,0 +1,287 @@
+//! `adaptive-mapping`: seed 002 (002_9193a93568156dac.txt), dynamic
+//! adaptive virtual core mapping. Each VM's vCPU threads (or a process's
+//! threads) run either *local* (fewest sockets) or *interleaved* (most
+//! sockets, §1); the policy picks the mapping that suits the objective
+//! (performance, power or energy, §5.2) and changes it as the workload
+//! changes.
+//!
+//! Every round is one pass of §5.3's main loop for each group:
+//! 1. Probing: the eight page metrics of §4.1 ([`metrics`]) from the
+//!    snapshot's page sets (the simulator's page model) or the threads'
+//!    sampled addresses (a live host), the group's CPI and vcore
+//!    utilisations from the counters.
+//! 2. Voting: the objective's model ([`models`]: classifier of §5.2,
+//!    per-class performance model for the mapping the metrics were
+//!    measured in, Fig. 7 power model, energy = their product) predicts
+//!    the interleaved / local ratio; above 1 votes local, below 1
+//!    interleaved; within `1 ± unconfident-band` the confidence is low.
+//! 3. A confident vote is committed. An unsure one switches to the other
+//!    mapping temporarily and votes again next round; agreeing votes are
+//!    committed, disagreeing ones are settled by the CPI measured in each
+//!    mapping (finalVoting, §5.3).
+//! 4. Interim: probing and remapping cost (scan and remap cost models,
+//!    [`params::AdaptiveConfig`]) over elapsed time must stay under the
+//!    user's ceiling; when above, the group is not probed again until it
+//!    is back under.
+//!
+//! A group starts in the local mapping, next to its memory (§6.2: "The
+//! original mapping is selected to local mapping").
+
+pub mod classify;
+pub mod fit;
+pub mod mapping;
+pub mod metrics;
+pub mod models;
+pub mod params;
+mod vote;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use numaplace_model::{Action, CpuSet, Plan, Task, Topology};
+
+use crate::{Needs, Policy, View};
+pub use classify::{Class, Classifier};
+pub use models::{Mapping, Models, PowerModel};
+pub use params::{AdaptiveConfig, AdaptiveParams, Objective};
+pub use vote::Vote;
+
+/// What the policy did to one group, for reports and tests.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupReport {
+    pub label: String,
+    pub probes: u32,
+    /// Changes of mapping after the initial local placement (temporary
+    /// switches to probe included), as §6.2 / Fig. 11 count them.
+    pub remaps: u32,
+    pub probe_overhead_s: f64,
+    pub remap_overhead_s: f64,
+    /// First and last round the group was seen, seconds since the epoch.
+    pub first_s: f64,
+    pub last_s: f64,
+    pub mapping: Option<Mapping>,
+    pub last_vote: Option<Vote>,
+}
+
+impl GroupReport {
+    /// Probing and remapping time over the time the group was watched.
+    pub fn overhead_fraction(&self) -> f64 {
+        (self.probe_overhead_s + self.remap_overhead_s) / (self.last_s - self.first_s).max(1e-9)
+    }
+}
+
+/// Shared view of every group's report, by pid.
+pub type Reports = Arc<Mutex<BTreeMap<i32, GroupReport>>>;
+
+enum Phase {
+    Steady,
+    /// Switched to the other mapping to vote again (§5.3's low-confidence
+    /// branch); `first` was voted in `from`.
+    Trial {
+        first: Vote,
+        from: Mapping,
+    },
+}
+
+struct Group {
+    mapping: Mapping,
+    phase: Phase,
+    /// Interim (§5.3): tsc_prev, the overhead since, and no probe before
+    /// `hold_until` (seconds).
+    window_start: f64,
+    overhead: f64,
+    hold_until: f64,
+}
+
+/// The policy.
+pub struct AdaptiveMapping {
+    params: AdaptiveParams,
+    groups: BTreeMap<i32, Group>,
+    reports: Reports,
+}
+
+impl AdaptiveMapping {
+    pub fn new(params: AdaptiveParams) -> AdaptiveMapping {
+        AdaptiveMapping {
+            params,
+            groups: BTreeMap::new(),
+            reports: Reports::default(),
+        }
+    }
+
+    /// A handle on the per-group reports that stays valid after the
+    /// policy is boxed and handed to the engine.
+    pub fn reports(&self) -> Reports {
+        self.reports.clone()
+    }
+}
+
+/// The packages (dense ids) holding the group's memory, most first.
+fn memory_packages(t: &Topology, g: &numaplace_model::TaskGroup) -> Vec<usize> {
+    let mut by: Vec<(u64, usize)> = Vec::new();
+    for (node, m) in g.memory.iter().flatten() {
+        if let Some(p) = t.node_by_os_id(*node).and_then(|n| n.package) {
+            by.push((m.anon + m.file + m.huge, p));
+        }
+    }
+    by.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    by.into_iter().map(|(_, p)| p).collect()
+}
+
+impl Policy for AdaptiveMapping {
+    fn name(&self) -> &'static str {
+        "adaptive-mapping"
+    }
+
+    fn default_interval(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(2)
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            counters: true,
+            memory: true,
+            samples: true,
+        }
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let mut plan = Plan::default();
+        let s = view.snapshot;
+        let now = s.time_unix_ns as f64 / 1e9;
+        let cfg = self.params.config.clone();
+        for g in &s.groups {
+            if !view.managed.contains(&g.pid) || g.threads.len() < cfg.min_threads.max(1) {
+                continue;
+            }
+            let mut tasks: Vec<&Task> = g.threads.iter().filter_map(|&t| s.task(t)).collect();
+            if tasks.len() != g.threads.len() {
+                continue;
+            }
+            tasks.sort_by_key(|t| (t.vcpu.unwrap_or(u32::MAX), t.tid));
+            let label = match &g.kind {
+                numaplace_model::GroupKind::Vm { name: Some(n), .. } => format!("VM {n}"),
+                _ => format!("{} ({})", g.comm, g.pid),
+            };
+            let prefer = memory_packages(view.topology, g);
+            let layout = |m: Mapping| mapping::layout(view.topology, m, tasks.len(), &prefer);
+            let (Some(local), Some(inter)) = (layout(Mapping::Local), layout(Mapping::Interleaved))
+            else {
+                continue;
+            };
+            let mut reports = self.reports.lock().unwrap_or_else(|e| e.into_inner());
+            let report = reports.entry(g.pid).or_insert_with(|| GroupReport {
+                label: label.clone(),
+                first_s: now,
+                ..GroupReport::default()
+            });
+            report.last_s = now;
+            let pin = |plan: &mut Plan, m: Mapping, why: &str| {
+                let l = if m == Mapping::Local { &local } else { &inter };
+                for (t, &cpu) in tasks.iter().zip(&l.cpus) {
+                    let cpus: CpuSet = [cpu].into_iter().collect();
+                    if t.allowed_cpus != cpus {
+                        plan.push(
+                            Action::Pin {
+                                task: t.id(),
+                                tgid: g.pid,
+                                cpus,
+                            },
+                            format!("adaptive-mapping: {label} vcore thread {} to CPU {cpu} ({m} mapping): {why}", t.tid),
+                        );
+                    }
+                }
+            };
+            let Some(st) = self.groups.get_mut(&g.pid) else {
+                pin(
+                    &mut plan,
+                    Mapping::Local,
+                    "first seen; seed 002 §6.2 starts every VM in the local mapping, next to its memory",
+                );
+                self.groups.insert(
+                    g.pid,
+                    Group {
+                        mapping: Mapping::Local,
+                        phase: Phase::Steady,
+                        window_start: now,
+                        overhead: 0.0,
+                        hold_until: now,
+                    },
+                );
+                report.mapping = Some(Mapping::Local);
+                continue;
+            };
+            // Threads moved by someone else (or new ones): back in place.
+            pin(
+                &mut plan,
+                st.mapping,
+                "keeps the group in its current mapping (it had left it)",
+            );
+            if now + 1e-9 < st.hold_until {
+                continue;
+            }
+            let Some(probe) = vote::probe(s, &tasks, &self.params, &cfg) else {
+                continue;
+            };
+            report.probes += 1;
+            report.probe_overhead_s += probe.cost_s;
+            st.overhead += probe.cost_s;
+            let voted = vote::vote(&probe, st.mapping, &local, &inter, &self.params);
+            let remap_cost = cfg.remap_cost_ms / 1e3;
+            let mut go = |st: &mut Group, to: Mapping, why: String, plan: &mut Plan| {
+                pin(plan, to, &why);
+                st.mapping = to;
+                st.overhead += remap_cost;
+                report.remaps += 1;
+                report.remap_overhead_s += remap_cost;
+            };
+            let phase = std::mem::replace(&mut st.phase, Phase::Steady);
+            match phase {
+                Phase::Steady if voted.confident => {
+                    if voted.mapping != st.mapping {
+                        let why = format!("{}; committed (confident)", voted.describe(&cfg));
+                        go(st, voted.mapping, why, &mut plan);
+                    }
+                    interim(st, now, cfg.overhead_ceiling);
+                }
+                Phase::Steady => {
+                    let from = st.mapping;
+                    let why = format!(
+                        "{}; not confident, so trying the {} mapping to vote again there (§5.3)",
+                        voted.describe(&cfg),
+                        from.other()
+                    );
+                    go(st, from.other(), why, &mut plan);
+                    st.phase = Phase::Trial {
+                        first: voted.clone(),
+                        from,
+                    };
+                }
+                Phase::Trial { first, from } => {
+                    let (to, why) = vote::settle(&first, from, &voted, st.mapping, &cfg);
+                    if to != st.mapping {
+                        go(st, to, why, &mut plan);
+                    }
+                    interim(st, now, cfg.overhead_ceiling);
+                }
+            }
+            report.mapping = Some(st.mapping);
+            report.last_vote = Some(voted);
+        }
+        let live: std::collections::BTreeSet<i32> = s.groups.iter().map(|g| g.pid).collect();
+        self.groups.retain(|pid, _| live.contains(pid));
+        plan
+    }
+}
+
+/// §5.3 Interim: with overhead `o` spent since `tsc_prev`, no probing until
+/// o / elapsed ≤ ceiling; then a new window starts.
+fn interim(st: &mut Group, now: f64, ceiling: f64) {
+    let free_at = st.window_start + st.overhead / ceiling;
+    st.hold_until = free_at.max(now);
+    st.window_start = st.hold_until;
+    st.overhead = 0.0;
+}
+
+#[cfg(test)]
+mod tests;
