@@ -80,7 +80,7 @@
 //! ([`Rng`], `seed`), so a recorded or simulated run replays exactly; every
 //! reason gives the draw.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
@@ -213,8 +213,10 @@ pub struct RegressionWatch {
 
 impl RegressionWatch {
     /// Takes the round's system-wide penalty; true when it has now stayed
-    /// above the margin for [`REGRESSION_ROUNDS`] (the watch then starts
-    /// again from this level).
+    /// above the margin for [`REGRESSION_ROUNDS`]. The reference then
+    /// rises by one margin: a level the system keeps after a phase change
+    /// is accepted after a few regressions, while threads left apart by
+    /// explorations that crossed keep being told to look again.
     pub fn observe(&mut self, round: u64, global: f64) -> bool {
         let best = *self.best.get_or_insert(global);
         if global <= best * (1.0 + REGRESSION_MARGIN) {
@@ -226,7 +228,7 @@ impl RegressionWatch {
         if round - since + 1 < REGRESSION_ROUNDS {
             return false;
         }
-        self.best = Some(global);
+        self.best = Some(best * (1.0 + REGRESSION_MARGIN));
         self.above_since = None;
         true
     }
@@ -234,11 +236,13 @@ impl RegressionWatch {
 
 /// How much higher than another node's record this node's must be to
 /// count as higher in [`ThreadState::update`].
-pub const NOISE_MARGIN: f64 = 0.03;
+pub const NOISE_MARGIN: f64 = 0.05;
 
 /// Rounds after which another node's record no longer counts as lower
 /// (see [`ThreadState::update`]).
 pub const STALE_ROUNDS: u64 = 100;
+
+pub const EXPLORATION_ROUNDS: u64 = 30;
 
 /// §5's moving average: a new sample weighs 1/8; the first is taken as is.
 pub fn ewma(old: Option<f64>, sample: f64) -> f64 {
@@ -311,6 +315,9 @@ pub struct ThreadState {
     pub reset_node: Option<usize>,
     /// Per node, the round its `unc` entry was recorded.
     pub seen_at: Vec<u64>,
+    /// Whether a node never measured counts as lower: from the first reset
+    /// on.
+    pub explores: bool,
     /// Doublings of the reset period: one more each time a reset finds the
     /// thread where the previous one left it, none once it has moved.
     pub backoff: u32,
@@ -329,6 +336,7 @@ impl ThreadState {
             reset_node: None,
             backoff: 0,
             seen_at: vec![0; nodes],
+            explores: false,
         }
     }
 
@@ -360,6 +368,7 @@ impl ThreadState {
             return false;
         }
         self.unc.fill(None);
+        self.explores = true;
         self.backoff = if self.reset_node == Some(here) {
             (self.backoff + 1).min(MAX_BACKOFF)
         } else {
@@ -411,7 +420,10 @@ impl ThreadState {
             if i == here {
                 continue;
             }
-            let stale = self.unc[i].is_some() && round - self.seen_at[i].min(round) > STALE_ROUNDS;
+            let stale = match self.unc[i] {
+                Some(_) => round - self.seen_at[i].min(round) > STALE_ROUNDS,
+                None => !self.explores,
+            };
             if !stale && higher_by(self.unc[here], self.unc[i], NOISE_MARGIN) {
                 self.prob = (self.prob + 1).min(100);
                 if higher(self.unc[self.bias], self.unc[i]) {
@@ -478,11 +490,16 @@ pub struct Brm {
     rng: Rng,
     /// Rounds decided so far.
     round: u64,
-    threads: HashMap<TaskId, ThreadState>,
+    /// Ordered, so the draws of a regression go to threads in the same
+    /// order on every run.
+    threads: BTreeMap<TaskId, ThreadState>,
     /// What this policy set, to know its own pins from a thread's own.
     ours: HashMap<TaskId, CpuSet>,
     /// The watch for a lasting regression of the system-wide penalty.
     regression: RegressionWatch,
+    /// Per process, the thread exploring a node it has not measured, and
+    /// the round until which it counts as exploring.
+    explorers: HashMap<i32, (TaskId, u64)>,
 }
 
 impl Brm {
@@ -491,9 +508,10 @@ impl Brm {
             rng: Rng::new(params.seed),
             params,
             round: 0,
-            threads: HashMap::new(),
+            threads: BTreeMap::new(),
             ours: HashMap::new(),
             regression: RegressionWatch::default(),
+            explorers: HashMap::new(),
         }
     }
 
@@ -619,7 +637,7 @@ impl Policy for Brm {
                 ThreadState::new(
                     doms.len(),
                     c.here,
-                    round + u64::from(self.rng.between(lo, hi)),
+                    round + u64::from(self.rng.between(1, lo.max(1))),
                 )
             });
             if st.unc.len() != doms.len() {
@@ -659,6 +677,18 @@ impl Policy for Brm {
             let idle = |d: usize| runnable[d] < doms[d].cpus.len();
             if !idle(bias) && idle(c.here) {
                 continue;
+            }
+            // While one thread of a process explores, the others hold.
+            let explore = st.unc[bias].is_none();
+            if let Some(&(who, until)) = self.explorers.get(&c.task.tgid)
+                && who != id
+                && until > round
+            {
+                continue;
+            }
+            if explore {
+                self.explorers
+                    .insert(c.task.tgid, (id, round + EXPLORATION_ROUNDS));
             }
             st.prob = 0;
             let to = &doms[bias];

@@ -4,6 +4,7 @@
 //! aggregate), the NPB-like jobs and the SPEC-like workloads, each alone.
 
 use numaplace_policy::PolicyKind;
+use numaplace_policy::brm::BrmParams;
 use numaplace_sim::best::best_static;
 use numaplace_sim::run::{Driver, RunOptions, mean_rsd, run};
 use numaplace_sim::{AppSpec, Machine, Workload, scenario};
@@ -27,10 +28,11 @@ impl Row {
 }
 
 /// Mean run time of the workload's application runs, mean and RSD over
-/// seeds.
-fn measure(m: &Machine, w: &Workload, kind: &PolicyKind) -> (f64, f64) {
+/// seeds; `kind` gives the policy for a seed.
+fn measure(m: &Machine, w: &Workload, kind: impl Fn(u64) -> PolicyKind) -> (f64, f64) {
     let v: Vec<f64> = (0..SEEDS)
         .map(|seed| {
+            let kind = &kind(seed);
             let opts = RunOptions {
                 seed,
                 // BRM at the paper's cadence (§5: every 10 ms); the other
@@ -53,14 +55,19 @@ fn row(name: &str, w: &Workload) -> Row {
         .runtime_s;
     Row {
         name: name.to_string(),
-        default: measure(&m, w, &PolicyKind::Default),
-        brm: measure(&m, w, &brm()),
+        default: measure(&m, w, |_| PolicyKind::Default),
+        brm: measure(&m, w, brm),
         oracle,
     }
 }
 
-fn brm() -> PolicyKind {
-    PolicyKind::from_name("brm").unwrap()
+/// BRM with its own draws seeded from the run's seed: the spread over
+/// seeds is then BRM's as well as the simulated Linux's.
+fn brm(seed: u64) -> PolicyKind {
+    PolicyKind::Brm(BrmParams {
+        seed: 1000 + seed,
+        ..BrmParams::default()
+    })
 }
 
 /// One application of a scenario, alone from time 0.

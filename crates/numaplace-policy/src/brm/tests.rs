@@ -19,6 +19,7 @@ fn state(unc: &[Option<f64>], prob: u8, bias: usize) -> ThreadState {
         reset_node: None,
         backoff: 0,
         seen_at: vec![1; unc.len()],
+        explores: true,
     }
 }
 
