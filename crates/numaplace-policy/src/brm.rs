@@ -33,24 +33,25 @@
 //! slower than the best static placement on the micro-benchmark and the
 //! NPB-like jobs: four threads sharing data kept drifting apart, spending
 //! 30-45 % of the run split across the sockets, because every exploration
-//! of one thread pulled the others after it. Four changes, each a
-//! documented constant, bring every one of those workloads within 5 % of
-//! the oracle with a run-to-run spread of at most 2 % (docs/policies.md
-//! has the table and what each change is worth):
+//! of one thread pulled the others after it, and an explorer coming back
+//! crossed a follower going out. Four changes bring every one of those
+//! workloads within 3.4 % of the oracle with a run-to-run spread under
+//! 1 % (docs/policies.md has the table and what each change is worth):
+//! - while a thread explores a node it has not measured since its reset,
+//!   the other threads of its process hold still for
+//!   [`EXPLORATION_ROUNDS`] (keeping their probabilities). §4.4 relies on
+//!   randomness to spread migrations over time because a lock across
+//!   Xen's cores is costly; a daemon decides every thread in one place, so
+//!   this serialisation is free;
+//! - this node's record must exceed another's by [`NOISE_MARGIN`] to count
+//!   as higher ([`ThreadState::update`]);
 //! - a thread's moving average starts again when it changes nodes
 //!   ([`ThreadState::observe`]): samples from the node it left would
 //!   otherwise make the first records of the new node look like the old;
-//! - this node's record must exceed another's by [`NOISE_MARGIN`] to count
-//!   as higher, and a record older than [`STALE_ROUNDS`] does not count as
-//!   lower ([`ThreadState::update`]): the records hold the whole system's
-//!   penalty, which says little about a node once other threads moved;
-//! - the reset period doubles (up to 2^[`MAX_BACKOFF`]) each time a reset
-//!   finds the thread on the node the previous one left it on, and drops
-//!   back once it has moved: explorations that keep confirming the node
-//!   become rarer;
-//! - a lasting rise of the system-wide penalty ([`RegressionWatch`]) brings
-//!   every thread's reset forward at the plain period: a phase change, or
-//!   threads that ended apart with records that say nothing is better.
+//! - the reset period doubles (up to 2^[`MAX_BACKOFF`] times) each time a
+//!   reset finds the thread on the node the previous one left it on, and
+//!   drops back once it has moved: explorations that keep confirming the
+//!   node become rarer.
 //!
 //! **Candidates (§4.3, §8).** In the paper, the guest kernel tags a vCPU
 //! while it runs a thread whose CPU affinity was set explicitly inside the
@@ -192,56 +193,14 @@ impl Rng {
 /// confirming a thread's node.
 pub const MAX_BACKOFF: u32 = 3;
 
-/// The system-wide penalty counts as regressed when it stays this much
-/// above the lowest it has been since the last regression...
-pub const REGRESSION_MARGIN: f64 = 0.10;
-/// ...for this many rounds in a row: longer than an exploration, which
-/// raises it for a few tens of rounds and comes back.
-pub const REGRESSION_ROUNDS: u64 = 100;
-
-/// Watches the system-wide penalty for a lasting rise: a phase change, or
-/// threads that ended up apart while each one's records of the other
-/// nodes say there is nothing better. Either way what threads remember of
-/// other nodes is stale, and the backed-off resets are brought forward.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RegressionWatch {
-    /// The lowest system-wide penalty since the last regression.
-    pub best: Option<f64>,
-    /// The round since which it has been above the margin.
-    pub above_since: Option<u64>,
-}
-
-impl RegressionWatch {
-    /// Takes the round's system-wide penalty; true when it has now stayed
-    /// above the margin for [`REGRESSION_ROUNDS`]. The reference then
-    /// rises by one margin: a level the system keeps after a phase change
-    /// is accepted after a few regressions, while threads left apart by
-    /// explorations that crossed keep being told to look again.
-    pub fn observe(&mut self, round: u64, global: f64) -> bool {
-        let best = *self.best.get_or_insert(global);
-        if global <= best * (1.0 + REGRESSION_MARGIN) {
-            self.best = Some(best.min(global));
-            self.above_since = None;
-            return false;
-        }
-        let since = *self.above_since.get_or_insert(round);
-        if round - since + 1 < REGRESSION_ROUNDS {
-            return false;
-        }
-        self.best = Some(best * (1.0 + REGRESSION_MARGIN));
-        self.above_since = None;
-        true
-    }
-}
-
 /// How much higher than another node's record this node's must be to
 /// count as higher in [`ThreadState::update`].
 pub const NOISE_MARGIN: f64 = 0.05;
 
-/// Rounds after which another node's record no longer counts as lower
-/// (see [`ThreadState::update`]).
-pub const STALE_ROUNDS: u64 = 100;
-
+/// How long, after a thread of a process moved to a node it had not
+/// measured since its last reset, the other threads of that process hold
+/// still: long enough for its average to settle there and for it to come
+/// back if the node is worse (10 to 20 rounds in the simulator).
 pub const EXPLORATION_ROUNDS: u64 = 30;
 
 /// §5's moving average: a new sample weighs 1/8; the first is taken as is.
@@ -313,11 +272,6 @@ pub struct ThreadState {
     /// The node it was on at its last reset, to tell whether the
     /// exploration since then changed where it runs.
     pub reset_node: Option<usize>,
-    /// Per node, the round its `unc` entry was recorded.
-    pub seen_at: Vec<u64>,
-    /// Whether a node never measured counts as lower: from the first reset
-    /// on.
-    pub explores: bool,
     /// Doublings of the reset period: one more each time a reset finds the
     /// thread where the previous one left it, none once it has moved.
     pub backoff: u32,
@@ -335,8 +289,6 @@ impl ThreadState {
             reset_at,
             reset_node: None,
             backoff: 0,
-            seen_at: vec![0; nodes],
-            explores: false,
         }
     }
 
@@ -368,7 +320,6 @@ impl ThreadState {
             return false;
         }
         self.unc.fill(None);
-        self.explores = true;
         self.backoff = if self.reset_node == Some(here) {
             (self.backoff + 1).min(MAX_BACKOFF)
         } else {
@@ -404,27 +355,18 @@ impl ThreadState {
     /// it then is one more exploration: the thread records that node afresh
     /// and comes back if it was worse.
     ///
-    /// Two departures, both measured in the simulator (docs/policies.md):
-    /// this node's record must exceed another's by more than
-    /// [`NOISE_MARGIN`] to count as higher, and a record older than
-    /// [`STALE_ROUNDS`] counts as not lower. A record is the whole system's
-    /// penalty at the time; once other threads have moved it no longer
-    /// says what the node would be like now, and a thread acting on it
-    /// follows any other thread's exploration to wherever the group last
-    /// was. A node never measured still counts as lower, so resets still
-    /// explore.
-    pub fn update(&mut self, here: usize, global: f64, round: u64) {
+    /// One departure, measured in the simulator (docs/policies.md): this
+    /// node's record must exceed another's by more than [`NOISE_MARGIN`]
+    /// to count as higher. A record is the whole system's penalty at one
+    /// moment; differences of a few percent between two of them are as
+    /// likely to come from other threads' moves as from the node.
+    pub fn update(&mut self, here: usize, global: f64) {
         self.unc[here] = Some(global);
-        self.seen_at[here] = round;
         for i in 0..self.unc.len() {
             if i == here {
                 continue;
             }
-            let stale = match self.unc[i] {
-                Some(_) => round - self.seen_at[i].min(round) > STALE_ROUNDS,
-                None => !self.explores,
-            };
-            if !stale && higher_by(self.unc[here], self.unc[i], NOISE_MARGIN) {
+            if higher_by(self.unc[here], self.unc[i], NOISE_MARGIN) {
                 self.prob = (self.prob + 1).min(100);
                 if higher(self.unc[self.bias], self.unc[i]) {
                     self.bias = i;
@@ -490,13 +432,10 @@ pub struct Brm {
     rng: Rng,
     /// Rounds decided so far.
     round: u64,
-    /// Ordered, so the draws of a regression go to threads in the same
-    /// order on every run.
+    /// Ordered, so that anything iterating over it replays the same way.
     threads: BTreeMap<TaskId, ThreadState>,
     /// What this policy set, to know its own pins from a thread's own.
     ours: HashMap<TaskId, CpuSet>,
-    /// The watch for a lasting regression of the system-wide penalty.
-    regression: RegressionWatch,
     /// Per process, the thread exploring a node it has not measured, and
     /// the round until which it counts as exploring.
     explorers: HashMap<i32, (TaskId, u64)>,
@@ -510,7 +449,6 @@ impl Brm {
             round: 0,
             threads: BTreeMap::new(),
             ours: HashMap::new(),
-            regression: RegressionWatch::default(),
             explorers: HashMap::new(),
         }
     }
@@ -622,6 +560,8 @@ impl Policy for Brm {
         }
         self.threads.retain(|id, _| alive.contains(id));
         self.ours.retain(|id, _| alive.contains(id));
+        self.explorers
+            .retain(|_, (who, until)| alive.contains(who) && *until > round);
         if scored.is_empty() || doms.is_empty() {
             return plan;
         }
@@ -637,7 +577,7 @@ impl Policy for Brm {
                 ThreadState::new(
                     doms.len(),
                     c.here,
-                    round + u64::from(self.rng.between(1, lo.max(1))),
+                    round + u64::from(self.rng.between(lo, hi)),
                 )
             });
             if st.unc.len() != doms.len() {
@@ -649,15 +589,6 @@ impl Policy for Brm {
             return plan;
         };
 
-        if self.regression.observe(round, global) {
-            for st in self.threads.values_mut() {
-                st.backoff = 0;
-                st.reset_at = st
-                    .reset_at
-                    .min(round + u64::from(self.rng.between(lo, hi).max(1)));
-            }
-        }
-
         let labels: HashMap<i32, String> = s
             .groups
             .iter()
@@ -667,7 +598,7 @@ impl Policy for Brm {
             let id = c.task.id();
             let st = self.threads.get_mut(&id).expect("inserted above");
             st.maybe_reset(round, c.here, &mut self.rng, lo, hi);
-            st.update(c.here, global, round);
+            st.update(c.here, global);
             let draw = self.rng.draw();
             let (prob, bias) = (st.prob, st.bias);
             if bias == c.here || !bias_random_pick(prob, draw) {
