@@ -181,3 +181,17 @@ impl Default for MachineReadings {
         }
     }
 }
+
+/// Seed 003 §5.3's "XOR" index hash: the XOR of the `bits`-wide pieces of
+/// `x`, lowest piece first (`bits` in 1..64). The simulator's Bloom
+/// filters index cache-line addresses with it, and so does the live
+/// approximation built from sampled addresses.
+pub fn xor_fold(mut x: u64, bits: u32) -> u64 {
+    let mask = (1u64 << bits) - 1;
+    let mut acc = 0;
+    while x != 0 {
+        acc ^= x & mask;
+        x >>= bits;
+    }
+    acc
+}

@@ -87,7 +87,6 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use numaplace_model::metrics::uncore_penalty;
-use numaplace_model::task::printable;
 use numaplace_model::{Action, Counter, CpuSet, Plan, Task, TaskId, Topology};
 
 use crate::scope::glob;
@@ -505,7 +504,6 @@ impl Policy for Brm {
         let round = self.round;
         let s = view.snapshot;
         let topo = view.topology;
-        let span = topo.span();
         let (doms, by_node) = domains(topo);
         let secs = s.interval_ns as f64 / 1e9;
 
@@ -528,15 +526,10 @@ impl Policy for Brm {
         let mut alive = HashSet::new();
         let mut scored = Vec::new();
         for t in &s.tasks {
-            if !view.managed.contains(&t.tgid) || matches!(t.state, 'Z' | 'X') {
+            if !view.placeable(t, &self.ours) {
                 continue;
             }
             let id = t.id();
-            // Its affinity covers numaplace's CPUs or is what we set; else
-            // it chose its CPUs and is not ours to move.
-            if !(span.is_subset(&t.allowed_cpus) || self.ours.get(&id) == Some(&t.allowed_cpus)) {
-                continue;
-            }
             let counters = s.counters.get(&t.tid);
             let requests = counters.and_then(|c| c.get(Counter::UncoreRequests));
             let rate = requests.filter(|_| secs > 0.0).map(|r| r as f64 / secs);
@@ -589,11 +582,7 @@ impl Policy for Brm {
             return plan;
         };
 
-        let labels: HashMap<i32, String> = s
-            .groups
-            .iter()
-            .map(|g| (g.pid, printable(&g.label())))
-            .collect();
+        let labels = view.labels();
         for c in &scored {
             let id = c.task.id();
             let st = self.threads.get_mut(&id).expect("inserted above");

@@ -18,7 +18,10 @@ pub mod symbiosis;
 
 use std::collections::BTreeSet;
 
-use numaplace_model::{Plan, Snapshot, Topology};
+use std::collections::HashMap;
+
+use numaplace_model::task::printable;
+use numaplace_model::{CpuSet, Plan, Snapshot, Task, TaskId, Topology};
 
 pub use registry::{PolicyKind, UnknownPolicy};
 pub use scope::Scope;
@@ -30,6 +33,30 @@ pub struct View<'a> {
     /// Processes (pids) the policy may act on; anything else it must leave
     /// alone (the engine also refuses actions outside it).
     pub managed: &'a BTreeSet<i32>,
+}
+
+impl View<'_> {
+    /// Whether a policy may place thread `t` this round: its process is in
+    /// scope, it has not exited, and its affinity covers the CPUs
+    /// numaplace may place onto or is what the policy itself set last
+    /// (`ours`). A thread with any other affinity chose its CPUs, and the
+    /// engine leaves it alone.
+    pub fn placeable(&self, t: &Task, ours: &HashMap<TaskId, CpuSet>) -> bool {
+        self.managed.contains(&t.tgid)
+            && !matches!(t.state, 'Z' | 'X')
+            && (self.topology.span().is_subset(&t.allowed_cpus)
+                || ours.get(&t.id()) == Some(&t.allowed_cpus))
+    }
+
+    /// Each process's label (name, or VM name), printable, by pid: what
+    /// decision reasons call it.
+    pub fn labels(&self) -> HashMap<i32, String> {
+        self.snapshot
+            .groups
+            .iter()
+            .map(|g| (g.pid, printable(&g.label())))
+            .collect()
+    }
 }
 
 /// Which costly signals a policy reads, so the daemon collects only those.

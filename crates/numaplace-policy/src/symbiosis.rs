@@ -254,19 +254,13 @@ impl Symbiosis {
     fn candidates(&self, view: &View<'_>, sigs: &BTreeMap<i32, CacheSignature>) -> Vec<Candidate> {
         let s = view.snapshot;
         let span = view.topology.span();
-        let labels: HashMap<i32, String> = s
-            .groups
-            .iter()
-            .map(|g| (g.pid, printable(&g.label())))
-            .collect();
+        let labels = view.labels();
         let mut out = Vec::new();
         for t in &s.tasks {
-            if !view.managed.contains(&t.tgid) || matches!(t.state, 'Z' | 'X') {
+            if !view.placeable(t, &self.ours) {
                 continue;
             }
-            let free =
-                span.is_subset(&t.allowed_cpus) || self.ours.get(&t.id()) == Some(&t.allowed_cpus);
-            let Some(sig) = sigs.get(&t.tid).filter(|_| free) else {
+            let Some(sig) = sigs.get(&t.tid) else {
                 continue;
             };
             if !span.contains(sig.cpu) {

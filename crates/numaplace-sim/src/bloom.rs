@@ -24,6 +24,7 @@
 //! the seed describes (a CF bit survives its line's eviction until every
 //! line hashed to that counter has gone).
 
+use numaplace_model::snapshot::xor_fold;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -235,17 +236,6 @@ impl HashKind {
         };
         i as usize
     }
-}
-
-/// XOR of the `bits`-wide pieces of `x`, lowest piece first.
-fn xor_fold(mut x: u64, bits: u32) -> u64 {
-    let mask = (1u64 << bits) - 1;
-    let mut acc = 0;
-    while x != 0 {
-        acc ^= x & mask;
-        x >>= bits;
-    }
-    acc
 }
 
 // ---------------------------------------------------------------------------

@@ -27,7 +27,6 @@ use serde::{Deserialize, Serialize};
 
 use numaplace_model::metrics::mpki;
 use numaplace_model::plan::DEFAULT_WINDOW_PAGES;
-use numaplace_model::task::printable;
 use numaplace_model::{Action, CpuSet, Plan, TaskId, Topology};
 
 use crate::{Needs, Policy, View};
@@ -88,21 +87,10 @@ fn candidates(
     skipped: &mut usize,
 ) -> Vec<Candidate> {
     let s = view.snapshot;
-    let span = view.topology.span();
-    let labels: HashMap<i32, String> = s
-        .groups
-        .iter()
-        .map(|g| (g.pid, printable(&g.label())))
-        .collect();
+    let labels = view.labels();
     let mut out = Vec::new();
     for t in &s.tasks {
-        if !view.managed.contains(&t.tgid) || matches!(t.state, 'Z' | 'X') {
-            continue;
-        }
-        // Its affinity covers the CPUs numaplace may place onto (the
-        // engine's rule), or is what this policy set.
-        let free = span.is_subset(&t.allowed_cpus) || ours.get(&t.id()) == Some(&t.allowed_cpus);
-        if !free {
+        if !view.placeable(t, ours) {
             continue;
         }
         let Some(c) = s.counters.get(&t.tid) else {

@@ -27,6 +27,7 @@
 //! LLC occupancy replaces the sampled weight: occupancy over the LLC size
 //! times the filter entries, split evenly over the process's threads.
 
+use numaplace_model::snapshot::xor_fold;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use numaplace_model::{CacheSignature, Snapshot, Topology};
@@ -80,17 +81,6 @@ impl Filter {
             .map(|(a, b)| (a ^ b).count_ones())
             .sum()
     }
-}
-
-/// XOR of the `bits`-wide pieces of `x` (seed 003 §5.3, "XOR").
-fn xor_fold(mut x: u64, bits: u32) -> u64 {
-    let mask = (1u64 << bits) - 1;
-    let mut acc = 0;
-    while x != 0 {
-        acc ^= x & mask;
-        x >>= bits;
-    }
-    acc
 }
 
 /// The running bit vector of one thread from its sampled addresses.
