@@ -15,28 +15,10 @@ use crate::commands::InputError;
 use crate::commands::topology;
 use crate::duration::parse_duration;
 
-/// Refuses an output file whose directory does not exist before any
-/// simulation runs.
-fn check_output(path: &Path, what: &str) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    if !dir.is_dir() {
-        return Err(InputError(format!(
-            "{what} {}: the directory {} does not exist",
-            path.display(),
-            dir.display()
-        ))
-        .into());
-    }
-    Ok(())
-}
-
 /// The scenario and the machine it runs on.
 fn setup(args: &SimArgs) -> Result<(Workload, Machine, Option<std::time::Duration>)> {
     if let Some(p) = &args.report {
-        check_output(p, "--report")?;
+        super::check_output(p, "--report")?;
     }
     let workload = scenario::resolve(&args.scenario)?;
     let machine = if args.machine.as_deref() == Some("host") {
@@ -96,42 +78,12 @@ fn policy(name: &str, machine: &Machine, workload: &Workload, budget: usize) -> 
     })
 }
 
-/// Writes `text` to `path` through a temporary file in the same directory
-/// and a rename, so a reader never sees half a report.
-fn write_atomically(path: &Path, text: &str) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| InputError(format!("{}: not a file name", path.display())))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| -> std::io::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.with_context(|| format!("writing {}", path.display()))
-}
-
 pub fn simulate(args: &SimulateArgs) -> Result<()> {
     let (workload, machine, interval) = setup(&args.sim)?;
     let kind = policy(&args.policy, &machine, &workload, args.oracle_budget)?;
     let mut journal = match &args.journal {
         Some(p) => {
-            check_output(p, "--journal")?;
+            super::check_output(p, "--journal")?;
             Some(std::io::BufWriter::new(
                 std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
             ))
@@ -168,7 +120,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
         j.flush().context("writing the journal")?;
     }
     if let Some(path) = &args.sim.report {
-        write_atomically(path, &report::run_html(&r, &workload.description))?;
+        super::write_atomically(path, &report::run_html(&r, &workload.description), 0o644)?;
         eprintln!("report: {}", path.display());
     }
     if args.sim.json {
@@ -274,7 +226,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
         (None, false) => Some(std::path::PathBuf::from("numaplace-report.html")),
     };
     if let Some(path) = &report_path {
-        write_atomically(path, &report::html(&c))?;
+        super::write_atomically(path, &report::html(&c), 0o644)?;
     }
     if args.sim.json {
         let mut c = c;

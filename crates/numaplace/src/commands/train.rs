@@ -1,10 +1,7 @@
 //! `numaplace train`: seed 002 §5.2's models for `adaptive-mapping`,
 //! fitted on simulator runs of the Fig. 4 benchmarks.
 
-use std::io::Write as _;
-use std::path::Path;
-
-use anyhow::{Context, Result};
+use anyhow::Result;
 use numaplace_policy::adaptive::{Class, Mapping};
 use numaplace_sim::Machine;
 use numaplace_sim::adaptive::{Suite, fig4_suite, measure_pairs, train};
@@ -13,6 +10,7 @@ use crate::cli::TrainArgs;
 use crate::commands::InputError;
 
 pub fn run(args: &TrainArgs) -> Result<()> {
+    super::check_output(&args.out, "--out")?;
     let machine = Machine::preset(&args.machine)
         .map_err(|e| InputError(format!("--machine {}: {e}", args.machine)))?;
     let suite: Option<Suite> = match args.suite.as_str() {
@@ -81,42 +79,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         "\npower: {:.2} + {:.2} p + {:.2} l W (the {} preset's model)",
         p.idle_w, p.per_core_w, p.per_smt_w, machine.name
     );
-    write_private(&args.out, &models.to_json())?;
+    super::write_atomically(&args.out, &models.to_json(), 0o600)?;
     println!("wrote {}", args.out.display());
     Ok(())
-}
-
-/// Writes `text` to `path` atomically (a temporary file beside it, mode
-/// 0600, then renamed over it).
-fn write_private(path: &Path, text: &str) -> Result<()> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| InputError(format!("--out {}: not a file name", path.display())))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| -> Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)
-            .with_context(|| format!("creating {}", tmp.display()))?;
-        f.write_all(text.as_bytes())
-            .and_then(|_| f.sync_all())
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
