@@ -119,10 +119,13 @@ pub struct Speed {
     pub ips: f64,
     /// Cycles per instruction while it runs.
     pub cpi: f64,
-    /// Uncore (L2-miss) requests and LLC misses per instruction.
+    /// Uncore (L2-miss) requests and LLC misses per instruction (the
+    /// misses averaged over its instructions in its co-runner
+    /// combinations, M2).
     pub uncore_per_instr: f64,
     pub llc_miss_per_instr: f64,
-    /// Its LLC share, bytes.
+    /// Its LLC share, bytes (averaged over its running time in its
+    /// co-runner combinations, M2).
     pub llc_share: f64,
     /// Average latency of its memory accesses, ns (0 if none).
     pub memory_ns: f64,
@@ -194,6 +197,27 @@ fn water_fill_in(items: &[(f64, f64)], size: f64, open: &mut Vec<usize>) -> f64 
 /// weighs little anyway.
 pub const MAX_CORUN_COMBINATIONS: usize = 64;
 
+/// One CPU's slots in M2's co-runner combinations: `slots[lo..hi]`, and
+/// the CPU as one time-share-weighted mix (access rate, working set).
+#[derive(Debug, Clone, Copy)]
+struct CpuSlots {
+    cpu: usize,
+    lo: usize,
+    hi: usize,
+    mix: (f64, f64),
+}
+
+/// Buffers of M2, kept between steps.
+#[derive(Debug, Default)]
+struct Scratch {
+    members: Vec<usize>,
+    slots: Vec<(Option<usize>, f64)>,
+    per_cpu: Vec<CpuSlots>,
+    items: Vec<(f64, f64)>,
+    open: Vec<usize>,
+    pick: Vec<usize>,
+}
+
 /// One co-runner combination of a thread (M2): the fraction of its
 /// running time it spends in it, and its LLC share and misses per
 /// instruction there.
@@ -233,6 +257,8 @@ pub struct Solver {
     hitm_cross: f64,
     llc_hit_ns: f64,
     queueing_k_ns: f64,
+    scratch: Scratch,
+    corun: Vec<Corun>,
 }
 
 impl Solver {
@@ -266,6 +292,8 @@ impl Solver {
             hitm_cross: m.params.hitm_cross_socket_ns.value,
             llc_hit_ns: m.params.llc_hit_ns.value,
             queueing_k_ns: m.params.queueing_k_ns.value,
+            scratch: Scratch::default(),
+            corun: Vec::new(),
         }
     }
 
@@ -334,12 +362,13 @@ impl Solver {
         let mut a = vec![0.0; n];
         let mut mu = vec![0.0; n];
         // M2's co-runner combinations, per runner a range of `corun`.
-        let mut corun: Vec<Corun> = Vec::new();
+        let mut corun = std::mem::take(&mut self.corun);
+        let mut sc = std::mem::take(&mut self.scratch);
         let mut ranges = vec![(0, 0); n];
         let mut node_lines = vec![0.0; self.nodes];
         let mut link_lines = vec![0.0; self.packages * self.packages];
         for (i, r) in runners.iter().enumerate() {
-            a[i] = self.misses(r, 0.0).0;
+            a[i] = self.uncore_per_instr(r);
         }
         for iter in 0..200 {
             load.iterations = iter + 1;
@@ -348,7 +377,7 @@ impl Solver {
             // others (water-filling), and the misses per instruction.
             corun.clear();
             for l in 0..self.llc_bytes.len() {
-                self.split_llc(l, runners, &ips, &mut corun, &mut ranges);
+                self.split_llc(l, runners, &ips, &mut sc, &mut corun, &mut ranges);
             }
             for i in 0..n {
                 let (lo, hi) = ranges[i];
@@ -417,7 +446,22 @@ impl Solver {
         for (o, ips) in out.iter_mut().zip(ips) {
             o.ips = ips;
         }
+        self.corun = corun;
+        self.scratch = sc;
         load
+    }
+
+    /// Uncore requests per instruction of `r` (M2; they do not depend on
+    /// its LLC share).
+    fn uncore_per_instr(&self, r: &Runner<'_>) -> f64 {
+        let m = r.model;
+        match m.pattern {
+            Pattern::Uniform => {
+                let l2 = self.l2_bytes[self.cpu_core[r.cpu]];
+                m.uncore_pki / 1000.0 * (1.0 - (l2 / m.working_set as f64).min(1.0))
+            }
+            Pattern::PowerLaw { .. } => m.uncore_pki / 1000.0,
+        }
     }
 
     /// Uncore requests and LLC misses per instruction of `r` with an LLC
@@ -472,15 +516,25 @@ impl Solver {
         llc: usize,
         runners: &[Runner<'_>],
         ips: &[f64],
+        sc: &mut Scratch,
         corun: &mut Vec<Corun>,
         ranges: &mut [(usize, usize)],
     ) {
-        let members: Vec<usize> = (0..runners.len())
-            .filter(|&i| self.cpu_llc[runners[i].cpu] == llc)
-            .collect();
+        let Scratch {
+            members,
+            slots,
+            per_cpu,
+            items,
+            open,
+            pick,
+        } = sc;
+        // The LLC's runners by CPU (then index: a fixed order).
+        members.clear();
+        members.extend((0..runners.len()).filter(|&i| self.cpu_llc[runners[i].cpu] == llc));
         if members.is_empty() {
             return;
         }
+        members.sort_by_key(|&i| (runners[i].cpu, i));
         let size = self.llc_bytes[llc];
         // Access rate to the LLC while running: the uncore requests it
         // would make (its working set decides whether it needs the LLC).
@@ -490,7 +544,7 @@ impl Solver {
         };
         let item = |i: usize| (rate(i), runners[i].model.working_set as f64);
         if !self.constants.mechanisms.cache_sharing {
-            for &i in &members {
+            for &i in members.iter() {
                 let c = item(i).1.min(size);
                 ranges[i] = (corun.len(), corun.len() + 1);
                 let mu = self.misses(&runners[i], c).1;
@@ -502,24 +556,23 @@ impl Solver {
             }
             return;
         }
-        let mut cpus: Vec<usize> = members.iter().map(|&i| runners[i].cpu).collect();
-        cpus.sort_unstable();
-        cpus.dedup();
         // Per CPU: its slots (a thread, or `None` for idle time) with the
         // fraction of time each runs, and its time-share-weighted mix.
-        let mut slots: Vec<(Option<usize>, f64)> = Vec::new();
-        let mut per_cpu: Vec<(usize, usize, usize, (f64, f64))> = Vec::new();
-        for &c in &cpus {
-            let start = slots.len();
-            let on: Vec<usize> = members
+        slots.clear();
+        per_cpu.clear();
+        let mut k = 0;
+        while k < members.len() {
+            let c = runners[members[k]].cpu;
+            let end = k + members[k..]
                 .iter()
-                .copied()
-                .filter(|&j| runners[j].cpu == c)
-                .collect();
+                .take_while(|&&j| runners[j].cpu == c)
+                .count();
+            let on = &members[k..end];
             let busy: f64 = on.iter().map(|&j| runners[j].share).sum();
             let scale = busy.max(1.0);
+            let start = slots.len();
             let (mut w, mut cap) = (0.0, 0.0);
-            for &j in &on {
+            for &j in on {
                 slots.push((Some(j), runners[j].share / scale));
                 w += runners[j].share * rate(j);
                 cap += runners[j].share * runners[j].model.working_set as f64;
@@ -527,31 +580,26 @@ impl Solver {
             if busy < 1.0 - 1e-9 {
                 slots.push((None, 1.0 - busy));
             }
-            per_cpu.push((c, start, slots.len(), (w, cap)));
+            per_cpu.push(CpuSlots {
+                cpu: c,
+                lo: start,
+                hi: slots.len(),
+                mix: (w, cap),
+            });
+            k = end;
         }
-        let mut items = Vec::with_capacity(per_cpu.len());
-        let mut open = Vec::with_capacity(per_cpu.len());
-        let mut pick: Vec<usize> = Vec::with_capacity(per_cpu.len());
-        for &i in &members {
-            let others: Vec<(usize, usize)> = per_cpu
-                .iter()
-                .filter(|&&(c, ..)| c != runners[i].cpu)
-                .map(|&(_, lo, hi, _)| (lo, hi))
-                .collect();
-            let combinations = others
-                .iter()
-                .try_fold(1usize, |n, &(lo, hi)| n.checked_mul(hi - lo))
+        for &i in members.iter() {
+            let own = runners[i].cpu;
+            let others = || per_cpu.iter().filter(move |s| s.cpu != own);
+            let combinations = others()
+                .try_fold(1usize, |n, s| n.checked_mul(s.hi - s.lo))
                 .unwrap_or(usize::MAX);
             let lo = corun.len();
             if combinations > MAX_CORUN_COMBINATIONS {
                 items.clear();
                 items.push(item(i));
-                for &(c, _, _, mix) in &per_cpu {
-                    if c != runners[i].cpu {
-                        items.push(mix);
-                    }
-                }
-                let c = water_fill_in(&items, size, &mut open);
+                items.extend(others().map(|s| s.mix));
+                let c = water_fill_in(items, size, open);
                 let mu = self.misses(&runners[i], c).1;
                 corun.push(Corun {
                     p: 1.0,
@@ -561,31 +609,37 @@ impl Solver {
                 ranges[i] = (lo, lo + 1);
                 continue;
             }
-            // Every combination, in a fixed (mixed-radix) order.
+            // Every combination, in a fixed (mixed-radix) order over the
+            // other CPUs' slots (the own CPU's entry of `pick` unused).
             pick.clear();
-            pick.extend(others.iter().map(|&(lo, _)| lo));
+            pick.extend(per_cpu.iter().map(|s| s.lo));
             loop {
                 items.clear();
                 items.push(item(i));
                 let mut p = 1.0;
-                for &s in &pick {
-                    let (j, f) = slots[s];
+                for (s, &at) in per_cpu.iter().zip(pick.iter()) {
+                    if s.cpu == own {
+                        continue;
+                    }
+                    let (j, f) = slots[at];
                     p *= f;
                     if let Some(j) = j {
                         items.push(item(j));
                     }
                 }
-                let c = water_fill_in(&items, size, &mut open);
+                let c = water_fill_in(items, size, open);
                 let mu = self.misses(&runners[i], c).1;
                 corun.push(Corun { p, share: c, mu });
                 // Next combination.
                 let mut d = 0;
                 while d < pick.len() {
-                    pick[d] += 1;
-                    if pick[d] < others[d].1 {
-                        break;
+                    if per_cpu[d].cpu != own {
+                        pick[d] += 1;
+                        if pick[d] < per_cpu[d].hi {
+                            break;
+                        }
+                        pick[d] = per_cpu[d].lo;
                     }
-                    pick[d] = others[d].0;
                     d += 1;
                 }
                 if d == pick.len() {
@@ -794,6 +848,66 @@ mod tests {
         assert_eq!(second, 5.5);
         // By weight when nobody is capped.
         assert_eq!(water_fill(&[(3.0, 100.0), (1.0, 100.0)], 8.0), 6.0);
+    }
+
+    #[test]
+    fn a_time_shared_co_runner_counts_per_combination() {
+        // core2duo: X on CPU 0; a cache hog and a light thread time-share
+        // CPU 1. X co-runs half of its time with each.
+        let m = Machine::preset("core2duo").unwrap();
+        let model = |uncore_pki, llc_mpki, alpha, ws| ThreadModel {
+            cpi_core: 0.8,
+            uncore_pki,
+            working_set: ws,
+            pattern: Pattern::PowerLaw { llc_mpki, alpha },
+            mlp: 1.5,
+            shared_writes_pki: 0.0,
+        };
+        let x = model(80.0, 25.0, 0.7, 1 << 30);
+        let hog = model(35.0, 28.0, 0.1, 32 << 20);
+        let light = model(3.0, 0.3, 0.1, 1 << 20);
+        let pages = [1.0];
+        fn runner<'a>(
+            cpu: usize,
+            share: f64,
+            model: &'a ThreadModel,
+            pages: &'a [f64],
+        ) -> Runner<'a> {
+            Runner {
+                cpu,
+                share,
+                model,
+                pages,
+                group: 0,
+                shared_bytes: 0,
+                shares: false,
+                prev_ips: 0.0,
+            }
+        }
+        let mut s = Solver::new(&m, Constants::default());
+        let mut with = |others: &[(&ThreadModel, f64)]| {
+            let mut rs = vec![runner(0, 1.0, &x, &pages)];
+            rs.extend(others.iter().map(|&(o, share)| runner(1, share, o, &pages)));
+            let mut out = Vec::new();
+            s.solve(&rs, &Background::default(), &mut out);
+            out[0]
+        };
+        let (h, l) = (with(&[(&hog, 1.0)]), with(&[(&light, 1.0)]));
+        let both = with(&[(&hog, 0.5), (&light, 0.5)]);
+        // Next to the light thread X has most of the 4 MiB; next to the
+        // hog, less. Half the time each: the mean share, and a miss
+        // rate between the two, nearer the light one's (the fast half runs
+        // more instructions).
+        assert!(l.llc_share > 0.8 * (4 << 20) as f64, "{l:?}");
+        assert!(h.llc_share < l.llc_share - 512.0 * 1024.0, "{h:?} {l:?}");
+        let mean_share = 0.5 * (h.llc_share + l.llc_share);
+        assert!((both.llc_share - mean_share).abs() < 0.05 * mean_share);
+        let mean_mu = 0.5 * (h.llc_miss_per_instr + l.llc_miss_per_instr);
+        assert!(both.llc_miss_per_instr > l.llc_miss_per_instr);
+        assert!(both.llc_miss_per_instr < mean_mu, "{both:?} {h:?} {l:?}");
+        // The speed is the harmonic mean of the two combinations' speeds.
+        let harmonic = 2.0 / (1.0 / h.ips + 1.0 / l.ips);
+        assert!((both.ips - harmonic).abs() < 0.05 * harmonic);
     }
 
     #[test]
