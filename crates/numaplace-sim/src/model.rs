@@ -119,10 +119,13 @@ pub struct Speed {
     pub ips: f64,
     /// Cycles per instruction while it runs.
     pub cpi: f64,
-    /// Uncore (L2-miss) requests and LLC misses per instruction.
+    /// Uncore (L2-miss) requests and LLC misses per instruction (the
+    /// misses averaged over its instructions in its co-runner
+    /// combinations, M2).
     pub uncore_per_instr: f64,
     pub llc_miss_per_instr: f64,
-    /// Its LLC share, bytes.
+    /// Its LLC share, bytes (averaged over its running time in its
+    /// co-runner combinations, M2).
     pub llc_share: f64,
     /// Average latency of its memory accesses, ns (0 if none).
     pub memory_ns: f64,
@@ -146,8 +149,16 @@ pub struct Load {
 /// Splits `size` in proportion to the weights, no item getting more than
 /// its cap, what a capped item leaves going to the others; returns the
 /// first item's part.
+#[cfg(test)]
 fn water_fill(items: &[(f64, f64)], size: f64) -> f64 {
-    let mut open: Vec<usize> = (0..items.len()).collect();
+    water_fill_in(items, size, &mut Vec::new())
+}
+
+/// [`water_fill`] with a scratch buffer (M2 calls it once per co-runner
+/// combination).
+fn water_fill_in(items: &[(f64, f64)], size: f64, open: &mut Vec<usize>) -> f64 {
+    open.clear();
+    open.extend(0..items.len());
     let mut left = size;
     loop {
         let total: f64 = open.iter().map(|&k| items[k].0).sum();
@@ -176,6 +187,45 @@ fn water_fill(items: &[(f64, f64)], size: f64) -> f64 {
             return left * items[0].0 / total;
         }
     }
+}
+
+/// Most co-runner combinations M2 enumerates for one thread (the product,
+/// over the other CPUs of its LLC, of the threads time-sharing each, an
+/// idle slot counted as one). Beyond it the thread competes with each
+/// other CPU's time-share-weighted mix instead, one split: the cost stays
+/// bounded on heavily oversubscribed machines, where each combination
+/// weighs little anyway.
+pub const MAX_CORUN_COMBINATIONS: usize = 64;
+
+/// One CPU's slots in M2's co-runner combinations: `slots[lo..hi]`, and
+/// the CPU as one time-share-weighted mix (access rate, working set).
+#[derive(Debug, Clone, Copy)]
+struct CpuSlots {
+    cpu: usize,
+    lo: usize,
+    hi: usize,
+    mix: (f64, f64),
+}
+
+/// Buffers of M2, kept between steps.
+#[derive(Debug, Default)]
+struct Scratch {
+    members: Vec<usize>,
+    slots: Vec<(Option<usize>, f64)>,
+    per_cpu: Vec<CpuSlots>,
+    items: Vec<(f64, f64)>,
+    open: Vec<usize>,
+    pick: Vec<usize>,
+}
+
+/// One co-runner combination of a thread (M2): the fraction of its
+/// running time it spends in it, and its LLC share and misses per
+/// instruction there.
+#[derive(Debug, Clone, Copy)]
+struct Corun {
+    p: f64,
+    share: f64,
+    mu: f64,
 }
 
 /// Traffic that is not the threads' own misses: page copies of
@@ -207,6 +257,8 @@ pub struct Solver {
     hitm_cross: f64,
     llc_hit_ns: f64,
     queueing_k_ns: f64,
+    scratch: Scratch,
+    corun: Vec<Corun>,
 }
 
 impl Solver {
@@ -240,6 +292,8 @@ impl Solver {
             hitm_cross: m.params.hitm_cross_socket_ns.value,
             llc_hit_ns: m.params.llc_hit_ns.value,
             queueing_k_ns: m.params.queueing_k_ns.value,
+            scratch: Scratch::default(),
+            corun: Vec::new(),
         }
     }
 
@@ -307,41 +361,35 @@ impl Solver {
         let mut share = vec![0.0; n];
         let mut a = vec![0.0; n];
         let mut mu = vec![0.0; n];
+        // M2's co-runner combinations, per runner a range of `corun`.
+        let mut corun = std::mem::take(&mut self.corun);
+        let mut sc = std::mem::take(&mut self.scratch);
+        let mut ranges = vec![(0, 0); n];
         let mut node_lines = vec![0.0; self.nodes];
         let mut link_lines = vec![0.0; self.packages * self.packages];
+        for (i, r) in runners.iter().enumerate() {
+            a[i] = self.uncore_per_instr(r);
+        }
         for iter in 0..200 {
             load.iterations = iter + 1;
-            // M2: LLC shares by access rate, capped at the working set,
-            // the excess shared among the others (water-filling).
+            // M2: per co-runner combination, LLC shares by access rate,
+            // capped at the working set, the excess shared among the
+            // others (water-filling), and the misses per instruction.
+            corun.clear();
             for l in 0..self.llc_bytes.len() {
-                self.split_llc(l, runners, &ips, &mut share);
+                self.split_llc(l, runners, &ips, &mut sc, &mut corun, &mut ranges);
             }
-            // Requests and misses per instruction.
-            for (i, r) in runners.iter().enumerate() {
-                let m = r.model;
-                let ws = m.working_set as f64;
-                let l2 = self.l2_bytes[self.cpu_core[r.cpu]];
-                match m.pattern {
-                    Pattern::Uniform => {
-                        let h2 = (l2 / ws).min(1.0);
-                        let hl = (share[i] / ws).min(1.0).max(h2);
-                        a[i] = m.uncore_pki / 1000.0 * (1.0 - h2);
-                        mu[i] = m.uncore_pki / 1000.0 * (1.0 - hl);
-                    }
-                    Pattern::PowerLaw { llc_mpki, alpha } => {
-                        a[i] = m.uncore_pki / 1000.0;
-                        let llc = self.llc_bytes[self.cpu_llc[r.cpu]];
-                        mu[i] = if llc < LINE {
-                            // No last-level cache (or none the topology
-                            // describes): every uncore request goes to memory.
-                            a[i]
-                        } else {
-                            let full = llc.min(ws).max(LINE);
-                            let c = share[i].min(ws).max(LINE);
-                            (llc_mpki / 1000.0 * (c / full).powf(-alpha)).min(a[i])
-                        };
-                    }
-                }
+            for i in 0..n {
+                let (lo, hi) = ranges[i];
+                share[i] = corun[lo..hi].iter().map(|k| k.p * k.share).sum();
+                // Misses per instruction for the loads: per instruction
+                // over the combinations as the last speeds weighed them
+                // (M5), the time-weighted mean on the first iteration.
+                mu[i] = if iter == 0 || hi - lo == 1 {
+                    corun[lo..hi].iter().map(|k| k.p * k.mu).sum()
+                } else {
+                    out[i].llc_miss_per_instr
+                };
             }
             // M3: memory controller and link loads.
             node_lines.iter_mut().for_each(|x| *x = 0.0);
@@ -375,7 +423,17 @@ impl Solver {
             // M4-M6: time per instruction, and the new speeds.
             let mut change: f64 = 0.0;
             for (i, r) in runners.iter().enumerate() {
-                let s = self.speed(i, r, runners, a[i], mu[i], share[i], &load, &core_busy);
+                let (lo, hi) = ranges[i];
+                let s = self.speed(
+                    i,
+                    r,
+                    runners,
+                    a[i],
+                    &corun[lo..hi],
+                    share[i],
+                    &load,
+                    &core_busy,
+                );
                 let new = 0.5 * ips[i] + 0.5 * s.ips;
                 change = change.max((new - ips[i]).abs() / new.max(1.0));
                 ips[i] = new;
@@ -388,55 +446,207 @@ impl Solver {
         for (o, ips) in out.iter_mut().zip(ips) {
             o.ips = ips;
         }
+        self.corun = corun;
+        self.scratch = sc;
         load
     }
 
+    /// Uncore requests per instruction of `r` (M2; they do not depend on
+    /// its LLC share).
+    fn uncore_per_instr(&self, r: &Runner<'_>) -> f64 {
+        let m = r.model;
+        match m.pattern {
+            Pattern::Uniform => {
+                let l2 = self.l2_bytes[self.cpu_core[r.cpu]];
+                m.uncore_pki / 1000.0 * (1.0 - (l2 / m.working_set as f64).min(1.0))
+            }
+            Pattern::PowerLaw { .. } => m.uncore_pki / 1000.0,
+        }
+    }
+
+    /// Uncore requests and LLC misses per instruction of `r` with an LLC
+    /// share of `c` bytes (M2).
+    fn misses(&self, r: &Runner<'_>, c: f64) -> (f64, f64) {
+        let m = r.model;
+        let ws = m.working_set as f64;
+        match m.pattern {
+            Pattern::Uniform => {
+                let l2 = self.l2_bytes[self.cpu_core[r.cpu]];
+                let h2 = (l2 / ws).min(1.0);
+                let hl = (c / ws).min(1.0).max(h2);
+                (
+                    m.uncore_pki / 1000.0 * (1.0 - h2),
+                    m.uncore_pki / 1000.0 * (1.0 - hl),
+                )
+            }
+            Pattern::PowerLaw { llc_mpki, alpha } => {
+                let a = m.uncore_pki / 1000.0;
+                let llc = self.llc_bytes[self.cpu_llc[r.cpu]];
+                let mu = if llc < LINE {
+                    // No last-level cache (or none the topology
+                    // describes): every uncore request goes to memory.
+                    a
+                } else {
+                    let full = llc.min(ws).max(LINE);
+                    let c = c.min(ws).max(LINE);
+                    (llc_mpki / 1000.0 * (c / full).powf(-alpha)).min(a)
+                };
+                (a, mu)
+            }
+        }
+    }
+
     /// M2: the LLC split among the threads that run at the same time.
-    /// Threads time-sharing one CPU never run together: a thread competes
-    /// with one thread per other CPU of its LLC, each CPU counted as the
-    /// time-share-weighted mix of its threads (their access rates and
-    /// working sets while running).
-    fn split_llc(&self, llc: usize, runners: &[Runner<'_>], ips: &[f64], share: &mut [f64]) {
-        let members: Vec<usize> = (0..runners.len())
-            .filter(|&i| self.cpu_llc[runners[i].cpu] == llc)
-            .collect();
+    /// Threads time-sharing one CPU never run together: while a thread
+    /// runs, it co-runs with one thread (or none) from each other CPU of
+    /// its LLC, a combination that lasts, of its running time, the product
+    /// of those threads' CPU shares (an idle remainder counting as a slot
+    /// without a thread). For each combination the LLC is water-filled
+    /// among the thread and its co-runners (their access rates and working
+    /// sets while running) and gives a share and the misses per
+    /// instruction there; appends them to `corun`, each runner of the LLC
+    /// getting its range in `ranges`. The miss curve and the split are not
+    /// linear, so the combinations are kept apart rather than mixed: a
+    /// thread that co-runs half of the time with a cache hog suffers more
+    /// than it would next to half a hog. Beyond
+    /// [`MAX_CORUN_COMBINATIONS`] a thread competes with each other CPU's
+    /// time-share-weighted mix of threads instead (one combination).
+    fn split_llc(
+        &self,
+        llc: usize,
+        runners: &[Runner<'_>],
+        ips: &[f64],
+        sc: &mut Scratch,
+        corun: &mut Vec<Corun>,
+        ranges: &mut [(usize, usize)],
+    ) {
+        let Scratch {
+            members,
+            slots,
+            per_cpu,
+            items,
+            open,
+            pick,
+        } = sc;
+        // The LLC's runners by CPU (then index: a fixed order).
+        members.clear();
+        members.extend((0..runners.len()).filter(|&i| self.cpu_llc[runners[i].cpu] == llc));
         if members.is_empty() {
             return;
         }
+        members.sort_by_key(|&i| (runners[i].cpu, i));
+        let size = self.llc_bytes[llc];
         // Access rate to the LLC while running: the uncore requests it
         // would make (its working set decides whether it needs the LLC).
         let rate = |i: usize| {
             let r = &runners[i];
             (ips[i] / r.share.max(1e-9) * r.model.uncore_pki / 1000.0).max(1e-9)
         };
-        let mut cpus: Vec<usize> = members.iter().map(|&i| runners[i].cpu).collect();
-        cpus.sort_unstable();
-        cpus.dedup();
-        let per_cpu: Vec<(usize, f64, f64)> = cpus
-            .iter()
-            .map(|&c| {
-                let (mut w, mut cap) = (0.0, 0.0);
-                for &j in members.iter().filter(|&&j| runners[j].cpu == c) {
-                    w += runners[j].share * rate(j);
-                    cap += runners[j].share * runners[j].model.working_set as f64;
+        let item = |i: usize| (rate(i), runners[i].model.working_set as f64);
+        if !self.constants.mechanisms.cache_sharing {
+            for &i in members.iter() {
+                let c = item(i).1.min(size);
+                ranges[i] = (corun.len(), corun.len() + 1);
+                let mu = self.misses(&runners[i], c).1;
+                corun.push(Corun {
+                    p: 1.0,
+                    share: c,
+                    mu,
+                });
+            }
+            return;
+        }
+        // Per CPU: its slots (a thread, or `None` for idle time) with the
+        // fraction of time each runs, and its time-share-weighted mix.
+        slots.clear();
+        per_cpu.clear();
+        let mut k = 0;
+        while k < members.len() {
+            let c = runners[members[k]].cpu;
+            let end = k + members[k..]
+                .iter()
+                .take_while(|&&j| runners[j].cpu == c)
+                .count();
+            let on = &members[k..end];
+            let busy: f64 = on.iter().map(|&j| runners[j].share).sum();
+            let scale = busy.max(1.0);
+            let start = slots.len();
+            let (mut w, mut cap) = (0.0, 0.0);
+            for &j in on {
+                slots.push((Some(j), runners[j].share / scale));
+                w += runners[j].share * rate(j);
+                cap += runners[j].share * runners[j].model.working_set as f64;
+            }
+            if busy < 1.0 - 1e-9 {
+                slots.push((None, 1.0 - busy));
+            }
+            per_cpu.push(CpuSlots {
+                cpu: c,
+                lo: start,
+                hi: slots.len(),
+                mix: (w, cap),
+            });
+            k = end;
+        }
+        for &i in members.iter() {
+            let own = runners[i].cpu;
+            let others = || per_cpu.iter().filter(move |s| s.cpu != own);
+            let combinations = others()
+                .try_fold(1usize, |n, s| n.checked_mul(s.hi - s.lo))
+                .unwrap_or(usize::MAX);
+            let lo = corun.len();
+            if combinations > MAX_CORUN_COMBINATIONS {
+                items.clear();
+                items.push(item(i));
+                items.extend(others().map(|s| s.mix));
+                let c = water_fill_in(items, size, open);
+                let mu = self.misses(&runners[i], c).1;
+                corun.push(Corun {
+                    p: 1.0,
+                    share: c,
+                    mu,
+                });
+                ranges[i] = (lo, lo + 1);
+                continue;
+            }
+            // Every combination, in a fixed (mixed-radix) order over the
+            // other CPUs' slots (the own CPU's entry of `pick` unused).
+            pick.clear();
+            pick.extend(per_cpu.iter().map(|s| s.lo));
+            loop {
+                items.clear();
+                items.push(item(i));
+                let mut p = 1.0;
+                for (s, &at) in per_cpu.iter().zip(pick.iter()) {
+                    if s.cpu == own {
+                        continue;
+                    }
+                    let (j, f) = slots[at];
+                    p *= f;
+                    if let Some(j) = j {
+                        items.push(item(j));
+                    }
                 }
-                (c, w, cap)
-            })
-            .collect();
-        let mut items = Vec::with_capacity(per_cpu.len());
-        for &i in &members {
-            items.clear();
-            items.push((rate(i), runners[i].model.working_set as f64));
-            for &(c, w, cap) in &per_cpu {
-                if c != runners[i].cpu {
-                    items.push((w, cap));
+                let c = water_fill_in(items, size, open);
+                let mu = self.misses(&runners[i], c).1;
+                corun.push(Corun { p, share: c, mu });
+                // Next combination.
+                let mut d = 0;
+                while d < pick.len() {
+                    if per_cpu[d].cpu != own {
+                        pick[d] += 1;
+                        if pick[d] < per_cpu[d].hi {
+                            break;
+                        }
+                        pick[d] = per_cpu[d].lo;
+                    }
+                    d += 1;
+                }
+                if d == pick.len() {
+                    break;
                 }
             }
-            share[i] = if self.constants.mechanisms.cache_sharing {
-                water_fill(&items, self.llc_bytes[llc])
-            } else {
-                items[0].1.min(self.llc_bytes[llc])
-            };
+            ranges[i] = (lo, corun.len());
         }
     }
 
@@ -447,7 +657,7 @@ impl Solver {
         r: &Runner<'_>,
         runners: &[Runner<'_>],
         a: f64,
-        mu: f64,
+        corun: &[Corun],
         share: f64,
         load: &Load,
         core_busy: &[u32],
@@ -480,14 +690,6 @@ impl Solver {
             Pattern::Uniform => self.translation_ns(m.working_set as f64),
             Pattern::PowerLaw { .. } => 0.0,
         };
-        // M5: uncore latency per request; stalls overlap by the MLP.
-        let uncore_ns = if a > 0.0 {
-            ((a - mu) * self.llc_hit_ns + mu * mem_ns) / a + translation
-        } else {
-            0.0
-        };
-        let mlp = m.mlp.max(1.0);
-        let stall_ns = a * uncore_ns / mlp;
         // M4: coherence. Sharers sweep the shared area in step (a convoy:
         // they start each sweep together and the slowest sets the pace), so
         // each write finds its word last written by each other sharer in
@@ -531,6 +733,34 @@ impl Solver {
             1.0
         };
         let core_ns = m.cpi_core * smt / self.ghz;
+        // M5: uncore latency per request; stalls overlap by the MLP.
+        let mlp = m.mlp.max(1.0);
+        let stall_of = |mu: f64| {
+            if a > 0.0 {
+                let uncore_ns = ((a - mu) * self.llc_hit_ns + mu * mem_ns) / a + translation;
+                a * uncore_ns / mlp
+            } else {
+                0.0
+            }
+        };
+        // M2: the thread spends fraction `p` of its running time in each
+        // co-runner combination, at `1 / ns(mu)` instructions per ns
+        // there; its misses per instruction are the mean over its
+        // instructions, which (time per instruction being affine in `mu`)
+        // gives exactly the harmonic mean of the combinations' speeds.
+        let mu = match corun {
+            [one] => one.mu,
+            _ => {
+                let (mut num, mut den) = (0.0, 0.0);
+                for k in corun {
+                    let q = k.p / (core_ns + share_ns + stall_of(k.mu));
+                    num += q * k.mu;
+                    den += q;
+                }
+                if den > 0.0 { num / den } else { 0.0 }
+            }
+        };
+        let stall_ns = stall_of(mu);
         let ns_per_instr = core_ns + stall_ns + share_ns;
         let cpi = ns_per_instr * self.ghz;
         Speed {
@@ -618,6 +848,66 @@ mod tests {
         assert_eq!(second, 5.5);
         // By weight when nobody is capped.
         assert_eq!(water_fill(&[(3.0, 100.0), (1.0, 100.0)], 8.0), 6.0);
+    }
+
+    #[test]
+    fn a_time_shared_co_runner_counts_per_combination() {
+        // core2duo: X on CPU 0; a cache hog and a light thread time-share
+        // CPU 1. X co-runs half of its time with each.
+        let m = Machine::preset("core2duo").unwrap();
+        let model = |uncore_pki, llc_mpki, alpha, ws| ThreadModel {
+            cpi_core: 0.8,
+            uncore_pki,
+            working_set: ws,
+            pattern: Pattern::PowerLaw { llc_mpki, alpha },
+            mlp: 1.5,
+            shared_writes_pki: 0.0,
+        };
+        let x = model(80.0, 25.0, 0.7, 1 << 30);
+        let hog = model(35.0, 28.0, 0.1, 32 << 20);
+        let light = model(3.0, 0.3, 0.1, 1 << 20);
+        let pages = [1.0];
+        fn runner<'a>(
+            cpu: usize,
+            share: f64,
+            model: &'a ThreadModel,
+            pages: &'a [f64],
+        ) -> Runner<'a> {
+            Runner {
+                cpu,
+                share,
+                model,
+                pages,
+                group: 0,
+                shared_bytes: 0,
+                shares: false,
+                prev_ips: 0.0,
+            }
+        }
+        let mut s = Solver::new(&m, Constants::default());
+        let mut with = |others: &[(&ThreadModel, f64)]| {
+            let mut rs = vec![runner(0, 1.0, &x, &pages)];
+            rs.extend(others.iter().map(|&(o, share)| runner(1, share, o, &pages)));
+            let mut out = Vec::new();
+            s.solve(&rs, &Background::default(), &mut out);
+            out[0]
+        };
+        let (h, l) = (with(&[(&hog, 1.0)]), with(&[(&light, 1.0)]));
+        let both = with(&[(&hog, 0.5), (&light, 0.5)]);
+        // Next to the light thread X has most of the 4 MiB; next to the
+        // hog, less. Half the time each: the mean share, and a miss
+        // rate between the two, nearer the light one's (the fast half runs
+        // more instructions).
+        assert!(l.llc_share > 0.8 * (4 << 20) as f64, "{l:?}");
+        assert!(h.llc_share < l.llc_share - 512.0 * 1024.0, "{h:?} {l:?}");
+        let mean_share = 0.5 * (h.llc_share + l.llc_share);
+        assert!((both.llc_share - mean_share).abs() < 0.05 * mean_share);
+        let mean_mu = 0.5 * (h.llc_miss_per_instr + l.llc_miss_per_instr);
+        assert!(both.llc_miss_per_instr > l.llc_miss_per_instr);
+        assert!(both.llc_miss_per_instr < mean_mu, "{both:?} {h:?} {l:?}");
+        // The speed is the harmonic mean of the two combinations' speeds.
+        let harmonic = 2.0 / (1.0 / h.ips + 1.0 / l.ips);
+        assert!((both.ips - harmonic).abs() < 0.05 * harmonic);
     }
 
     #[test]
