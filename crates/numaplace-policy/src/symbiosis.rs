@@ -207,12 +207,23 @@ struct Candidate {
     tgid: i32,
     label: String,
     allowed: CpuSet,
+    /// The CPU it last ran on.
+    last_cpu: Option<u32>,
     sig: CacheSignature,
 }
 
-/// Cores numaplace may use, grouped by LLC domain.
+/// The CPUs numaplace may use, grouped by LLC domain: the places (seed
+/// 003's "cores") that tasks time-share.
+///
+/// A place is one hardware thread, not a whole core: tasks given one CPU
+/// take turns and never run together, which is what the seed's pairing
+/// relies on, while tasks on two hardware threads of one SMT core run at
+/// the same time and share even the core's private caches. Each domain
+/// lists the first hardware thread of every core before any second one,
+/// so with fewer tasks than CPUs every core gets one task before any core
+/// gets two.
 struct Domains {
-    /// Per domain: its LLC (dense id) and its cores' CPUs.
+    /// Per domain: its LLC (dense id) and its places, one CPU each.
     list: Vec<(usize, Vec<CpuSet>)>,
 }
 
@@ -220,17 +231,35 @@ impl Domains {
     fn new(t: &Topology) -> Domains {
         let mut list = Vec::new();
         for llc in t.llcs() {
-            let cores: Vec<CpuSet> = llc
+            let cores: Vec<Vec<u32>> = llc
                 .cores
                 .iter()
-                .map(|&c| t.cores()[c].span.intersection(t.span()))
-                .filter(|s| !s.is_empty())
+                .map(|&c| t.cores()[c].span.intersection(t.span()).iter().collect())
+                .filter(|cpus: &Vec<u32>| !cpus.is_empty())
                 .collect();
-            if !cores.is_empty() {
-                list.push((llc.id, cores));
+            let depth = cores.iter().map(Vec::len).max().unwrap_or(0);
+            let mut places = Vec::new();
+            for k in 0..depth {
+                for cpus in &cores {
+                    if let Some(&cpu) = cpus.get(k) {
+                        let mut one = CpuSet::new();
+                        one.insert(cpu);
+                        places.push(one);
+                    }
+                }
+            }
+            if !places.is_empty() {
+                list.push((llc.id, places));
             }
         }
         Domains { list }
+    }
+
+    /// The domain holding `cpu`.
+    fn domain_of(&self, cpu: u32) -> Option<usize> {
+        self.list
+            .iter()
+            .position(|(_, places)| places.iter().any(|p| p.contains(cpu)))
     }
 
     /// The (domain, core) whose CPUs are exactly `cpus`.
@@ -274,6 +303,7 @@ impl Symbiosis {
                     .cloned()
                     .unwrap_or_else(|| printable(&t.comm)),
                 allowed: t.allowed_cpus.clone(),
+                last_cpu: t.last_cpu,
                 sig: sig.clone(),
             });
         }
@@ -329,7 +359,15 @@ impl Policy for Symbiosis {
                 entries: f64::from(c.sig.entries.max(1)),
                 cpu: c.sig.cpu,
                 symbiosis: c.sig.symbiosis.clone(),
-                now: doms.find(&c.allowed),
+                // Where it is: its place if we pinned it there, else the
+                // domain it last ran in (no place in it), so the first
+                // split moves as few threads away from the cache and, on
+                // first touch, the memory they have.
+                now: doms.find(&c.allowed).or_else(|| {
+                    c.last_cpu
+                        .and_then(|cpu| doms.domain_of(cpu))
+                        .map(|d| (d, usize::MAX))
+                }),
             })
             .collect();
         let cores: Vec<usize> = doms.list.iter().map(|(_, c)| c.len()).collect();
@@ -341,7 +379,11 @@ impl Policy for Symbiosis {
         let new = place::place(&members, &cores, o);
         let g = place::interference(p.algorithm, &members);
         let new_cost = place::co_run_cost(&g, &new);
-        let now: Option<Vec<(usize, usize)>> = members.iter().map(|m| m.now).collect();
+        // The present placement counts only if every task has a place.
+        let now: Option<Vec<(usize, usize)>> = members
+            .iter()
+            .map(|m| m.now.filter(|&(_, k)| k != usize::MAX))
+            .collect();
         let old_cost = now.as_ref().map(|n| place::co_run_cost(&g, n));
         if let Some(old) = old_cost
             && new_cost >= old * (1.0 - p.min_gain_percent / 100.0)
