@@ -343,3 +343,40 @@ fn live_hosts_get_signatures_from_sampled_addresses() {
     assert_ne!(pin(1), pin(2), "{plan:?}");
     assert!(plan.decisions[0].reason.contains("sampled addresses"));
 }
+
+/// With SMT, the places are hardware threads: two tasks on a machine of
+/// two 2-way cores get a core each (they would run together on siblings),
+/// four get a hardware thread each, and six pair up two by two on CPUs.
+#[test]
+fn places_are_hardware_threads_first_of_every_core_first() {
+    let topo = Topology::synthetic("pack:1 numa:1 l3:1 core:2 pu:2").unwrap();
+    let cores: Vec<CpuSet> = topo.cores().iter().map(|c| c.span.clone()).collect();
+    let managed: BTreeSet<i32> = (1..=6).collect();
+    for n in [2usize, 4, 6] {
+        let weights: Vec<(i32, u32, u32)> =
+            (1..=n as i32).map(|t| (t, 0, 100 * t as u32)).collect();
+        let s = snapshot(&topo, &weights);
+        let mut p = Symbiosis::new(SymbiosisParams::default());
+        let plan = p.decide(&View {
+            topology: &topo,
+            snapshot: &s,
+            managed: &managed,
+        });
+        let mut per_cpu: BTreeMap<u32, usize> = BTreeMap::new();
+        for d in &plan.decisions {
+            let Action::Pin { cpus, .. } = &d.action else {
+                panic!("{d:?}")
+            };
+            assert_eq!(cpus.len(), 1, "one hardware thread per pin: {cpus:?}");
+            *per_cpu.entry(cpus.first().unwrap()).or_default() += 1;
+        }
+        assert_eq!(per_cpu.values().sum::<usize>(), n, "{plan:?}");
+        let used_cores = cores
+            .iter()
+            .filter(|c| per_cpu.keys().any(|&cpu| c.contains(cpu)))
+            .count();
+        assert_eq!(used_cores, 2, "{n} tasks: every core used: {per_cpu:?}");
+        let most = per_cpu.values().copied().max().unwrap();
+        assert_eq!(most, n.div_ceil(4), "{n} tasks over 4 CPUs: {per_cpu:?}");
+    }
+}
