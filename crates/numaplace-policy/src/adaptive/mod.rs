@@ -38,6 +38,7 @@ mod vote;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use numaplace_model::task::printable;
 use numaplace_model::{Action, CpuSet, Plan, Task, Topology};
 
 use crate::{Needs, Policy, View};
@@ -155,14 +156,21 @@ impl Policy for AdaptiveMapping {
                 continue;
             }
             let mut tasks: Vec<&Task> = g.threads.iter().filter_map(|&t| s.task(t)).collect();
-            if tasks.len() != g.threads.len() {
+            // Every thread alive, and none that chose its own CPUs (an
+            // affinity that is neither the whole machine nor one CPU of
+            // this policy's layouts, which pin one thread per CPU).
+            if tasks.len() != g.threads.len()
+                || tasks.iter().any(|t| {
+                    matches!(t.state, 'Z' | 'X')
+                        || !(view.topology.span().is_subset(&t.allowed_cpus)
+                            || (t.allowed_cpus.len() == 1 && self.groups.contains_key(&g.pid)))
+                })
+            {
                 continue;
             }
             tasks.sort_by_key(|t| (t.vcpu.unwrap_or(u32::MAX), t.tid));
-            let label = match &g.kind {
-                numaplace_model::GroupKind::Vm { name: Some(n), .. } => format!("VM {n}"),
-                _ => format!("{} ({})", g.comm, g.pid),
-            };
+            // Names come from /proc (or a VM's command line): escaped.
+            let label = format!("{} ({})", printable(&g.label()), g.pid);
             let prefer = memory_packages(view.topology, g);
             let layout = |m: Mapping| mapping::layout(view.topology, m, tasks.len(), &prefer);
             let (Some(local), Some(inter)) = (layout(Mapping::Local), layout(Mapping::Interleaved))

@@ -532,3 +532,33 @@ fn power_objective_always_packs_and_the_ceiling_holds_probes_back() {
     assert!(r.overhead_fraction() < 0.0005 * 1.5, "{r:?}");
     assert_eq!(r.last_vote.unwrap().mapping, Mapping::Local);
 }
+
+/// A VM one of whose vCPU threads was pinned by someone else is left
+/// alone; a hostile name reaches the reasons escaped.
+#[test]
+fn leaves_alone_a_group_with_a_thread_that_chose_its_cpus_and_escapes_names() {
+    let mut vm = Vm::new();
+    let mut p = policy(Objective::Performance, 1.0);
+    let mut s = vm.snapshot(100, 1.0);
+    s.tasks[3].allowed_cpus = [4, 5].into_iter().collect();
+    let managed: BTreeSet<i32> = [10].into_iter().collect();
+    let plan = p.decide(&View {
+        topology: &vm.topo,
+        snapshot: &s,
+        managed: &managed,
+    });
+    assert!(plan.is_empty(), "{plan:?}");
+
+    let mut s = vm.snapshot(100, 1.0);
+    s.groups[0].kind = GroupKind::Process;
+    s.groups[0].comm = "evil\u{1b}[2J\nname".into();
+    let plan = p.decide(&View {
+        topology: &vm.topo,
+        snapshot: &s,
+        managed: &managed,
+    });
+    assert_eq!(plan.decisions.len(), 8, "{plan:?}");
+    let why = &plan.decisions[0].reason;
+    assert!(!why.contains('\u{1b}') && !why.contains('\n'), "{why:?}");
+    assert!(why.contains("evil"), "{why}");
+}
