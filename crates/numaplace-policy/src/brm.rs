@@ -35,8 +35,8 @@
 //! 30-45 % of the run split across the sockets, because every exploration
 //! of one thread pulled the others after it, and an explorer coming back
 //! crossed a follower going out. Four changes bring every one of those
-//! workloads within 3.4 % of the oracle with a run-to-run spread under
-//! 1 % (docs/policies.md has the table and what each change is worth):
+//! workloads within 3.2 % of the oracle with a run-to-run spread of at most
+//! 1.3 % (docs/policies.md has the table and what each change is worth):
 //! - while a thread explores a node it has not measured since its reset,
 //!   the other threads of its process hold still for
 //!   [`EXPLORATION_ROUNDS`] (keeping their probabilities). §4.4 relies on
