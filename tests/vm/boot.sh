@@ -2,7 +2,7 @@
 # Boot the test-bed kernel with an initramfs on an emulated NUMA machine.
 #
 # Usage: tests/vm/boot.sh --nodes 2|4 --initrd FILE [--timeout S] [--kernel FILE]
-#                         [--accel tcg|kvm] [--append ARGS] [--print-cmd]
+#                         [--accel tcg|tcg-single|kvm] [--append ARGS] [--print-cmd]
 #
 #   --nodes 2   -smp 4,sockets=2,cores=2,threads=1; node0 = cpus 0-1, node1 = cpus 2-3;
 #               512 MiB per node; distances 10/21.
@@ -12,6 +12,11 @@
 #   --timeout S kill QEMU after S seconds (default 120) and exit 124.
 #   --kernel F  kernel image (default tests/vm/work/vmlinuz, see fetch-kernel.sh).
 #   --accel A   QEMU accelerator (default tcg; fixtures are captured with tcg).
+#               tcg-single: one host thread runs every vCPU in turn
+#               (`-accel tcg,thread=single`): slower, but no vCPU waits on
+#               another the host does not schedule. With one thread per vCPU
+#               on a loaded 2-core host, a guest once sat for minutes in a
+#               soft lockup inside move_pages (TLB-shootdown IPIs).
 #   --append A  extra kernel command-line arguments.
 #   --print-cmd print the QEMU command line to stderr before running it.
 #
@@ -36,7 +41,7 @@ while [ $# -gt 0 ]; do
     --initrd) [ $# -ge 2 ] || die "--initrd needs a FILE"; initrd=$2; shift 2 ;;
     --timeout) [ $# -ge 2 ] || die "--timeout needs seconds"; timeout_s=$2; shift 2 ;;
     --kernel) [ $# -ge 2 ] || die "--kernel needs a FILE"; kernel=$2; shift 2 ;;
-    --accel) [ $# -ge 2 ] || die "--accel needs tcg or kvm"; accel=$2; shift 2 ;;
+    --accel) [ $# -ge 2 ] || die "--accel needs tcg, tcg-single or kvm"; accel=$2; shift 2 ;;
     --append) [ $# -ge 2 ] || die "--append needs ARGS"; extra_append=$2; shift 2 ;;
     --print-cmd) print_cmd=1; shift ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
@@ -48,7 +53,11 @@ done
 [ -f "$initrd" ] || die "initrd '$initrd' not found"
 [ -f "$kernel" ] || die "kernel '$kernel' not found (run tests/vm/fetch-kernel.sh)"
 case "$timeout_s" in ''|*[!0-9]*) die "--timeout must be a whole number of seconds" ;; esac
-case "$accel" in tcg|kvm) ;; *) die "--accel must be tcg or kvm" ;; esac
+case "$accel" in
+  tcg|kvm) accel_arg=$accel ;;
+  tcg-single) accel_arg="tcg,thread=single" ;;
+  *) die "--accel must be tcg, tcg-single or kvm" ;;
+esac
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
 command -v timeout >/dev/null || die "timeout (coreutils) not found"
 
@@ -94,7 +103,7 @@ append="console=ttyS0 panic=-1 quiet"
 
 cmd=(
   qemu-system-x86_64
-  -machine pc -accel "$accel" -cpu max
+  -machine pc -accel "$accel_arg" -cpu max
   -m "${mem_total}M" -smp "$smp"
   "${numa_args[@]}"
   -kernel "$kernel" -initrd "$initrd"

@@ -7,7 +7,8 @@
 #
 # Builds (release) numaplace and the numaplace-linux example numa_hog, fetches
 # the kernel (fetch-kernel.sh, idempotent), packs an initramfs and boots
-# `boot.sh --nodes 4` (8 CPUs, 2 per node). The guest (automatic NUMA
+# `boot.sh --nodes 4 --accel tcg-single` (8 CPUs, 2 per node, all run by one
+# host thread: see boot.sh). The guest (automatic NUMA
 # balancing turned off, so that only numaplace moves pages):
 #   a. starts `numa_hog MIB 1` twice (NUMAPLACE_DINO_HOG_MIB, default 48): each
 #      pins itself to node 0, touches its memory there (first touch), puts
@@ -307,7 +308,7 @@ initrd="$here/work/guest-dino.cpio.gz"
 log "booting the 4-node guest (timeout ${timeout_s}s)"
 start=$(date +%s)
 set +e
-"$here/boot.sh" --nodes 4 --initrd "$initrd" --timeout "$timeout_s" </dev/null \
+"$here/boot.sh" --nodes 4 --accel tcg-single --initrd "$initrd" --timeout "$timeout_s" </dev/null \
   | tee "$tmp/console" >&2
 boot_rc=${PIPESTATUS[0]}
 set -e
