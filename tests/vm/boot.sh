@@ -16,7 +16,8 @@
 #               (`-accel tcg,thread=single`): slower, but no vCPU waits on
 #               another the host does not schedule. With one thread per vCPU
 #               on a loaded 2-core host, a guest once sat for minutes in a
-#               soft lockup inside move_pages (TLB-shootdown IPIs).
+#               soft lockup in the kernel on behalf of numaplace,
+#               most likely moving pages (TLB-shootdown IPIs between vCPUs).
 #   --append A  extra kernel command-line arguments.
 #   --print-cmd print the QEMU command line to stderr before running it.
 #
