@@ -6,6 +6,7 @@ pub mod counters;
 pub mod cpuset;
 pub mod metrics;
 pub mod plan;
+pub mod rng;
 pub mod snapshot;
 pub mod task;
 pub mod topology;

@@ -136,44 +136,20 @@ impl Default for BrmParams {
     }
 }
 
-/// xoshiro256** seeded through splitmix64: small, fast and reproducible,
-/// for the draws of [`bias_random_pick`] and the reset periods.
+/// BRM's draws: numaplace-model's seeded xoshiro256** generator, reduced
+/// by modulo as Algorithm 1's `random() mod 100` is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rng {
-    s: [u64; 4],
-}
+pub struct Rng(numaplace_model::rng::Rng);
 
 impl Rng {
     pub fn new(seed: u64) -> Rng {
-        let mut x = seed;
-        let mut split = || {
-            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = x;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
-        };
-        Rng {
-            s: [split(), split(), split(), split()],
-        }
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        let r = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
-        let t = self.s[1] << 17;
-        self.s[2] ^= self.s[0];
-        self.s[3] ^= self.s[1];
-        self.s[1] ^= self.s[2];
-        self.s[0] ^= self.s[3];
-        self.s[2] ^= t;
-        self.s[3] = self.s[3].rotate_left(45);
-        r
+        Rng(numaplace_model::rng::Rng::new(seed))
     }
 
     /// A number in `0..n` (`n` > 0); the bias of the modulo is below 2^-57
     /// for the small `n` used here.
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
+        self.0.next_u64() % n
     }
 
     /// Algorithm 1's `random() mod 100`.
