@@ -159,10 +159,7 @@ impl Collector {
         let sampler = opts.samples.then(|| {
             let s = AddressSampler::new(&root, &sampler_config);
             if let Some(reason) = s.availability().reason() {
-                missing.push(format!(
-                    "sampled data addresses: {reason}; dino and di-migrate move a process's \
-                     pages on other nodes instead of the hot ones"
-                ));
+                missing.push(format!("sampled data addresses: {reason}"));
             }
             s
         });
@@ -211,6 +208,11 @@ impl Collector {
     /// the threads it samples, what its last round read.
     pub fn sampler(&self) -> Option<&AddressSampler> {
         self.sampler.as_ref()
+    }
+
+    /// resctrl, where it is mounted and monitors something.
+    pub fn resctrl(&self) -> Option<&Resctrl> {
+        self.resctrl.as_ref()
     }
 
     /// Samples only the threads of these processes (pids), e.g. the
@@ -556,7 +558,7 @@ mod tests {
     }
 
     #[test]
-    fn missing_sampling_names_what_falls_back() {
+    fn missing_sampling_says_why() {
         let c = Collector::new(SysRoot::host(), only_samples());
         let a = c.sampler().unwrap().availability();
         eprintln!("{a}");
@@ -567,13 +569,7 @@ mod tests {
         match a.reason() {
             Some(why) => {
                 let line = line.expect("said once, at start");
-                assert_eq!(
-                    line,
-                    &format!(
-                        "sampled data addresses: {why}; dino and di-migrate move a process's \
-                         pages on other nodes instead of the hot ones"
-                    )
-                );
+                assert_eq!(line, &format!("sampled data addresses: {why}"));
             }
             None => assert!(line.is_none(), "{line:?}"),
         }

@@ -90,7 +90,7 @@ use numaplace_model::metrics::uncore_penalty;
 use numaplace_model::{Action, Counter, CpuSet, Plan, Task, TaskId, Topology};
 
 use crate::scope::glob;
-use crate::{Needs, Policy, View};
+use crate::{Needs, Policy, Signal, View};
 
 /// BRM's parameters (`[policy]` with `name = "brm"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -472,6 +472,15 @@ impl Policy for Brm {
             memory: false,
             samples: false,
         }
+    }
+
+    fn without(&self, signal: Signal) -> Option<String> {
+        (signal == Signal::UncorePenalty).then(|| {
+            "ranks nodes by each vCPU thread's uncore penalty (seed 000 §3.1: uncore \
+             occupancy over requests), which this machine cannot count: it tracks no thread \
+             and leaves every one where it is"
+                .into()
+        })
     }
 
     fn decide(&mut self, view: &View<'_>) -> Plan {

@@ -155,6 +155,11 @@ impl Engine {
         self.policy.needs()
     }
 
+    /// What the policy does without `signal` ([`crate::Policy::without`]).
+    pub fn without(&self, signal: crate::Signal) -> Option<String> {
+        self.policy.without(signal)
+    }
+
     pub fn totals(&self) -> &EngineTotals {
         &self.totals
     }

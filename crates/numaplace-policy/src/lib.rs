@@ -92,8 +92,54 @@ pub trait Policy: Send {
         }
     }
 
+    /// What it does instead when this machine cannot give `signal`: one
+    /// sentence for the daemon's start-up warnings, or `None` if it does
+    /// not read that signal. A policy that reads a signal must say here
+    /// what becomes of its decisions without it.
+    fn without(&self, signal: Signal) -> Option<String> {
+        let _ = signal;
+        None
+    }
+
     /// Decides one round.
     fn decide(&mut self, view: &View<'_>) -> Plan;
+}
+
+/// A signal a policy may read that a machine may lack: a VM without a
+/// virtual PMU counts none of the hardware events and samples no
+/// addresses; uncore events need a known uncore PMU; resctrl needs RDT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Signal {
+    /// LLC misses and instructions per thread (MPKI).
+    LlcMissRate,
+    /// Cycles and instructions per thread (CPI, IPC).
+    Cpi,
+    /// The uncore's occupancy and requests per thread (BRM's penalty).
+    UncorePenalty,
+    /// Sampled data addresses per thread (PEBS / IBS).
+    Samples,
+    /// LLC occupancy from resctrl monitoring.
+    LlcOccupancy,
+}
+
+impl Signal {
+    pub const ALL: [Signal; 5] = [
+        Signal::LlcMissRate,
+        Signal::Cpi,
+        Signal::UncorePenalty,
+        Signal::Samples,
+        Signal::LlcOccupancy,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Signal::LlcMissRate => "LLC misses per 1000 instructions",
+            Signal::Cpi => "cycles per instruction",
+            Signal::UncorePenalty => "uncore occupancy and requests",
+            Signal::Samples => "sampled data addresses",
+            Signal::LlcOccupancy => "resctrl LLC occupancy",
+        }
+    }
 }
 
 /// Leaves Linux alone: the baseline every other policy is measured against.

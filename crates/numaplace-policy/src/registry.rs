@@ -148,4 +148,29 @@ mod tests {
             "unknown policy \"dino2\": numaplace has default, numad-like, static, di-plain, di-migrate, dino, brm, symbiosis, adaptive-mapping"
         );
     }
+
+    /// A policy that reads a signal says what it does without it, and one
+    /// that does not read it says nothing: the daemon's start-up warnings
+    /// name exactly the policy's blind spots on this machine.
+    #[test]
+    fn every_policy_says_what_it_does_without_the_signals_it_reads() {
+        use crate::Signal;
+        for n in PolicyKind::NAMES {
+            let p = PolicyKind::from_name(n).unwrap().build();
+            let needs = p.needs();
+            let said = |s: Signal| p.without(s).inspect(|w| assert!(w.len() > 40, "{n}: {w}"));
+            assert_eq!(said(Signal::Samples).is_some(), needs.samples, "{n}");
+            let counters = [Signal::LlcMissRate, Signal::Cpi, Signal::UncorePenalty];
+            assert_eq!(
+                counters.iter().any(|&s| said(s).is_some()),
+                needs.counters,
+                "{n}"
+            );
+        }
+        let d = PolicyKind::from_name("adaptive-mapping").unwrap().build();
+        assert!(d.without(Signal::Samples).unwrap().contains("never votes"));
+        assert!(d.without(Signal::LlcMissRate).is_none());
+        let di = PolicyKind::from_name("di-plain").unwrap().build();
+        assert!(di.without(Signal::Samples).is_none());
+    }
 }

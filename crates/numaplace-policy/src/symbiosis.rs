@@ -53,7 +53,7 @@ use serde::{Deserialize, Serialize};
 use numaplace_model::task::printable;
 use numaplace_model::{Action, CacheSignature, CpuSet, Plan, TaskId, Topology};
 
-use crate::{Needs, Policy, View};
+use crate::{Needs, Policy, Signal, View};
 use place::{Member, Options};
 
 /// Which of §3.3's algorithms decides.
@@ -327,6 +327,23 @@ impl Policy for Symbiosis {
             counters: false,
             memory: false,
             samples: true,
+        }
+    }
+
+    fn without(&self, signal: Signal) -> Option<String> {
+        match signal {
+            Signal::Samples => Some(
+                "builds each thread's cache signature from its sampled data addresses \
+                 (seed 003's Bloom filters exist only in the simulator), which this machine \
+                 cannot sample: no thread has a signature, so it leaves every one where it is"
+                    .into(),
+            ),
+            Signal::LlcOccupancy => Some(
+                "weighs threads by the lines they were sampled on instead of their LLC \
+                 occupancy (resctrl)"
+                    .into(),
+            ),
+            _ => None,
         }
     }
 

@@ -231,6 +231,65 @@ fn advise_prints_the_plan_and_applies_nothing() {
     child.wait().unwrap();
 }
 
+/// On a machine without a core PMU (a VM without a virtual one, like the
+/// test machines) nothing can be counted or sampled: each policy says, in
+/// its own words, what it does without the signals it reads, and a policy
+/// that reads none says nothing.
+#[test]
+fn policies_say_what_they_do_without_missing_signals() {
+    let pmus = std::fs::read_dir("/sys/bus/event_source/devices")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let core_pmu = pmus
+        .iter()
+        .any(|p| ["cpu", "cpu_core", "cpu_atom"].contains(&p.as_str()));
+    let me = std::process::id().to_string();
+    let advise = |policy: &str| {
+        let o = numaplace(&[
+            "advise",
+            "--policy",
+            policy,
+            "--pid",
+            &me,
+            "--interval",
+            "200ms",
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        text(&o.stdout)
+    };
+    let out = advise("numad-like");
+    assert!(
+        !out.contains(" without "),
+        "numad-like reads no counters: {out}"
+    );
+    if core_pmu {
+        eprintln!("this machine has a core PMU ({pmus:?}): the notes depend on its events");
+        return;
+    }
+    let out = advise("adaptive-mapping");
+    assert!(
+        out.contains(
+            "Note: policy adaptive-mapping without sampled data addresses: measures seed 002"
+        ) && out.contains("never votes"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Note: policy adaptive-mapping without cycles per instruction:"),
+        "{out}"
+    );
+    assert!(!out.contains("LLC misses per 1000"), "{out}");
+    let out = advise("brm");
+    assert!(
+        out.contains("Note: policy brm without uncore occupancy and requests:"),
+        "{out}"
+    );
+    assert!(!out.contains("sampled data addresses"), "{out}");
+}
+
 /// Run as an unprivileged user against root's process: every pin is
 /// refused with EPERM, each refusal is in the journal, and the loop goes on
 /// to its last round.

@@ -41,7 +41,7 @@ use std::sync::{Arc, Mutex};
 use numaplace_model::task::printable;
 use numaplace_model::{Action, CpuSet, Plan, Task, Topology};
 
-use crate::{Needs, Policy, View};
+use crate::{Needs, Policy, Signal, View};
 pub use classify::{Class, Classifier};
 pub use models::{Mapping, Models, PowerModel};
 pub use params::{AdaptiveConfig, AdaptiveParams, Objective};
@@ -143,6 +143,24 @@ impl Policy for AdaptiveMapping {
             counters: true,
             memory: true,
             samples: true,
+        }
+    }
+
+    fn without(&self, signal: Signal) -> Option<String> {
+        match signal {
+            Signal::Samples => Some(
+                "measures seed 002 §4.1's page metrics from sampled data addresses, which \
+                 this machine cannot sample: it puts every group in the local mapping \
+                 (§6.2's start) and never votes"
+                    .into(),
+            ),
+            Signal::Cpi => Some(
+                "settles votes that disagree by CPI (§5.3 finalVoting), which this machine \
+                 cannot count: for performance and energy such a group stays where the \
+                 second vote was taken"
+                    .into(),
+            ),
+            _ => None,
         }
     }
 

@@ -29,7 +29,17 @@ use numaplace_model::metrics::mpki;
 use numaplace_model::plan::DEFAULT_WINDOW_PAGES;
 use numaplace_model::{Action, CpuSet, Plan, TaskId, Topology};
 
-use crate::{Needs, Policy, View};
+use crate::{Needs, Policy, Signal, View};
+
+/// What DINO and DI do where LLC misses cannot be counted.
+const BLIND_WITHOUT_MPKI: &str = "classifies threads by their LLC misses per 1000 instructions \
+     (seed 004 §3), which this machine cannot count: it leaves every thread where it is; \
+     --counters-from FILE feeds made-up counters for testing";
+
+/// What DINO and DI-Migrate do where data addresses cannot be sampled.
+const FOLLOW_WITHOUT_SAMPLES: &str = "moves the pages around a migrated thread's sampled data \
+     addresses (seed 004 §4), which this machine cannot sample: it moves a process's anonymous \
+     pages on other nodes instead, hot or not, and only once all its threads run on one node";
 use classes::{Hysteresis, Thresholds};
 use layout::{Class, Domains, OldPlace, Slotted};
 use memory::{MemoryFollower, Placed};
@@ -173,6 +183,14 @@ impl Policy for Dino {
             counters: true,
             memory: true,
             samples: true,
+        }
+    }
+
+    fn without(&self, signal: Signal) -> Option<String> {
+        match signal {
+            Signal::LlcMissRate => Some(BLIND_WITHOUT_MPKI.into()),
+            Signal::Samples => Some(FOLLOW_WITHOUT_SAMPLES.into()),
+            _ => None,
         }
     }
 
@@ -325,6 +343,14 @@ impl Policy for DistributedIntensity {
             counters: true,
             memory: self.migrate.is_some(),
             samples: self.migrate.is_some(),
+        }
+    }
+
+    fn without(&self, signal: Signal) -> Option<String> {
+        match signal {
+            Signal::LlcMissRate => Some(BLIND_WITHOUT_MPKI.into()),
+            Signal::Samples if self.migrate.is_some() => Some(FOLLOW_WITHOUT_SAMPLES.into()),
+            _ => None,
         }
     }
 

@@ -227,7 +227,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     for m in collector.missing_signals() {
         tracing::warn!("not measured: {m}");
     }
-    if let Some(why) = blind_policy(&engine, &collector, s.synthetic.is_some()) {
+    for why in blind_policy(&engine, &collector, s.synthetic.is_some()) {
         tracing::warn!("{why}");
     }
     if let Some(synth) = &s.synthetic {
@@ -362,23 +362,42 @@ fn say_synthetic(synth: &SyntheticCounters, engine: &Engine) {
     }
 }
 
-/// Says so when the policy places threads by LLC miss rates that this
-/// machine cannot count (and no synthetic counters stand in for them).
-fn blind_policy(engine: &Engine, collector: &Collector, synthetic: bool) -> Option<String> {
+/// What the policy does without each signal it reads that this machine
+/// cannot give (counters that `--counters-from` makes up count as given):
+/// one line per missing signal, in the policy's own words.
+fn blind_policy(engine: &Engine, collector: &Collector, synthetic: bool) -> Vec<String> {
     use numaplace_model::Counter;
-    if !engine.needs().counters || synthetic {
-        return None;
-    }
-    let counted = collector.perf().is_some_and(|p| {
-        let a = p.availability();
-        a.is_counted(Counter::LlcMisses) && a.is_counted(Counter::Instructions)
-    });
-    (!counted).then(|| {
-        format!(
-            "policy {} places threads by their LLC misses per 1000 instructions, which this machine cannot count: it will leave every thread where it is; --counters-from FILE feeds made-up counters for testing",
-            engine.policy_name()
-        )
-    })
+    use numaplace_policy::Signal;
+    let counted = |cs: &[Counter]| {
+        collector
+            .perf()
+            .is_some_and(|p| cs.iter().all(|&c| p.availability().is_counted(c)))
+    };
+    Signal::ALL
+        .into_iter()
+        .filter(|&signal| !match signal {
+            Signal::LlcMissRate => {
+                synthetic || counted(&[Counter::LlcMisses, Counter::Instructions])
+            }
+            Signal::Cpi => synthetic || counted(&[Counter::Cycles, Counter::Instructions]),
+            Signal::UncorePenalty => counted(&[Counter::UncoreOccupancy, Counter::UncoreRequests]),
+            Signal::Samples => collector
+                .sampler()
+                .is_some_and(|s| s.availability().reason().is_none()),
+            Signal::LlcOccupancy => collector
+                .resctrl()
+                .is_some_and(|r| r.mon_features().iter().any(|f| f == "llc_occupancy")),
+        })
+        .filter_map(|signal| {
+            engine.without(signal).map(|what| {
+                format!(
+                    "policy {} without {}: {what}",
+                    engine.policy_name(),
+                    signal.name()
+                )
+            })
+        })
+        .collect()
 }
 
 /// A collector of what the policy reads, and machine readings.
@@ -428,7 +447,7 @@ pub fn advise(args: &RunArgs) -> Result<()> {
             );
         }
     }
-    if let Some(why) = blind_policy(&engine, &collector, s.synthetic.is_some()) {
+    for why in blind_policy(&engine, &collector, s.synthetic.is_some()) {
         println!("Note: {why}.");
     }
     let mut dry = RecordingActuator::default();
