@@ -477,7 +477,7 @@ impl Policy for Brm {
     fn without(&self, signal: Signal) -> Option<String> {
         (signal == Signal::UncorePenalty).then(|| {
             "ranks nodes by each vCPU thread's uncore penalty (seed 000 §3.1: uncore \
-             occupancy over requests), which this machine cannot count: it tracks no thread \
+             occupancy over requests), which are not counted here: it tracks no thread \
              and leaves every one where it is"
                 .into()
         })

@@ -12,6 +12,7 @@ pub mod dino;
 pub mod engine;
 pub mod numad;
 pub mod registry;
+pub mod replay;
 pub mod scope;
 pub mod static_placement;
 pub mod symbiosis;

@@ -334,8 +334,8 @@ impl Policy for Symbiosis {
         match signal {
             Signal::Samples => Some(
                 "builds each thread's cache signature from its sampled data addresses \
-                 (seed 003's Bloom filters exist only in the simulator), which this machine \
-                 cannot sample: no thread has a signature, so it leaves every one where it is"
+                 (seed 003's Bloom filters exist only in the simulator), which are not \
+                 sampled here: no thread has a signature, so it leaves every one where it is"
                     .into(),
             ),
             Signal::LlcOccupancy => Some(

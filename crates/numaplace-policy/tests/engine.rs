@@ -330,3 +330,71 @@ fn numad_like_finishes_a_move_the_rate_limit_cut_short() {
     );
     assert!(j[0].reason.contains("moving the rest"), "{}", j[0].reason);
 }
+
+/// Replaying a recording: a pin is taken as done and shown to the policy
+/// in later snapshots (allowed CPUs and last CPU), so it is made once and
+/// the engine never mistakes it for the thread's own choice; a change the
+/// recording itself shows wins over the overlay.
+#[test]
+fn replay_shows_the_policys_pins_in_later_rounds() {
+    use numaplace_policy::replay::ReplayActuator;
+    let scope = Scope {
+        all: true,
+        ..Scope::default()
+    };
+    let mut e = Engine::new(numad(), scope, EngineConfig::default());
+    let mut act = ReplayActuator::new(4096);
+    let mut journal = Vec::new();
+    let mut seen = Vec::new();
+    let mut memory = Vec::new();
+    for seq in 0..5 {
+        let mut s = snapshot(seq, seq * 100, "0-3");
+        act.overlay(&mut s);
+        seen.push(s.tasks.clone());
+        memory.push(s.groups[0].memory.clone().unwrap());
+        e.round(&topo(), &s, &mut act, &mut NoGuard, &mut |j| {
+            journal.push(j.clone())
+        });
+    }
+    assert_eq!(act.counts.pins, 2, "{journal:#?}");
+    // 512 MiB at the engine's 256 MiB/s: two rounds of moves, then it is
+    // all on node 1 and numad-like stops asking.
+    assert_eq!(act.counts.memory_moves, 2, "{journal:#?}");
+    let moved: Vec<u64> = journal
+        .iter()
+        .filter_map(|j| match &j.outcome {
+            Outcome::Pages(p) => Some(p.moved),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(moved, [65536, 65536]);
+    let anon = |round: usize, node: u32| memory[round].get(&node).map_or(0, |m| m.anon) / MIB;
+    assert_eq!((anon(1, 0), anon(1, 1)), (512, 0), "recorded");
+    assert_eq!((anon(2, 0), anon(2, 1)), (256, 256), "half moved");
+    assert_eq!((anon(4, 0), anon(4, 1)), (0, 512), "all moved");
+    assert!(
+        journal
+            .iter()
+            .all(|j| !matches!(&j.outcome, Outcome::Skipped { .. }))
+    );
+    // Rounds 0 and 1 as recorded; from round 2 on, where numad-like put them.
+    for t in &seen[1] {
+        assert_eq!(
+            (t.allowed_cpus.to_string(), t.last_cpu),
+            ("0-3".into(), Some(t.tid as u32 - 100))
+        );
+    }
+    for round in &seen[2..] {
+        for t in round {
+            assert_eq!(t.allowed_cpus.to_string(), "2-3");
+            assert_eq!(t.last_cpu, Some(2), "moved off node 0's CPUs");
+        }
+    }
+    // Thread 100 pinned to CPU 0 in the recording itself: that shows.
+    let mut s = snapshot(4, 400, "0-3");
+    s.tasks[0].allowed_cpus = CpuSet::parse_list("0").unwrap();
+    act.overlay(&mut s);
+    assert_eq!(s.tasks[0].allowed_cpus.to_string(), "0");
+    assert_eq!(s.tasks[0].last_cpu, Some(0));
+    assert_eq!(s.tasks[1].allowed_cpus.to_string(), "2-3");
+}

@@ -54,8 +54,14 @@ pub enum Command {
     )]
     Record(RecordArgs),
 
-    /// Read a recording back and summarise each snapshot (or print them as
-    /// JSON lines).
+    /// Read a recording back: summarise each snapshot (or print them as
+    /// JSON lines), or, with --policy or --config, replay a policy's
+    /// decisions on what was recorded: every round's plan and why, nothing
+    /// applied.
+    #[command(after_help = "Examples:\n  \
+        numaplace replay run.jsonl\n  \
+        numaplace replay run.jsonl --policy dino --comm 'mcf*'\n  \
+        numaplace replay run.jsonl --config numaplace.toml --json > decisions.jsonl")]
     Replay(ReplayArgs),
 
     /// Run the daemon: every interval, a policy decides where the threads
@@ -359,7 +365,8 @@ pub struct ScopeArgs {
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The policy: default (leave Linux alone), numad-like, static,
-    /// di-plain, di-migrate or dino (docs/policies.md).
+    /// di-plain, di-migrate, dino, brm, symbiosis or adaptive-mapping
+    /// (docs/policies.md).
     #[arg(long, value_name = "NAME")]
     pub policy: Option<String>,
 
@@ -490,6 +497,12 @@ pub struct RecordArgs {
     /// Read /proc and /sys under this directory instead of /.
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+
+    /// Also record sampled data addresses (PEBS / IBS) of every user
+    /// thread, which dino, di-migrate, symbiosis and adaptive-mapping read:
+    /// an fd and a ring buffer per thread while recording.
+    #[arg(long)]
+    pub samples: bool,
 }
 
 #[derive(Debug, Args)]
@@ -497,9 +510,36 @@ pub struct ReplayArgs {
     /// A recording made by `numaplace record`.
     pub file: PathBuf,
 
-    /// Print the snapshots as JSON lines instead of a summary.
+    /// Print the snapshots (with --policy: the decisions, in the journal's
+    /// format) as JSON lines instead of a summary.
     #[arg(long)]
     pub json: bool,
+
+    /// Replay this policy's decisions on the recording (names as for `run`).
+    #[arg(long, value_name = "NAME")]
+    pub policy: Option<String>,
+
+    /// Take the policy, its parameters, the scope and the engine's limits
+    /// from this config file (as `run` does); --policy and scope flags
+    /// override it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Only these CPUs of the recorded machine are the policy's to place
+    /// onto.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+
+    /// Make up counters for recorded threads that match this file's rules
+    /// (as `run --counters-from`), replacing what was recorded: for
+    /// replaying counter-driven policies on a recording made without a PMU.
+    #[arg(long, value_name = "FILE")]
+    pub counters_from: Option<PathBuf>,
+
+    /// The processes the policy manages (pids as recorded); without any,
+    /// every recorded process.
+    #[command(flatten)]
+    pub scope: ScopeArgs,
 }
 
 #[derive(Debug, Args)]

@@ -105,6 +105,33 @@ fn record_then_replay() {
     assert!(snaps.windows(2).all(|w| w[1].seq == w[0].seq + 1));
     assert!(snaps[1].interval_ns > 50_000_000);
 
+    // --samples: sampled data addresses too, where the CPU has them;
+    // without a core PMU (a VM without a virtual one) the start says so.
+    let sampled = dir.path().join("sampled.jsonl");
+    let o = numaplace(&[
+        "record",
+        "--samples",
+        "--duration",
+        "150ms",
+        "--interval",
+        "100ms",
+        "-o",
+        sampled.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let core_pmu = ["cpu", "cpu_core", "cpu_atom"].iter().any(|p| {
+        std::path::Path::new("/sys/bus/event_source/devices")
+            .join(p)
+            .exists()
+    });
+    if !core_pmu {
+        assert!(
+            text(&o.stderr).contains("not recorded: sampled data addresses: "),
+            "{}",
+            text(&o.stderr)
+        );
+    }
+
     // The file is not overwritten without --force.
     let before = std::fs::read(&file).unwrap();
     let o = numaplace(&["record", "--duration", "100ms", "-o", f]);
@@ -279,4 +306,185 @@ fn walkdirs(root: &std::path::Path) -> Vec<std::path::PathBuf> {
         i += 1;
     }
     out
+}
+
+/// A recording of a two-node machine, written as `numaplace record` writes
+/// one: a busy 512 MiB process (pid 100, threads 100 and 101, named
+/// `hog`) on node 0's CPUs with all its memory on node 0; node 1 idle.
+fn two_node_recording(path: &std::path::Path, rounds: u64) {
+    use numaplace_model::*;
+    let topology = Topology::synthetic("pack:2 numa:1 core:2 pu:1").unwrap();
+    let header = RecordHeader {
+        format: RecordHeader::FORMAT.into(),
+        version: RecordHeader::VERSION,
+        writer: "test".into(),
+        interval_ns: 1_000_000_000,
+        topology,
+        missing_signals: vec![],
+    };
+    let mut r = numaplace_linux::Recorder::create(path, &header, false).unwrap();
+    let mib = 1u64 << 20;
+    for seq in 0..rounds {
+        let task = |tid: i32| Task {
+            tid,
+            tgid: 100,
+            start_time: 1000 + tid as u64,
+            comm: format!("hog{tid}"),
+            state: 'R',
+            last_cpu: Some(tid as u32 - 100),
+            allowed_cpus: CpuSet::parse_list("0-3").unwrap(),
+            allowed_mems: CpuSet::parse_list("0-1").unwrap(),
+            utime: seq * 100,
+            stime: 0,
+            vcpu: None,
+        };
+        let meminfo = |free| NodeMeminfo {
+            total: 4096 * mib,
+            free,
+        };
+        let anon = NodeMemory {
+            anon: 512 * mib,
+            file: 0,
+            huge: 0,
+        };
+        r.write(&Snapshot {
+            seq,
+            time_unix_ns: seq * 1_000_000_000,
+            interval_ns: if seq == 0 { 0 } else { 1_000_000_000 },
+            tasks: vec![task(100), task(101)],
+            groups: vec![TaskGroup {
+                pid: 100,
+                start_time: 1100,
+                comm: "hog".into(),
+                cmdline: vec!["hog".into()],
+                cgroup: None,
+                kind: GroupKind::Process,
+                threads: vec![100, 101],
+                memory: Some([(0, anon)].into_iter().collect()),
+            }],
+            machine: MachineReadings {
+                nodes: [(0, meminfo(1024 * mib)), (1, meminfo(3072 * mib))].into(),
+                ..MachineReadings::default()
+            },
+            ..Snapshot::default()
+        })
+        .unwrap();
+    }
+}
+
+/// `replay --policy`: the policy's decisions on a recording, each with its
+/// reason; its pins and memory moves are shown to it in later rounds, so
+/// numad-like moves the hog once and its memory over two rounds (256 MiB/s)
+/// and then stops; counter-driven policies say what the recording lacks,
+/// and `--counters-from` stands in for the missing counters.
+#[test]
+fn replay_a_policy_on_a_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("two-node.jsonl");
+    two_node_recording(&file, 6);
+    let f = file.to_str().unwrap();
+
+    let o = numaplace(&["replay", f, "--policy", "numad-like"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("replaying policy numad-like (nothing is applied)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("hog (pid 100): pin thread 100 to CPUs 2-3"),
+        "{out}"
+    );
+    assert!(
+        out.contains("hog (pid 100): pin thread 101 to CPUs 2-3"),
+        "{out}"
+    );
+    assert!(out.contains("50% of its 512 MiB is there so far"), "{out}");
+    assert!(
+        out.contains(
+            "6 rounds: 2 pins of 2 threads, 2 memory moves and 0 page-window moves (131072 pages)"
+        ),
+        "{out}"
+    );
+    assert!(
+        !out.contains("Note:"),
+        "numad-like reads no counters: {out}"
+    );
+
+    // The journal's format, one decision a line.
+    let o = numaplace(&["replay", f, "--policy", "numad-like", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let lines: Vec<serde_json::Value> = text(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4, "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["policy"] == "numad-like" && l["pid"] == 100)
+    );
+    assert!(text(&o.stderr).contains("6 rounds: 2 pins"));
+
+    // A scope that matches nothing recorded: no decisions.
+    let o = numaplace(&["replay", f, "--policy", "numad-like", "--pid", "7"]);
+    assert!(
+        text(&o.stdout).contains("6 rounds: 0 pins"),
+        "{}",
+        text(&o.stdout)
+    );
+
+    // di-plain without LLC misses in the recording: says so, moves nothing.
+    let o = numaplace(&["replay", f, "--policy", "di-plain"]);
+    let out = text(&o.stdout);
+    assert!(out.contains("6 rounds: 0 pins"), "{out}");
+    assert!(
+        out.contains("Note: the recording has no LLC misses per 1000 instructions: policy di-plain classifies"),
+        "{out}"
+    );
+    // ... and with made-up counters it spreads the two hogs over the nodes.
+    let rules = dir.path().join("counters.toml");
+    std::fs::write(
+        &rules,
+        "[[thread]]\ncomm = \"hog*\"\nllc_mpki = 40.0\nipc = 1.0\n",
+    )
+    .unwrap();
+    let o = numaplace(&[
+        "replay",
+        f,
+        "--policy",
+        "di-plain",
+        "--counters-from",
+        rules.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(!out.contains("the recording has no LLC misses"), "{out}");
+    let pins: Vec<&str> = out.lines().filter(|l| l.contains(": pin thread")).collect();
+    assert_eq!(pins.len(), 2, "{out}");
+    assert!(
+        pins.iter().any(|l| l.ends_with("thread 100 to CPUs 0"))
+            && pins.iter().any(|l| l.ends_with("thread 101 to CPUs 2")),
+        "one hog per node: {out}"
+    );
+
+    // Bad input: exit 2, naming what was wrong.
+    for (args, want) in [
+        (vec!["--policy", "dino2"], "unknown policy \"dino2\""),
+        (vec!["--policy", "dino", "--cpus", "9"], "--cpus 9"),
+        (
+            vec!["--config", "/nonexistent/np.toml"],
+            "cannot read the config file",
+        ),
+    ] {
+        let mut all = vec!["replay", f];
+        all.extend(args);
+        let o = numaplace(&all);
+        assert_eq!(o.status.code(), Some(2), "{all:?}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(want),
+            "{all:?}: {}",
+            text(&o.stderr)
+        );
+    }
 }

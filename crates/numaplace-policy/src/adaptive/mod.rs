@@ -150,13 +150,13 @@ impl Policy for AdaptiveMapping {
         match signal {
             Signal::Samples => Some(
                 "measures seed 002 §4.1's page metrics from sampled data addresses, which \
-                 this machine cannot sample: it puts every group in the local mapping \
+                 are not sampled here: it puts every group in the local mapping \
                  (§6.2's start) and never votes"
                     .into(),
             ),
             Signal::Cpi => Some(
-                "settles votes that disagree by CPI (§5.3 finalVoting), which this machine \
-                 cannot count: for performance and energy such a group stays where the \
+                "settles votes that disagree by CPI (§5.3 finalVoting), which are not \
+                 counted here: for performance and energy such a group stays where the \
                  second vote was taken"
                     .into(),
             ),

@@ -8,10 +8,20 @@ use anyhow::{Context, Result};
 use numaplace_linux::{CollectOptions, Collector, Recorder, Replay, TopologySource, discover};
 use numaplace_model::RecordHeader;
 
+use std::io::Write as _;
+
+use numaplace_model::{Action, Counter, CpuSet, Outcome, Snapshot};
+use numaplace_policy::engine::{Engine, JournalEntry, NoGuard};
+use numaplace_policy::replay::ReplayActuator;
+use numaplace_policy::{PolicyKind, Signal};
+
 use crate::cli::{RecordArgs, ReplayArgs};
 use crate::commands::InputError;
+use crate::commands::run::{describe_decision, merge_scope};
 use crate::commands::tasks::root_of;
+use crate::config::Config;
 use crate::duration::parse_duration;
+use crate::synthetic_counters::SyntheticCounters;
 
 pub fn record(args: &RecordArgs) -> Result<()> {
     let interval = parse_duration(&args.interval, "--interval").map_err(InputError)?;
@@ -31,7 +41,7 @@ pub fn record(args: &RecordArgs) -> Result<()> {
             memory: !args.no_memory,
             counters: true,
             machine: true,
-            samples: false,
+            samples: args.samples,
         },
     );
     for m in collector.missing_signals() {
@@ -86,6 +96,9 @@ pub fn record(args: &RecordArgs) -> Result<()> {
 }
 
 pub fn replay(args: &ReplayArgs) -> Result<()> {
+    if args.policy.is_some() || args.config.is_some() {
+        return replay_decisions(args);
+    }
     let replay = Replay::open(&args.file)?;
     let h = replay.header().clone();
     if !args.json {
@@ -127,5 +140,184 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
     if !args.json {
         println!("{n} snapshots");
     }
+    Ok(())
+}
+
+/// Which signals a recording holds, for saying what the replayed policy
+/// did without the others.
+#[derive(Default)]
+struct Present(std::collections::BTreeSet<Signal>);
+
+impl Present {
+    fn note(&mut self, s: &Snapshot) {
+        let has = |c: &numaplace_model::CounterDeltas, k: &[Counter]| {
+            k.iter().all(|&k| c.get(k).is_some())
+        };
+        for c in s.counters.values() {
+            for (signal, needs) in [
+                (
+                    Signal::LlcMissRate,
+                    &[Counter::LlcMisses, Counter::Instructions][..],
+                ),
+                (Signal::Cpi, &[Counter::Cycles, Counter::Instructions][..]),
+                (
+                    Signal::UncorePenalty,
+                    &[Counter::UncoreOccupancy, Counter::UncoreRequests][..],
+                ),
+            ] {
+                if has(c, needs) {
+                    self.0.insert(signal);
+                }
+            }
+        }
+        if s.samples.values().any(|v| !v.is_empty()) {
+            self.0.insert(Signal::Samples);
+        }
+        if s.machine.resctrl.iter().any(|r| r.llc_occupancy.is_some()) {
+            self.0.insert(Signal::LlcOccupancy);
+        }
+    }
+}
+
+/// `replay --policy`: the engine over the recorded snapshots, with an
+/// actuator that takes pins and memory moves as done and shows them in the
+/// snapshots that follow (`numaplace_policy::replay`).
+fn replay_decisions(args: &ReplayArgs) -> Result<()> {
+    let mut config = match &args.config {
+        Some(path) => Config::load(Some(path))?,
+        None => Config::default(),
+    };
+    if let Some(p) = &args.policy {
+        config.policy =
+            PolicyKind::from_name(p).map_err(|e| InputError(format!("--policy: {e}")))?;
+    }
+    merge_scope(&mut config.scope, &args.scope);
+    if config.scope.is_empty() {
+        config.scope.all = true;
+    }
+    config.scope.validate().map_err(InputError)?;
+    let replay = Replay::open(&args.file)?;
+    let header = replay.header().clone();
+    let mut topology = header.topology.clone();
+    if let Some(list) = args.cpus.as_ref().or(config.cpus.as_ref()) {
+        let cpus: CpuSet = list
+            .parse()
+            .map_err(|e| InputError(format!("--cpus: {e}")))?;
+        topology = topology
+            .restrict(&cpus)
+            .map_err(|e| InputError(format!("--cpus {list}: {}", e.0)))?;
+    }
+    let mut synthetic = args
+        .counters_from
+        .as_deref()
+        .map(SyntheticCounters::load)
+        .transpose()?;
+    let page_size = config.engine.page_size;
+    let mut engine = Engine::new(config.policy.build(), config.scope.clone(), config.engine);
+    let mut actuator = ReplayActuator::new(page_size);
+    let mut present = Present::default();
+    let (mut rounds, mut pages, mut max_decide_ns) = (0u64, 0u64, 0u64);
+    let mut placed = std::collections::BTreeSet::new();
+    let out = std::io::stdout();
+    let mut out = std::io::BufWriter::new(out.lock());
+    if !args.json {
+        writeln!(
+            out,
+            "{}: {} CPUs, {} nodes, recorded every {:.3}s by numaplace {}; replaying policy {} (nothing is applied)",
+            args.file.display(),
+            header.topology.cpus().len(),
+            header.topology.nodes().len(),
+            header.interval_ns as f64 / 1e9,
+            header.writer,
+            engine.policy_name()
+        )?;
+        if let Some(synth) = &synthetic {
+            writeln!(out, "Note: {}.", synth.describe())?;
+        }
+    }
+    let mut io_error = None;
+    for snap in replay {
+        let mut snap = snap?;
+        if let Some(synth) = synthetic.as_mut() {
+            synth.apply(&mut snap);
+        }
+        present.note(&snap);
+        actuator.overlay(&mut snap);
+        rounds += 1;
+        let mut first = true;
+        let report = engine.round(
+            &topology,
+            &snap,
+            &mut actuator,
+            &mut NoGuard,
+            &mut |e: &JournalEntry| {
+                if let Action::Pin { task, .. } = &e.action {
+                    placed.insert(*task);
+                }
+                if let Outcome::Pages(p) = &e.outcome {
+                    pages += p.moved;
+                }
+                let line = if args.json {
+                    serde_json::to_string(e).map_err(std::io::Error::other)
+                } else {
+                    let head = if std::mem::take(&mut first) {
+                        format!("#{} +{:.3}s\n", snap.seq, snap.interval_ns as f64 / 1e9)
+                    } else {
+                        String::new()
+                    };
+                    let note = match &e.outcome {
+                        Outcome::Skipped { why } => format!("  (skipped: {why})"),
+                        Outcome::Refused { why, .. } => format!("  (refused: {why})"),
+                        Outcome::Gone => "  (the task was gone)".into(),
+                        _ => String::new(),
+                    };
+                    Ok(format!("{head}  {}{note}", describe_decision(e)))
+                };
+                if let Err(e) = line.and_then(|l| writeln!(out, "{l}")) {
+                    io_error.get_or_insert(e);
+                }
+            },
+        );
+        if let Some(e) = io_error.take() {
+            return Err(e).context("writing the decisions");
+        }
+        max_decide_ns = max_decide_ns.max(report.decide_ns);
+    }
+    let c = &actuator.counts;
+    let totals = engine.totals();
+    let summary = format!(
+        "{rounds} rounds: {} pins of {} threads, {} memory moves and {} page-window moves ({pages} pages); decide time mean {:.1} µs, max {:.1} µs",
+        c.pins,
+        placed.len(),
+        c.memory_moves,
+        c.window_moves,
+        totals.decide_ns as f64 / rounds.max(1) as f64 / 1e3,
+        max_decide_ns as f64 / 1e3,
+    );
+    let notes: Vec<String> = Signal::ALL
+        .into_iter()
+        .filter(|s| !present.0.contains(s))
+        .filter_map(|s| {
+            engine.without(s).map(|w| {
+                format!(
+                    "the recording has no {}: policy {} {w}",
+                    s.name(),
+                    engine.policy_name()
+                )
+            })
+        })
+        .collect();
+    if args.json {
+        eprintln!("numaplace: {summary}");
+        for n in &notes {
+            eprintln!("numaplace: {n}");
+        }
+    } else {
+        writeln!(out, "{summary}")?;
+        for n in &notes {
+            writeln!(out, "Note: {n}.")?;
+        }
+    }
+    out.flush()?;
     Ok(())
 }

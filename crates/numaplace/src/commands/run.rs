@@ -104,7 +104,7 @@ fn settings(args: &RunArgs) -> Result<Settings> {
     })
 }
 
-fn merge_scope(scope: &mut Scope, args: &ScopeArgs) {
+pub(crate) fn merge_scope(scope: &mut Scope, args: &ScopeArgs) {
     scope.all |= args.all;
     scope.vms |= args.vms;
     scope.pids.extend(&args.pid);
@@ -477,23 +477,29 @@ pub fn advise(args: &RunArgs) -> Result<()> {
         println!("{}: nothing to change.", engine.policy_name());
     }
     for e in &lines {
-        let what = match &e.action {
-            Action::Pin { task, cpus, .. } => format!("pin thread {} to CPUs {cpus}", task.tid),
-            Action::MoveMemory { to_node, .. } => format!("move memory to node {to_node}"),
-            Action::MoveWindow {
-                to_node, address, ..
-            } => format!("move pages around {address:#x} to node {to_node}"),
-        };
         let note = match &e.outcome {
             Outcome::Skipped { why } => format!("  (would be skipped: {why})"),
             _ => String::new(),
         };
-        println!(
-            "{} (pid {}): {what}\n    because {}{note}",
-            printable(&e.label),
-            e.pid,
-            printable(&e.reason)
-        );
+        println!("{}{note}", describe_decision(e));
     }
     Ok(())
+}
+
+/// A journal entry for people: `app (pid 12): pin thread 13 to CPUs 2-3`
+/// and, on the next line, `because <reason>`; names and reasons escaped.
+pub(crate) fn describe_decision(e: &JournalEntry) -> String {
+    let what = match &e.action {
+        Action::Pin { task, cpus, .. } => format!("pin thread {} to CPUs {cpus}", task.tid),
+        Action::MoveMemory { to_node, .. } => format!("move memory to node {to_node}"),
+        Action::MoveWindow {
+            to_node, address, ..
+        } => format!("move pages around {address:#x} to node {to_node}"),
+    };
+    format!(
+        "{} (pid {}): {what}\n    because {}",
+        printable(&e.label),
+        e.pid,
+        printable(&e.reason)
+    )
 }
