@@ -210,6 +210,11 @@ impl Collector {
         self.sampler.as_ref()
     }
 
+    /// RAPL energy counters, where the kernel has them.
+    pub fn rapl(&self) -> Option<&Rapl> {
+        self.rapl.as_ref()
+    }
+
     /// resctrl, where it is mounted and monitors something.
     pub fn resctrl(&self) -> Option<&Resctrl> {
         self.resctrl.as_ref()

@@ -121,15 +121,18 @@ pub enum Signal {
     Samples,
     /// LLC occupancy from resctrl monitoring.
     LlcOccupancy,
+    /// The machine's energy (RAPL).
+    Energy,
 }
 
 impl Signal {
-    pub const ALL: [Signal; 5] = [
+    pub const ALL: [Signal; 6] = [
         Signal::LlcMissRate,
         Signal::Cpi,
         Signal::UncorePenalty,
         Signal::Samples,
         Signal::LlcOccupancy,
+        Signal::Energy,
     ];
 
     pub fn name(self) -> &'static str {
@@ -139,6 +142,7 @@ impl Signal {
             Signal::UncorePenalty => "uncore occupancy and requests",
             Signal::Samples => "sampled data addresses",
             Signal::LlcOccupancy => "resctrl LLC occupancy",
+            Signal::Energy => "energy readings (RAPL)",
         }
     }
 }

@@ -241,3 +241,61 @@ fn models_hold_out_of_sample() {
     assert!(r2 > 0.8, "out-of-sample R² {r2:.3}");
     let _ = xs;
 }
+
+/// The power model fitted online to the machine's energy readings (the
+/// simulator's here, RAPL on a live host) finds the machine's own
+/// coefficients, not the coefficient file's: a westmere-2s drawing
+/// 60 + 12 p + 3 l watts instead of Fig. 7's 104.63 + 8.69 p + 1.62 l.
+/// The first VM of classes-westmere is voted on before the fit has enough
+/// rounds (the file's model); the later ones with the fit.
+#[test]
+fn the_power_model_fitted_to_energy_readings_finds_the_machines() {
+    let mut m = Machine::preset("westmere-2s").unwrap();
+    let truth = (60.0, 12.0, 3.0);
+    let pm = m.params.power.as_mut().unwrap();
+    (pm.idle_w, pm.per_core_w, pm.per_smt_w) = truth;
+    let w = numaplace_sim::scenario::builtin("classes-westmere")
+        .unwrap()
+        .unwrap();
+    let policy = AdaptiveMapping::new(AdaptiveParams::with_objective(Objective::Power));
+    let reports = policy.reports();
+    let opts = RunOptions {
+        seed: 1,
+        samples_per_interval: 0,
+        ..RunOptions::default()
+    };
+    let driver = Driver::Built {
+        name: "adaptive-mapping",
+        policy: Box::new(policy),
+    };
+    let r = run(&m, &w, driver, &opts, &mut |_| {});
+    assert!(r.finished);
+    let reports = reports.lock().unwrap();
+    let used: Vec<_> = reports
+        .values()
+        .map(|g| {
+            let v = g.last_vote.as_ref().unwrap();
+            (
+                g.label.clone(),
+                v.power_from,
+                g.power_model.clone().unwrap(),
+            )
+        })
+        .collect();
+    println!("\nwestmere-2s drawing {truth:?} W (idle, per core, per second thread):");
+    for (label, from, pm) in &used {
+        println!(
+            "  {label}: model {from}: {:.2} + {:.2} p + {:.2} l, R² {:?}",
+            pm.idle_w, pm.per_core_w, pm.per_smt_w, pm.r2
+        );
+    }
+    assert_eq!(used.len(), 3);
+    assert_eq!(used[0].1, "of the coefficient file", "{used:?}");
+    for (label, from, pm) in &used[1..] {
+        assert_eq!(*from, "fitted to this machine's energy readings", "{label}");
+        assert!((pm.idle_w - truth.0).abs() < 2.0, "{label}: {pm:?}");
+        assert!((pm.per_core_w - truth.1).abs() < 0.5, "{label}: {pm:?}");
+        assert!((pm.per_smt_w - truth.2).abs() < 0.5, "{label}: {pm:?}");
+        assert!(pm.r2.unwrap() > 0.95, "{label}: {pm:?}");
+    }
+}

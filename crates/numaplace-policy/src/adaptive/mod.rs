@@ -33,6 +33,7 @@ pub mod mapping;
 pub mod metrics;
 pub mod models;
 pub mod params;
+pub mod power_fit;
 mod vote;
 
 use std::collections::BTreeMap;
@@ -62,6 +63,8 @@ pub struct GroupReport {
     pub last_s: f64,
     pub mapping: Option<Mapping>,
     pub last_vote: Option<Vote>,
+    /// The power model of the last vote.
+    pub power_model: Option<PowerModel>,
 }
 
 impl GroupReport {
@@ -99,6 +102,7 @@ pub struct AdaptiveMapping {
     params: AdaptiveParams,
     groups: BTreeMap<i32, Group>,
     reports: Reports,
+    power: power_fit::PowerFit,
 }
 
 impl AdaptiveMapping {
@@ -107,6 +111,7 @@ impl AdaptiveMapping {
             params,
             groups: BTreeMap::new(),
             reports: Reports::default(),
+            power: power_fit::PowerFit::default(),
         }
     }
 
@@ -154,6 +159,12 @@ impl Policy for AdaptiveMapping {
                  (§6.2's start) and never votes"
                     .into(),
             ),
+            Signal::Energy if self.params.config.objective != Objective::Performance => Some(
+                "fits its power model to the machine's energy readings (RAPL) as it runs, \
+                 which are not read here: it keeps the power model of its coefficient file \
+                 (seed 002 Fig. 7's testbed unless `numaplace train` wrote one for this machine)"
+                    .into(),
+            ),
             Signal::Cpi => Some(
                 "settles votes that disagree by CPI (§5.3 finalVoting), which are not \
                  counted here: for performance and energy such a group stays where the \
@@ -169,6 +180,13 @@ impl Policy for AdaptiveMapping {
         let s = view.snapshot;
         let now = s.time_unix_ns as f64 / 1e9;
         let cfg = self.params.config.clone();
+        if cfg.fit_power {
+            self.power.observe(s, view.topology);
+        }
+        let power = match self.power.model().filter(|_| cfg.fit_power) {
+            Some(m) => (m, "fitted to this machine's energy readings"),
+            None => (&self.params.models.power, "of the coefficient file"),
+        };
         for g in &s.groups {
             if !view.managed.contains(&g.pid) || g.threads.len() < cfg.min_threads.max(1) {
                 continue;
@@ -252,7 +270,7 @@ impl Policy for AdaptiveMapping {
             report.probes += 1;
             report.probe_overhead_s += probe.cost_s;
             st.overhead += probe.cost_s;
-            let voted = vote::vote(&probe, st.mapping, &local, &inter, &self.params);
+            let voted = vote::vote(&probe, st.mapping, &local, &inter, &self.params, power);
             let remap_cost = cfg.remap_cost_ms / 1e3;
             let mut go = |st: &mut Group, to: Mapping, why: String, plan: &mut Plan| {
                 pin(plan, to, &why);
@@ -293,6 +311,7 @@ impl Policy for AdaptiveMapping {
             }
             report.mapping = Some(st.mapping);
             report.last_vote = Some(voted);
+            report.power_model = Some(power.0.clone());
         }
         let live: std::collections::BTreeSet<i32> = s.groups.iter().map(|g| g.pid).collect();
         self.groups.retain(|pid, _| live.contains(pid));

@@ -58,6 +58,10 @@ pub struct AdaptiveConfig {
     /// Groups with fewer threads are left alone (one vcore has nothing to
     /// interleave).
     pub min_threads: usize,
+    /// Fit the power model to the machine's energy readings (RAPL) as the
+    /// policy runs, and use the fit instead of the coefficient file's once
+    /// it is trustworthy ([`super::power_fit`]).
+    pub fit_power: bool,
 }
 
 impl Default for AdaptiveConfig {
@@ -70,6 +74,7 @@ impl Default for AdaptiveConfig {
             scan_ns_per_page: 10.0,
             remap_cost_ms: 5.3,
             min_threads: 2,
+            fit_power: true,
         }
     }
 }

@@ -6,7 +6,7 @@ use numaplace_model::{Counter, PageSets, Snapshot, Task};
 use super::classify::Class;
 use super::mapping::Layout;
 use super::metrics::{PageMetrics, page_metrics, page_sets_from_samples};
-use super::models::Mapping;
+use super::models::{Mapping, PowerModel};
 use super::params::{AdaptiveConfig, AdaptiveParams, Objective};
 
 /// One probe of a group: §4.1's metrics, its CPI, each vcore's
@@ -93,19 +93,22 @@ pub struct Vote {
     /// Modelled watts in the mapping measured in.
     pub watts: f64,
     pub source: &'static str,
+    /// Where the power model came from.
+    pub power_from: &'static str,
 }
 
 impl Vote {
     pub fn describe(&self, cfg: &AdaptiveConfig) -> String {
         format!(
             "objective {}: {} from {} measured {}, predicted interleaved/local run time {:.3}, \
-             power {:.3}, {} ratio {:.3} votes {} with {} confidence (band 1 ± {})",
+             power {:.3} (model {}), {} ratio {:.3} votes {} with {} confidence (band 1 ± {})",
             self.objective,
             self.class,
             self.source,
             self.measured_in,
             self.perf_ratio,
             self.power_ratio,
+            self.power_from,
             self.objective,
             self.ratio,
             self.mapping,
@@ -116,7 +119,7 @@ impl Vote {
 }
 
 /// Watts of the machine with the group in `layout` (§5.3 PowerModel).
-fn layout_watts(params: &AdaptiveParams, layout: &Layout, util: &[f64]) -> f64 {
+fn layout_watts(power: &PowerModel, layout: &Layout, util: &[f64]) -> f64 {
     let cores: Vec<Vec<f64>> = layout
         .cores
         .iter()
@@ -126,7 +129,7 @@ fn layout_watts(params: &AdaptiveParams, layout: &Layout, util: &[f64]) -> f64 {
                 .collect()
         })
         .collect();
-    params.models.power.mapping_watts(&cores)
+    power.mapping_watts(&cores)
 }
 
 /// §5.3 Voting.
@@ -136,14 +139,15 @@ pub fn vote(
     local: &Layout,
     inter: &Layout,
     params: &AdaptiveParams,
+    (power, power_from): (&PowerModel, &'static str),
 ) -> Vote {
     let cfg = &params.config;
     let (class, perf_ratio) = params
         .models
         .performance_ratio(&p.metrics, p.util.len(), current);
     let (wl, wi) = (
-        layout_watts(params, local, &p.util),
-        layout_watts(params, inter, &p.util),
+        layout_watts(power, local, &p.util),
+        layout_watts(power, inter, &p.util),
     );
     let power_ratio = wi / wl.max(1e-9);
     let ratio = match cfg.objective {
@@ -168,6 +172,7 @@ pub fn vote(
         cpi: p.cpi,
         watts: if current == Mapping::Local { wl } else { wi },
         source: p.source,
+        power_from,
     }
 }
 

@@ -136,6 +136,9 @@ pub struct World {
     runs: Vec<AppRun>,
     seq: u64,
     last_snapshot: f64,
+    /// `totals.energy_j` at the last snapshot (snapshots carry energy per
+    /// interval, as RAPL deltas are).
+    energy_at_snapshot_j: f64,
     next_balance: f64,
     /// Launch-time bindings: per application, per thread, a dense CPU.
     binding: Option<Vec<Vec<usize>>>,
@@ -200,6 +203,7 @@ impl World {
             runs: Vec::new(),
             seq: 0,
             last_snapshot: 0.0,
+            energy_at_snapshot_j: 0.0,
             next_balance: 0.0,
             binding: None,
             totals: Totals::default(),

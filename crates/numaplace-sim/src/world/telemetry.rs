@@ -188,10 +188,14 @@ impl World {
             })
             .collect();
         let energy = if self.machine.params.power.is_some() {
+            // Over the interval, as a live host's RAPL deltas; none in the
+            // first round (nothing to take a difference from).
+            let joules = self.totals.energy_j - self.energy_at_snapshot_j;
+            self.energy_at_snapshot_j = self.totals.energy_j;
             vec![EnergyDelta {
                 zone: "sim".into(),
                 name: "machine".into(),
-                microjoules: Some((self.totals.energy_j * 1e6) as u64),
+                microjoules: (self.seq > 0).then(|| (joules * 1e6).round() as u64),
             }]
         } else {
             Vec::new()

@@ -173,6 +173,9 @@ impl Present {
         if s.samples.values().any(|v| !v.is_empty()) {
             self.0.insert(Signal::Samples);
         }
+        if s.machine.energy.iter().any(|e| e.microjoules.is_some()) {
+            self.0.insert(Signal::Energy);
+        }
         if s.machine.resctrl.iter().any(|r| r.llc_occupancy.is_some()) {
             self.0.insert(Signal::LlcOccupancy);
         }

@@ -384,6 +384,7 @@ fn blind_policy(engine: &Engine, collector: &Collector, synthetic: bool) -> Vec<
             Signal::Samples => collector
                 .sampler()
                 .is_some_and(|s| s.availability().reason().is_none()),
+            Signal::Energy => collector.rapl().is_some(),
             Signal::LlcOccupancy => collector
                 .resctrl()
                 .is_some_and(|r| r.mon_features().iter().any(|f| f == "llc_occupancy")),
