@@ -10,7 +10,11 @@
 //!   is left alone from then on;
 //! * before a pin is applied, the guard records the thread's original
 //!   affinity (write-ahead), so a crash right after it can still be undone;
-//! * memory moves are held to a rate limit.
+//! * memory moves are held to a rate limit;
+//! * an action the kernel refused (EPERM, EINVAL from a cpuset) is not
+//!   asked again every round: after n refusals in a row it waits
+//!   2^(n-1) rounds (at most [`MAX_BACKOFF_ROUNDS`]), so a task numaplace
+//!   may not touch costs neither a syscall nor a journal line per round.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::time::Instant;
@@ -100,10 +104,54 @@ pub struct RoundReport {
     pub skipped: usize,
     pub refused: usize,
     pub gone: usize,
+    /// Not tried this round: the kernel refused the same action lately
+    /// (counted in `skipped` too, not journalled again).
+    #[serde(default)]
+    pub held_back: usize,
     pub pages_moved: u64,
     /// Nanoseconds in the policy and in the actuator.
     pub decide_ns: u64,
     pub apply_ns: u64,
+}
+
+/// Rounds at most between two tries of an action the kernel keeps
+/// refusing.
+pub const MAX_BACKOFF_ROUNDS: u64 = 64;
+
+/// What a refused action is remembered by: its task and what it asked,
+/// so that another target (a cpuset may allow other CPUs) is tried at
+/// once.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum RetryKey {
+    Pin(TaskId, CpuSet),
+    Memory(TaskId, u32),
+}
+
+impl RetryKey {
+    fn of(a: &Action) -> RetryKey {
+        match a {
+            Action::Pin { task, cpus, .. } => RetryKey::Pin(*task, cpus.clone()),
+            Action::MoveMemory {
+                process, to_node, ..
+            }
+            | Action::MoveWindow {
+                process, to_node, ..
+            } => RetryKey::Memory(*process, *to_node),
+        }
+    }
+
+    fn task(&self) -> &TaskId {
+        match self {
+            RetryKey::Pin(t, _) | RetryKey::Memory(t, _) => t,
+        }
+    }
+}
+
+/// Refusals in a row, and the first round it is tried again.
+#[derive(Debug, Clone, Copy)]
+struct Backoff {
+    refusals: u32,
+    next_round: u64,
 }
 
 /// Totals since the engine started.
@@ -130,6 +178,8 @@ pub struct Engine {
     applied: HashMap<TaskId, CpuSet>,
     /// Threads numaplace leaves alone for good (said once in the journal).
     hands_off: HashSet<TaskId>,
+    /// Actions the kernel refused, not asked again before their round.
+    backoff: HashMap<RetryKey, Backoff>,
     totals: EngineTotals,
 }
 
@@ -142,6 +192,7 @@ impl Engine {
             first_seen: HashMap::new(),
             applied: HashMap::new(),
             hands_off: HashSet::new(),
+            backoff: HashMap::new(),
             totals: EngineTotals::default(),
         }
     }
@@ -189,6 +240,7 @@ impl Engine {
         self.first_seen.retain(|id, _| alive.contains(id));
         self.applied.retain(|id, _| alive.contains(id));
         self.hands_off.retain(|id| alive.contains(id));
+        self.backoff.retain(|k, _| alive.contains(k.task()));
         for t in &s.tasks {
             self.first_seen
                 .entry(t.id())
@@ -216,8 +268,15 @@ impl Engine {
         let start = Instant::now();
         for d in plan.decisions {
             let pid = d.action.pid();
+            let key = RetryKey::of(&d.action);
+            if self.backoff.get(&key).is_some_and(|b| s.seq < b.next_round) {
+                // Refused lately, and said so then.
+                report.skipped += 1;
+                report.held_back += 1;
+                continue;
+            }
             let label = s.group(pid).map(|g| g.label()).unwrap_or_default();
-            let outcome = if !managed.contains(&pid) {
+            let mut outcome = if !managed.contains(&pid) {
                 Outcome::Skipped {
                     why: "outside the scope".into(),
                 }
@@ -274,6 +333,27 @@ impl Engine {
                     }
                 }
             };
+            match &mut outcome {
+                Outcome::Refused { why, .. } => {
+                    let b = self.backoff.entry(key).or_insert(Backoff {
+                        refusals: 0,
+                        next_round: 0,
+                    });
+                    b.refusals += 1;
+                    let wait = (1u64 << (b.refusals - 1).min(16)).min(MAX_BACKOFF_ROUNDS);
+                    b.next_round = s.seq + 1 + wait;
+                    why.push_str(&format!(
+                        "; refused {} time{} in a row: asked again in {wait} round{}",
+                        b.refusals,
+                        if b.refusals == 1 { "" } else { "s" },
+                        if wait == 1 { "" } else { "s" }
+                    ));
+                }
+                Outcome::Done | Outcome::Pages(_) => {
+                    self.backoff.remove(&key);
+                }
+                _ => {}
+            }
             match &outcome {
                 Outcome::Done | Outcome::NotApplied => report.applied += 1,
                 Outcome::Pages(p) => {

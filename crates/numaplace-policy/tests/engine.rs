@@ -398,3 +398,96 @@ fn replay_shows_the_policys_pins_in_later_rounds() {
     assert_eq!(s.tasks[0].last_cpu, Some(0));
     assert_eq!(s.tasks[1].allowed_cpus.to_string(), "2-3");
 }
+
+/// The kernel refuses every pin (EPERM): the engine asks again after 1,
+/// 2, 4, 8 ... rounds instead of every round, journals each refusal with
+/// when it asks next, and a different target is tried at once.
+#[test]
+fn refused_actions_back_off() {
+    use std::sync::{Arc, Mutex};
+    struct Always(Arc<Mutex<&'static str>>);
+    impl numaplace_policy::Policy for Always {
+        fn name(&self) -> &'static str {
+            "always"
+        }
+        fn decide(&mut self, v: &numaplace_policy::View<'_>) -> Plan {
+            let mut p = Plan::default();
+            let t = v.snapshot.task(100).unwrap();
+            let cpus = CpuSet::parse_list(&self.0.lock().unwrap()).unwrap();
+            p.push(
+                Action::Pin {
+                    task: t.id(),
+                    tgid: 100,
+                    cpus,
+                },
+                "wants it",
+            );
+            p
+        }
+    }
+    struct Refuse(u32);
+    impl numaplace_policy::engine::Actuator for Refuse {
+        fn apply(&mut self, _: &Action) -> Outcome {
+            self.0 += 1;
+            Outcome::Refused {
+                errno: "EPERM".into(),
+                why: "not ours".into(),
+            }
+        }
+    }
+    let scope = Scope {
+        all: true,
+        ..Scope::default()
+    };
+    let target = Arc::new(Mutex::new("2-3"));
+    let mut e = Engine::new(
+        Box::new(Always(target.clone())),
+        scope,
+        EngineConfig::default(),
+    );
+    let mut act = Refuse(0);
+    let round = |e: &mut Engine, act: &mut Refuse, seq: u64| {
+        let mut journal = Vec::new();
+        let s = snapshot(seq, seq * 100, "0-3");
+        let r = e.round(&topo(), &s, act, &mut NoGuard, &mut |j| {
+            journal.push(j.clone())
+        });
+        (r.held_back, journal)
+    };
+    let mut tried = Vec::new();
+    let mut held = 0;
+    for seq in 1..=20 {
+        let (h, journal) = round(&mut e, &mut act, seq);
+        held += h;
+        match &journal[..] {
+            [] => {}
+            [j] => match &j.outcome {
+                Outcome::Refused { why, .. } => tried.push((seq, why.clone())),
+                o => panic!("{o:?}"),
+            },
+            more => panic!("{more:?}"),
+        }
+    }
+    let rounds: Vec<u64> = tried.iter().map(|t| t.0).collect();
+    assert_eq!(rounds, [1, 3, 6, 11, 20]);
+    assert_eq!((act.0, held), (5, 15));
+    assert!(
+        tried[0]
+            .1
+            .ends_with("not ours; refused 1 time in a row: asked again in 1 round"),
+        "{tried:?}"
+    );
+    assert!(
+        tried[3]
+            .1
+            .ends_with("refused 4 times in a row: asked again in 8 rounds"),
+        "{tried:?}"
+    );
+    // Held back at round 21 (next try at 37) ...
+    assert_eq!(round(&mut e, &mut act, 21).0, 1);
+    assert_eq!(act.0, 5);
+    // ... but another target is asked at once (a cpuset may allow it).
+    *target.lock().unwrap() = "0";
+    let (h, journal) = round(&mut e, &mut act, 22);
+    assert_eq!((h, act.0, journal.len()), (0, 6, 1));
+}
