@@ -15,6 +15,8 @@ pub mod registry;
 pub mod scope;
 pub mod static_placement;
 pub mod symbiosis;
+#[cfg(any(test, feature = "testutil"))]
+pub mod testutil;
 
 use std::collections::BTreeSet;
 
