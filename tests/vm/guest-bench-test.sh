@@ -27,38 +27,18 @@
 # Environment: NUMAPLACE_VM_TIMEOUT (seconds, default 600) bounds the boot;
 # CARGO (default cargo); CARGO_TARGET_DIR is honoured.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
-die() { echo "guest-bench-test.sh: error: $*" >&2; exit 1; }
-log() { echo "guest-bench-test.sh: $*" >&2; }
-
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-out=""
-case "${1:-}" in
-  -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
-  -*) die "unknown option '$1' (usage: $0 [OUT.json])" ;;
-  "") ;;
-  *) out=$1 ;;
-esac
-[ $# -le 1 ] || die "too many arguments (usage: $0 [OUT.json])"
+parse_out_arg "$@"
 timeout_s=${NUMAPLACE_VM_TIMEOUT:-600}
-cargo=${CARGO:-cargo}
 
 begin="@@NUMAPLACE-GUEST-BENCH-JSON-BEGIN@@"
 end="@@NUMAPLACE-GUEST-BENCH-JSON-END@@"
 
 log "building numaplace (release)"
-(cd "$repo" && "$cargo" build --release --locked -p numaplace --bin numaplace) >&2 \
-  || die "cargo build of numaplace failed"
-target=${CARGO_TARGET_DIR:-$repo/target}
-case "$target" in /*) ;; *) target="$repo/$target" ;; esac
-numaplace="$target/release/numaplace"
-[ -x "$numaplace" ] || die "$numaplace missing after the build"
-
-"$here/fetch-kernel.sh" || die "fetch-kernel.sh failed"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/guest-bench-test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+build_numaplace
+fetch_kernel
+make_tmp
 
 # The guest side (busybox sh). Everything it prints lands on the console.
 cat > "$tmp/guest.sh" <<GUEST
@@ -90,27 +70,6 @@ exit "\$rc"
 GUEST
 
 initrd="$tmp/guest-bench.cpio.gz"
-"$here/mkinitramfs.sh" --script "$tmp/guest.sh" --bin-with-libs "$numaplace" "$initrd" \
-  || die "mkinitramfs.sh failed"
-
-log "booting the 2-node guest (timeout ${timeout_s}s)"
-start=$(date +%s)
-set +e
-"$here/boot.sh" --nodes 2 --initrd "$initrd" --timeout "$timeout_s" </dev/null \
-  | tee "$tmp/console" >&2
-boot_rc=${PIPESTATUS[0]}
-set -e
-log "guest finished after $(($(date +%s) - start))s, boot.sh status $boot_rc"
-[ "$boot_rc" = 0 ] || die "the guest failed (boot.sh status $boot_rc; console above)"
-
-tr -d '\r' < "$tmp/console" \
-  | awk -v b="$begin" -v e="$end" '$0 == e { on = 0 } on { print } $0 == b { on = 1; seen = 1 }
-      END { if (!seen) exit 1 }' > "$tmp/json" \
-  || die "no $begin line on the console"
-grep -q '[^[:space:]]' "$tmp/json" || die "the guest printed no JSON between the markers"
-if [ -n "$out" ]; then
-  cp "$tmp/json" "$out"
-  log "wrote $out"
-else
-  cat "$tmp/json"
-fi
+pack_initramfs "$initrd" "$numaplace"
+boot_guest 2 "$timeout_s" "$initrd"
+write_json "$begin" "$end"

@@ -44,43 +44,19 @@
 # NUMAPLACE_GUEST_PLACE_WAIT (seconds, default 90) bounds each wait for the
 # placement; CARGO (default cargo); CARGO_TARGET_DIR is honoured.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
-die() { echo "guest-daemon-test.sh: error: $*" >&2; exit 1; }
-log() { echo "guest-daemon-test.sh: $*" >&2; }
-
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-out=""
-case "${1:-}" in
-  -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
-  -*) die "unknown option '$1' (usage: $0 [OUT.json])" ;;
-  "") ;;
-  *) out=$1 ;;
-esac
-[ $# -le 1 ] || die "too many arguments (usage: $0 [OUT.json])"
+parse_out_arg "$@"
 timeout_s=${NUMAPLACE_VM_TIMEOUT:-900}
 place_wait=${NUMAPLACE_GUEST_PLACE_WAIT:-90}
 case "$place_wait" in ''|*[!0-9]*) die "NUMAPLACE_GUEST_PLACE_WAIT must be whole seconds" ;; esac
-cargo=${CARGO:-cargo}
 
 begin="@@NUMAPLACE-GUEST-DAEMON-JSON-BEGIN@@"
 end="@@NUMAPLACE-GUEST-DAEMON-JSON-END@@"
-jbegin="@@NUMAPLACE-GUEST-JOURNAL-BEGIN@@"
-jend="@@NUMAPLACE-GUEST-JOURNAL-END@@"
 
 log "building numaplace and the examples numa_hog, alloc_on_node, move_memory (release)"
-(cd "$repo" && "$cargo" build --release --locked -p numaplace --bin numaplace) >&2 \
-  || die "cargo build of numaplace failed"
-(cd "$repo" && "$cargo" build --release --locked -p numaplace-linux \
-  --example numa_hog --example alloc_on_node --example move_memory) >&2 \
-  || die "cargo build of the numaplace-linux examples failed"
-target=${CARGO_TARGET_DIR:-$repo/target}
-case "$target" in /*) ;; *) target="$repo/$target" ;; esac
-numaplace="$target/release/numaplace"
-examples="$target/release/examples"
-for f in "$numaplace" "$examples/numa_hog" "$examples/alloc_on_node" "$examples/move_memory"; do
-  [ -x "$f" ] || die "$f missing after the build"
-done
+build_numaplace
+build_examples "the numaplace-linux examples" numa_hog alloc_on_node move_memory
 
 migratepages=/usr/bin/migratepages
 if [ ! -x "$migratepages" ]; then
@@ -96,13 +72,11 @@ if [ ! -x "$migratepages" ]; then
   [ -x "$migratepages" ] || die "$migratepages still missing after installing numactl"
 fi
 
-"$here/fetch-kernel.sh" || die "fetch-kernel.sh failed"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/guest-daemon-test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+fetch_kernel
+make_tmp
 
 # The guest side (busybox sh). Everything it prints lands on the console.
-# Results are collected as `"key": value` fragments in /tmp/res.
+# Results are collected as `"key": value` fragments in /tmp/res (guest-lib.sh).
 cat > "$tmp/guest.sh" <<GUEST
 #!/bin/sh
 NODE0=\$(cat /sys/devices/system/node/node0/cpulist)
@@ -110,23 +84,9 @@ NODE1=\$(cat /sys/devices/system/node/node1/cpulist)
 ALL=\$(cat /sys/devices/system/cpu/online)
 PLACE_WAIT=$place_wait
 echo "guest: nodes online \$(cat /sys/devices/system/node/online); node0 CPUs \$NODE0, node1 CPUs \$NODE1"
-RES=/tmp/res
-: > \$RES
-sep=""
-# add FRAGMENT: one "key": value member of the result object.
-add() { printf '%s%s\n' "\$sep" "\$1" >> \$RES; sep=","; }
+. /guest-lib.sh
 # A file's content as a JSON value (it must be JSON), or null.
 json_file() { if [ -s "\$1" ]; then cat "\$1"; else echo null; fi; }
-# A file's content as a JSON string (lines joined with \n).
-json_text() {
-  if [ -f "\$1" ]; then
-    tr -d '\001-\010\013-\037' < "\$1" | awk 'BEGIN { printf "\"" } { gsub(/\\\\/, "\\\\\\\\"); gsub(/"/, "\\\\\""); gsub(/\t/, " "); gsub(/\r/, ""); printf "%s\\\\n", \$0 } END { printf "\"" }'
-  else
-    echo null
-  fi
-}
-# Uptime in hundredths of a second.
-centis() { read up rest < /proc/uptime; echo "\${up%.*}\${up#*.}"; }
 # Pages of process \$1 per node, from numa_maps: {"0":N,"1":N}.
 pages() {
   awk '{ for (i = 2; i <= NF; i++) if (\$i ~ /^N[0-9]+=/) { split(substr(\$i, 2), a, "="); s[a[1]] += a[2] } }
@@ -169,22 +129,6 @@ wait_for() {
     if "\$@"; then echo \$((\$(centis) - t0)); return 0; fi
     if [ \$((\$(centis) - t0)) -gt \$lim ]; then echo \$((\$(centis) - t0)); return 1; fi
     usleep 500000
-  done
-}
-# Whether process \$1 has ended (gone, or a zombie not yet waited for).
-ended() {
-  [ -r "/proc/\$1/stat" ] || return 0
-  st=\$(sed 's/.*) //' "/proc/\$1/stat" 2>/dev/null | cut -d' ' -f1)
-  [ -z "\$st" ] || [ "\$st" = Z ]
-}
-# wait_ready FILE PID WHAT: waits (<= 120 s) for PID's "ready PID" line.
-wait_ready() {
-  i=0
-  until grep -q "^ready \$2\\\$" "\$1" 2>/dev/null; do
-    if ended "\$2"; then echo "guest: \$3 exited before it was ready"; return 1; fi
-    i=\$((i + 1))
-    if [ \$i -gt 1200 ]; then echo "guest: \$3 not ready after 120 s"; return 1; fi
-    usleep 100000
   done
 }
 # stop PID SIGNAL: sends it, waits (<= 60 s) for the exit; its status in STOP_RC.
@@ -303,50 +247,12 @@ done
 add "\"throughput\": {\"mib\": 256, \"runs\": [\$runs]}"
 
 # f. everything out.
-add "\"journal\": ["
-sep=""
-while IFS= read -r line; do
-  [ -n "\$line" ] || continue
-  printf '%s%s\n' "\$sep" "\$line" >> \$RES
-  sep=","
-done < /tmp/np/journal.jsonl
-echo "]" >> \$RES
-echo "$begin"
-echo "{"
-cat \$RES
-echo "}"
-echo "$end"
-echo "$jbegin"
-cat /tmp/np/journal.jsonl
-echo "$jend"
+print_results "$begin" "$end"
 exit 0
 GUEST
 
 initrd="$here/work/guest-daemon.cpio.gz"
-"$here/mkinitramfs.sh" --script "$tmp/guest.sh" \
-  --bin-with-libs "$numaplace" --bin-with-libs "$examples/numa_hog" \
-  --bin-with-libs "$examples/alloc_on_node" --bin-with-libs "$examples/move_memory" \
-  --bin-with-libs "$migratepages" "$initrd" \
-  || die "mkinitramfs.sh failed"
-
-log "booting the 2-node guest (timeout ${timeout_s}s)"
-start=$(date +%s)
-set +e
-"$here/boot.sh" --nodes 2 --initrd "$initrd" --timeout "$timeout_s" </dev/null \
-  | tee "$tmp/console" >&2
-boot_rc=${PIPESTATUS[0]}
-set -e
-log "guest finished after $(($(date +%s) - start))s, boot.sh status $boot_rc"
-[ "$boot_rc" = 0 ] || die "the guest failed (boot.sh status $boot_rc; console above)"
-
-tr -d '\r' < "$tmp/console" \
-  | awk -v b="$begin" -v e="$end" '$0 == e { on = 0 } on { print } $0 == b { on = 1; seen = 1 }
-      END { if (!seen) exit 1 }' > "$tmp/json" \
-  || die "no $begin line on the console"
-grep -q '[^[:space:]]' "$tmp/json" || die "the guest printed no JSON between the markers"
-if [ -n "$out" ]; then
-  cp "$tmp/json" "$out"
-  log "wrote $out"
-else
-  cat "$tmp/json"
-fi
+pack_initramfs "$initrd" "$numaplace" "$examples/numa_hog" "$examples/alloc_on_node" \
+  "$examples/move_memory" "$migratepages"
+boot_guest 2 "$timeout_s" "$initrd"
+write_json "$begin" "$end"

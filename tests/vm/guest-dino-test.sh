@@ -46,73 +46,33 @@
 # NUMAPLACE_DINO_ROUNDS, NUMAPLACE_DINO_HOG_MIB as above; CARGO (default
 # cargo); CARGO_TARGET_DIR is honoured.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
-die() { echo "guest-dino-test.sh: error: $*" >&2; exit 1; }
-log() { echo "guest-dino-test.sh: $*" >&2; }
-
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-out=""
-case "${1:-}" in
-  -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
-  -*) die "unknown option '$1' (usage: $0 [OUT.json])" ;;
-  "") ;;
-  *) out=$1 ;;
-esac
-[ $# -le 1 ] || die "too many arguments (usage: $0 [OUT.json])"
+parse_out_arg "$@"
 timeout_s=${NUMAPLACE_VM_TIMEOUT:-600}
 rounds=${NUMAPLACE_DINO_ROUNDS:-40}
 hog_mib=${NUMAPLACE_DINO_HOG_MIB:-48}
 case "$rounds" in ''|*[!0-9]*|0) die "NUMAPLACE_DINO_ROUNDS must be a whole number >= 1" ;; esac
 case "$hog_mib" in ''|*[!0-9]*|0) die "NUMAPLACE_DINO_HOG_MIB must be a whole number >= 1" ;; esac
-cargo=${CARGO:-cargo}
 
 begin="@@NUMAPLACE-GUEST-DINO-JSON-BEGIN@@"
 end="@@NUMAPLACE-GUEST-DINO-JSON-END@@"
-jbegin="@@NUMAPLACE-GUEST-JOURNAL-BEGIN@@"
-jend="@@NUMAPLACE-GUEST-JOURNAL-END@@"
 
 log "building numaplace and the example numa_hog (release)"
-(cd "$repo" && "$cargo" build --release --locked -p numaplace --bin numaplace) >&2 \
-  || die "cargo build of numaplace failed"
-(cd "$repo" && "$cargo" build --release --locked -p numaplace-linux --example numa_hog) >&2 \
-  || die "cargo build of numa_hog failed"
-target=${CARGO_TARGET_DIR:-$repo/target}
-case "$target" in /*) ;; *) target="$repo/$target" ;; esac
-numaplace="$target/release/numaplace"
-numa_hog="$target/release/examples/numa_hog"
-for f in "$numaplace" "$numa_hog"; do
-  [ -x "$f" ] || die "$f missing after the build"
-done
-
-"$here/fetch-kernel.sh" || die "fetch-kernel.sh failed"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/guest-dino-test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+build_numaplace
+build_examples "numa_hog" numa_hog
+fetch_kernel
+make_tmp
 
 # The guest side (busybox sh). Everything it prints lands on the console.
-# Results are collected as `"key": value` fragments in /tmp/res.
+# Results are collected as `"key": value` fragments in /tmp/res (guest-lib.sh).
 cat > "$tmp/guest.sh" <<GUEST
 #!/bin/sh
 ROUNDS=$rounds
 HOG_MIB=$hog_mib
 ALL=\$(cat /sys/devices/system/cpu/online)
 echo "guest: nodes online \$(cat /sys/devices/system/node/online), CPUs \$ALL"
-RES=/tmp/res
-: > \$RES
-sep=""
-# add FRAGMENT: one "key": value member of the result object.
-add() { printf '%s%s\n' "\$sep" "\$1" >> \$RES; sep=","; }
-# A file's content as a JSON string (lines joined with \n).
-json_text() {
-  if [ -f "\$1" ]; then
-    tr -d '\001-\010\013-\037' < "\$1" | awk 'BEGIN { printf "\"" } { gsub(/\\\\/, "\\\\\\\\"); gsub(/"/, "\\\\\""); gsub(/\t/, " "); gsub(/\r/, ""); printf "%s\\\\n", \$0 } END { printf "\"" }'
-  else
-    echo null
-  fi
-}
-# Uptime in hundredths of a second.
-centis() { read up rest < /proc/uptime; echo "\${up%.*}\${up#*.}"; }
+. /guest-lib.sh
 
 # CPU -> node, from the cpuN/nodeM links: "0:0 1:0 2:1 ...".
 CPUNODE=""
@@ -183,22 +143,6 @@ placed() {
   case "\$na\$nb" in *,*|"") return 1 ;; esac
   [ \${#na} -ge 1 ] && [ \${#nb} -ge 1 ] && [ "\$na" != "\$nb" ] || return 1
   [ "\$(pct_on \$A \$na)" -ge 90 ] && [ "\$(pct_on \$B \$nb)" -ge 90 ]
-}
-# Whether process \$1 has ended (gone, or a zombie not yet waited for).
-ended() {
-  [ -r "/proc/\$1/stat" ] || return 0
-  st=\$(sed 's/.*) //' "/proc/\$1/stat" 2>/dev/null | cut -d' ' -f1)
-  [ -z "\$st" ] || [ "\$st" = Z ]
-}
-# wait_ready FILE PID WHAT: waits (<= 120 s) for PID's "ready PID" line.
-wait_ready() {
-  i=0
-  until grep -q "^ready \$2\\\$" "\$1" 2>/dev/null; do
-    if ended "\$2"; then echo "guest: \$3 exited before it was ready"; return 1; fi
-    i=\$((i + 1))
-    if [ \$i -gt 1200 ]; then echo "guest: \$3 not ready after 120 s"; return 1; fi
-    usleep 100000
-  done
 }
 
 add "\"node_cpus\": {\$NODE_CPUS}"
@@ -279,50 +223,11 @@ RULES
 fi
 
 # e. everything out.
-add "\"journal\": ["
-sep=""
-if [ -f /tmp/np/journal.jsonl ]; then
-  while IFS= read -r line; do
-    [ -n "\$line" ] || continue
-    printf '%s%s\n' "\$sep" "\$line" >> \$RES
-    sep=","
-  done < /tmp/np/journal.jsonl
-fi
-echo "]" >> \$RES
-echo "$begin"
-echo "{"
-cat \$RES
-echo "}"
-echo "$end"
-echo "$jbegin"
-cat /tmp/np/journal.jsonl 2>/dev/null
-echo "$jend"
+print_results "$begin" "$end"
 exit 0
 GUEST
 
 initrd="$here/work/guest-dino.cpio.gz"
-"$here/mkinitramfs.sh" --script "$tmp/guest.sh" \
-  --bin-with-libs "$numaplace" --bin-with-libs "$numa_hog" "$initrd" \
-  || die "mkinitramfs.sh failed"
-
-log "booting the 4-node guest (timeout ${timeout_s}s)"
-start=$(date +%s)
-set +e
-"$here/boot.sh" --nodes 4 --accel tcg-single --initrd "$initrd" --timeout "$timeout_s" </dev/null \
-  | tee "$tmp/console" >&2
-boot_rc=${PIPESTATUS[0]}
-set -e
-log "guest finished after $(($(date +%s) - start))s, boot.sh status $boot_rc"
-[ "$boot_rc" = 0 ] || die "the guest failed (boot.sh status $boot_rc; console above)"
-
-tr -d '\r' < "$tmp/console" \
-  | awk -v b="$begin" -v e="$end" '$0 == e { on = 0 } on { print } $0 == b { on = 1; seen = 1 }
-      END { if (!seen) exit 1 }' > "$tmp/json" \
-  || die "no $begin line on the console"
-grep -q '[^[:space:]]' "$tmp/json" || die "the guest printed no JSON between the markers"
-if [ -n "$out" ]; then
-  cp "$tmp/json" "$out"
-  log "wrote $out"
-else
-  cat "$tmp/json"
-fi
+pack_initramfs "$initrd" "$numaplace" "$examples/numa_hog"
+boot_guest 4 "$timeout_s" "$initrd" --accel tcg-single
+write_json "$begin" "$end"

@@ -22,27 +22,15 @@
 # NUMAPLACE_VM_TOPOLOGY_OUT, if set, receives `numaplace topology --json` as
 # the guest saw its machine; CARGO (default cargo); CARGO_TARGET_DIR is honoured.
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 
-die() { echo "guest-memory-test.sh: error: $*" >&2; exit 1; }
-log() { echo "guest-memory-test.sh: $*" >&2; }
-
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-out=""
-case "${1:-}" in
-  -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
-  -*) die "unknown option '$1' (usage: $0 [OUT.json])" ;;
-  "") ;;
-  *) out=$1 ;;
-esac
-[ $# -le 1 ] || die "too many arguments (usage: $0 [OUT.json])"
+parse_out_arg "$@"
 timeout_s=${NUMAPLACE_VM_TIMEOUT:-180}
 nodes=${NUMAPLACE_VM_NODES:-2}
 case "$nodes" in 2|4) ;; *) die "NUMAPLACE_VM_NODES=$nodes: the test bed has layouts of 2 and 4 nodes" ;; esac
 target_node=${NUMAPLACE_VM_TARGET_NODE:-$((nodes - 1))}
 case "$target_node" in ''|*[!0-9]*) die "NUMAPLACE_VM_TARGET_NODE=$target_node: not a node number" ;; esac
 [ "$target_node" -lt "$nodes" ] || die "NUMAPLACE_VM_TARGET_NODE=$target_node: the guest has nodes 0-$((nodes - 1))"
-cargo=${CARGO:-cargo}
 
 begin="@@NUMAPLACE-GUEST-JSON-BEGIN@@"
 end="@@NUMAPLACE-GUEST-JSON-END@@"
@@ -50,21 +38,10 @@ tbegin="@@NUMAPLACE-GUEST-TOPOLOGY-BEGIN@@"
 tend="@@NUMAPLACE-GUEST-TOPOLOGY-END@@"
 
 log "building numaplace and alloc_on_node (release)"
-(cd "$repo" && "$cargo" build --release --locked -p numaplace --bin numaplace) >&2 \
-  || die "cargo build of numaplace failed"
-(cd "$repo" && "$cargo" build --release --locked -p numaplace-linux --example alloc_on_node) >&2 \
-  || die "cargo build of the alloc_on_node example failed"
-target=${CARGO_TARGET_DIR:-$repo/target}
-case "$target" in /*) ;; *) target="$repo/$target" ;; esac
-numaplace="$target/release/numaplace"
-alloc="$target/release/examples/alloc_on_node"
-[ -x "$numaplace" ] || die "$numaplace missing after the build"
-[ -x "$alloc" ] || die "$alloc missing after the build"
-
-"$here/fetch-kernel.sh" || die "fetch-kernel.sh failed"
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/guest-memory-test.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+build_numaplace
+build_examples "the alloc_on_node example" alloc_on_node
+fetch_kernel
+make_tmp
 
 # The guest side (busybox sh). Everything it prints lands on the console.
 cat > "$tmp/guest.sh" <<GUEST
@@ -109,35 +86,11 @@ exit "\$rc"
 GUEST
 
 initrd="$tmp/guest-memory.cpio.gz"
-"$here/mkinitramfs.sh" --script "$tmp/guest.sh" \
-  --bin-with-libs "$numaplace" --bin-with-libs "$alloc" "$initrd" \
-  || die "mkinitramfs.sh failed"
-
-log "booting the $nodes-node guest (timeout ${timeout_s}s)"
-start=$(date +%s)
-set +e
-"$here/boot.sh" --nodes "$nodes" --initrd "$initrd" --timeout "$timeout_s" </dev/null \
-  | tee "$tmp/console" >&2
-boot_rc=${PIPESTATUS[0]}
-set -e
-log "guest finished after $(($(date +%s) - start))s, boot.sh status $boot_rc"
-[ "$boot_rc" = 0 ] || die "the guest failed (boot.sh status $boot_rc; console above)"
-
-tr -d '\r' < "$tmp/console" \
-  | awk -v b="$begin" -v e="$end" '$0 == e { on = 0 } on { print } $0 == b { on = 1; seen = 1 }
-      END { if (!seen) exit 1 }' > "$tmp/json" \
-  || die "no $begin line on the console"
-grep -q '[^[:space:]]' "$tmp/json" || die "the guest printed no JSON between the markers"
-if [ -n "$out" ]; then
-  cp "$tmp/json" "$out"
-  log "wrote $out"
-else
-  cat "$tmp/json"
-fi
+pack_initramfs "$initrd" "$numaplace" "$examples/alloc_on_node"
+boot_guest "$nodes" "$timeout_s" "$initrd"
+write_json "$begin" "$end"
 if [ -n "${NUMAPLACE_VM_TOPOLOGY_OUT:-}" ]; then
-  tr -d '\r' < "$tmp/console" \
-    | awk -v b="$tbegin" -v e="$tend" '$0 == e { on = 0 } on { print } $0 == b { on = 1; seen = 1 }
-        END { if (!seen) exit 1 }' > "$NUMAPLACE_VM_TOPOLOGY_OUT" \
+  console_between "$tbegin" "$tend" > "$NUMAPLACE_VM_TOPOLOGY_OUT" \
     || die "no $tbegin line on the console"
   log "wrote $NUMAPLACE_VM_TOPOLOGY_OUT"
 fi

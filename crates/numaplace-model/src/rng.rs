@@ -8,7 +8,10 @@ pub struct Rng {
     s: [u64; 4],
 }
 
-fn splitmix64(x: &mut u64) -> u64 {
+/// splitmix64: the next number of the sequence whose state is `x`. Seeds
+/// [`Rng`]; benches and tests that want cheap reproducible numbers draw
+/// from it directly.
+pub fn splitmix64(x: &mut u64) -> u64 {
     *x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *x;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

@@ -6,14 +6,12 @@
 //!
 //! `cargo bench -p numaplace-policy --bench adaptive`
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use numaplace_model::{
-    Counter, CounterDeltas, GroupKind, PageSets, PageWindow, Snapshot, Task, TaskGroup, Topology,
-};
+use numaplace_model::{Counter, PageSets, PageWindow, Snapshot, Task, TaskGroup, Topology};
 use numaplace_policy::adaptive::{AdaptiveMapping, AdaptiveParams, Objective};
+use numaplace_policy::testutil::{all_processes, counters, kvm, process, task};
 use numaplace_policy::{Policy, View};
 
 const VCORES: i32 = 16;
@@ -28,17 +26,9 @@ fn snapshot(topo: &Topology, seq: u64) -> Snapshot {
     let tids: Vec<i32> = (0..VCORES).map(|k| 100 + k).collect();
     for (k, &tid) in tids.iter().enumerate() {
         s.tasks.push(Task {
-            tid,
-            tgid: 10,
-            start_time: 1,
             comm: format!("CPU {k}/KVM"),
-            state: 'R',
-            last_cpu: None,
-            allowed_cpus: topo.span().clone(),
-            allowed_mems: Default::default(),
-            utime: 0,
-            stime: 0,
             vcpu: Some(k as u32),
+            ..task(tid, 10, topo.span())
         });
         let base = 1_000_000 * (k as u64 + 1);
         let window = || {
@@ -55,39 +45,25 @@ fn snapshot(topo: &Topology, seq: u64) -> Snapshot {
                 per_store: window(),
             },
         );
-        let mut values = BTreeMap::new();
-        values.insert(Counter::Instructions, 1_000_000_000);
-        values.insert(Counter::Cycles, 1_200_000_000);
-        values.insert(Counter::TaskClock, 2_000_000_000);
         s.counters.insert(
             tid,
-            CounterDeltas {
-                values,
-                enabled_ns: 1,
-                running_ns: 1,
-            },
+            counters([
+                (Counter::Instructions, 1_000_000_000),
+                (Counter::Cycles, 1_200_000_000),
+                (Counter::TaskClock, 2_000_000_000),
+            ]),
         );
     }
     s.groups.push(TaskGroup {
-        pid: 10,
-        start_time: 1,
-        comm: "qemu-system-x86".into(),
         cmdline: vec![],
-        cgroup: None,
-        kind: GroupKind::Vm {
-            name: Some("guest".into()),
-            accel: "KVM".into(),
-            evidence: "bench".into(),
-        },
-        threads: tids,
-        memory: None,
+        kind: kvm("guest", "bench"),
+        ..process(10, "qemu-system-x86", tids)
     });
     s
 }
 
 fn bench(c: &mut Criterion) {
     let topo = Topology::synthetic("pack:2 numa:1 core:8 pu:2").unwrap();
-    let managed: BTreeSet<i32> = [10].into_iter().collect();
     let mut params = AdaptiveParams::with_objective(Objective::Energy);
     // Never held back by the overhead ceiling: every call probes and votes.
     params.config.overhead_ceiling = 0.1;
@@ -95,6 +71,7 @@ fn bench(c: &mut Criterion) {
     params.config.remap_cost_ms = 0.0;
     let mut policy = AdaptiveMapping::new(params);
     let first = snapshot(&topo, 1);
+    let managed = all_processes(&first);
     policy.decide(&View {
         topology: &topo,
         snapshot: &first,

@@ -9,19 +9,11 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use numaplace_model::rng::splitmix64;
 use numaplace_policy::dino::layout::{Class, Domains, OldPlace, Slotted, solve};
 
 const THREADS: usize = 10_000;
 const PROCESSES: u64 = 200;
-
-/// splitmix64.
-fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
 
 fn class(r: u64) -> Class {
     Class::ALL[(r % 3) as usize]
@@ -34,8 +26,8 @@ fn workload(domains: &Domains) -> Vec<Slotted> {
     let mut threads: Vec<Slotted> = (0..THREADS as u64)
         .map(|thread| Slotted {
             thread,
-            process: (next(&mut s) % PROCESSES) as i64,
-            class: class(next(&mut s)),
+            process: (splitmix64(&mut s) % PROCESSES) as i64,
+            class: class(splitmix64(&mut s)),
             old: None,
         })
         .collect();
@@ -46,8 +38,8 @@ fn workload(domains: &Domains) -> Vec<Slotted> {
             core,
             class: t.class,
         });
-        if next(&mut s) % 10 == 0 {
-            t.class = class(next(&mut s));
+        if splitmix64(&mut s) % 10 == 0 {
+            t.class = class(splitmix64(&mut s));
         }
     }
     threads
@@ -67,12 +59,13 @@ fn bench(c: &mut Criterion) {
 /// processes on a 256-CPU, 8-node synthetic machine, after a first round
 /// placed them (so this one keeps most threads where they are).
 fn decision(c: &mut Criterion) {
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeMap;
 
-    use numaplace_model::{
-        Action, Counter, CounterDeltas, GroupKind, Snapshot, Task, TaskGroup, Topology,
-    };
+    use numaplace_model::{Counter, CpuSet, Snapshot, Topology};
     use numaplace_policy::dino::{Dino, DinoParams};
+    use numaplace_policy::testutil::{
+        all_processes, counters, pins, process, task, threads_by_process,
+    };
     use numaplace_policy::{Policy, View};
 
     let topo = Topology::synthetic("pack:8 numa:1 l3:1 core:16 pu:2").unwrap();
@@ -82,61 +75,29 @@ fn decision(c: &mut Criterion) {
         ..Snapshot::default()
     };
     let mut rng = 11;
-    let mut members: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
     for k in 0..THREADS as i32 {
         let tid = 10_000 + k;
-        let tgid = 10_000 + (next(&mut rng) % PROCESSES) as i32 * 1000;
-        members.entry(tgid).or_default().push(tid);
-        s.tasks.push(Task {
-            tid,
-            tgid,
-            start_time: 1,
-            comm: "app".into(),
-            state: 'R',
-            last_cpu: None,
-            allowed_cpus: topo.span().clone(),
-            allowed_mems: Default::default(),
-            utime: 0,
-            stime: 0,
-            vcpu: None,
-        });
-        let mut values = BTreeMap::new();
-        values.insert(Counter::Instructions, 1_000_000_000);
-        values.insert(Counter::LlcMisses, next(&mut rng) % 150_000_000);
+        let tgid = 10_000 + (splitmix64(&mut rng) % PROCESSES) as i32 * 1000;
+        s.tasks.push(task(tid, tgid, topo.span()));
         s.counters.insert(
             tid,
-            CounterDeltas {
-                values,
-                enabled_ns: 1,
-                running_ns: 1,
-            },
+            counters([
+                (Counter::Instructions, 1_000_000_000),
+                (Counter::LlcMisses, splitmix64(&mut rng) % 150_000_000),
+            ]),
         );
     }
-    for (pid, threads) in members {
-        s.groups.push(TaskGroup {
-            pid,
-            start_time: 1,
-            comm: "app".into(),
-            cmdline: vec!["app".into()],
-            cgroup: None,
-            kind: GroupKind::Process,
-            threads,
-            memory: None,
-        });
+    for (pid, threads) in threads_by_process(&s.tasks) {
+        s.groups.push(process(pid, "app", threads));
     }
-    let managed: BTreeSet<i32> = s.groups.iter().map(|g| g.pid).collect();
+    let managed = all_processes(&s);
     let mut dino = Dino::new(DinoParams::default());
     let first = dino.decide(&View {
         topology: &topo,
         snapshot: &s,
         managed: &managed,
     });
-    let mut pinned: BTreeMap<i32, numaplace_model::CpuSet> = BTreeMap::new();
-    for d in first.decisions {
-        if let Action::Pin { task, cpus, .. } = d.action {
-            pinned.insert(task.tid, cpus);
-        }
-    }
+    let pinned: BTreeMap<i32, CpuSet> = pins(&first).into_iter().collect();
     for t in &mut s.tasks {
         if let Some(c) = pinned.get(&t.tid) {
             t.allowed_cpus = c.clone();

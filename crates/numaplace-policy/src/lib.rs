@@ -16,6 +16,8 @@ pub mod replay;
 pub mod scope;
 pub mod static_placement;
 pub mod symbiosis;
+#[cfg(any(test, feature = "testutil"))]
+pub mod testutil;
 
 use std::collections::BTreeSet;
 

@@ -4,15 +4,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use numaplace_model::rng::splitmix64;
 use numaplace_model::{
-    AddressSample, Counter, CounterDeltas, GroupKind, NodeMemory, PageSets, PageWindow, Snapshot,
-    Task, TaskGroup, Topology,
+    AddressSample, Counter, GroupKind, NodeMemory, PageSets, PageWindow, Snapshot, Task, TaskGroup,
+    Topology,
 };
 
 use super::fit::{LinearModel, least_squares};
 use super::metrics::{page_metrics, page_sets_from_samples};
 use super::models::PerformanceModel;
 use super::*;
+use crate::testutil::{counters, decide, kvm, pins, process, task};
 
 fn window(accessed: &[u64], written: &[u64]) -> PageWindow {
     PageWindow {
@@ -117,11 +119,7 @@ fn classifier_thresholds_follow_section_5_2() {
 
 /// splitmix64 in [0, 1).
 fn unit(state: &mut u64) -> f64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    (splitmix64(state) >> 11) as f64 / (1u64 << 53) as f64
 }
 
 #[test]
@@ -353,33 +351,21 @@ impl Vm {
                 None => self.topo.span().clone(),
             };
             s.tasks.push(Task {
-                tid,
-                tgid: 10,
-                start_time: 1,
                 comm: format!("CPU {k}/KVM"),
-                state: 'R',
-                last_cpu: None,
-                allowed_cpus: allowed,
-                allowed_mems: Default::default(),
-                utime: 0,
-                stime: 0,
                 vcpu: Some(k as u32),
+                ..task(tid, 10, &allowed)
             });
             let base = 1_000_000 * (k as u64 + 1);
             let private: Vec<u64> = (base..base + pages).collect();
             s.page_sets
                 .insert(tid, sets(window(&private, &[]), window(&private, &[])));
-            let mut values = BTreeMap::new();
-            values.insert(Counter::Instructions, 1_000_000);
-            values.insert(Counter::Cycles, (1_000_000.0 * cpi) as u64);
-            values.insert(Counter::TaskClock, 2_000_000_000);
             s.counters.insert(
                 tid,
-                CounterDeltas {
-                    values,
-                    enabled_ns: 1,
-                    running_ns: 1,
-                },
+                counters([
+                    (Counter::Instructions, 1_000_000),
+                    (Counter::Cycles, (1_000_000.0 * cpi) as u64),
+                    (Counter::TaskClock, 2_000_000_000),
+                ]),
             );
         }
         let mut memory = BTreeMap::new();
@@ -392,34 +378,19 @@ impl Vm {
             },
         );
         s.groups.push(TaskGroup {
-            pid: 10,
-            start_time: 1,
-            comm: "qemu".into(),
             cmdline: vec![],
-            cgroup: None,
-            kind: GroupKind::Vm {
-                name: Some("guest".into()),
-                accel: "KVM".into(),
-                evidence: "test".into(),
-            },
-            threads: tids,
+            kind: kvm("guest", "test"),
             memory: Some(memory),
+            ..process(10, "qemu", tids)
         });
         s
     }
 
     fn round(&mut self, p: &mut AdaptiveMapping, pages: u64, cpi: f64) -> Plan {
         let s = self.snapshot(pages, cpi);
-        let managed: BTreeSet<i32> = [10].into_iter().collect();
-        let plan = p.decide(&View {
-            topology: &self.topo,
-            snapshot: &s,
-            managed: &managed,
-        });
-        for d in &plan.decisions {
-            if let Action::Pin { task, cpus, .. } = &d.action {
-                self.affinity.insert(task.tid, cpus.first().unwrap());
-            }
+        let plan = decide(p, &self.topo, &s);
+        for (tid, cpus) in pins(&plan) {
+            self.affinity.insert(tid, cpus.first().unwrap());
         }
         plan
     }
@@ -541,22 +512,13 @@ fn leaves_alone_a_group_with_a_thread_that_chose_its_cpus_and_escapes_names() {
     let mut p = policy(Objective::Performance, 1.0);
     let mut s = vm.snapshot(100, 1.0);
     s.tasks[3].allowed_cpus = [4, 5].into_iter().collect();
-    let managed: BTreeSet<i32> = [10].into_iter().collect();
-    let plan = p.decide(&View {
-        topology: &vm.topo,
-        snapshot: &s,
-        managed: &managed,
-    });
+    let plan = decide(&mut p, &vm.topo, &s);
     assert!(plan.is_empty(), "{plan:?}");
 
     let mut s = vm.snapshot(100, 1.0);
     s.groups[0].kind = GroupKind::Process;
     s.groups[0].comm = "evil\u{1b}[2J\nname".into();
-    let plan = p.decide(&View {
-        topology: &vm.topo,
-        snapshot: &s,
-        managed: &managed,
-    });
+    let plan = decide(&mut p, &vm.topo, &s);
     assert_eq!(plan.decisions.len(), 8, "{plan:?}");
     let why = &plan.decisions[0].reason;
     assert!(!why.contains('\u{1b}') && !why.contains('\n'), "{why:?}");

@@ -2,9 +2,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use numaplace_model::{CounterDeltas, GroupKind, Snapshot, TaskGroup};
+use numaplace_model::{Snapshot, TaskGroup};
 
 use super::*;
+use crate::testutil::{counters, decide, kvm, pins, process, task, threads_by_process};
 
 // ---- Update, by hand ----
 
@@ -274,112 +275,59 @@ impl Fake {
             interval_ns: 100_000_000,
             ..Snapshot::default()
         };
-        let mut members: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
         for (&tid, t) in &self.threads {
-            members.entry(t.tgid).or_default().push(tid);
-            let cpu = self.cpu_of(t);
             s.tasks.push(Task {
-                tid,
-                tgid: t.tgid,
                 start_time: 100 + tid as u64,
                 comm: t.comm.clone(),
                 state: t.state,
-                last_cpu: Some(cpu),
-                allowed_cpus: t.allowed.clone(),
-                allowed_mems: CpuSet::new(),
-                utime: 0,
-                stime: 0,
+                last_cpu: Some(self.cpu_of(t)),
                 vcpu: t.vcpu,
+                ..task(tid, t.tgid, &t.allowed)
             });
             if let Some(r) = t.requests {
                 let node = self.node_of(tid) as usize;
-                let mut values = BTreeMap::new();
-                values.insert(Counter::UncoreRequests, r);
-                values.insert(
-                    Counter::UncoreOccupancy,
-                    (self.penalty[node] * r as f64) as u64,
-                );
+                let occupancy = (self.penalty[node] * r as f64) as u64;
                 s.counters.insert(
                     tid,
-                    CounterDeltas {
-                        values,
-                        enabled_ns: 1,
-                        running_ns: 1,
-                    },
+                    counters([
+                        (Counter::UncoreRequests, r),
+                        (Counter::UncoreOccupancy, occupancy),
+                    ]),
                 );
             }
         }
+        let members = threads_by_process(&s.tasks);
         for (k, &cpu) in self.busy.iter().enumerate() {
-            let tid = 90_000 + k as i32;
             s.tasks.push(Task {
-                tid,
-                tgid: 90_000,
-                start_time: 1,
                 comm: "other".into(),
-                state: 'R',
                 last_cpu: Some(cpu),
-                allowed_cpus: self.topo.span().clone(),
-                allowed_mems: CpuSet::new(),
-                utime: 0,
-                stime: 0,
-                vcpu: None,
+                ..task(90_000 + k as i32, 90_000, self.topo.span())
             });
         }
         for (pid, threads) in members {
-            let vm = self.threads[&threads[0]].vcpu.is_some();
-            s.groups.push(TaskGroup {
-                pid,
+            let mut g = TaskGroup {
                 start_time: 100 + pid as u64,
-                comm: if vm {
-                    "qemu-system-x86".into()
-                } else {
-                    format!("app{pid}")
-                },
-                cmdline: vec![format!("app{pid}")],
-                cgroup: None,
-                kind: if vm {
-                    GroupKind::Vm {
-                        name: Some("web".into()),
-                        accel: "KVM".into(),
-                        evidence: "kvm-vcpu fds".into(),
-                    }
-                } else {
-                    GroupKind::Process
-                },
-                threads,
-                memory: None,
-            });
+                ..process(pid, &format!("app{pid}"), threads)
+            };
+            if self.threads[&g.threads[0]].vcpu.is_some() {
+                g.comm = "qemu-system-x86".into();
+                g.kind = kvm("web", "kvm-vcpu fds");
+            }
+            s.groups.push(g);
         }
         s
     }
 
     fn decide(&mut self, p: &mut dyn Policy) -> Plan {
         let s = self.snapshot();
-        let managed: BTreeSet<i32> = s.groups.iter().map(|g| g.pid).collect();
-        p.decide(&View {
-            topology: &self.topo,
-            snapshot: &s,
-            managed: &managed,
-        })
+        decide(p, &self.topo, &s)
     }
 
     fn apply(&mut self, plan: &Plan) {
-        for d in &plan.decisions {
-            if let Action::Pin { task, cpus, .. } = &d.action {
-                self.threads.get_mut(&task.tid).unwrap().allowed = cpus.clone();
-            }
+        for (tid, cpus) in pins(plan) {
+            self.threads.get_mut(&tid).unwrap().allowed = cpus;
         }
     }
-}
-
-fn pins(p: &Plan) -> Vec<(i32, CpuSet)> {
-    p.decisions
-        .iter()
-        .filter_map(|d| match &d.action {
-            Action::Pin { task, cpus, .. } => Some((task.tid, cpus.clone())),
-            _ => None,
-        })
-        .collect()
 }
 
 fn id(tid: i32) -> TaskId {

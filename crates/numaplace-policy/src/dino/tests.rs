@@ -3,13 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use numaplace_model::{
-    AddressSample, Counter, CounterDeltas, GroupKind, NodeMemory, Snapshot, Task, TaskGroup,
-    Topology,
-};
+use numaplace_model::{AddressSample, Counter, NodeMemory, Snapshot, Task, TaskGroup, Topology};
 use proptest::prelude::*;
 
 use super::*;
+use crate::testutil::{counters, decide, pinned_tids, pins, process, task, threads_by_process};
 
 /// A little world: threads with LLC miss rates, affinities that pins
 /// change, memory per node per process.
@@ -45,46 +43,26 @@ impl Fake {
             interval_ns: 1_000_000_000,
             ..Snapshot::default()
         };
-        let mut members: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
         for (&tid, (tgid, mpki, allowed)) in &self.threads {
-            members.entry(*tgid).or_default().push(tid);
             s.tasks.push(Task {
-                tid,
-                tgid: *tgid,
                 start_time: 100 + tid as u64,
                 comm: format!("app{tgid}"),
-                state: 'R',
                 last_cpu: allowed.first(),
-                allowed_cpus: allowed.clone(),
-                allowed_mems: CpuSet::new(),
-                utime: 0,
-                stime: 0,
-                vcpu: None,
+                ..task(tid, *tgid, allowed)
             });
             if let Some(m) = mpki {
-                let instructions = 1_000_000_000u64;
-                let mut values = BTreeMap::new();
-                values.insert(Counter::Instructions, instructions);
-                values.insert(Counter::LlcMisses, (*m * 1e6) as u64);
                 s.counters.insert(
                     tid,
-                    CounterDeltas {
-                        values,
-                        enabled_ns: 1,
-                        running_ns: 1,
-                    },
+                    counters([
+                        (Counter::Instructions, 1_000_000_000),
+                        (Counter::LlcMisses, (*m * 1e6) as u64),
+                    ]),
                 );
             }
         }
-        for (pid, threads) in members {
+        for (pid, threads) in threads_by_process(&s.tasks) {
             s.groups.push(TaskGroup {
-                pid,
                 start_time: 100 + pid as u64,
-                comm: format!("app{pid}"),
-                cmdline: vec![format!("app{pid}")],
-                cgroup: None,
-                kind: GroupKind::Process,
-                threads,
                 memory: self.memory.get(&pid).map(|m| {
                     m.iter()
                         .map(|(&n, &b)| {
@@ -98,6 +76,7 @@ impl Fake {
                         })
                         .collect()
                 }),
+                ..process(pid, &format!("app{pid}"), threads)
             });
         }
         s.samples = self.samples.clone();
@@ -106,20 +85,13 @@ impl Fake {
 
     fn decide(&mut self, p: &mut dyn Policy) -> Plan {
         let s = self.snapshot();
-        let managed: BTreeSet<i32> = s.groups.iter().map(|g| g.pid).collect();
-        p.decide(&View {
-            topology: &self.topo,
-            snapshot: &s,
-            managed: &managed,
-        })
+        decide(p, &self.topo, &s)
     }
 
     /// Carries the pins out.
     fn apply(&mut self, plan: &Plan) {
-        for d in &plan.decisions {
-            if let Action::Pin { task, cpus, .. } = &d.action {
-                self.threads.get_mut(&task.tid).unwrap().2 = cpus.clone();
-            }
+        for (tid, cpus) in pins(plan) {
+            self.threads.get_mut(&tid).unwrap().2 = cpus;
         }
     }
 
@@ -127,16 +99,6 @@ impl Fake {
         let c = self.threads[&tid].2.first().unwrap();
         self.topo.cpu_by_os_id(c).unwrap().node
     }
-}
-
-fn pins(p: &Plan) -> Vec<i32> {
-    p.decisions
-        .iter()
-        .filter_map(|d| match &d.action {
-            Action::Pin { task, .. } => Some(task.tid),
-            _ => None,
-        })
-        .collect()
 }
 
 /// Four domains of two cores (the paper's example machine), four devils
@@ -156,7 +118,7 @@ fn dino_spreads_devils_and_then_leaves_a_stable_world_alone() {
     eight(&mut f);
     let mut dino = Dino::new(DinoParams::default());
     let plan = f.decide(&mut dino);
-    assert_eq!(pins(&plan).len(), 8, "{plan:?}");
+    assert_eq!(pinned_tids(&plan).len(), 8, "{plan:?}");
     f.apply(&plan);
     // One devil per domain.
     let domains: BTreeSet<usize> = (10..14).map(|t| f.node_of(t)).collect();
@@ -171,7 +133,7 @@ fn dino_spreads_devils_and_then_leaves_a_stable_world_alone() {
             .contains("devil thread 10 of app10")
     );
     // Nothing changed: nothing moves.
-    assert!(pins(&f.decide(&mut dino)).is_empty());
+    assert!(pinned_tids(&f.decide(&mut dino)).is_empty());
     // Miss rates change within the classes: still nothing moves (DI would).
     for (k, mpki) in [12.0, 60.0, 3.0, 90.0, 1.9, 0.1, 1.0, 1.5]
         .into_iter()
@@ -179,13 +141,13 @@ fn dino_spreads_devils_and_then_leaves_a_stable_world_alone() {
     {
         f.threads.get_mut(&(10 + k as i32)).unwrap().1 = Some(mpki);
     }
-    assert!(pins(&f.decide(&mut dino)).is_empty());
+    assert!(pinned_tids(&f.decide(&mut dino)).is_empty());
     let mut di = DistributedIntensity::plain();
     let mut g = Fake::new("pack:4 numa:1 l3:1 core:2 pu:1");
     eight(&mut g);
     let plan = g.decide(&mut di);
     g.apply(&plan);
-    assert!(pins(&g.decide(&mut di)).is_empty());
+    assert!(pinned_tids(&g.decide(&mut di)).is_empty());
     for (k, mpki) in [12.0, 60.0, 3.0, 90.0, 1.9, 0.1, 1.0, 1.5]
         .into_iter()
         .enumerate()
@@ -193,7 +155,7 @@ fn dino_spreads_devils_and_then_leaves_a_stable_world_alone() {
         g.threads.get_mut(&(10 + k as i32)).unwrap().1 = Some(mpki);
     }
     assert!(
-        !pins(&g.decide(&mut di)).is_empty(),
+        !pinned_tids(&g.decide(&mut di)).is_empty(),
         "DI follows every change of rank"
     );
 }
@@ -211,11 +173,11 @@ fn a_class_change_needs_seven_of_ten_intervals() {
     // Thread 3 turns devil: after six intervals, nothing; at the seventh it moves.
     f.threads.get_mut(&3).unwrap().1 = Some(50.0);
     for _ in 0..6 {
-        assert!(pins(&f.decide(&mut dino)).is_empty());
+        assert!(pinned_tids(&f.decide(&mut dino)).is_empty());
     }
     let plan = f.decide(&mut dino);
     f.apply(&plan);
-    assert!(!pins(&plan).is_empty());
+    assert!(!pinned_tids(&plan).is_empty());
     assert!(
         plan.decisions
             .iter()
@@ -237,7 +199,7 @@ fn threads_without_counters_or_with_their_own_affinity_are_left_alone() {
         &mut DistributedIntensity::plain(),
     ] {
         let plan = f.decide(p);
-        assert_eq!(pins(&plan), vec![1], "{plan:?}");
+        assert_eq!(pinned_tids(&plan), vec![1], "{plan:?}");
     }
 }
 
@@ -404,11 +366,15 @@ fn a_crowded_multithreaded_world_settles() {
     }
     let mut dino = Dino::new(DinoParams::default());
     let plan = f.decide(&mut dino);
-    assert_eq!(pins(&plan).len(), 1000);
+    assert_eq!(pinned_tids(&plan).len(), 1000);
     f.apply(&plan);
     for _ in 0..3 {
         let plan = f.decide(&mut dino);
-        assert!(pins(&plan).is_empty(), "{} pins", pins(&plan).len());
+        assert!(
+            pinned_tids(&plan).is_empty(),
+            "{} pins",
+            pinned_tids(&plan).len()
+        );
     }
 }
 
@@ -424,12 +390,7 @@ fn a_restricted_machine_still_places_threads_that_may_run_anywhere() {
         .restrict(&CpuSet::parse_list("0,2").unwrap())
         .unwrap();
     let s = f.snapshot();
-    let managed: BTreeSet<i32> = s.groups.iter().map(|g| g.pid).collect();
-    let plan = Dino::new(DinoParams::default()).decide(&View {
-        topology: &part,
-        snapshot: &s,
-        managed: &managed,
-    });
+    let plan = decide(&mut Dino::new(DinoParams::default()), &part, &s);
     let cpus: BTreeSet<String> = plan
         .decisions
         .iter()
