@@ -51,24 +51,26 @@ pub struct PowerFit {
     pub rounds: u64,
 }
 
-/// Top-level energy zones, summed: RAPL's package and DRAM zones (their
-/// sub-zones `intel-rapl:0:0` are parts of them), or the simulator's one.
+/// The machine's average watts over the interval from its energy zones:
+/// the platform zone (`psys`) where there is one, which covers the rest;
+/// else the top-level package and DRAM zones summed (their sub-zones,
+/// `intel-rapl:0:0`, are parts of them, and `intel-rapl-mmio` zones repeat
+/// the packages through another interface); the simulator's one zone.
 fn watts(s: &Snapshot) -> Option<f64> {
     if s.interval_ns == 0 {
         return None;
     }
-    let mut uj = 0u64;
-    let mut any = false;
-    for z in &s.machine.energy {
-        if z.zone.matches(':').count() > 1 {
-            continue;
-        }
-        if let Some(v) = z.microjoules {
-            uj += v;
-            any = true;
-        }
-    }
-    any.then(|| uj as f64 / (s.interval_ns as f64 / 1e3))
+    let top: Vec<_> = s
+        .machine
+        .energy
+        .iter()
+        .filter(|z| z.zone.matches(':').count() <= 1 && !z.zone.contains("mmio"))
+        .collect();
+    let psys: Vec<_> = top.iter().filter(|z| z.name == "psys").copied().collect();
+    let zones = if psys.is_empty() { top } else { psys };
+    let uj: Option<u64> = zones.iter().map(|z| z.microjoules).sum();
+    uj.filter(|_| !zones.is_empty())
+        .map(|uj| uj as f64 / (s.interval_ns as f64 / 1e3))
 }
 
 impl PowerFit {
@@ -216,8 +218,24 @@ mod tests {
             zone("intel-rapl:0", uj / 2),
             zone("intel-rapl:0:0", uj / 3),
             zone("intel-rapl:1", uj - uj / 2),
+            zone("intel-rapl-mmio:0", uj / 2),
         ];
         s
+    }
+
+    #[test]
+    fn the_platform_zone_stands_for_the_others() {
+        let mut s = round(1, &[0], 100.0);
+        assert!((super::watts(&s).unwrap() - 100.0).abs() < 1e-6);
+        s.machine.energy.push(EnergyDelta {
+            zone: "intel-rapl:2".into(),
+            name: "psys".into(),
+            microjoules: Some(130_000_000),
+        });
+        assert!((super::watts(&s).unwrap() - 130.0).abs() < 1e-6);
+        // A zone without a reading this round: no row.
+        s.machine.energy[4].microjoules = None;
+        assert_eq!(super::watts(&s), None);
     }
 
     fn watts(p: f64, l: f64) -> f64 {
