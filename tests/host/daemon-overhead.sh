@@ -5,19 +5,21 @@
 # process of THREADS (default 2000) parked threads for SECONDS (default 60),
 # with the numad-like policy deciding at its own default interval (5 s, as
 # numad's), or every NP_INTERVAL (e.g. NP_INTERVAL=1s). Prints the daemon's
-# CPU time as a fraction of one core and its peak RSS (VmHWM). Release build.
+# CPU time as a fraction of one core and its peak RSS (VmHWM). Release build
+# (in CARGO_TARGET_DIR if set).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 threads=${1:-2000}
 secs=${2:-60}
-cargo build --release --locked -q -p numaplace -p numaplace-linux --example crowd
-bin=target/release/numaplace
+cargo build --release --locked -q -p numaplace -p numaplace-linux --bin numaplace --example crowd
+release=${CARGO_TARGET_DIR:-target}/release
+bin=$release/numaplace
 work=$(mktemp -d)
 chmod 700 "$work"
 cleanup() { kill "$crowd" "$daemon" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 
-target/release/examples/crowd "$threads" > "$work/crowd.out" &
+"$release/examples/crowd" "$threads" > "$work/crowd.out" &
 crowd=$!
 for _ in $(seq 100); do grep -q ready "$work/crowd.out" 2>/dev/null && break; sleep 0.1; done
 grep -q ready "$work/crowd.out" || { echo "crowd did not start" >&2; exit 1; }

@@ -6,17 +6,27 @@
 //! Races are normal here: a thread that exits between listing and reading
 //! is skipped silently; a file we may not read (another user's process
 //! when not root) leaves that part empty and is counted, not fatal.
+//!
+//! The daemon lowers its cost per round with two settings the other users
+//! of a collector leave off: [`Collector::set_carry_over`] takes a quiet
+//! process's threads and memory from the round before (`collect/carry.rs`
+//! says when and what that can miss), and [`Collector::set_memory_scope`]
+//! reads memory only for the processes a policy may act on.
+
+mod carry;
+mod process;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use numaplace_model::{
-    Counter, CpuSet, EnergyDelta, GroupKind, MachineReadings, NodeMemory, ResctrlSample, Snapshot,
-    Task, TaskGroup,
+    Counter, EnergyDelta, GroupKind, MachineReadings, ResctrlSample, Snapshot, TaskGroup,
 };
+use numaplace_policy::Scope;
 use thiserror::Error;
 
-use crate::actuate::thread_affinity;
+use self::carry::CarryOver;
+
 use crate::nodes::read_node_meminfo;
 use crate::perf::sampling::fd_limit_after_raise;
 use crate::perf::{AddressSampler, CounterStatus, PerfConfig, PerfMonitor, SamplerConfig};
@@ -24,7 +34,6 @@ use crate::powercap::{Rapl, energy_delta};
 use crate::procfs::{ProcError, ProcReader};
 use crate::resctrl::{Resctrl, mbm_delta};
 use crate::sysroot::SysRoot;
-use crate::vm;
 
 /// Bits of the first `sched_getaffinity` buffer (the kernel's largest
 /// `NR_CPUS`); it grows if the kernel asks for more.
@@ -91,6 +100,13 @@ pub struct Collector {
     /// Last cumulative (total, local) bandwidth bytes per (group, domain).
     mbm_prev: BTreeMap<(String, u32), (Option<u64>, Option<u64>)>,
     missing: Vec<String>,
+    /// Quiet processes carried over from the round before (None: every
+    /// process is read in full every round).
+    carry: Option<CarryOver>,
+    /// The processes whose memory is read (None: every process's).
+    memory_scope: Option<Scope>,
+    /// The processes the last round carried over, increasing.
+    carried: Vec<i32>,
 }
 
 impl Collector {
@@ -191,7 +207,39 @@ impl Collector {
             resctrl,
             mbm_prev: BTreeMap::new(),
             missing,
+            carry: None,
+            memory_scope: None,
+            carried: Vec::new(),
         }
+    }
+
+    /// With `Some(max_age)`, a process none of whose threads ran since it
+    /// was last read (on the live host: its CPU-time clock did not
+    /// advance) keeps its threads' `stat` fields and its memory per node
+    /// from that read, for up to `max_age`; its threads' allowed CPUs are
+    /// still read every round. What that can miss, and for how long, is in
+    /// `collect/carry.rs`. `None` (the default): every process is read in
+    /// full every round. Fixture trees are always read in full.
+    pub fn set_carry_over(&mut self, max_age: Option<Duration>) {
+        self.carry = max_age.map(CarryOver::new);
+    }
+
+    /// Reads a process in full at the next round, memory included: for a
+    /// process numaplace just acted on (pinned its threads or moved its
+    /// memory), whose carried reading would no longer be true.
+    pub fn refresh(&mut self, pid: i32) {
+        if let Some(c) = &mut self.carry {
+            c.forget(pid);
+        }
+    }
+
+    /// Reads memory per node only for the processes `scope` takes in (as
+    /// [`Scope::matches`] decides on the round's own snapshot); the others
+    /// have `memory: None`, as kernel threads do. For a daemon whose
+    /// policy reads memory only of the processes it manages. `None` (the
+    /// default): every process's.
+    pub fn set_memory_scope(&mut self, scope: Option<Scope>) {
+        self.memory_scope = scope;
     }
 
     /// Signals this machine cannot give, each with why: said once, at start.
@@ -233,6 +281,12 @@ impl Collector {
         &self.gaps
     }
 
+    /// The processes (pids, increasing) whose threads the last round
+    /// carried over from the round before ([`Collector::set_carry_over`]).
+    pub fn carried(&self) -> &[i32] {
+        &self.carried
+    }
+
     fn note(&mut self, e: &ProcError) {
         match e {
             ProcError::Gone { .. } => self.gaps.gone += 1,
@@ -255,15 +309,39 @@ impl Collector {
             .last
             .map_or(0, |l| now.duration_since(l).as_nanos() as u64);
         self.gaps = RoundGaps::default();
+        self.carried.clear();
+        if let Some(c) = &mut self.carry {
+            c.new_round();
+        }
         let pids = self.proc.pids().map_err(CollectError::ListProcesses)?;
         let mut tasks = Vec::new();
         let mut groups = Vec::new();
         for pid in pids {
-            if let Some((g, mut ts)) = self.read_process(pid) {
+            if let Some((g, mut ts)) = self.read_process(pid, now) {
                 groups.push(g);
                 tasks.append(&mut ts);
             }
         }
+        if let Some(c) = &mut self.carry {
+            let seen: BTreeSet<i32> = groups.iter().map(|g| g.pid).collect();
+            c.retain_seen(|pid| seen.contains(&pid));
+        }
+        let mut snapshot = Snapshot {
+            seq: self.seq,
+            time_unix_ns: 0,
+            interval_ns,
+            tasks,
+            groups,
+            counters: BTreeMap::new(),
+            machine: MachineReadings::default(),
+            samples: BTreeMap::new(),
+            signatures: BTreeMap::new(),
+            page_sets: BTreeMap::new(),
+        };
+        if self.opts.memory {
+            self.read_memory(&mut snapshot, now);
+        }
+        let (tasks, groups) = (&snapshot.tasks, &snapshot.groups);
         // Kernel threads run no user code to count or sample (and counting
         // is user space only where perf_event_paranoid >= 2): their fds are
         // better spent on user threads.
@@ -319,20 +397,12 @@ impl Collector {
                 ..MachineReadings::default()
             }
         };
-        let snapshot = Snapshot {
-            seq: self.seq,
-            time_unix_ns: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64),
-            interval_ns,
-            tasks,
-            groups,
-            counters,
-            machine,
-            samples,
-            signatures: BTreeMap::new(),
-            page_sets: BTreeMap::new(),
-        };
+        snapshot.samples = samples;
+        snapshot.counters = counters;
+        snapshot.machine = machine;
+        snapshot.time_unix_ns = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
         self.seq += 1;
         self.last = Some(now);
         Ok(snapshot)
@@ -391,146 +461,6 @@ impl Collector {
                 }
             })
             .collect()
-    }
-
-    /// Reads one process and its threads; `None` if it vanished or its
-    /// main thread cannot be read.
-    fn read_process(&mut self, pid: i32) -> Option<(TaskGroup, Vec<Task>)> {
-        let main = match self.proc.stat(pid, pid) {
-            Ok(s) => s,
-            Err(e) => {
-                self.note(&e);
-                return None;
-            }
-        };
-        let tids = match self.proc.tids(pid) {
-            Ok(t) => t,
-            Err(e) => {
-                self.note(&e);
-                vec![pid]
-            }
-        };
-        let mems = match self.proc.status(pid, pid) {
-            Ok(s) => s.mems_allowed,
-            Err(e) => {
-                self.note(&e);
-                if matches!(e, ProcError::Gone { .. }) {
-                    return None;
-                }
-                CpuSet::new()
-            }
-        };
-        let mut tasks = Vec::with_capacity(tids.len());
-        for tid in tids {
-            let stat = match self.proc.stat(pid, tid) {
-                Ok(s) => s,
-                Err(e) => {
-                    self.note(&e);
-                    continue;
-                }
-            };
-            // Allowed CPUs per thread: one syscall on the live host, the
-            // thread's `status` in a snapshot tree. `status` is the most
-            // expensive file the kernel generates per thread, so on the
-            // host only the process's is read (for its memory nodes, which
-            // its threads share: they come from its cpuset).
-            let (allowed_cpus, tgid) = if self.root.is_host() {
-                match thread_affinity(tid, MAX_CPUS) {
-                    Ok(c) => (c, pid),
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
-                        self.gaps.gone += 1;
-                        continue;
-                    }
-                    Err(_) => {
-                        self.gaps.denied += 1;
-                        (CpuSet::new(), pid)
-                    }
-                }
-            } else {
-                match self.proc.status(pid, tid) {
-                    Ok(s) => (s.cpus_allowed, s.tgid),
-                    Err(e) => {
-                        self.note(&e);
-                        if matches!(e, ProcError::Gone { .. }) {
-                            continue;
-                        }
-                        (CpuSet::new(), pid)
-                    }
-                }
-            };
-            tasks.push(Task {
-                tid,
-                tgid,
-                start_time: stat.start_time,
-                comm: stat.comm,
-                state: stat.state,
-                last_cpu: stat.processor,
-                allowed_cpus,
-                allowed_mems: mems.clone(),
-                utime: stat.utime,
-                stime: stat.stime,
-                vcpu: None,
-            });
-        }
-        if tasks.is_empty() {
-            return None;
-        }
-        let cmdline = self.proc.cmdline(pid).unwrap_or_else(|e| {
-            self.note(&e);
-            Vec::new()
-        });
-        let cgroup = match self.proc.cgroup(pid) {
-            Ok(c) => c.v2_path,
-            Err(e) => {
-                self.note(&e);
-                None
-            }
-        };
-        let named: Vec<(i32, &str)> = tasks.iter().map(|t| (t.tid, t.comm.as_str())).collect();
-        let (kind, vcpus) = vm::classify(&self.root, pid, &named, &cmdline);
-        for (tid, n) in vcpus {
-            if let Some(t) = tasks.iter_mut().find(|t| t.tid == tid) {
-                t.vcpu = Some(n);
-            }
-        }
-        // Kernel threads have no memory map of their own.
-        let memory = if self.opts.memory && !cmdline.is_empty() {
-            match self.proc.numa_maps(pid) {
-                Ok(m) => Some(
-                    m.nodes
-                        .iter()
-                        .map(|(&n, p)| {
-                            (
-                                n,
-                                NodeMemory {
-                                    anon: p.anon,
-                                    file: p.file,
-                                    huge: p.huge,
-                                },
-                            )
-                        })
-                        .collect(),
-                ),
-                Err(e) => {
-                    self.note(&e);
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        let threads: BTreeSet<i32> = tasks.iter().map(|t| t.tid).collect();
-        let group = TaskGroup {
-            pid,
-            start_time: main.start_time,
-            comm: main.comm,
-            cmdline,
-            cgroup,
-            kind,
-            threads: threads.into_iter().collect(),
-            memory,
-        };
-        Some((group, tasks))
     }
 }
 

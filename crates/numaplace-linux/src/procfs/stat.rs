@@ -75,11 +75,18 @@ pub fn parse_stat(bytes: &[u8]) -> Result<TaskStat, ParseError> {
     if !rest.is_empty() && !rest.starts_with(' ') {
         return Err(malformed("no space after the command name"));
     }
-    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
-    if fields.len() <= START_TIME {
+    // Fields 3 to 39, no more: read for every thread every round, so no
+    // allocation for the ~50 fields of a whole line.
+    let mut fields = [""; PROCESSOR + 1];
+    let mut found = 0;
+    for (slot, f) in fields.iter_mut().zip(rest.split_ascii_whitespace()) {
+        *slot = f;
+        found += 1;
+    }
+    if found <= START_TIME {
         return Err(ParseError::Truncated {
             file: FILE,
-            found: fields.len(),
+            found,
             needed: START_TIME + 1,
             field: "starttime (22)",
         });
@@ -111,9 +118,10 @@ pub fn parse_stat(bytes: &[u8]) -> Result<TaskStat, ParseError> {
         stime: parse_num(fields[STIME], "stime (15)")?,
         num_threads: parse_num(fields[NUM_THREADS], "num_threads (20)")?,
         start_time: parse_num(fields[START_TIME], "starttime (22)")?,
-        processor: match fields.get(PROCESSOR) {
-            Some(f) => Some(parse_num(f, "processor (39)")?),
-            None => None,
+        processor: if found > PROCESSOR {
+            Some(parse_num(fields[PROCESSOR], "processor (39)")?)
+        } else {
+            None
         },
     })
 }

@@ -1,0 +1,255 @@
+//! Reading one process: its main thread, its threads (or what is carried
+//! of them, see `carry.rs`), and its memory per node.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::Instant;
+
+use numaplace_model::{CpuSet, NodeMemory, Snapshot, Task, TaskGroup};
+
+use super::carry::process_cpu_ns;
+use super::{Collector, MAX_CPUS};
+use crate::actuate::thread_affinity;
+use crate::procfs::ProcError;
+use crate::vm;
+
+impl Collector {
+    /// Reads one process and its threads; `None` if it vanished or its
+    /// main thread cannot be read. Its memory is read later, in
+    /// [`Collector::read_memory`].
+    pub(super) fn read_process(
+        &mut self,
+        pid: i32,
+        now: Instant,
+    ) -> Option<(TaskGroup, Vec<Task>)> {
+        // The CPU clock first: a carried reading holds only if nothing of
+        // the process ran since the clock was read before it.
+        let cpu_ns = if self.carry.is_some() && self.root.is_host() {
+            process_cpu_ns(pid)
+        } else {
+            None
+        };
+        let main = match self.proc.stat(pid, pid) {
+            Ok(s) => s,
+            Err(e) => {
+                self.note(&e);
+                return None;
+            }
+        };
+        let mems = match self.proc.status(pid, pid) {
+            Ok(s) => s.mems_allowed,
+            Err(e) => {
+                self.note(&e);
+                if matches!(e, ProcError::Gone { .. }) {
+                    return None;
+                }
+                CpuSet::new()
+            }
+        };
+        let carried = match (cpu_ns, &mut self.carry) {
+            (Some(ns), Some(c)) => c
+                .quiet(pid, ns, &main, now)
+                .and_then(|q| carried_tasks(&q.tasks, &mems)),
+            _ => None,
+        };
+        let mut tasks = match carried {
+            Some(tasks) => {
+                self.carried.push(pid);
+                tasks
+            }
+            None => self.read_threads(pid, &mems, cpu_ns, now)?,
+        };
+        let cmdline = self.proc.cmdline(pid).unwrap_or_else(|e| {
+            self.note(&e);
+            Vec::new()
+        });
+        let cgroup = match self.proc.cgroup(pid) {
+            Ok(c) => c.v2_path,
+            Err(e) => {
+                self.note(&e);
+                None
+            }
+        };
+        let named: Vec<(i32, &str)> = tasks.iter().map(|t| (t.tid, t.comm.as_str())).collect();
+        let (kind, vcpus) = vm::classify(&self.root, pid, &named, &cmdline);
+        for (tid, n) in vcpus {
+            if let Some(t) = tasks.iter_mut().find(|t| t.tid == tid) {
+                t.vcpu = Some(n);
+            }
+        }
+        let threads: BTreeSet<i32> = tasks.iter().map(|t| t.tid).collect();
+        let group = TaskGroup {
+            pid,
+            start_time: main.start_time,
+            comm: main.comm,
+            cmdline,
+            cgroup,
+            kind,
+            threads: threads.into_iter().collect(),
+            memory: None,
+        };
+        Some((group, tasks))
+    }
+
+    /// Lists a process's threads and reads each; `None` if none could be
+    /// read. With `cpu_ns` (its CPU clock, read before), a read that found
+    /// every thread listed is kept for the rounds the process stays quiet.
+    fn read_threads(
+        &mut self,
+        pid: i32,
+        mems: &CpuSet,
+        cpu_ns: Option<u64>,
+        now: Instant,
+    ) -> Option<Vec<Task>> {
+        let (tids, listed) = match self.proc.tids(pid) {
+            Ok(t) => (t, true),
+            Err(e) => {
+                self.note(&e);
+                (vec![pid], false)
+            }
+        };
+        let mut tasks = Vec::with_capacity(tids.len());
+        for &tid in &tids {
+            let stat = match self.proc.stat(pid, tid) {
+                Ok(s) => s,
+                Err(e) => {
+                    self.note(&e);
+                    continue;
+                }
+            };
+            // Allowed CPUs per thread: one syscall on the live host, the
+            // thread's `status` in a snapshot tree. `status` is the most
+            // expensive file the kernel generates per thread, so on the
+            // host only the process's is read (for its memory nodes, which
+            // its threads share: they come from its cpuset).
+            let (allowed_cpus, tgid) = if self.root.is_host() {
+                match thread_affinity(tid, MAX_CPUS) {
+                    Ok(c) => (c, pid),
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                        self.gaps.gone += 1;
+                        continue;
+                    }
+                    Err(_) => {
+                        self.gaps.denied += 1;
+                        (CpuSet::new(), pid)
+                    }
+                }
+            } else {
+                match self.proc.status(pid, tid) {
+                    Ok(s) => (s.cpus_allowed, s.tgid),
+                    Err(e) => {
+                        self.note(&e);
+                        if matches!(e, ProcError::Gone { .. }) {
+                            continue;
+                        }
+                        (CpuSet::new(), pid)
+                    }
+                }
+            };
+            tasks.push(Task {
+                tid,
+                tgid,
+                start_time: stat.start_time,
+                comm: stat.comm,
+                state: stat.state,
+                last_cpu: stat.processor,
+                allowed_cpus,
+                allowed_mems: mems.clone(),
+                utime: stat.utime,
+                stime: stat.stime,
+                vcpu: None,
+            });
+        }
+        if let (Some(ns), Some(c)) = (cpu_ns, &mut self.carry) {
+            if listed && tasks.len() == tids.len() {
+                c.store(pid, ns, tasks.clone(), now);
+            } else {
+                c.forget(pid);
+            }
+        }
+        (!tasks.is_empty()).then_some(tasks)
+    }
+
+    /// Memory per node of every process with a memory map of its own
+    /// (kernel threads have none) that the memory scope takes in.
+    pub(super) fn read_memory(&mut self, snapshot: &mut Snapshot, now: Instant) {
+        let comms: HashMap<i32, &str> = match &self.memory_scope {
+            Some(s) if !s.comms.is_empty() => (snapshot.tasks.iter())
+                .map(|t| (t.tid, t.comm.as_str()))
+                .collect(),
+            _ => HashMap::new(),
+        };
+        let wanted: Vec<bool> = snapshot
+            .groups
+            .iter()
+            .map(|g| {
+                !g.cmdline.is_empty()
+                    && (self.memory_scope.as_ref())
+                        .is_none_or(|s| s.matches_with(g, |tid| comms.get(&tid).copied()))
+            })
+            .collect();
+        drop(comms);
+        for (g, wanted) in snapshot.groups.iter_mut().zip(wanted) {
+            if wanted {
+                g.memory = self.memory_of(g.pid, now);
+            }
+        }
+    }
+
+    /// A process's memory per node: carried over if it is quiet and was
+    /// read recently, else from its `numa_maps`.
+    fn memory_of(&mut self, pid: i32, now: Instant) -> Option<BTreeMap<u32, NodeMemory>> {
+        if let Some(m) = self.carry.as_ref().and_then(|c| c.memory(pid, now)) {
+            return Some(m.clone());
+        }
+        match self.proc.numa_maps(pid) {
+            Ok(m) => {
+                let memory: BTreeMap<u32, NodeMemory> = m
+                    .nodes
+                    .iter()
+                    .map(|(&n, p)| {
+                        (
+                            n,
+                            NodeMemory {
+                                anon: p.anon,
+                                file: p.file,
+                                huge: p.huge,
+                            },
+                        )
+                    })
+                    .collect();
+                if let Some(c) = &mut self.carry {
+                    c.store_memory(pid, memory.clone(), now);
+                }
+                Some(memory)
+            }
+            Err(e) => {
+                self.note(&e);
+                None
+            }
+        }
+    }
+}
+
+/// A quiet process's threads as carried, with their allowed CPUs read now;
+/// `None` if one cannot be read (it exited after all, or we may not ask):
+/// the process is then read in full.
+fn carried_tasks(carried: &[Task], mems: &CpuSet) -> Option<Vec<Task>> {
+    carried
+        .iter()
+        .map(|t| {
+            Some(Task {
+                tid: t.tid,
+                tgid: t.tgid,
+                start_time: t.start_time,
+                comm: t.comm.clone(),
+                state: t.state,
+                last_cpu: t.last_cpu,
+                allowed_cpus: thread_affinity(t.tid, MAX_CPUS).ok()?,
+                allowed_mems: mems.clone(),
+                utime: t.utime,
+                stime: t.stime,
+                vcpu: None,
+            })
+        })
+        .collect()
+}

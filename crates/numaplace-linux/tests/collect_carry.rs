@@ -1,0 +1,264 @@
+//! Carrying quiet processes over (`Collector::set_carry_over`) on the live
+//! host: a process of parked threads is carried, and what it does between
+//! rounds (a thread born with a hostile name, one renamed, one ended, an
+//! affinity changed from outside) shows in the next round as a full read
+//! would show it. The process is this test binary run again as a helper.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use numaplace_linux::{CollectOptions, Collector, SysRoot};
+use numaplace_model::{Snapshot, Task};
+use numaplace_policy::Scope;
+
+const HELPER: &str = "NP_CARRY_HELPER";
+
+/// Not a test: the helper process, when run with `NP_CARRY_HELPER` set.
+/// Parks 20 threads, then obeys one command per stdin line, answering
+/// `np: ...` on stdout: `spawn` (a thread with a hostile name; answers its
+/// tid), `rename` (the main thread renames the newest thread), `end` (the
+/// newest thread exits). Exits when stdin closes.
+#[test]
+fn helper_process() {
+    if std::env::var_os(HELPER).is_none() {
+        return;
+    }
+    let park = |name: &str| {
+        let (tx, rx) = mpsc::channel::<()>();
+        let (tid_tx, tid_rx) = mpsc::channel();
+        let h = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tid_tx.send(unsafe { libc::gettid() }).unwrap();
+                let _ = rx.recv();
+            })
+            .unwrap();
+        (tx, h, tid_rx.recv().unwrap())
+    };
+    let mut threads: Vec<_> = (0..20).map(|_| park("np-idle")).collect();
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "np: ready").unwrap();
+    out.flush().unwrap();
+    for line in std::io::stdin().lines() {
+        let answer = match line.unwrap().as_str() {
+            "spawn" => {
+                threads.push(park("np) new (x"));
+                threads.last().unwrap().2.to_string()
+            }
+            "rename" => {
+                let tid = threads.last().unwrap().2;
+                std::fs::write(format!("/proc/self/task/{tid}/comm"), "np renamed").unwrap();
+                "done".into()
+            }
+            "end" => {
+                let (tx, h, _) = threads.pop().unwrap();
+                drop(tx);
+                h.join().unwrap();
+                "done".into()
+            }
+            other => panic!("unknown command {other:?}"),
+        };
+        writeln!(out, "np: {answer}").unwrap();
+        out.flush().unwrap();
+    }
+}
+
+struct Helper {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Helper {
+    fn start() -> Helper {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "helper_process",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(HELPER, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut h = Helper {
+            child,
+            stdin,
+            stdout,
+        };
+        assert_eq!(h.answer(), "ready");
+        h
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// The next answer after `np: ` (the test harness writes its own
+    /// text, and its `test helper_process ... ` on the same line).
+    fn answer(&mut self) -> String {
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(self.stdout.read_line(&mut line).unwrap() > 0, "helper died");
+            if let Some((_, a)) = line.trim_end().split_once("np: ") {
+                return a.to_string();
+            }
+        }
+    }
+
+    fn ask(&mut self, command: &str) -> String {
+        writeln!(self.stdin, "{command}").unwrap();
+        self.stdin.flush().unwrap();
+        self.answer()
+    }
+}
+
+impl Drop for Helper {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A collector as the daemon sets it up, its memory scope the helper.
+fn daemon_collector(pid: i32) -> Collector {
+    let mut c = Collector::new(
+        SysRoot::host(),
+        CollectOptions {
+            memory: true,
+            counters: false,
+            machine: false,
+            samples: false,
+        },
+    );
+    c.set_carry_over(Some(Duration::from_secs(600)));
+    c.set_memory_scope(Some(Scope {
+        pids: vec![pid],
+        ..Scope::default()
+    }));
+    c
+}
+
+/// Rounds until one carries `pid` over (it has settled); that round.
+fn carried_round(c: &mut Collector, pid: i32) -> Snapshot {
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(20));
+        let s = c.collect().unwrap();
+        if c.carried().contains(&pid) {
+            return s;
+        }
+    }
+    panic!("process {pid} was never carried over: it never stood still");
+}
+
+fn threads_of(s: &Snapshot, pid: i32) -> Vec<Task> {
+    s.tasks.iter().filter(|t| t.tgid == pid).cloned().collect()
+}
+
+/// What a collector without carry-over reads of `pid` now.
+fn full_read(pid: i32) -> (Vec<Task>, Snapshot) {
+    let mut c = daemon_collector(pid);
+    c.set_carry_over(None);
+    let s = c.collect().unwrap();
+    assert!(c.carried().is_empty());
+    (threads_of(&s, pid), s)
+}
+
+#[test]
+fn a_quiet_process_is_carried_as_a_full_read_would_show_it() {
+    let mut h = Helper::start();
+    let pid = h.pid();
+    let me = std::process::id() as i32;
+    let mut c = daemon_collector(pid);
+    let first = c.collect().unwrap();
+    assert!(!c.carried().contains(&pid), "the first round reads in full");
+    // Its 20 parked threads, the one running the helper, its main thread.
+    let n = threads_of(&first, pid).len();
+    assert_eq!(n, 22);
+
+    let s = carried_round(&mut c, pid);
+    // This process runs (it is collecting): never carried.
+    assert!(!c.carried().contains(&me));
+    let (full, full_snap) = full_read(pid);
+    assert_eq!(threads_of(&s, pid), full);
+    let g = s.group(pid).unwrap();
+    assert_eq!(g, full_snap.group(pid).unwrap());
+    // Memory only for the scope, carried with the rest.
+    assert!(g.memory.as_ref().is_some_and(|m| !m.is_empty()));
+    assert!(s.group(me).unwrap().memory.is_none());
+
+    // A thread born between rounds, with a name that breaks naive parsers.
+    let tid: i32 = h.ask("spawn").parse().unwrap();
+    let s = c.collect().unwrap();
+    assert!(!c.carried().contains(&pid));
+    let t = s.task(tid).expect("the new thread is found");
+    assert_eq!((t.comm.as_str(), t.tgid), ("np) new (x", pid));
+    assert!(s.group(pid).unwrap().threads.contains(&tid));
+
+    // Renamed by another of its threads.
+    carried_round(&mut c, pid);
+    assert_eq!(h.ask("rename"), "done");
+    let s = c.collect().unwrap();
+    assert_eq!(s.task(tid).unwrap().comm, "np renamed");
+
+    // Its affinity changed from outside, which does not make it run: seen
+    // while it is carried.
+    let s = carried_round(&mut c, pid);
+    let before = s.task(tid).unwrap().allowed_cpus.clone();
+    if let Some(cpu) = before.iter().next().filter(|_| before.len() > 1) {
+        // SAFETY: cpu_set_t is plain bits; all zeroes is the empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: CPU_SET on a zeroed set, sched_setaffinity with its size.
+        let r = unsafe {
+            libc::CPU_SET(cpu as usize, &mut set);
+            libc::sched_setaffinity(tid, size_of::<libc::cpu_set_t>(), &set)
+        };
+        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+        let s = c.collect().unwrap();
+        assert!(
+            c.carried().contains(&pid),
+            "a new affinity is no reason to read it in full"
+        );
+        assert_eq!(
+            s.task(tid).unwrap().allowed_cpus.iter().collect::<Vec<_>>(),
+            [cpu]
+        );
+        assert_eq!(threads_of(&s, pid), full_read(pid).0);
+    } else {
+        eprintln!("SKIPPED the affinity part: one CPU allowed here");
+    }
+
+    // It ends.
+    carried_round(&mut c, pid);
+    assert_eq!(h.ask("end"), "done");
+    let s = c.collect().unwrap();
+    assert!(s.task(tid).is_none());
+    assert_eq!(threads_of(&s, pid).len(), n);
+
+    // Forgetting it (numaplace acted on it) reads it in full once.
+    carried_round(&mut c, pid);
+    c.refresh(pid);
+    c.collect().unwrap();
+    assert!(!c.carried().contains(&pid));
+}
+
+#[test]
+fn a_process_that_ends_leaves_no_error() {
+    let h = Helper::start();
+    let pid = h.pid();
+    let mut c = daemon_collector(pid);
+    c.collect().unwrap();
+    carried_round(&mut c, pid);
+    drop(h);
+    let s = c.collect().unwrap();
+    assert!(s.group(pid).is_none());
+    assert!(s.tasks.iter().all(|t| t.tgid != pid));
+}
