@@ -339,7 +339,7 @@ pub struct CompareArgs {
 }
 
 /// Which processes the daemon may touch (added to the config's [scope]).
-#[derive(Debug, Args, Clone, Default)]
+#[derive(Debug, Args, Clone, Default, PartialEq, Eq)]
 pub struct ScopeArgs {
     /// Every user process.
     #[arg(long)]
@@ -362,18 +362,46 @@ pub struct ScopeArgs {
     pub vms: bool,
 }
 
+/// The policy and what it may place, as `run`, `advise` and `replay`
+/// take them.
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub struct PolicyArgs {
     /// The policy: default (leave Linux alone), numad-like, static,
     /// di-plain, di-migrate, dino, brm, symbiosis or adaptive-mapping
     /// (docs/policies.md).
     #[arg(long, value_name = "NAME")]
     pub policy: Option<String>,
 
-    /// The config file (TOML; see examples/numaplace.toml). Without it,
-    /// /etc/numaplace/numaplace.toml if present.
+    /// The config file (TOML; see examples/numaplace.toml): the policy and
+    /// its parameters, the scope, the engine's limits; the flags here
+    /// override it. `run` and `advise` read /etc/numaplace/numaplace.toml
+    /// when it is left out and present.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+
+    /// Only these CPUs are numaplace's to place onto.
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+
+    /// Make up the hardware counters numaplace cannot measure here, for
+    /// testing counter-driven policies (dino, di-plain, di-migrate) on a
+    /// machine without a PMU, such as a VM, or on a recording made there:
+    /// a TOML file of `[[thread]]` rules, each `comm` (a `*`/`?` pattern
+    /// on the thread's name), `llc_mpki` (LLC misses per 1000
+    /// instructions), `ipc` (instructions per cycle) and optional `ghz`
+    /// (default 2.0). Each round a thread whose name matches a rule (the
+    /// first) gets cycles = its CPU time × ghz, instructions = cycles ×
+    /// ipc, LLC misses = instructions × llc_mpki / 1000; other threads keep
+    /// their measured counters. Thread names are untrusted (any program
+    /// can take one): a test aid, not for production.
+    #[arg(long, value_name = "FILE")]
+    pub counters_from: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub choice: PolicyArgs,
 
     /// Time between rounds (default: the policy's own; numad-like 5s,
     /// others 1s).
@@ -383,10 +411,6 @@ pub struct RunArgs {
     /// Decide and journal, apply nothing.
     #[arg(long)]
     pub dry_run: bool,
-
-    /// Only these CPUs are numaplace's to place onto.
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
 
     #[command(flatten)]
     pub scope: ScopeArgs,
@@ -404,20 +428,6 @@ pub struct RunArgs {
     /// unix:/PATH.
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
-
-    /// Make up the hardware counters numaplace cannot measure here, for
-    /// testing counter-driven policies (dino, di-plain, di-migrate) on a
-    /// machine without a PMU, such as a VM: a TOML file of `[[thread]]`
-    /// rules, each `comm` (a `*`/`?` pattern on the thread's name),
-    /// `llc_mpki` (LLC misses per 1000 instructions), `ipc` (instructions
-    /// per cycle) and optional `ghz` (default 2.0). Each round a thread
-    /// whose name matches a rule (the first) gets cycles = its CPU time ×
-    /// ghz, instructions = cycles × ipc, LLC misses = instructions ×
-    /// llc_mpki / 1000; other threads keep their measured counters. Thread
-    /// names are untrusted (any program can take one): a test aid, not for
-    /// production.
-    #[arg(long, value_name = "FILE")]
-    pub counters_from: Option<PathBuf>,
 
     /// Stop after this many rounds (tests, benchmarks).
     #[arg(long, value_name = "N", hide = true)]
@@ -515,26 +525,10 @@ pub struct ReplayArgs {
     #[arg(long)]
     pub json: bool,
 
-    /// Replay this policy's decisions on the recording (names as for `run`).
-    #[arg(long, value_name = "NAME")]
-    pub policy: Option<String>,
-
-    /// Take the policy, its parameters, the scope and the engine's limits
-    /// from this config file (as `run` does); --policy and scope flags
-    /// override it.
-    #[arg(long, value_name = "FILE")]
-    pub config: Option<PathBuf>,
-
-    /// Only these CPUs of the recorded machine are the policy's to place
-    /// onto.
-    #[arg(long, value_name = "LIST")]
-    pub cpus: Option<String>,
-
-    /// Make up counters for recorded threads that match this file's rules
-    /// (as `run --counters-from`), replacing what was recorded: for
-    /// replaying counter-driven policies on a recording made without a PMU.
-    #[arg(long, value_name = "FILE")]
-    pub counters_from: Option<PathBuf>,
+    /// With --policy or --config: replay that policy's decisions on the
+    /// recording, on the recorded machine (--cpus: part of it).
+    #[command(flatten)]
+    pub choice: PolicyArgs,
 
     /// The processes the policy manages (pids as recorded); without any,
     /// every recorded process.

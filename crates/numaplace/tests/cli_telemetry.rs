@@ -471,7 +471,7 @@ fn replay_a_policy_on_a_recording() {
     // Bad input: exit 2, naming what was wrong.
     for (args, want) in [
         (vec!["--policy", "dino2"], "unknown policy \"dino2\""),
-        (vec!["--policy", "dino", "--cpus", "9"], "--cpus 9"),
+        (vec!["--policy", "dino", "--cpus", "9"], "cpus 9: "),
         (
             vec!["--config", "/nonexistent/np.toml"],
             "cannot read the config file",

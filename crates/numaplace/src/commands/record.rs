@@ -10,14 +10,15 @@ use numaplace_model::RecordHeader;
 
 use std::io::Write as _;
 
-use numaplace_model::{Action, Counter, CpuSet, Outcome, Snapshot};
+use numaplace_model::{Action, Counter, Outcome, Snapshot};
+use numaplace_policy::Signal;
 use numaplace_policy::engine::{Engine, JournalEntry, NoGuard};
 use numaplace_policy::replay::ReplayActuator;
-use numaplace_policy::{PolicyKind, Signal};
 
+use crate::cli::ScopeArgs;
 use crate::cli::{RecordArgs, ReplayArgs};
 use crate::commands::InputError;
-use crate::commands::run::{describe_decision, merge_scope};
+use crate::commands::run::{choose, describe_decision, restrict};
 use crate::commands::tasks::root_of;
 use crate::config::Config;
 use crate::duration::parse_duration;
@@ -96,7 +97,7 @@ pub fn record(args: &RecordArgs) -> Result<()> {
 }
 
 pub fn replay(args: &ReplayArgs) -> Result<()> {
-    if args.policy.is_some() || args.config.is_some() {
+    if args.choice.policy.is_some() || args.choice.config.is_some() {
         return replay_decisions(args);
     }
     let replay = Replay::open(&args.file)?;
@@ -186,31 +187,21 @@ impl Present {
 /// actuator that takes pins and memory moves as done and shows them in the
 /// snapshots that follow (`numaplace_policy::replay`).
 fn replay_decisions(args: &ReplayArgs) -> Result<()> {
-    let mut config = match &args.config {
+    // No config file unless one is named: a replay is not this machine's.
+    let mut config = match &args.choice.config {
         Some(path) => Config::load(Some(path))?,
         None => Config::default(),
     };
-    if let Some(p) = &args.policy {
-        config.policy =
-            PolicyKind::from_name(p).map_err(|e| InputError(format!("--policy: {e}")))?;
+    let mut scope = args.scope.clone();
+    if config.scope.is_empty() && scope == ScopeArgs::default() {
+        scope.all = true;
     }
-    merge_scope(&mut config.scope, &args.scope);
-    if config.scope.is_empty() {
-        config.scope.all = true;
-    }
-    config.scope.validate().map_err(InputError)?;
+    choose(&mut config, &args.choice, &scope)?;
     let replay = Replay::open(&args.file)?;
     let header = replay.header().clone();
-    let mut topology = header.topology.clone();
-    if let Some(list) = args.cpus.as_ref().or(config.cpus.as_ref()) {
-        let cpus: CpuSet = list
-            .parse()
-            .map_err(|e| InputError(format!("--cpus: {e}")))?;
-        topology = topology
-            .restrict(&cpus)
-            .map_err(|e| InputError(format!("--cpus {list}: {}", e.0)))?;
-    }
+    let topology = restrict(header.topology.clone(), &config)?;
     let mut synthetic = args
+        .choice
         .counters_from
         .as_deref()
         .map(SyntheticCounters::load)

@@ -26,7 +26,7 @@ use numaplace_policy::engine::{
 };
 use numaplace_policy::{PolicyKind, Scope};
 
-use crate::cli::{RunArgs, ScopeArgs};
+use crate::cli::{PolicyArgs, RunArgs, ScopeArgs};
 use crate::commands::InputError;
 use crate::config::Config;
 use crate::duration::parse_duration;
@@ -49,20 +49,40 @@ struct Settings {
     synthetic: Option<SyntheticCounters>,
 }
 
-fn settings(args: &RunArgs) -> Result<Settings> {
-    let mut config = Config::load(args.config.as_deref())?;
-    if let Some(p) = &args.policy {
+/// `config` with the policy, CPUs and scope the command line gives on
+/// top, checked.
+pub(crate) fn choose(config: &mut Config, choice: &PolicyArgs, scope: &ScopeArgs) -> Result<()> {
+    if let Some(p) = &choice.policy {
         config.policy =
             PolicyKind::from_name(p).map_err(|e| InputError(format!("--policy: {e}")))?;
     }
+    if let Some(c) = &choice.cpus {
+        config.cpus = Some(c.clone());
+    }
+    merge_scope(&mut config.scope, scope);
+    config.scope.validate().map_err(InputError)?;
+    Ok(())
+}
+
+/// `topology` cut down to the config's `cpus`, if it names some.
+pub(crate) fn restrict(topology: Topology, config: &Config) -> Result<Topology> {
+    let Some(list) = &config.cpus else {
+        return Ok(topology);
+    };
+    let cpus: CpuSet = list.parse().map_err(|e| InputError(format!("cpus: {e}")))?;
+    Ok(topology
+        .restrict(&cpus)
+        .map_err(|e| InputError(format!("cpus {list}: {}", e.0)))?)
+}
+
+fn settings(args: &RunArgs) -> Result<Settings> {
+    let mut config = Config::load(args.choice.config.as_deref())?;
+    choose(&mut config, &args.choice, &args.scope)?;
     if let Some(i) = &args.interval {
         config.interval = Some(i.clone());
     }
     if args.dry_run {
         config.dry_run = true;
-    }
-    if let Some(c) = &args.cpus {
-        config.cpus = Some(c.clone());
     }
     if let Some(j) = &args.journal {
         config.journal = Some(j.clone());
@@ -73,8 +93,6 @@ fn settings(args: &RunArgs) -> Result<Settings> {
     if let Some(m) = &args.metrics {
         config.metrics.listen = Some(m.clone());
     }
-    merge_scope(&mut config.scope, &args.scope);
-    config.scope.validate().map_err(InputError)?;
 
     let interval = match &config.interval {
         Some(text) => {
@@ -89,17 +107,12 @@ fn settings(args: &RunArgs) -> Result<Settings> {
         }
         None => config.policy.build().default_interval(),
     };
-    let mut topology = discover(&TopologySource::Sysfs(SysRoot::host()))?;
-    if let Some(list) = &config.cpus {
-        let cpus: CpuSet = list.parse().map_err(|e| InputError(format!("cpus: {e}")))?;
-        topology = topology
-            .restrict(&cpus)
-            .map_err(|e| InputError(format!("cpus {list}: {}", e.0)))?;
-    }
+    let topology = restrict(discover(&TopologySource::Sysfs(SysRoot::host()))?, &config)?;
     if let Some(l) = &config.metrics.listen {
         metrics::parse_listen(l)?;
     }
     let synthetic = args
+        .choice
         .counters_from
         .as_deref()
         .map(SyntheticCounters::load)
