@@ -491,3 +491,19 @@ fn refused_actions_back_off() {
     let (h, journal) = round(&mut e, &mut act, 22);
     assert_eq!((h, act.0, journal.len()), (0, 6, 1));
 }
+
+/// A name scope matches a process by its own name or any of its threads'.
+#[test]
+fn a_name_scope_matches_by_any_threads_name() {
+    let s = snapshot(1, 100, "0-3");
+    let managed = |comms: &[&str]| {
+        let scope = Scope {
+            comms: comms.iter().map(|c| c.to_string()).collect(),
+            ..Scope::default()
+        };
+        Engine::new(numad(), scope, EngineConfig::default()).managed(&s)
+    };
+    assert_eq!(managed(&["t101"]), [100].into());
+    assert_eq!(managed(&["ap?"]), [100].into());
+    assert!(managed(&["t102", "other"]).is_empty());
+}
