@@ -338,6 +338,7 @@ impl Collector {
             signatures: BTreeMap::new(),
             page_sets: BTreeMap::new(),
         };
+        snapshot.sort_tasks();
         if self.opts.memory {
             self.read_memory(&mut snapshot, now);
         }
@@ -490,6 +491,27 @@ mod tests {
             machine: false,
             samples: true,
         }
+    }
+
+    /// Tasks come in tid order (what `Snapshot::task` searches fast), a
+    /// thread of this process among them.
+    #[test]
+    fn tasks_come_in_tid_order() {
+        let worker = std::thread::spawn(|| std::thread::park_timeout(Duration::from_secs(5)));
+        let mut c = Collector::new(SysRoot::host(), CollectOptions::default());
+        let s = c.collect().unwrap();
+        assert!(s.tasks.windows(2).all(|w| w[0].tid < w[1].tid));
+        let me = std::process::id() as i32;
+        assert_eq!(s.task(me).map(|t| t.tgid), Some(me));
+        let threads = &s.group(me).unwrap().threads;
+        assert!(threads.len() >= 2, "{threads:?}");
+        assert!(
+            threads
+                .iter()
+                .all(|&t| s.task(t).is_some_and(|t| t.tgid == me))
+        );
+        worker.thread().unpark();
+        worker.join().unwrap();
     }
 
     #[test]

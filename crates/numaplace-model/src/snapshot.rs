@@ -92,8 +92,20 @@ pub struct CacheSignature {
 }
 
 impl Snapshot {
+    /// The task `tid`. The collector and the simulator list tasks in tid
+    /// order ([`Snapshot::sort_tasks`]), so this is a binary search, called
+    /// per thread by policies; a list in any other order (a hand-made
+    /// snapshot) is still searched right, one task at a time.
     pub fn task(&self, tid: i32) -> Option<&Task> {
-        self.tasks.iter().find(|t| t.tid == tid)
+        match self.tasks.binary_search_by_key(&tid, |t| t.tid) {
+            Ok(i) if self.tasks[i].tid == tid => Some(&self.tasks[i]),
+            _ => self.tasks.iter().find(|t| t.tid == tid),
+        }
+    }
+
+    /// Puts the tasks in tid order, which [`Snapshot::task`] searches fast.
+    pub fn sort_tasks(&mut self) {
+        self.tasks.sort_unstable_by_key(|t| t.tid);
     }
 
     pub fn group(&self, pid: i32) -> Option<&TaskGroup> {
@@ -194,4 +206,47 @@ pub fn xor_fold(mut x: u64, bits: u32) -> u64 {
         x >>= bits;
     }
     acc
+}
+
+#[cfg(test)]
+mod task_lookup_tests {
+    use super::*;
+
+    fn with_tids(tids: &[i32]) -> Snapshot {
+        Snapshot {
+            tasks: tids
+                .iter()
+                .map(|&tid| Task {
+                    tid,
+                    tgid: tid,
+                    start_time: 1,
+                    comm: "t".into(),
+                    state: 'S',
+                    last_cpu: None,
+                    allowed_cpus: crate::CpuSet::default(),
+                    allowed_mems: crate::CpuSet::default(),
+                    utime: 0,
+                    stime: 0,
+                    vcpu: None,
+                })
+                .collect(),
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn finds_a_task_in_tid_order_or_any_other() {
+        let mut s = with_tids(&[40, 7, 300, 12, 9, 1000, 2]);
+        let all = [40, 7, 300, 12, 9, 1000, 2];
+        for tid in all {
+            assert_eq!(s.task(tid).map(|t| t.tid), Some(tid), "unsorted, {tid}");
+        }
+        assert!(s.task(8).is_none());
+        s.sort_tasks();
+        assert!(s.tasks.windows(2).all(|w| w[0].tid < w[1].tid));
+        for tid in all {
+            assert_eq!(s.task(tid).map(|t| t.tid), Some(tid), "sorted, {tid}");
+        }
+        assert!(s.task(8).is_none() && s.task(0).is_none() && s.task(2000).is_none());
+    }
 }
