@@ -292,6 +292,7 @@ impl Engine {
                     Action::Pin { task, tgid, cpus } => {
                         self.pin(topology, s, *task, *tgid, cpus, actuator, guard)
                     }
+                    _ if let Some(why) = outside_mems(s, &d.action) => Outcome::Skipped { why },
                     Action::MoveMemory {
                         process,
                         to_node,
@@ -466,6 +467,29 @@ impl Engine {
         }
         o
     }
+}
+
+/// Why a memory move is not tried: its target node is outside the memory
+/// nodes the process's cpuset allows (`Mems_allowed`), which the kernel
+/// refuses (`EACCES`) after the policy may already have pinned the threads
+/// there; `None` when allowed or not known.
+fn outside_mems(s: &Snapshot, a: &Action) -> Option<String> {
+    let (Action::MoveMemory {
+        process, to_node, ..
+    }
+    | Action::MoveWindow {
+        process, to_node, ..
+    }) = a
+    else {
+        return None;
+    };
+    let mems = &s.task(process.tid)?.allowed_mems;
+    (!mems.is_empty() && !mems.contains(*to_node)).then(|| {
+        format!(
+            "node {to_node} is not among the memory nodes its cpuset allows ({mems}): the kernel \
+             would refuse the move"
+        )
+    })
 }
 
 /// An actuator that applies nothing and remembers what it was asked: for

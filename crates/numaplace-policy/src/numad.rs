@@ -198,8 +198,15 @@ impl Policy for NumadLike {
                     room_for[c.node].cpus += u;
                 }
             }
+            // Only nodes its cpuset lets it have memory on (Mems_allowed;
+            // unknown: any).
+            let mems = s
+                .task(g.pid)
+                .map(|m| &m.allowed_mems)
+                .filter(|m| !m.is_empty());
             let Some(best) = t
                 .cpu_nodes()
+                .filter(|n| mems.is_none_or(|m| m.contains(n.os_id)))
                 .filter(|n| room_for[n.id].memory >= total as f64)
                 .max_by(|a, b| {
                     room_for[a.id]

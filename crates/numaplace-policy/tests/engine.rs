@@ -507,3 +507,67 @@ fn a_name_scope_matches_by_any_threads_name() {
     assert_eq!(managed(&["ap?"]), [100].into());
     assert!(managed(&["t102", "other"]).is_empty());
 }
+
+/// A process whose cpuset allows memory on node 0 only: numad-like keeps
+/// it on node 0's CPUs instead of sending it to the roomier node 1, and the
+/// engine never asks the kernel to move memory to a node the cpuset does
+/// not allow (it would refuse with EACCES, after the pins).
+#[test]
+fn memory_stays_on_the_nodes_the_cpuset_allows() {
+    let scope = Scope {
+        all: true,
+        ..Scope::default()
+    };
+    let only_node_0 = |seq, ticks| {
+        let mut s = snapshot(seq, ticks, "0-3");
+        for t in &mut s.tasks {
+            t.allowed_mems = CpuSet::parse_list("0").unwrap();
+        }
+        s
+    };
+    let mut e = Engine::new(numad(), scope.clone(), EngineConfig::default());
+    run(&mut e, &only_node_0(0, 0));
+    let (j, acts) = run(&mut e, &only_node_0(1, 100));
+    assert!(!acts.is_empty(), "{j:#?}");
+    for a in &acts {
+        match a {
+            Action::Pin { cpus, .. } => assert_eq!(cpus.to_string(), "0-1"),
+            other => panic!("only pins to node 0: {other:?}"),
+        }
+    }
+
+    // Any policy: a move to node 1 is skipped with the reason, untried.
+    struct MoveTo1;
+    impl numaplace_policy::Policy for MoveTo1 {
+        fn name(&self) -> &'static str {
+            "move-to-1"
+        }
+        fn decide(&mut self, v: &numaplace_policy::View<'_>) -> Plan {
+            let mut p = Plan::default();
+            let g = v.snapshot.group(100).unwrap();
+            p.push(
+                Action::MoveMemory {
+                    process: g.id(),
+                    to_node: 1,
+                    max_pages: None,
+                },
+                "wants node 1",
+            );
+            p
+        }
+    }
+    let mut e = Engine::new(Box::new(MoveTo1), scope, EngineConfig::default());
+    let (j, acts) = run(&mut e, &only_node_0(1, 100));
+    assert!(acts.is_empty(), "{acts:?}");
+    match &j[..] {
+        [entry] => assert_eq!(
+            entry.outcome,
+            Outcome::Skipped {
+                why: "node 1 is not among the memory nodes its cpuset allows (0): the kernel \
+                      would refuse the move"
+                    .into()
+            }
+        ),
+        other => panic!("{other:#?}"),
+    }
+}
