@@ -51,17 +51,6 @@ impl Scope {
 
     /// Whether the scope takes in this process (any rule may match).
     pub fn matches(&self, g: &TaskGroup, s: &Snapshot) -> bool {
-        self.matches_with(g, |tid| s.task(tid).map(|t| t.comm.as_str()))
-    }
-
-    /// [`Scope::matches`], with the name of each of the process's threads
-    /// (by tid) from `comm_of`: for a caller that has the round's tasks
-    /// indexed (`Snapshot::task` is a linear search).
-    pub fn matches_with<'a>(
-        &self,
-        g: &'a TaskGroup,
-        comm_of: impl Fn(i32) -> Option<&'a str>,
-    ) -> bool {
         if g.is_kernel() {
             return false;
         }
@@ -77,8 +66,12 @@ impl Scope {
             return true;
         }
         if !self.comms.is_empty() {
-            let mut names = std::iter::once(g.comm.as_str())
-                .chain(g.threads.iter().filter_map(|&t| comm_of(t)));
+            let mut names = std::iter::once(g.comm.as_str()).chain(
+                g.threads
+                    .iter()
+                    .filter_map(|&t| s.task(t))
+                    .map(|t| t.comm.as_str()),
+            );
             if names.any(|n| self.comms.iter().any(|p| glob(p, n))) {
                 return true;
             }

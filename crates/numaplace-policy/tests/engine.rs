@@ -97,16 +97,21 @@ fn run(engine: &mut Engine, s: &Snapshot) -> (Vec<JournalEntry>, Vec<Action>) {
     (journal, act.actions)
 }
 
+/// The scope of every process.
+fn every_process() -> Scope {
+    Scope {
+        all: true,
+        ..Scope::default()
+    }
+}
+
 fn numad() -> Box<dyn numaplace_policy::Policy> {
     PolicyKind::from_name("numad-like").unwrap().build()
 }
 
 #[test]
 fn numad_like_moves_a_big_process_to_the_roomier_node() {
-    let scope = Scope {
-        all: true,
-        ..Scope::default()
-    };
+    let scope = every_process();
     let mut e = Engine::new(numad(), scope, EngineConfig::default());
     let (j, _) = run(&mut e, &snapshot(0, 0, "0-3"));
     assert!(j.is_empty(), "no CPU usage known in the first round");
@@ -167,10 +172,7 @@ fn nothing_outside_the_scope_and_an_empty_scope_is_nothing() {
 #[test]
 fn threads_that_chose_their_cpus_are_never_pinned() {
     // Both threads were started with `taskset -c 0-1`.
-    let scope = Scope {
-        all: true,
-        ..Scope::default()
-    };
+    let scope = every_process();
     let mut e = Engine::new(numad(), scope, EngineConfig::default());
     run(&mut e, &snapshot(0, 0, "0-1"));
     let (j, acts) = run(&mut e, &snapshot(1, 100, "0-1"));
@@ -194,10 +196,7 @@ fn a_failed_write_ahead_cancels_the_pin() {
             Err("disk full".into())
         }
     }
-    let scope = Scope {
-        all: true,
-        ..Scope::default()
-    };
+    let scope = every_process();
     let mut e = Engine::new(numad(), scope, EngineConfig::default());
     let mut act = RecordingActuator::default();
     let mut journal = Vec::new();
@@ -225,10 +224,7 @@ fn a_failed_write_ahead_cancels_the_pin() {
 
 #[test]
 fn migration_rate_limit() {
-    let scope = Scope {
-        all: true,
-        ..Scope::default()
-    };
+    let scope = every_process();
     let config = EngineConfig {
         migrate_mib_per_sec: 0,
         ..EngineConfig::default()
@@ -247,14 +243,7 @@ fn migration_rate_limit() {
         migrate_mib_per_sec: 64,
         ..EngineConfig::default()
     };
-    let mut e = Engine::new(
-        numad(),
-        Scope {
-            all: true,
-            ..Scope::default()
-        },
-        config,
-    );
+    let mut e = Engine::new(numad(), every_process(), config);
     run(&mut e, &snapshot(0, 0, "0-3"));
     let (_, acts) = run(&mut e, &snapshot(1, 100, "0-3"));
     assert!(
@@ -273,10 +262,7 @@ fn migration_rate_limit() {
 fn default_policy_does_nothing() {
     let mut e = Engine::new(
         PolicyKind::Default.build(),
-        Scope {
-            all: true,
-            ..Scope::default()
-        },
+        every_process(),
         EngineConfig::default(),
     );
     run(&mut e, &snapshot(0, 0, "0-3"));
@@ -287,10 +273,7 @@ fn default_policy_does_nothing() {
 
 #[test]
 fn numad_like_finishes_a_move_the_rate_limit_cut_short() {
-    let scope = Scope {
-        all: true,
-        ..Scope::default()
-    };
+    let scope = every_process();
     let mut e = Engine::new(numad(), scope, EngineConfig::default());
     run(&mut e, &snapshot(0, 0, "0-3"));
     run(&mut e, &snapshot(1, 100, "0-3")); // placed on node 1
@@ -338,10 +321,7 @@ fn numad_like_finishes_a_move_the_rate_limit_cut_short() {
 #[test]
 fn replay_shows_the_policys_pins_in_later_rounds() {
     use numaplace_policy::replay::ReplayActuator;
-    let scope = Scope {
-        all: true,
-        ..Scope::default()
-    };
+    let scope = every_process();
     let mut e = Engine::new(numad(), scope, EngineConfig::default());
     let mut act = ReplayActuator::new(4096);
     let mut journal = Vec::new();
@@ -435,10 +415,7 @@ fn refused_actions_back_off() {
             }
         }
     }
-    let scope = Scope {
-        all: true,
-        ..Scope::default()
-    };
+    let scope = every_process();
     let target = Arc::new(Mutex::new("2-3"));
     let mut e = Engine::new(
         Box::new(Always(target.clone())),
@@ -514,10 +491,7 @@ fn a_name_scope_matches_by_any_threads_name() {
 /// not allow (it would refuse with EACCES, after the pins).
 #[test]
 fn memory_stays_on_the_nodes_the_cpuset_allows() {
-    let scope = Scope {
-        all: true,
-        ..Scope::default()
-    };
+    let scope = every_process();
     let only_node_0 = |seq, ticks| {
         let mut s = snapshot(seq, ticks, "0-3");
         for t in &mut s.tasks {

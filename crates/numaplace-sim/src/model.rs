@@ -797,20 +797,28 @@ mod tests {
         }
     }
 
-    fn solo(m: &Machine, model: &ThreadModel, cpu: usize, pages: &[f64]) -> Speed {
-        let mut s = Solver::new(m, Constants::default());
-        let r = Runner {
+    /// A thread of `model` on `cpu` for `share` of the time, sharing nothing.
+    fn runner<'a>(cpu: usize, share: f64, model: &'a ThreadModel, pages: &'a [f64]) -> Runner<'a> {
+        Runner {
             cpu,
-            share: 1.0,
+            share,
             model,
             pages,
             group: 0,
             shared_bytes: 0,
             shares: false,
             prev_ips: 0.0,
-        };
+        }
+    }
+
+    fn solo(m: &Machine, model: &ThreadModel, cpu: usize, pages: &[f64]) -> Speed {
+        let mut s = Solver::new(m, Constants::default());
         let mut out = Vec::new();
-        s.solve(&[r], &Background::default(), &mut out);
+        s.solve(
+            &[runner(cpu, 1.0, model, pages)],
+            &Background::default(),
+            &mut out,
+        );
         out[0]
     }
 
@@ -867,23 +875,6 @@ mod tests {
         let hog = model(35.0, 28.0, 0.1, 32 << 20);
         let light = model(3.0, 0.3, 0.1, 1 << 20);
         let pages = [1.0];
-        fn runner<'a>(
-            cpu: usize,
-            share: f64,
-            model: &'a ThreadModel,
-            pages: &'a [f64],
-        ) -> Runner<'a> {
-            Runner {
-                cpu,
-                share,
-                model,
-                pages,
-                group: 0,
-                shared_bytes: 0,
-                shares: false,
-                prev_ips: 0.0,
-            }
-        }
         let mut s = Solver::new(&m, Constants::default());
         let mut with = |others: &[(&ThreadModel, f64)]| {
             let mut rs = vec![runner(0, 1.0, &x, &pages)];
