@@ -217,16 +217,9 @@ impl Engine {
 
     /// The processes of `s` in scope.
     pub fn managed(&self, s: &Snapshot) -> BTreeSet<i32> {
-        // Thread names by tid, once (`Snapshot::task` is a linear search,
-        // and a name scope asks for every thread of every process).
-        let comms: HashMap<i32, &str> = if self.scope.comms.is_empty() {
-            HashMap::new()
-        } else {
-            s.tasks.iter().map(|t| (t.tid, t.comm.as_str())).collect()
-        };
         s.groups
             .iter()
-            .filter(|g| self.scope.matches_with(g, |tid| comms.get(&tid).copied()))
+            .filter(|g| self.scope.matches(g, s))
             .map(|g| g.pid)
             .collect()
     }

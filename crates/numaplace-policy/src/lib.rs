@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 use std::collections::HashMap;
 
 use numaplace_model::task::printable;
-use numaplace_model::{CpuSet, Plan, Snapshot, Task, TaskId, Topology};
+use numaplace_model::{Counter, CpuSet, Plan, Snapshot, Task, TaskId, Topology};
 
 pub use registry::{PolicyKind, UnknownPolicy};
 pub use scope::Scope;
@@ -136,6 +136,17 @@ impl Signal {
         Signal::LlcOccupancy,
         Signal::Energy,
     ];
+
+    /// The per-thread counters that make it, for a signal counted by
+    /// perf_event (empty for the others).
+    pub fn counters(self) -> &'static [Counter] {
+        match self {
+            Signal::LlcMissRate => &[Counter::LlcMisses, Counter::Instructions],
+            Signal::Cpi => &[Counter::Cycles, Counter::Instructions],
+            Signal::UncorePenalty => &[Counter::UncoreOccupancy, Counter::UncoreRequests],
+            Signal::Samples | Signal::LlcOccupancy | Signal::Energy => &[],
+        }
+    }
 
     pub fn name(self) -> &'static str {
         match self {

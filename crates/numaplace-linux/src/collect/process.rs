@@ -1,7 +1,7 @@
 //! Reading one process: its main thread, its threads (or what is carried
 //! of them, see `carry.rs`), and its memory per node.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
 use numaplace_model::{CpuSet, NodeMemory, Snapshot, Task, TaskGroup};
@@ -172,22 +172,16 @@ impl Collector {
     /// Memory per node of every process with a memory map of its own
     /// (kernel threads have none) that the memory scope takes in.
     pub(super) fn read_memory(&mut self, snapshot: &mut Snapshot, now: Instant) {
-        let comms: HashMap<i32, &str> = match &self.memory_scope {
-            Some(s) if !s.comms.is_empty() => (snapshot.tasks.iter())
-                .map(|t| (t.tid, t.comm.as_str()))
-                .collect(),
-            _ => HashMap::new(),
-        };
+        // Tasks are in tid order by now: `Snapshot::task` (the scope's
+        // thread names) is a binary search.
         let wanted: Vec<bool> = snapshot
             .groups
             .iter()
             .map(|g| {
                 !g.cmdline.is_empty()
-                    && (self.memory_scope.as_ref())
-                        .is_none_or(|s| s.matches_with(g, |tid| comms.get(&tid).copied()))
+                    && (self.memory_scope.as_ref()).is_none_or(|s| s.matches(g, snapshot))
             })
             .collect();
-        drop(comms);
         for (g, wanted) in snapshot.groups.iter_mut().zip(wanted) {
             if wanted {
                 g.memory = self.memory_of(g.pid, now);

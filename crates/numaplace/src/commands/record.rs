@@ -10,7 +10,7 @@ use numaplace_model::RecordHeader;
 
 use std::io::Write as _;
 
-use numaplace_model::{Action, Counter, Outcome, Snapshot};
+use numaplace_model::{Action, Outcome, Snapshot};
 use numaplace_policy::Signal;
 use numaplace_policy::engine::{Engine, JournalEntry, NoGuard};
 use numaplace_policy::replay::ReplayActuator;
@@ -151,22 +151,9 @@ struct Present(std::collections::BTreeSet<Signal>);
 
 impl Present {
     fn note(&mut self, s: &Snapshot) {
-        let has = |c: &numaplace_model::CounterDeltas, k: &[Counter]| {
-            k.iter().all(|&k| c.get(k).is_some())
-        };
         for c in s.counters.values() {
-            for (signal, needs) in [
-                (
-                    Signal::LlcMissRate,
-                    &[Counter::LlcMisses, Counter::Instructions][..],
-                ),
-                (Signal::Cpi, &[Counter::Cycles, Counter::Instructions][..]),
-                (
-                    Signal::UncorePenalty,
-                    &[Counter::UncoreOccupancy, Counter::UncoreRequests][..],
-                ),
-            ] {
-                if has(c, needs) {
+            for signal in [Signal::LlcMissRate, Signal::Cpi, Signal::UncorePenalty] {
+                if signal.counters().iter().all(|&k| c.get(k).is_some()) {
                     self.0.insert(signal);
                 }
             }

@@ -407,11 +407,9 @@ fn blind_policy(engine: &Engine, collector: &Collector, synthetic: bool) -> Vec<
     Signal::ALL
         .into_iter()
         .filter(|&signal| !match signal {
-            Signal::LlcMissRate => {
-                synthetic || counted(&[Counter::LlcMisses, Counter::Instructions])
-            }
-            Signal::Cpi => synthetic || counted(&[Counter::Cycles, Counter::Instructions]),
-            Signal::UncorePenalty => counted(&[Counter::UncoreOccupancy, Counter::UncoreRequests]),
+            // --counters-from makes up instructions, cycles and LLC misses.
+            Signal::LlcMissRate | Signal::Cpi => synthetic || counted(signal.counters()),
+            Signal::UncorePenalty => counted(signal.counters()),
             Signal::Samples => collector
                 .sampler()
                 .is_some_and(|s| s.availability().reason().is_none()),
