@@ -1,5 +1,6 @@
 //! numaplace's discovery against hwloc's own `lstopo-no-graphics` on real
-//! machines' sysfs snapshots: the shared ones (shared/fixtures/sysfs) and
+//! machines' sysfs snapshots: other projects' (tests/fixtures/sysfs, plus any
+//! in shared/fixtures/sysfs beside the repository) and
 //! this repository's captures (tests/fixtures: this host's kind and QEMU
 //! guests with 2 and 4 nodes).
 //!
@@ -117,25 +118,12 @@ fn compare(tarball: &Path) {
     assert_eq!(back, got, "{name}: JSON round trip");
 }
 
-fn tarballs(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut v: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let n = p.to_string_lossy();
-            n.ends_with(".tar.bz2") || n.ends_with(".tar.xz") || n.ends_with(".tar.gz")
-        })
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
-fn every_shared_fixture_matches_lstopo() {
-    let all = tarballs(&fixtures_dir());
+fn every_real_machine_snapshot_matches_lstopo() {
+    let all = all_fixture_tarballs();
     assert!(
         all.len() >= 9,
-        "expected the 9 shared snapshots, found {}",
+        "expected the 9 snapshots of tests/fixtures/sysfs, found {}",
         all.len()
     );
     for t in all {
@@ -145,7 +133,7 @@ fn every_shared_fixture_matches_lstopo() {
 
 #[test]
 fn every_own_capture_matches_lstopo() {
-    let all = tarballs(&own_fixtures_dir());
+    let all = tarballs_in(&own_fixtures_dir());
     let names: Vec<String> = all
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())

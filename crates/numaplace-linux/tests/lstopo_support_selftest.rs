@@ -1,9 +1,9 @@
 //! Self-tests for the lstopo test-support module (`tests/support/lstopo.rs`).
 //!
 //! The fixture-based tests need Debian hwloc's `lstopo-no-graphics` (2.x)
-//! and the sysfs snapshot tarballs in `shared/fixtures/sysfs/` beside the
-//! repository (override with `NUMAPLACE_SYSFS_FIXTURES`); they fail, saying
-//! what to install, when either is missing.
+//! and the sysfs snapshot tarballs in `tests/fixtures/sysfs/` (override with
+//! `NUMAPLACE_SYSFS_FIXTURES`); they fail, saying what to install, when
+//! either is missing.
 
 #[path = "support/lstopo.rs"]
 mod lstopo;

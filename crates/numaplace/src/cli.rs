@@ -4,12 +4,21 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+/// The version and the git commit the binary was built from (build.rs),
+/// as `numaplace --version` prints them.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("NUMAPLACE_GIT_COMMIT"),
+    ")"
+);
+
 /// Places threads, processes and VM vCPUs on the cores and memory nodes of
 /// multi-socket Linux machines, so that work contending for caches, memory
 /// controllers and the interconnect runs apart, and memory stays near the
 /// threads that use it.
 #[derive(Debug, Parser)]
-#[command(name = "numaplace", version, propagate_version = true)]
+#[command(name = "numaplace", version = VERSION, propagate_version = true)]
 pub struct Cli {
     /// More log output on stderr (-v info, -vv debug, -vvv trace); RUST_LOG
     /// overrides.
@@ -129,6 +138,37 @@ pub enum Command {
         numaplace train --out models.json                (SPEC half of Fig. 4, 3 seeds)\n  \
         numaplace train --suite all --seeds 5 --out models.json")]
     Train(TrainArgs),
+
+    /// Print numaplace's completion script for a shell on standard output.
+    #[command(after_help = "Examples:\n  \
+        numaplace completions bash > /etc/bash_completion.d/numaplace\n  \
+        numaplace completions zsh > \"${fpath[1]}/_numaplace\"\n  \
+        numaplace completions fish > ~/.config/fish/completions/numaplace.fish")]
+    Completions(CompletionsArgs),
+
+    /// Write numaplace's man pages (numaplace.1 and numaplace-COMMAND.1 for
+    /// each command) into a directory; the Debian package is built with it.
+    #[command(
+        hide = true,
+        after_help = "Example:\n  numaplace manpages target/man && man -l target/man/numaplace.1"
+    )]
+    Manpages(ManpagesArgs),
+}
+
+/// `numaplace completions`: a shell's completion script.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+/// `numaplace manpages`: write the man pages.
+#[derive(Debug, Args)]
+pub struct ManpagesArgs {
+    /// The directory to write into (made if missing).
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
 }
 
 /// `numaplace train`: fit `adaptive-mapping`'s models in the simulator.
@@ -360,6 +400,17 @@ pub struct ScopeArgs {
     /// Virtual machines.
     #[arg(long)]
     pub vms: bool,
+}
+
+impl ScopeArgs {
+    /// No scope flag was given: the scope is the config file's alone.
+    pub fn is_empty(&self) -> bool {
+        !self.all
+            && !self.vms
+            && self.pid.is_empty()
+            && self.comm.is_empty()
+            && self.cgroup.is_empty()
+    }
 }
 
 /// The policy and what it may place, as `run`, `advise` and `replay`

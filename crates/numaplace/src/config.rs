@@ -169,6 +169,19 @@ mod tests {
         assert!(seen >= 2, "examples/ should hold a config and a unit");
     }
 
+    /// The Debian package's /etc/numaplace/numaplace.toml: it parses, and
+    /// its scope names nothing, so the service places nothing until the
+    /// operator names what it may touch.
+    #[test]
+    fn packaged_config_parses_and_names_no_scope() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/numaplace.toml");
+        let c = Config::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(c.scope.is_empty(), "{:?}", c.scope);
+        assert_eq!(c.policy, PolicyKind::Default);
+        assert!(!c.dry_run);
+        assert_eq!(c.state, PathBuf::from("/var/lib/numaplace/state.json"));
+    }
+
     #[test]
     fn missing_files() {
         assert!(Config::load(Some(Path::new("/nonexistent/np.toml"))).is_err());

@@ -31,6 +31,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => commands::bench::run(&args),
         Command::Calibrate(args) => commands::calibrate::run(&args),
         Command::Train(args) => commands::train::run(&args),
+        Command::Completions(args) => commands::manual::completions(&args),
+        Command::Manpages(args) => commands::manual::manpages(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

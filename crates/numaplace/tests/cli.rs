@@ -44,26 +44,20 @@ fn topology_of_this_machine() {
 
 #[test]
 fn topology_of_every_fixture_as_json() {
-    let mut seen = 0;
-    for dir in [lstopo::fixtures_dir(), lstopo::own_fixtures_dir()] {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let name = path.to_string_lossy().into_owned();
-            if !(name.ends_with(".tar.bz2") || name.ends_with(".tar.xz")) {
-                continue;
-            }
-            let tmp = tempfile::tempdir().unwrap();
-            let root = lstopo::extract_fixture(&path, tmp.path());
-            let o = numaplace(&["topology", "--sysfs-root", root.to_str().unwrap(), "--json"]);
-            assert!(o.status.success(), "{name}: {}", stderr(&o));
-            let t: Topology = serde_json::from_slice(&o.stdout).expect("topology JSON");
-            assert!(!t.cpus().is_empty(), "{name}");
-            let o = numaplace(&["topology", "--sysfs-root", root.to_str().unwrap()]);
-            assert!(stdout(&o).contains("Machine (sysfs:"), "{name}");
-            seen += 1;
-        }
+    let mut all = lstopo::all_fixture_tarballs();
+    all.extend(lstopo::tarballs_in(&lstopo::own_fixtures_dir()));
+    assert!(all.len() >= 12, "only {} fixtures found", all.len());
+    for path in all {
+        let name = path.to_string_lossy().into_owned();
+        let tmp = tempfile::tempdir().unwrap();
+        let root = lstopo::extract_fixture(&path, tmp.path());
+        let o = numaplace(&["topology", "--sysfs-root", root.to_str().unwrap(), "--json"]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let t: Topology = serde_json::from_slice(&o.stdout).expect("topology JSON");
+        assert!(!t.cpus().is_empty(), "{name}");
+        let o = numaplace(&["topology", "--sysfs-root", root.to_str().unwrap()]);
+        assert!(stdout(&o).contains("Machine (sysfs:"), "{name}");
     }
-    assert!(seen >= 12, "only {seen} fixtures found");
 }
 
 #[test]

@@ -408,3 +408,54 @@ fn dry_run_needs_no_state_and_changes_nothing() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// The service as the Debian package installs it: its config names no
+/// scope, so it says so, places nothing and waits for SIGTERM (exit 0)
+/// instead of failing and being restarted by systemd over and over.
+#[test]
+fn service_with_the_packaged_config_places_nothing_and_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("stderr");
+    let config = common::repo_root().join("packaging/numaplace.toml");
+    let mut daemon = Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .arg("run")
+        .arg("--config")
+        .arg(&config)
+        .arg("--state")
+        .arg(dir.path().join("state.json"))
+        .env_remove("RUST_LOG")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_for("the empty-scope warning", || {
+        said().contains("names nothing")
+    });
+    assert!(daemon.try_wait().unwrap().is_none(), "it waits: {}", said());
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    let status = daemon.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{}", said());
+    assert!(said().contains("nothing was changed"), "{}", said());
+}
+
+/// A scope the config names that matches nothing yet (a VM not started):
+/// the service keeps going; typed on the command line it is an error
+/// (`bad_daemon_input_is_exit_2`).
+#[test]
+fn service_waits_for_the_processes_its_config_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("np.toml");
+    std::fs::write(&config, "[scope]\npids = [999999999]\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .args(["run", "--interval", "100ms", "--rounds", "2", "--config"])
+        .arg(&config)
+        .arg("--state")
+        .arg(dir.path().join("state.json"))
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("matches no running process yet"), "{err}");
+    assert!(err.contains("stopped after 2 rounds"), "{err}");
+}

@@ -11,7 +11,7 @@
 //! Only `std`, `roxmltree` (0.20) and `tempfile` (3) are used.
 //!
 //! Notes on what lstopo reports (hwloc 2.9, verified on the fixtures in
-//! `/work/shared/fixtures/sysfs/`):
+//! `tests/fixtures/sysfs/`):
 //!
 //! * `-i DIR` (forced with `--if fsroot`) makes hwloc treat the topology as
 //!   "not this system", so the x86 CPUID backend is *not* used; setting
@@ -555,21 +555,54 @@ impl std::fmt::Display for LstopoView {
     }
 }
 
-/// Where the shared real-machine snapshots are: `shared/fixtures/sysfs/`
-/// beside the repository, or `NUMAPLACE_SYSFS_FIXTURES`.
+/// Where the real-machine snapshots are: `tests/fixtures/sysfs/` in this
+/// repository, or `NUMAPLACE_SYSFS_FIXTURES`.
 pub fn fixtures_dir() -> PathBuf {
     let dir = std::env::var_os("NUMAPLACE_SYSFS_FIXTURES")
         .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/sysfs")
-        });
+        .unwrap_or_else(|| own_fixtures_dir().join("sysfs"));
     assert!(
         dir.is_dir(),
-        "fixture directory {} is missing: these tests need the shared/ folder beside the \
-         repository, or NUMAPLACE_SYSFS_FIXTURES pointing at shared/fixtures/sysfs",
+        "fixture directory {} is missing: the snapshots ship with the repository in \
+         tests/fixtures/sysfs (or set NUMAPLACE_SYSFS_FIXTURES to such a directory)",
         dir.display()
     );
     dir
+}
+
+/// More snapshots where there are any: `shared/fixtures/sysfs/` beside the
+/// repository. They may add machines; the tests never need them.
+pub fn extra_fixtures_dir() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/sysfs");
+    dir.is_dir().then_some(dir)
+}
+
+/// The snapshot tarballs directly in `dir`, sorted by path.
+pub fn tarballs_in(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let n = p.to_string_lossy();
+            n.ends_with(".tar.bz2") || n.ends_with(".tar.xz") || n.ends_with(".tar.gz")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every snapshot tarball of the main set: the repository's, then those of
+/// `extra_fixtures_dir()` whose file name the repository lacks.
+pub fn all_fixture_tarballs() -> Vec<PathBuf> {
+    let mut all = tarballs_in(&fixtures_dir());
+    if let Some(extra) = extra_fixtures_dir() {
+        for p in tarballs_in(&extra) {
+            if !all.iter().any(|q| q.file_name() == p.file_name()) {
+                all.push(p);
+            }
+        }
+    }
+    all
 }
 
 /// This repository's own captures: `tests/fixtures/` at its top.

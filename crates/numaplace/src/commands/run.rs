@@ -215,7 +215,13 @@ impl Journal {
 pub fn run(args: &RunArgs) -> Result<()> {
     let mut s = settings(args)?;
     let c = &s.config;
-    if c.scope.is_empty() {
+    // The service (`run --config FILE`, no scope flag: the unit's command)
+    // waits for its scope: with none named in the file it places nothing,
+    // and processes it names may start later. Typed by hand, a scope must
+    // name something running now.
+    let service = args.choice.config.is_some() && args.scope.is_empty();
+    let config_file = args.choice.config.clone().unwrap_or_default();
+    if c.scope.is_empty() && !service {
         return Err(InputError(
             "the scope names nothing: give --pid, --comm, --cgroup or --vms (or a [scope] table in the config), or --all for every process"
                 .into(),
@@ -242,6 +248,23 @@ pub fn run(args: &RunArgs) -> Result<()> {
         let report = numaplace_linux::state::restore_all(state, &mut host);
         tracing::warn!("restored: {report}");
     }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    if c.scope.is_empty() {
+        tracing::warn!(
+            "{}: the [scope] table names nothing, so numaplace places nothing: name processes, \
+             cgroups or VMs there (see the comments in the file) and restart it",
+            config_file.display()
+        );
+        while !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("numaplace: stopped; the scope named nothing, so nothing was changed");
+        return Ok(());
+    }
 
     let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
     let mut collector = collector_for(&engine);
@@ -265,7 +288,12 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
     let managed = engine.managed(&first);
     collector.set_sample_processes(Some(managed.clone()));
-    if managed.is_empty() {
+    if managed.is_empty() && service {
+        tracing::warn!(
+            "the scope matches no running process yet ({}); numaplace places them as they appear",
+            describe_scope(&c.scope)
+        );
+    } else if managed.is_empty() {
         return Err(InputError(format!(
             "the scope matches no running process ({}); start them first or widen it",
             describe_scope(&c.scope)
@@ -289,11 +317,6 @@ pub fn run(args: &RunArgs) -> Result<()> {
         Hands::Host(host)
     };
 
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("installing signal handlers")?;
-    }
     tracing::info!(
         "numaplace {} running: policy {}, interval {:?}, {} processes in scope{}{}",
         env!("CARGO_PKG_VERSION"),

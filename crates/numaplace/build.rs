@@ -1,0 +1,53 @@
+//! Build script: finds the git commit the binary is built from, for
+//! `numaplace --version`.
+//!
+//! `NUMAPLACE_GIT_COMMIT` in the environment wins (a build from a source
+//! tarball, where there is no repository, can name its commit that way);
+//! otherwise `git` is asked about the repository around this crate, with
+//! `-dirty` when tracked files differ from the commit. Without either, the
+//! commit is "unknown": a build never fails for want of git.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn git(dir: &Path, args: &[&str]) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    Some(String::from_utf8(out.stdout).ok()?.trim().to_string())
+}
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=NUMAPLACE_GIT_COMMIT");
+    let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let commit = match std::env::var("NUMAPLACE_GIT_COMMIT") {
+        Ok(c) if !c.trim().is_empty() => c.trim().to_string(),
+        _ => from_git(&dir).unwrap_or_else(|| "unknown".to_string()),
+    };
+    println!("cargo:rustc-env=NUMAPLACE_GIT_COMMIT={commit}");
+}
+
+fn from_git(dir: &Path) -> Option<String> {
+    let head = git(dir, &["rev-parse", "--short=12", "HEAD"])?;
+    // Rebuild when HEAD moves (a commit, a checkout) or the index changes
+    // (what -dirty is judged against). In a worktree these live apart.
+    for p in ["HEAD", "index", "packed-refs"] {
+        if let Some(path) = git(dir, &["rev-parse", "--git-path", p]) {
+            println!("cargo:rerun-if-changed={}", dir.join(path).display());
+        }
+    }
+    if let Some(r) = git(dir, &["symbolic-ref", "-q", "HEAD"])
+        && let Some(path) = git(dir, &["rev-parse", "--git-path", &r])
+    {
+        println!("cargo:rerun-if-changed={}", dir.join(path).display());
+    }
+    let dirty =
+        git(dir, &["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    Some(if dirty { format!("{head}-dirty") } else { head })
+}

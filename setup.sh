@@ -1,0 +1,207 @@
+#!/usr/bin/env bash
+# numaplace from a fresh Debian 12 or 13 machine that has git and a Rust
+# toolchain (1.85 or later), run as root or as a user who may sudo:
+#
+#   ./setup.sh            installs the Debian packages the build needs (only
+#                         those missing), builds, and runs the main job:
+#                         `numaplace compare` on the built-in default scenario
+#   ./setup.sh test       installs what the tests need (only what is missing)
+#                         and runs the whole test suite: formatting, clippy,
+#                         the unit and integration tests, the QEMU guests and
+#                         long tests, the fuzzers for a bounded time, and the
+#                         Debian package's file list. CI runs exactly this.
+#   ./setup.sh deb        builds the Debian package into target/debian/
+#
+# Each can run again: packages already installed are not touched, cargo
+# rebuilds only what changed, the QEMU kernel and cargo's helper tools are
+# fetched once. Exit status: 0 done, 1 a build or test failed, 2 something
+# this machine lacks (said in one line, with what to do).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+# Build: a C linker and libc headers (rustc links through cc), pkg-config and
+# libhwloc-dev (the hwloc binding links Debian's libhwloc), libudev-dev
+# (libhwloc's pkg-config file names it), ca-certificates (cargo fetches
+# crates over TLS).
+build_packages=(gcc libc6-dev pkg-config libhwloc-dev libudev-dev ca-certificates)
+# Tests, besides: hwloc (lstopo-no-graphics, which the topology tests compare
+# against), bzip2 and xz-utils (the fixture tarballs), qemu-system-x86,
+# busybox-static and cpio (the QEMU guests, tests/vm/), numactl (migratepages,
+# which the daemon test compares numaplace's page moves with), g++ (libFuzzer,
+# built by cargo-fuzz), dpkg-dev (dpkg-shlibdeps, for the package's
+# dependencies).
+test_packages=(hwloc bzip2 xz-utils tar qemu-system-x86 busybox-static cpio numactl g++ dpkg-dev)
+
+fail() { # one line, exit 2: what this machine lacks and what to do
+    echo "setup.sh: $*" >&2
+    exit 2
+}
+say() { echo "== $*" >&2; }
+
+usage() {
+    awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
+}
+
+need_debian() {
+    command -v dpkg-query >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 ||
+        fail "this script installs Debian packages with apt-get, which this machine lacks; on another distribution install the equivalents of: ${build_packages[*]} ${test_packages[*]}"
+}
+
+# Installs the packages named that are not installed yet: nothing to do, no
+# root needed; something to do, root or sudo.
+install_missing() {
+    need_debian
+    local missing=() p
+    for p in "$@"; do
+        [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" = installed ] ||
+            missing+=("$p")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    local as=()
+    if [ "$(id -u)" -ne 0 ]; then
+        command -v sudo >/dev/null 2>&1 ||
+            fail "needs Debian packages ${missing[*]} and installing them needs root: run this as root, or install sudo, or run 'apt-get install ${missing[*]}' as root first"
+        as=(sudo)
+    fi
+    say "installing ${missing[*]}"
+    "${as[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+    "${as[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# A Rust toolchain new enough for the workspace (edition 2024: 1.85).
+need_rust() {
+    command -v cargo >/dev/null 2>&1 && command -v rustc >/dev/null 2>&1 ||
+        fail "no Rust toolchain: cargo and rustc are not on PATH; install Rust 1.85 or later (rustup, or Debian 13's 'apt-get install cargo'), add it to PATH (rustup: . ~/.cargo/env), and run this again"
+    local v major minor
+    v=$(rustc --version | awk '{ print $2 }')
+    major=${v%%.*}
+    minor=${v#*.}
+    minor=${minor%%.*}
+    [ "$major" -gt 1 ] || [ "$minor" -ge 85 ] ||
+        fail "rustc $v is too old: numaplace needs Rust 1.85 or later (rustup update, or Debian 13's cargo)"
+}
+
+need_components() {
+    local c
+    for c in fmt clippy; do
+        cargo "$c" --version >/dev/null 2>&1 ||
+            fail "the tests need cargo $c, which this toolchain lacks: rustup component add ${c/fmt/rustfmt}"
+    done
+}
+
+# cargo-installed helpers (cargo-fuzz, cargo-deb), once.
+need_cargo_tool() { # SUBCOMMAND CRATE VERSION
+    cargo "$1" --version >/dev/null 2>&1 && return 0
+    say "installing $2 $3 (cargo install, once)"
+    cargo install "$2" --version "$3" --locked
+}
+
+target_dir() { echo "${CARGO_TARGET_DIR:-target}"; }
+
+main_job() {
+    need_rust
+    install_missing "${build_packages[@]}"
+    say "building (cargo build --release)"
+    cargo build --release --locked -p numaplace
+    say "the main job: numaplace compare (the built-in default scenario)"
+    "$(target_dir)/release/numaplace" compare
+}
+
+build_deb() {
+    need_rust
+    install_missing "${build_packages[@]}" dpkg-dev
+    need_cargo_tool deb cargo-deb 3.8.0
+    local t
+    t=$(target_dir)
+    say "building the Debian package"
+    cargo build --release --locked -p numaplace
+    # The man pages and completions come from the binary's own command line.
+    rm -rf "$t/release/package"
+    mkdir -p "$t/release/package/completions"
+    "$t/release/numaplace" manpages "$t/release/package/man" >/dev/null
+    gzip -9n "$t"/release/package/man/*.1 # Debian Policy 12.1: compressed
+    "$t/release/numaplace" completions bash >"$t/release/package/completions/numaplace.bash"
+    "$t/release/numaplace" completions zsh >"$t/release/package/completions/_numaplace"
+    "$t/release/numaplace" completions fish >"$t/release/package/completions/numaplace.fish"
+    cargo deb -p numaplace --no-build --locked
+}
+
+test_suite() {
+    need_rust
+    need_components
+    install_missing "${build_packages[@]}" "${test_packages[@]}"
+    local status=0 s
+    log=$(mktemp)
+    trap 'rm -f "$log"' EXIT
+
+    say "rustfmt"
+    cargo fmt --all -- --check
+    say "clippy"
+    cargo clippy --workspace --all-targets --locked -- -D warnings
+
+    say "tests"
+    set +e
+    cargo test --workspace --locked --no-fail-fast 2>&1 | tee "$log"
+    s=${PIPESTATUS[0]}
+    set -e
+    [ "$status" -ne 0 ] || status=$s
+
+    # Ignored by the plain run: they boot QEMU (2- and 4-node guests, a VM
+    # on this host) or run for 30 s (the daemon under thread churn). One at
+    # a time: two guests at once on a small machine only slow each other.
+    say "QEMU and long tests"
+    set +e
+    cargo test -p numaplace --locked --test qemu_guest_memory --test qemu_host_vm \
+        --test qemu_guest_daemon --test qemu_guest_dino --test qemu_guest_bench \
+        --test daemon_churn --no-fail-fast -- --ignored --test-threads=1 2>&1 |
+        tee -a "$log"
+    s=${PIPESTATUS[0]}
+    set -e
+    [ "$status" -ne 0 ] || status=$s
+
+    say "the Debian package and its file list"
+    set +e
+    (build_deb)
+    s=$?
+    if [ "$s" -eq 0 ]; then
+        cargo test -p numaplace --locked --test package -- --ignored 2>&1 | tee -a "$log"
+        s=${PIPESTATUS[0]}
+    fi
+    set -e
+    [ "$status" -ne 0 ] || status=$s
+
+    say "fuzz (procfs and numa_maps parsers, bounded)"
+    set +e
+    fuzz/run.sh "${NUMAPLACE_FUZZ_SECONDS:-20}"
+    s=$?
+    set -e
+    [ "$status" -ne 0 ] || status=$s
+
+    # cargo ends on the last crate's doc-tests, often "0 passed": close with
+    # the whole run's count. One count per test binary (its Running/Doc-tests
+    # line, hash cut off), the last run's: the plain run lists the QEMU and
+    # package tests as ignored, their own steps then run them.
+    awk '/^ *(Running|Doc-tests) / { bin = $0; sub(/^ +/, "", bin); sub(/-[0-9a-f]+\)$/, "", bin) }
+         /^test result:/ { p[bin] = $4; f[bin] = $6; i[bin] = $8 }
+         END { for (b in p) { tp += p[b]; tf += f[b]; ti += i[b] }
+               printf "tests: %d passed, %d failed, %d skipped\n", tp, tf, ti }' "$log"
+    # The fuzzers print thousands of lines after the tests: name the failures
+    # again at the very end, where a reader of a cut log still sees them.
+    if grep -q -E '^test .* FAILED$|^error: test failed' "$log"; then
+        echo "failed tests:"
+        grep -E '^test .* FAILED$' "$log" | sed 's/^/  /' || true
+        grep -E "^error: test failed|^thread '.*' panicked at" "$log" | sed 's/^/  /' | head -20 || true
+    fi
+    return "$status"
+}
+
+case "${1:-compare}" in
+compare) main_job ;;
+test) test_suite ;;
+deb) build_deb ;;
+-h | --help | help) usage ;;
+*)
+    usage >&2
+    fail "unknown command '$1': give none (build and compare), test or deb"
+    ;;
+esac
