@@ -200,8 +200,5 @@ compare) main_job ;;
 test) test_suite ;;
 deb) build_deb ;;
 -h | --help | help) usage ;;
-*)
-    usage >&2
-    fail "unknown command '$1': give none (build and compare), test or deb"
-    ;;
+*) fail "unknown command '$1': give none (build and compare), test or deb (--help says more)" ;;
 esac
