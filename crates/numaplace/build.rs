@@ -37,17 +37,40 @@ fn from_git(dir: &Path) -> Option<String> {
     let head = git(dir, &["rev-parse", "--short=12", "HEAD"])?;
     // Rebuild when HEAD moves (a commit, a checkout) or the index changes
     // (what -dirty is judged against). In a worktree these live apart.
+    // (Only files that exist: cargo takes a missing one as changed, every
+    // build.)
+    let watch = |path: String| {
+        let path = dir.join(path);
+        if path.exists() {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+    };
     for p in ["HEAD", "index", "packed-refs"] {
         if let Some(path) = git(dir, &["rev-parse", "--git-path", p]) {
-            println!("cargo:rerun-if-changed={}", dir.join(path).display());
+            watch(path);
         }
     }
     if let Some(r) = git(dir, &["symbolic-ref", "-q", "HEAD"])
         && let Some(path) = git(dir, &["rev-parse", "--git-path", &r])
     {
-        println!("cargo:rerun-if-changed={}", dir.join(path).display());
+        watch(path);
     }
-    let dirty =
-        git(dir, &["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
+    // Judged again whenever the sources change (the workspace's crates and
+    // manifests; a directory is scanned whole). --no-optional-locks: a
+    // plain `git status` refreshes the index, which would make the next
+    // build run this script, and rebuild the binary, for nothing.
+    for p in ["../../crates", "../../Cargo.toml", "../../Cargo.lock"] {
+        println!("cargo:rerun-if-changed={}", dir.join(p).display());
+    }
+    let dirty = git(
+        dir,
+        &[
+            "--no-optional-locks",
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+        ],
+    )
+    .is_some_and(|s| !s.is_empty());
     Some(if dirty { format!("{head}-dirty") } else { head })
 }
