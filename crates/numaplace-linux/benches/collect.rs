@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use numaplace_linux::{CollectOptions, Collector, SysRoot};
-use numaplace_policy::Scope;
+use numaplace_model::Scope;
 
 /// Set (to a thread count) in the environment of the crowd process.
 const CROWD_PROCESS: &str = "NP_BENCH_CROWD_PROCESS";

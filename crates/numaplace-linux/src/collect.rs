@@ -19,10 +19,10 @@ mod process;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use numaplace_model::Scope;
 use numaplace_model::{
     Counter, EnergyDelta, GroupKind, MachineReadings, ResctrlSample, Snapshot, TaskGroup,
 };
-use numaplace_policy::Scope;
 use thiserror::Error;
 
 use self::carry::CarryOver;

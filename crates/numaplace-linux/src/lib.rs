@@ -3,7 +3,9 @@
 //! in for the live one.
 
 pub mod actuate;
+pub mod atomic;
 pub mod collect;
+pub mod live;
 pub mod microbench;
 pub mod nodes;
 pub mod perf;
@@ -17,6 +19,7 @@ pub mod topology;
 pub mod vm;
 
 pub use collect::{CollectOptions, Collector};
+pub use live::LiveTelemetry;
 pub use record::{RecordError, Recorder, Replay};
 pub use sysroot::{ReadError, SysRoot, SysRootError};
 pub use topology::{DiscoveryError, TopologySource, discover};

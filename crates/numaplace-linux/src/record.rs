@@ -200,6 +200,16 @@ fn parse_header(path: &Path, line: &str) -> Result<RecordHeader, RecordError> {
     serde_json::from_value(value).map_err(|e| not(format!("bad header: {e}")))
 }
 
+/// A recording as the engine's telemetry: its snapshots in order, until
+/// its last line.
+impl numaplace_model::world::Telemetry for Replay {
+    type Error = RecordError;
+
+    fn next_snapshot(&mut self) -> Result<Option<Snapshot>, RecordError> {
+        self.next().transpose()
+    }
+}
+
 impl Iterator for Replay {
     type Item = Result<Snapshot, RecordError>;
 

@@ -17,8 +17,8 @@
 //! per state file is assumed (the caller holds the lock).
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::io::{self, Read};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -26,7 +26,7 @@ use numaplace_model::{Action, CpuSet, Outcome, TaskId};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::actuate::{ActError, Actuator};
+use crate::actuate::{Actuator, AffinityError};
 
 /// Format version written in the file.
 const VERSION: u32 = 1;
@@ -219,31 +219,8 @@ impl StateFile {
     }
 
     fn write_atomic(&self, bytes: &[u8]) -> Result<(), StateError> {
-        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let tmp = self
-            .dir
-            .join(format!(".{name}.tmp.{}.{nanos}", std::process::id()));
-        let write = || -> io::Result<()> {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&tmp)?;
-            // Exactly 0600, whatever the umask.
-            f.set_permissions(fs::Permissions::from_mode(0o600))?;
-            f.write_all(bytes)?;
-            f.sync_all()?;
-            fs::rename(&tmp, &self.path)
-        };
-        if let Err(e) = write() {
-            let _ = fs::remove_file(&tmp);
-            return Err(io_err(&self.path, "cannot write the state file")(e));
-        }
-        self.sync_dir()
+        crate::atomic::write_atomic(&self.path, bytes, 0o600)
+            .map_err(|e| io_err(&self.path, "cannot write the state file")(e.source))
     }
 
     fn sync_dir(&self) -> Result<(), StateError> {
@@ -449,7 +426,7 @@ pub fn restore_all(state: &mut StateFile, act: &mut dyn Actuator) -> RestoreRepo
 
 fn restore_one(e: &PinEntry, act: &mut dyn Actuator) -> Restore {
     match act.affinity(e.task, e.tgid) {
-        Err(ActError::Gone { .. }) => Restore::Gone,
+        Err(AffinityError::Gone) => Restore::Gone,
         Err(err) => Restore::Kept {
             why: format!("cannot read its affinity: {err}"),
         },
@@ -487,6 +464,7 @@ mod tests {
     use super::*;
     use crate::actuate::testing::{Parked, allowed, pid};
     use crate::actuate::{HostActuator, RecordingActuator};
+    use std::os::unix::fs::PermissionsExt;
 
     fn set(list: &str) -> CpuSet {
         CpuSet::parse_list(list).unwrap()
@@ -721,7 +699,7 @@ mod tests {
         assert_eq!(r[2], Restore::Gone);
         assert_eq!(report.count(|r| matches!(r, Restore::Kept { .. })), 1);
         assert_eq!(
-            rec.actions(),
+            rec.actions,
             &[Action::Pin {
                 task: id(1, 1),
                 tgid: 1,

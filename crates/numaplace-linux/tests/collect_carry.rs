@@ -10,8 +10,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use numaplace_linux::{CollectOptions, Collector, SysRoot};
+use numaplace_model::Scope;
 use numaplace_model::{Snapshot, Task};
-use numaplace_policy::Scope;
 
 const HELPER: &str = "NP_CARRY_HELPER";
 

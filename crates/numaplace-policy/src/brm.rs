@@ -89,8 +89,8 @@ use serde::{Deserialize, Serialize};
 use numaplace_model::metrics::uncore_penalty;
 use numaplace_model::{Action, Counter, CpuSet, Plan, Task, TaskId, Topology};
 
-use crate::scope::glob;
 use crate::{Needs, Policy, Signal, View};
+use numaplace_model::scope::glob;
 
 /// BRM's parameters (`[policy]` with `name = "brm"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -471,6 +471,7 @@ impl Policy for Brm {
             counters: true,
             memory: false,
             samples: false,
+            page_sets: false,
         }
     }
 

@@ -17,6 +17,7 @@
 //!   may not touch costs neither a syscall nor a journal line per round.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -25,54 +26,20 @@ use numaplace_model::{Action, CpuSet, Outcome, Snapshot, TaskId, Topology};
 
 use crate::{Policy, Scope, View};
 
-/// Where snapshots come from: the live host, a recording, the simulator.
-pub trait Telemetry {
-    type Error: std::error::Error + Send + Sync + 'static;
-    fn next_snapshot(&mut self) -> Result<Snapshot, Self::Error>;
-}
+pub use numaplace_model::world::{
+    Actuator, AffinityError, JournalEntry, NoGuard, Pair, PinGuard, RecordingActuator, Telemetry,
+};
 
-/// What carries actions out: the live host, or a recorder that applies
-/// nothing.
-pub trait Actuator {
-    fn apply(&mut self, action: &Action) -> Outcome;
-}
+/// What the caller of [`Engine::run`] sees of the loop: each journal entry
+/// as it is made (with the round's snapshot), and the end of each round.
+pub trait Observer {
+    fn entry(&mut self, snapshot: &Snapshot, entry: &JournalEntry);
 
-/// Called before a pin is applied, to record the thread's original
-/// affinity durably; an error cancels the pin.
-pub trait PinGuard {
-    fn before_pin(
-        &mut self,
-        task: TaskId,
-        tgid: i32,
-        original: &CpuSet,
-        new: &CpuSet,
-    ) -> Result<(), String>;
-}
-
-/// A guard that records nothing (dry runs, the simulator).
-pub struct NoGuard;
-
-impl PinGuard for NoGuard {
-    fn before_pin(&mut self, _: TaskId, _: i32, _: &CpuSet, _: &CpuSet) -> Result<(), String> {
-        Ok(())
+    /// After each round; [`ControlFlow::Break`] ends the loop (a round
+    /// limit, an output that failed).
+    fn round_done(&mut self, _snapshot: &Snapshot, _report: &RoundReport) -> ControlFlow<()> {
+        ControlFlow::Continue(())
     }
-}
-
-/// One line of the decision journal.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JournalEntry {
-    /// The snapshot's round.
-    pub round: u64,
-    pub time_unix_ns: u64,
-    pub policy: String,
-    pub pid: i32,
-    /// The process's label (VM name or program name). Untrusted.
-    pub label: String,
-    #[serde(flatten)]
-    pub action: Action,
-    pub reason: String,
-    #[serde(flatten)]
-    pub outcome: Outcome,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -168,6 +135,21 @@ pub struct EngineTotals {
     pub apply_ns: u64,
 }
 
+impl EngineTotals {
+    /// Counts one more round.
+    pub fn add(&mut self, report: &RoundReport) {
+        self.rounds += 1;
+        self.decided += report.decided as u64;
+        self.applied += report.applied as u64;
+        self.skipped += report.skipped as u64;
+        self.refused += report.refused as u64;
+        self.gone += report.gone as u64;
+        self.pages_moved += report.pages_moved;
+        self.decide_ns += report.decide_ns;
+        self.apply_ns += report.apply_ns;
+    }
+}
+
 pub struct Engine {
     policy: Box<dyn Policy>,
     scope: Scope,
@@ -222,6 +204,35 @@ impl Engine {
             .filter(|g| self.scope.matches(g, s))
             .map(|g| g.pid)
             .collect()
+    }
+
+    /// The loop of ARCHITECTURE.md, in every world: until the world ends
+    /// (or `observer` says stop), its next snapshot goes to the policy and
+    /// the plan to the world's actuator, every action journalled; after
+    /// each round the world hears which processes are in scope and which
+    /// were acted on. Returns the rounds run; a telemetry error ends the
+    /// loop with it.
+    pub fn run<W: Telemetry + Actuator>(
+        &mut self,
+        topology: &Topology,
+        world: &mut W,
+        guard: &mut dyn PinGuard,
+        observer: &mut dyn Observer,
+    ) -> Result<u64, W::Error> {
+        let mut rounds = 0;
+        while let Some(snapshot) = world.next_snapshot()? {
+            let mut acted_on = BTreeSet::new();
+            let report = self.round(topology, &snapshot, world, guard, &mut |e| {
+                acted_on.insert(e.pid);
+                observer.entry(&snapshot, e);
+            });
+            rounds += 1;
+            world.after_round(&self.managed(&snapshot), &acted_on);
+            if observer.round_done(&snapshot, &report).is_break() {
+                break;
+            }
+        }
+        Ok(rounds)
     }
 
     /// One round: decide on `s`, carry the plan out through `actuator`,
@@ -378,16 +389,7 @@ impl Engine {
         }
         report.apply_ns = start.elapsed().as_nanos() as u64;
 
-        let t = &mut self.totals;
-        t.rounds += 1;
-        t.decided += report.decided as u64;
-        t.applied += report.applied as u64;
-        t.skipped += report.skipped as u64;
-        t.refused += report.refused as u64;
-        t.gone += report.gone as u64;
-        t.pages_moved += report.pages_moved;
-        t.decide_ns += report.decide_ns;
-        t.apply_ns += report.apply_ns;
+        self.totals.add(&report);
         report
     }
 
@@ -483,18 +485,4 @@ fn outside_mems(s: &Snapshot, a: &Action) -> Option<String> {
              would refuse the move"
         )
     })
-}
-
-/// An actuator that applies nothing and remembers what it was asked: for
-/// dry runs, `advise`, and tests.
-#[derive(Debug, Default)]
-pub struct RecordingActuator {
-    pub actions: Vec<Action>,
-}
-
-impl Actuator for RecordingActuator {
-    fn apply(&mut self, action: &Action) -> Outcome {
-        self.actions.push(action.clone());
-        Outcome::NotApplied
-    }
 }

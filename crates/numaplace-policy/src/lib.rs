@@ -13,7 +13,6 @@ pub mod engine;
 pub mod numad;
 pub mod registry;
 pub mod replay;
-pub mod scope;
 pub mod static_placement;
 pub mod symbiosis;
 #[cfg(any(test, feature = "testutil"))]
@@ -26,8 +25,8 @@ use std::collections::HashMap;
 use numaplace_model::task::printable;
 use numaplace_model::{Counter, CpuSet, Plan, Snapshot, Task, TaskId, Topology};
 
+pub use numaplace_model::Scope;
 pub use registry::{PolicyKind, UnknownPolicy};
-pub use scope::Scope;
 
 /// What a policy sees in one round.
 pub struct View<'a> {
@@ -73,6 +72,10 @@ pub struct Needs {
     /// `Snapshot::samples`): an fd and a ring buffer per thread, so only
     /// for policies that move the pages threads touch.
     pub samples: bool,
+    /// Seed 002 §4's per-thread page sets (which pages each thread
+    /// touched over a window, `Snapshot::page_sets`): the simulator keeps
+    /// them only for policies that read them, as they cost memory per page.
+    pub page_sets: bool,
 }
 
 /// A placement policy.
@@ -92,6 +95,7 @@ pub trait Policy: Send {
             counters: true,
             memory: true,
             samples: false,
+            page_sets: false,
         }
     }
 
@@ -174,6 +178,7 @@ impl Policy for DefaultPolicy {
             counters: false,
             memory: false,
             samples: false,
+            page_sets: false,
         }
     }
 

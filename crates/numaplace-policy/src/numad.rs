@@ -112,6 +112,7 @@ impl Policy for NumadLike {
             counters: false,
             memory: true,
             samples: false,
+            page_sets: false,
         }
     }
 

@@ -11,43 +11,87 @@ use crate::static_placement::{StaticParams, StaticPlacement};
 use crate::symbiosis::{Symbiosis, SymbiosisParams};
 use crate::{DefaultPolicy, Policy};
 
-/// A policy and its parameters. In TOML: `[policy]` with `name = "..."`
-/// and the policy's own keys beside it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "name", rename_all = "kebab-case")]
-pub enum PolicyKind {
+/// The one table of policies: from it come [`PolicyKind`] (the serde enum
+/// a config's `[policy]` table is read into, its variants documented),
+/// [`PolicyKind::NAMES`], [`PolicyKind::from_name`], [`PolicyKind::name`]
+/// and [`PolicyKind::build`]. Each row: the doc, the variant and its
+/// parameters' type (if any), the name, and how to build the policy from
+/// the parameters `p`.
+macro_rules! policies {
+    ($( $(#[doc = $doc:literal])* $variant:ident $(($params:ty))? = $name:literal, |$p:ident| $build:expr; )*) => {
+        /// A policy and its parameters. In TOML: `[policy]` with `name = "..."`
+        /// and the policy's own keys beside it.
+        #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "name", rename_all = "kebab-case")]
+        // A config value, made once per run: its size does not matter.
+        #[allow(clippy::large_enum_variant)]
+        pub enum PolicyKind {
+            $( $(#[doc = $doc])* $variant $(($params))?, )*
+        }
+
+        impl PolicyKind {
+            /// Every policy's name, in the order `--help` lists them.
+            pub const NAMES: [&'static str; [$($name),*].len()] = [$($name),*];
+
+            /// The policy of this name with its default parameters.
+            pub fn from_name(name: &str) -> Result<PolicyKind, UnknownPolicy> {
+                match name {
+                    $( $name => Ok(PolicyKind::$variant $((<$params>::default()))?), )*
+                    other => Err(UnknownPolicy(other.to_string())),
+                }
+            }
+
+            pub fn name(&self) -> &'static str {
+                match self {
+                    $( PolicyKind::$variant { .. } => $name, )*
+                }
+            }
+
+            /// A fresh policy of this kind.
+            pub fn build(&self) -> Box<dyn Policy> {
+                match self {
+                    $( policies!(@bind $variant $p $($params)?) => $build, )*
+                }
+            }
+        }
+    };
+    (@bind $variant:ident $p:ident $params:ty) => { PolicyKind::$variant($p) };
+    (@bind $variant:ident $p:ident) => { PolicyKind::$variant };
+}
+
+policies! {
     /// Leave Linux alone: no action ever.
-    Default,
+    Default = "default", |p| Box::new(DefaultPolicy);
     /// numad's documented behaviour: put each big process on the node with
     /// the most free CPU and memory, move its memory there, look again
     /// rarely.
-    NumadLike(NumadParams),
+    NumadLike(NumadParams) = "numad-like", |p| Box::new(NumadLike::new(p.clone()));
     /// A fixed placement (by hand, or the simulator's oracle): listed
     /// threads pinned to listed CPUs, listed processes' memory on listed
     /// nodes, held every round.
-    Static(StaticParams),
+    Static(StaticParams) = "static", |p| Box::new(StaticPlacement::new(p.clone()));
     /// Distributed Intensity (seed 004 §3.1): threads sorted by LLC miss
     /// rate spread over the memory domains every second; memory stays.
-    DiPlain,
+    DiPlain = "di-plain", |p| Box::new(DistributedIntensity::plain());
     /// DI-Plain with memory following the threads (seed 004 §3.2).
-    DiMigrate(DiParams),
+    DiMigrate(DiParams) = "di-migrate", |p| Box::new(DistributedIntensity::migrate(p.clone()));
     /// DINO (seed 004 §3.3): classes with hysteresis, a placement layout
     /// that avoids superfluous migrations, an application's threads kept
     /// together, memory following its threads without ping-pong.
-    Dino(DinoParams),
+    Dino(DinoParams) = "dino", |p| Box::new(Dino::new(p.clone()));
     /// Bias Random vCPU Migration (seed 000 §4): candidate threads (VM
     /// vCPUs, tagged names, or heavy uncore users) moved at random, biased
     /// towards the node where the system-wide uncore penalty was lowest.
-    Brm(BrmParams),
+    Brm(BrmParams) = "brm", |p| Box::new(Brm::new(p.clone()));
     /// Symbiotic scheduling (seed 003 §3.3): tasks grouped onto cores and
     /// LLC domains from cache-footprint signatures (occupancy weight,
     /// symbiosis) by weight sorting or a min-cut of the interference graph.
-    Symbiosis(SymbiosisParams),
+    Symbiosis(SymbiosisParams) = "symbiosis", |p| Box::new(Symbiosis::new(p.clone()));
     /// Adaptive local / interleaved vcore mapping (seed 002 §4-§5): page
     /// metrics, classifier, per-class models, voting with confidence,
     /// probing the other mapping when unsure, overhead ceiling; objective
     /// performance, power or energy.
-    AdaptiveMapping(AdaptiveParams),
+    AdaptiveMapping(AdaptiveParams) = "adaptive-mapping", |p| Box::new(AdaptiveMapping::new(p.clone()));
 }
 
 /// A `--policy` name numaplace does not know.
@@ -66,66 +110,6 @@ impl std::fmt::Display for UnknownPolicy {
 }
 
 impl std::error::Error for UnknownPolicy {}
-
-impl PolicyKind {
-    /// Every policy's name, in the order `--help` lists them.
-    pub const NAMES: [&'static str; 9] = [
-        "default",
-        "numad-like",
-        "static",
-        "di-plain",
-        "di-migrate",
-        "dino",
-        "brm",
-        "symbiosis",
-        "adaptive-mapping",
-    ];
-
-    /// The policy of this name with its default parameters.
-    pub fn from_name(name: &str) -> Result<PolicyKind, UnknownPolicy> {
-        match name {
-            "default" => Ok(PolicyKind::Default),
-            "numad-like" => Ok(PolicyKind::NumadLike(NumadParams::default())),
-            "static" => Ok(PolicyKind::Static(StaticParams::default())),
-            "di-plain" => Ok(PolicyKind::DiPlain),
-            "di-migrate" => Ok(PolicyKind::DiMigrate(DiParams::default())),
-            "dino" => Ok(PolicyKind::Dino(DinoParams::default())),
-            "brm" => Ok(PolicyKind::Brm(BrmParams::default())),
-            "symbiosis" => Ok(PolicyKind::Symbiosis(SymbiosisParams::default())),
-            "adaptive-mapping" => Ok(PolicyKind::AdaptiveMapping(AdaptiveParams::default())),
-            other => Err(UnknownPolicy(other.to_string())),
-        }
-    }
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            PolicyKind::Default => "default",
-            PolicyKind::NumadLike(_) => "numad-like",
-            PolicyKind::Static(_) => "static",
-            PolicyKind::DiPlain => "di-plain",
-            PolicyKind::DiMigrate(_) => "di-migrate",
-            PolicyKind::Dino(_) => "dino",
-            PolicyKind::Brm(_) => "brm",
-            PolicyKind::Symbiosis(_) => "symbiosis",
-            PolicyKind::AdaptiveMapping(_) => "adaptive-mapping",
-        }
-    }
-
-    /// A fresh policy of this kind.
-    pub fn build(&self) -> Box<dyn Policy> {
-        match self {
-            PolicyKind::Default => Box::new(DefaultPolicy),
-            PolicyKind::NumadLike(p) => Box::new(NumadLike::new(p.clone())),
-            PolicyKind::Static(p) => Box::new(StaticPlacement::new(p.clone())),
-            PolicyKind::DiPlain => Box::new(DistributedIntensity::plain()),
-            PolicyKind::DiMigrate(p) => Box::new(DistributedIntensity::migrate(p.clone())),
-            PolicyKind::Dino(p) => Box::new(Dino::new(p.clone())),
-            PolicyKind::Brm(p) => Box::new(Brm::new(p.clone())),
-            PolicyKind::Symbiosis(p) => Box::new(Symbiosis::new(p.clone())),
-            PolicyKind::AdaptiveMapping(p) => Box::new(AdaptiveMapping::new(p.clone())),
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -25,11 +25,11 @@
 //! pinned it while it was recorded), the overlay steps aside and the
 //! engine sees the change, as the daemon would.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use numaplace_model::{Action, CpuSet, NodeMemory, Outcome, PageCounts, Snapshot, TaskId};
 
-use crate::engine::Actuator;
+use crate::engine::{Actuator, AffinityError, Telemetry};
 
 /// Counts of what a replayed policy asked for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -175,6 +175,17 @@ impl ReplayActuator {
 }
 
 impl Actuator for ReplayActuator {
+    /// The pin made in the replay where there is one, else what the
+    /// recording showed last.
+    fn affinity(&self, task: TaskId, _tgid: i32) -> Result<CpuSet, AffinityError> {
+        self.pins
+            .get(&task)
+            .map(|(pin, _)| pin)
+            .or_else(|| self.recorded.get(&task))
+            .cloned()
+            .ok_or(AffinityError::Gone)
+    }
+
     fn apply(&mut self, action: &Action) -> Outcome {
         match action {
             Action::Pin { task, cpus, .. } => {
@@ -204,6 +215,41 @@ impl Actuator for ReplayActuator {
                 self.move_memory(*process, *to_node, Some(pages_before + pages_after + 1))
             }
         }
+    }
+}
+
+/// A recording as a world of the engine's loop: its snapshots with the
+/// pins and memory moves the replayed policy made laid over them
+/// ([`ReplayActuator::overlay`]), and the actuator that takes them as
+/// done.
+pub struct ReplayWorld<T> {
+    pub telemetry: T,
+    pub actuator: ReplayActuator,
+}
+
+impl<T: Telemetry> Telemetry for ReplayWorld<T> {
+    type Error = T::Error;
+
+    fn next_snapshot(&mut self) -> Result<Option<Snapshot>, T::Error> {
+        let mut snapshot = self.telemetry.next_snapshot()?;
+        if let Some(s) = snapshot.as_mut() {
+            self.actuator.overlay(s);
+        }
+        Ok(snapshot)
+    }
+
+    fn after_round(&mut self, managed: &BTreeSet<i32>, acted_on: &BTreeSet<i32>) {
+        self.telemetry.after_round(managed, acted_on);
+    }
+}
+
+impl<T> Actuator for ReplayWorld<T> {
+    fn apply(&mut self, action: &Action) -> Outcome {
+        self.actuator.apply(action)
+    }
+
+    fn affinity(&self, task: TaskId, tgid: i32) -> Result<CpuSet, AffinityError> {
+        self.actuator.affinity(task, tgid)
     }
 }
 

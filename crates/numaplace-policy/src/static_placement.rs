@@ -99,6 +99,7 @@ impl Policy for StaticPlacement {
             counters: false,
             memory: !self.params.memory.is_empty(),
             samples: false,
+            page_sets: false,
         }
     }
 
@@ -441,7 +442,8 @@ mod tests {
             Needs {
                 counters: false,
                 memory: false,
-                samples: false
+                samples: false,
+                page_sets: false
             }
         );
         assert_eq!(p.default_interval(), std::time::Duration::from_secs(1));

@@ -327,6 +327,7 @@ impl Policy for Symbiosis {
             counters: false,
             memory: false,
             samples: true,
+            page_sets: false,
         }
     }
 

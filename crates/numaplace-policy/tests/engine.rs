@@ -414,6 +414,15 @@ fn refused_actions_back_off() {
                 why: "not ours".into(),
             }
         }
+        fn affinity(
+            &self,
+            _: TaskId,
+            _: i32,
+        ) -> Result<CpuSet, numaplace_policy::engine::AffinityError> {
+            Err(numaplace_policy::engine::AffinityError::Unreadable(
+                "EPERM".into(),
+            ))
+        }
     }
     let scope = every_process();
     let target = Arc::new(Mutex::new("2-3"));

@@ -37,6 +37,7 @@ impl Policy for MemoryHome {
             counters: false,
             memory: true,
             samples: false,
+            page_sets: false,
         }
     }
 

@@ -290,10 +290,8 @@ pub fn train(m: &Machine, pairs: &[Pair], source: &str) -> Result<Models, String
         .power
         .as_ref()
         .map_or(PowerModel::FIG7, |p| PowerModel {
-            idle_w: p.idle_w,
-            per_core_w: p.per_core_w,
-            per_smt_w: p.per_smt_w,
             r2: None,
+            ..p.clone()
         });
     let models = Models {
         format: Models::FORMAT.into(),

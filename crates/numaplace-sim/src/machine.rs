@@ -55,22 +55,7 @@ fn assumed(value: f64, why: &'static str) -> Param {
     }
 }
 
-/// The linear power model of seed 002 Fig. 7: P = idle + per_core · p +
-/// per_smt · l watts, p the cores with at least one busy thread, l the
-/// cores with two.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PowerModel {
-    pub idle_w: f64,
-    pub per_core_w: f64,
-    pub per_smt_w: f64,
-    pub source: Cow<'static, str>,
-}
-
-impl PowerModel {
-    pub fn watts(&self, busy_cores: usize, smt_cores: usize) -> f64 {
-        self.idle_w + self.per_core_w * busy_cores as f64 + self.per_smt_w * smt_cores as f64
-    }
-}
+pub use numaplace_model::PowerModel;
 
 /// What the contention model needs to know about a machine besides its
 /// topology.
@@ -255,12 +240,7 @@ fn westmere_2s() -> Result<Machine, MachineError> {
                 113.0,
                 "not published for Westmere: cascadelake-2s's MLC value",
             ),
-            power: Some(PowerModel {
-                idle_w: 104.63,
-                per_core_w: 8.69,
-                per_smt_w: 1.62,
-                source: Cow::Borrowed("seed 002 Fig. 7"),
-            }),
+            power: Some(PowerModel::FIG7),
         },
         topology: t,
     })
@@ -454,7 +434,7 @@ mod tests {
         assert!((m.params.latency_ns[1] / m.params.latency_ns[0] - 1.72).abs() < 1e-9);
         // seed 002 Fig. 7: one busy core per socket, no SMT.
         let p = m.params.power.as_ref().unwrap();
-        assert!((p.watts(2, 0) - (104.63 + 2.0 * 8.69)).abs() < 1e-9);
+        assert!((p.watts(2.0, 0.0) - (104.63 + 2.0 * 8.69)).abs() < 1e-9);
 
         let m = Machine::preset("barcelona-4s").unwrap();
         let t = &m.topology;

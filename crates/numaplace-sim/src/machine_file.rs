@@ -2,7 +2,6 @@
 //! real machine, and what `--machine FILE` simulates. JSON: the topology
 //! as numaplace reads it, and every parameter with its source.
 
-use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -59,37 +58,17 @@ impl Machine {
         Ok(file.machine)
     }
 
-    /// Writes the machine file through a temporary file and a rename.
-    pub fn save(&self, path: &Path) -> Result<(), MachineError> {
+    /// The machine file's text (JSON), as [`Machine::load`] reads it
+    /// back; the binary writes it with its one atomic write.
+    pub fn to_file_text(&self) -> String {
         let file = File {
             format: FORMAT.into(),
             version: VERSION,
             machine: self.clone(),
         };
-        let text = serde_json::to_string_pretty(&file)
-            .map_err(|e| error(path, format!("cannot encode: {e}")))?;
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-        let name = name.ok_or_else(|| error(path, "not a file name"))?;
-        let tmp = dir.join(format!(".{name}.tmp{}", std::process::id()));
-        let written = (|| -> std::io::Result<()> {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.write_all(b"\n")?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)
-        })();
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(error(path, format!("cannot write: {e}")));
-        }
-        Ok(())
+        let mut text = serde_json::to_string_pretty(&file).expect("a machine encodes as JSON");
+        text.push('\n');
+        text
     }
 }
 
@@ -142,7 +121,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("m.json");
         let m = Machine::preset("barcelona-4s").unwrap();
-        m.save(&path).unwrap();
+        std::fs::write(&path, m.to_file_text()).unwrap();
         let back = Machine::load(&path).unwrap();
         assert_eq!(back.params, m.params);
         assert_eq!(back.topology, m.topology);

@@ -8,7 +8,11 @@
 
 use std::time::Duration;
 
-use numaplace_policy::engine::{Engine, EngineConfig, JournalEntry, NoGuard};
+use std::convert::Infallible;
+
+use numaplace_model::world::{Actuator, AffinityError, Telemetry};
+use numaplace_model::{Action, CpuSet, Outcome, Snapshot, TaskId};
+use numaplace_policy::engine::{Engine, EngineConfig, JournalEntry, NoGuard, Observer};
 use numaplace_policy::{PolicyKind, Scope};
 
 use crate::bloom::SignatureConfig;
@@ -90,10 +94,16 @@ pub fn run(
         world.enable_trace();
     }
     world.set_samples_per_interval(opts.samples_per_interval);
+    let driver = match driver {
+        Driver::Policy(kind) => Driver::Built {
+            name: kind.name(),
+            policy: kind.build(),
+        },
+        d => d,
+    };
     let wants_pages = match &driver {
-        Driver::Policy(kind) => matches!(kind, PolicyKind::AdaptiveMapping(_)),
-        Driver::Built { policy, .. } => policy.name() == "adaptive-mapping",
-        Driver::Binding { .. } => false,
+        Driver::Built { policy, .. } => policy.needs().page_sets,
+        Driver::Policy(_) | Driver::Binding { .. } => false,
     };
     if let Some(cfg) = opts.page_sets.or(wants_pages.then(PageSetConfig::default)) {
         world.enable_page_sets(cfg);
@@ -117,38 +127,35 @@ pub fn run(
                 page_size: crate::world::PAGE as u64,
             },
         );
-        (Some(engine), interval.as_secs_f64())
+        (engine, interval.as_secs_f64())
     };
-    let (name, mut engine, interval) = match driver {
-        Driver::Built { name, policy } => {
-            let (engine, interval) = built(policy);
-            (name.to_string(), engine, interval)
-        }
-        Driver::Policy(kind) => {
-            let (engine, interval) = built(kind.build());
-            (kind.name().to_string(), engine, interval)
-        }
+    let (name, engine) = match driver {
+        Driver::Built { name, policy } => (name.to_string(), Some(built(policy))),
+        Driver::Policy(kind) => (kind.name().to_string(), Some(built(kind.build()))),
         Driver::Binding { name, cpus } => {
             world.bind(cpus);
-            (name.to_string(), None, f64::INFINITY)
+            (name.to_string(), None)
         }
     };
     let step = workload.step_ms / 1000.0;
-    let mut next_round = 0.0;
-    let topology = machine.topology.clone();
-    loop {
-        world.start_due();
-        if let Some(engine) = engine.as_mut()
-            && world.time() + 1e-9 >= next_round
-        {
-            let snapshot = world.snapshot();
-            engine.round(&topology, &snapshot, &mut world, &mut NoGuard, journal);
-            next_round += interval.max(step);
+    let mut sim = Simulation {
+        world: &mut world,
+        interval: f64::INFINITY,
+        max_seconds: workload.max_seconds,
+        next_round: 0.0,
+        in_round: false,
+    };
+    match engine {
+        Some((mut engine, interval)) => {
+            sim.interval = interval.max(step);
+            let Ok(_rounds) = engine.run(
+                &machine.topology,
+                &mut sim,
+                &mut NoGuard,
+                &mut Journal(journal),
+            );
         }
-        if world.finished() || world.time() >= workload.max_seconds {
-            break;
-        }
-        world.advance();
+        None => sim.run_without_policy(),
     }
     let totals = world.totals().clone();
     let makespan = world.time();
@@ -171,6 +178,79 @@ pub fn run(
         mean_power_w: energy.map(|e| e / makespan.max(1e-9)),
         trace: world.take_trace(),
         warnings,
+    }
+}
+
+/// The simulator as a world of the engine's loop: a round is due every
+/// `interval` of simulated time; [`Telemetry::next_snapshot`] runs the
+/// model up to it, and the world ends when every application has finished
+/// or the scenario's time is up.
+struct Simulation<'w> {
+    world: &'w mut World,
+    /// Simulated seconds between rounds (at least one step).
+    interval: f64,
+    max_seconds: f64,
+    next_round: f64,
+    /// A snapshot was handed out and the round on it ran since.
+    in_round: bool,
+}
+
+impl Simulation<'_> {
+    fn ended(&self) -> bool {
+        self.world.finished() || self.world.time() >= self.max_seconds
+    }
+
+    /// The model alone, to the end (a binding fixed at launch, no policy).
+    fn run_without_policy(&mut self) {
+        self.world.start_due();
+        while !self.ended() {
+            self.world.advance();
+            self.world.start_due();
+        }
+    }
+}
+
+impl Telemetry for Simulation<'_> {
+    type Error = Infallible;
+
+    fn next_snapshot(&mut self) -> Result<Option<Snapshot>, Infallible> {
+        loop {
+            if std::mem::take(&mut self.in_round) {
+                if self.ended() {
+                    return Ok(None);
+                }
+                self.world.advance();
+            }
+            self.world.start_due();
+            if self.world.time() + 1e-9 >= self.next_round {
+                self.next_round += self.interval;
+                self.in_round = true;
+                return Ok(Some(self.world.snapshot()));
+            }
+            if self.ended() {
+                return Ok(None);
+            }
+            self.world.advance();
+        }
+    }
+}
+
+impl Actuator for Simulation<'_> {
+    fn apply(&mut self, action: &Action) -> Outcome {
+        self.world.apply(action)
+    }
+
+    fn affinity(&self, task: TaskId, tgid: i32) -> Result<CpuSet, AffinityError> {
+        self.world.affinity(task, tgid)
+    }
+}
+
+/// The journal of a simulated run: every entry to the caller's function.
+struct Journal<'j>(&'j mut dyn FnMut(&JournalEntry));
+
+impl Observer for Journal<'_> {
+    fn entry(&mut self, _: &Snapshot, e: &JournalEntry) {
+        (self.0)(e);
     }
 }
 

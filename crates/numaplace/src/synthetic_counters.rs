@@ -28,16 +28,17 @@
 //! renaming itself. That is acceptable for a test aid and never for
 //! production, where the counters must be measured.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use serde::{Deserialize, Deserializer};
 
+use numaplace_model::scope::glob;
 use numaplace_model::task::printable;
+use numaplace_model::world::Telemetry;
 use numaplace_model::{Counter, CounterDeltas, Snapshot, TaskId};
-use numaplace_policy::scope::glob;
 
 use crate::commands::InputError;
 
@@ -262,6 +263,31 @@ impl SyntheticCounters {
              for production",
             self.path.display()
         )
+    }
+}
+
+/// Any world's telemetry with counters made up for the threads the rules
+/// match (`--counters-from` over the live host or a recording); with no
+/// rules, the telemetry as it is.
+pub struct Synthesized<T> {
+    pub inner: T,
+    pub synthetic: Option<SyntheticCounters>,
+}
+
+impl<T: Telemetry> Telemetry for Synthesized<T> {
+    type Error = T::Error;
+
+    fn next_snapshot(&mut self) -> Result<Option<Snapshot>, T::Error> {
+        let mut snapshot = self.inner.next_snapshot()?;
+        if let (Some(s), Some(synth)) = (snapshot.as_mut(), self.synthetic.as_mut()) {
+            let n = synth.apply(s);
+            tracing::debug!("round {}: synthetic counters for {n} threads", s.seq);
+        }
+        Ok(snapshot)
+    }
+
+    fn after_round(&mut self, managed: &BTreeSet<i32>, acted_on: &BTreeSet<i32>) {
+        self.inner.after_round(managed, acted_on);
     }
 }
 

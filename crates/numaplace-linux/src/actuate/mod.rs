@@ -36,6 +36,7 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use libc::{c_int, c_long, c_ulong};
+pub use numaplace_model::world::{Actuator, AffinityError, RecordingActuator};
 use numaplace_model::{Action, CpuSet, Outcome, PageCounts, TaskId};
 use thiserror::Error;
 
@@ -75,13 +76,6 @@ pub enum ActError {
         errno: String,
         source: io::Error,
     },
-}
-
-/// An actuator (the engine's: it carries out actions) that can also read a
-/// thread's affinity, which restoring original affinities needs.
-pub trait Actuator: numaplace_policy::engine::Actuator {
-    /// A thread's current affinity, after checking it is still the same task.
-    fn affinity(&self, task: TaskId, tgid: i32) -> Result<CpuSet, ActError>;
 }
 
 /// Acts on the live host (`/proc`, `/sys` of the running machine).
@@ -357,61 +351,16 @@ pub fn thread_affinity(tid: i32, possible_cpus: usize) -> io::Result<CpuSet> {
     }
 }
 
-impl numaplace_policy::engine::Actuator for HostActuator {
+impl Actuator for HostActuator {
     fn apply(&mut self, action: &Action) -> Outcome {
         HostActuator::apply(self, action)
     }
-}
 
-impl Actuator for HostActuator {
-    fn affinity(&self, task: TaskId, tgid: i32) -> Result<CpuSet, ActError> {
-        HostActuator::affinity(self, task, tgid)
-    }
-}
-
-/// Applies nothing: keeps the actions and answers [`Outcome::NotApplied`].
-/// Its affinities are what the caller told it (e.g. a snapshot's allowed
-/// CPUs); a task it was not told about is gone.
-#[derive(Debug, Clone, Default)]
-pub struct RecordingActuator {
-    actions: Vec<Action>,
-    affinities: HashMap<TaskId, CpuSet>,
-}
-
-impl RecordingActuator {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Tells it a task's affinity.
-    pub fn set_affinity(&mut self, task: TaskId, cpus: CpuSet) {
-        self.affinities.insert(task, cpus);
-    }
-
-    /// The actions it was asked to carry out, in order.
-    pub fn actions(&self) -> &[Action] {
-        &self.actions
-    }
-
-    /// Takes the recorded actions, leaving none.
-    pub fn take_actions(&mut self) -> Vec<Action> {
-        std::mem::take(&mut self.actions)
-    }
-}
-
-impl numaplace_policy::engine::Actuator for RecordingActuator {
-    fn apply(&mut self, action: &Action) -> Outcome {
-        self.actions.push(action.clone());
-        Outcome::NotApplied
-    }
-}
-
-impl Actuator for RecordingActuator {
-    fn affinity(&self, task: TaskId, _tgid: i32) -> Result<CpuSet, ActError> {
-        self.affinities
-            .get(&task)
-            .cloned()
-            .ok_or(ActError::Gone { task })
+    fn affinity(&self, task: TaskId, tgid: i32) -> Result<CpuSet, AffinityError> {
+        HostActuator::affinity(self, task, tgid).map_err(|e| match e {
+            ActError::Gone { .. } => AffinityError::Gone,
+            e @ ActError::Os { .. } => AffinityError::Unreadable(e.to_string()),
+        })
     }
 }
 

@@ -148,6 +148,7 @@ impl Policy for AdaptiveMapping {
             counters: true,
             memory: true,
             samples: true,
+            page_sets: true,
         }
     }
 

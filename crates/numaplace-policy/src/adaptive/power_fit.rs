@@ -152,6 +152,7 @@ impl PowerFit {
                 per_core_w: a,
                 per_smt_w: b,
                 r2: Some(f.r2),
+                source: Some("fitted to the machine's energy readings".into()),
             });
         }
     }

@@ -183,6 +183,7 @@ impl Policy for Dino {
             counters: true,
             memory: true,
             samples: true,
+            page_sets: false,
         }
     }
 
@@ -343,6 +344,7 @@ impl Policy for DistributedIntensity {
             counters: true,
             memory: self.migrate.is_some(),
             samples: self.migrate.is_some(),
+            page_sets: false,
         }
     }
 

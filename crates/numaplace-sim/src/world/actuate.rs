@@ -131,6 +131,11 @@ impl World {
 }
 
 impl Actuator for World {
+    fn affinity(&self, task: TaskId, _tgid: i32) -> Result<CpuSet, AffinityError> {
+        let t = self.find_thread(task).ok_or(AffinityError::Gone)?;
+        Ok(self.kernel_cpus(&self.threads[t].allowed))
+    }
+
     fn apply(&mut self, action: &Action) -> Outcome {
         match action {
             Action::Pin { task, cpus, .. } => {

@@ -1,7 +1,9 @@
 //! The simulated world the policies act on: applications starting,
 //! running and restarting on a machine, a NUMA-agnostic Linux placing what
 //! no one pinned, pages allocated on first touch, and the same
-//! [`Telemetry`] / [`Actuator`] faces the live host has.
+//! same [`Actuator`] face the live host has; `crate::run::Simulation`
+//! is its [`numaplace_model::world::Telemetry`], a round every policy
+//! interval of simulated time.
 //!
 //! The simulated Linux (CALIBRATION.md, "Linux default baseline"): a new
 //! thread goes to an idle CPU of its allowed set, idle cores first, chosen
@@ -13,13 +15,12 @@
 //! the node their thread runs on.
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 
+use numaplace_model::world::{Actuator, AffinityError};
 use numaplace_model::{
     Action, Counter, CounterDeltas, CpuSet, EnergyDelta, GroupKind, MachineReadings, NodeMeminfo,
     NodeMemory, Outcome, PageCounts, Snapshot, Task, TaskGroup, TaskId,
 };
-use numaplace_policy::engine::{Actuator, Telemetry};
 
 use crate::machine::Machine;
 use crate::model::{Background, Constants, Runner, Solver, Speed};

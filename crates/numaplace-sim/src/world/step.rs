@@ -135,7 +135,7 @@ impl World {
                     l += 1;
                 }
             }
-            self.totals.energy_j += pm.watts(p, l) * dt;
+            self.totals.energy_j += pm.watts(p as f64, l as f64) * dt;
         }
         if self.workload.linux.numa_balancing {
             self.numa_balancing(dt);

@@ -240,10 +240,3 @@ fn deltas(a: &Acc, interval: f64) -> CounterDeltas {
         running_ns: ns,
     }
 }
-
-impl Telemetry for World {
-    type Error = Infallible;
-    fn next_snapshot(&mut self) -> Result<Snapshot, Infallible> {
-        Ok(self.snapshot())
-    }
-}

@@ -247,9 +247,8 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
     let m = measure(&full, &host.topo, args.quick)?;
     let machine = build_machine(&name, full, &m);
     print!("{}", render(&machine, &m));
-    machine
-        .save(&args.output)
-        .with_context(|| "writing the machine file")?;
+    super::write_atomically(&args.output, &machine.to_file_text(), 0o644)
+        .context("writing the machine file")?;
     let shown = args.output.display().to_string();
     let arg = if shown.ends_with(".json") || shown.contains('/') {
         shown.clone()

@@ -38,44 +38,16 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
     if input_fault { 2 } else { 1 }
 }
 
-/// Writes `text` to `path` through a new temporary file beside it (created
-/// exclusively with `mode`, so nothing already there is followed or
-/// reused), synced, then renamed over `path`: a reader sees the old file or
-/// the whole new one, never half of it. The temporary file is removed if
-/// anything fails.
+/// Writes `text` to `path` with numaplace's one atomic write
+/// ([`numaplace_linux::atomic::write_atomic`]: a temporary file beside it,
+/// synced, renamed over it, the directory synced; never through a symlink;
+/// exactly `mode`).
 pub fn write_atomically(path: &std::path::Path, text: &str, mode: u32) -> anyhow::Result<()> {
-    use anyhow::Context as _;
-    use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    let name = path
-        .file_name()
-        .ok_or_else(|| InputError(format!("{}: not a file name", path.display())))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let result = (|| -> anyhow::Result<()> {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)
-            .with_context(|| format!("creating {}", tmp.display()))?;
-        f.write_all(text.as_bytes())
-            .and_then(|_| f.sync_all())
-            .with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    Ok(numaplace_linux::atomic::write_atomic(
+        path,
+        text.as_bytes(),
+        mode,
+    )?)
 }
 
 /// Refuses an output file whose directory does not exist, before any long

@@ -6,14 +6,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use numaplace_linux::{CollectOptions, Collector, Recorder, Replay, TopologySource, discover};
-use numaplace_model::RecordHeader;
+use std::io::Write;
+use std::ops::ControlFlow;
 
-use std::io::Write as _;
-
-use numaplace_model::{Action, Outcome, Snapshot};
+use numaplace_model::{Action, Outcome, RecordHeader, Snapshot, TaskId};
 use numaplace_policy::Signal;
-use numaplace_policy::engine::{Engine, JournalEntry, NoGuard};
-use numaplace_policy::replay::ReplayActuator;
+use numaplace_policy::engine::{Engine, JournalEntry, NoGuard, Observer, RoundReport};
+use numaplace_policy::replay::{ReplayActuator, ReplayWorld};
 
 use crate::cli::ScopeArgs;
 use crate::cli::{RecordArgs, ReplayArgs};
@@ -22,7 +21,7 @@ use crate::commands::run::{choose, describe_decision, restrict};
 use crate::commands::tasks::root_of;
 use crate::config::Config;
 use crate::duration::parse_duration;
-use crate::synthetic_counters::SyntheticCounters;
+use crate::synthetic_counters::{Synthesized, SyntheticCounters};
 
 pub fn record(args: &RecordArgs) -> Result<()> {
     let interval = parse_duration(&args.interval, "--interval").map_err(InputError)?;
@@ -170,6 +169,61 @@ impl Present {
     }
 }
 
+/// `replay --policy`'s view of the loop: each decision printed as it is
+/// made (a line of JSON, or text under a `#round` head), what the
+/// recording holds, and the totals for the summary.
+struct Decisions<W: Write> {
+    out: W,
+    json: bool,
+    present: Present,
+    placed: std::collections::BTreeSet<TaskId>,
+    pages: u64,
+    max_decide_ns: u64,
+    first_of_round: bool,
+    io_error: Option<std::io::Error>,
+}
+
+impl<W: Write> Observer for Decisions<W> {
+    fn entry(&mut self, snap: &Snapshot, e: &JournalEntry) {
+        if let Action::Pin { task, .. } = &e.action {
+            self.placed.insert(*task);
+        }
+        if let Outcome::Pages(p) = &e.outcome {
+            self.pages += p.moved;
+        }
+        let line = if self.json {
+            serde_json::to_string(e).map_err(std::io::Error::other)
+        } else {
+            let head = if std::mem::take(&mut self.first_of_round) {
+                format!("#{} +{:.3}s\n", snap.seq, snap.interval_ns as f64 / 1e9)
+            } else {
+                String::new()
+            };
+            let note = match &e.outcome {
+                Outcome::Skipped { why } => format!("  (skipped: {why})"),
+                Outcome::Refused { why, .. } => format!("  (refused: {why})"),
+                Outcome::Gone => "  (the task was gone)".into(),
+                _ => String::new(),
+            };
+            Ok(format!("{head}  {}{note}", describe_decision(e)))
+        };
+        if let Err(e) = line.and_then(|l| writeln!(self.out, "{l}")) {
+            self.io_error.get_or_insert(e);
+        }
+    }
+
+    fn round_done(&mut self, snap: &Snapshot, report: &RoundReport) -> ControlFlow<()> {
+        self.present.note(snap);
+        self.first_of_round = true;
+        self.max_decide_ns = self.max_decide_ns.max(report.decide_ns);
+        if self.io_error.is_some() {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    }
+}
+
 /// `replay --policy`: the engine over the recorded snapshots, with an
 /// actuator that takes pins and memory moves as done and shows them in the
 /// snapshots that follow (`numaplace_policy::replay`).
@@ -187,7 +241,7 @@ fn replay_decisions(args: &ReplayArgs) -> Result<()> {
     let replay = Replay::open(&args.file)?;
     let header = replay.header().clone();
     let topology = restrict(header.topology.clone(), &config)?;
-    let mut synthetic = args
+    let synthetic = args
         .choice
         .counters_from
         .as_deref()
@@ -195,15 +249,20 @@ fn replay_decisions(args: &ReplayArgs) -> Result<()> {
         .transpose()?;
     let page_size = config.engine.page_size;
     let mut engine = Engine::new(config.policy.build(), config.scope.clone(), config.engine);
-    let mut actuator = ReplayActuator::new(page_size);
-    let mut present = Present::default();
-    let (mut rounds, mut pages, mut max_decide_ns) = (0u64, 0u64, 0u64);
-    let mut placed = std::collections::BTreeSet::new();
     let out = std::io::stdout();
-    let mut out = std::io::BufWriter::new(out.lock());
+    let mut printer = Decisions {
+        out: std::io::BufWriter::new(out.lock()),
+        json: args.json,
+        present: Present::default(),
+        placed: std::collections::BTreeSet::new(),
+        pages: 0,
+        max_decide_ns: 0,
+        first_of_round: true,
+        io_error: None,
+    };
     if !args.json {
         writeln!(
-            out,
+            printer.out,
             "{}: {} CPUs, {} nodes, recorded every {:.3}s by numaplace {}; replaying policy {} (nothing is applied)",
             args.file.display(),
             header.topology.cpus().len(),
@@ -213,57 +272,29 @@ fn replay_decisions(args: &ReplayArgs) -> Result<()> {
             engine.policy_name()
         )?;
         if let Some(synth) = &synthetic {
-            writeln!(out, "Note: {}.", synth.describe())?;
+            writeln!(printer.out, "Note: {}.", synth.describe())?;
         }
     }
-    let mut io_error = None;
-    for snap in replay {
-        let mut snap = snap?;
-        if let Some(synth) = synthetic.as_mut() {
-            synth.apply(&mut snap);
-        }
-        present.note(&snap);
-        actuator.overlay(&mut snap);
-        rounds += 1;
-        let mut first = true;
-        let report = engine.round(
-            &topology,
-            &snap,
-            &mut actuator,
-            &mut NoGuard,
-            &mut |e: &JournalEntry| {
-                if let Action::Pin { task, .. } = &e.action {
-                    placed.insert(*task);
-                }
-                if let Outcome::Pages(p) = &e.outcome {
-                    pages += p.moved;
-                }
-                let line = if args.json {
-                    serde_json::to_string(e).map_err(std::io::Error::other)
-                } else {
-                    let head = if std::mem::take(&mut first) {
-                        format!("#{} +{:.3}s\n", snap.seq, snap.interval_ns as f64 / 1e9)
-                    } else {
-                        String::new()
-                    };
-                    let note = match &e.outcome {
-                        Outcome::Skipped { why } => format!("  (skipped: {why})"),
-                        Outcome::Refused { why, .. } => format!("  (refused: {why})"),
-                        Outcome::Gone => "  (the task was gone)".into(),
-                        _ => String::new(),
-                    };
-                    Ok(format!("{head}  {}{note}", describe_decision(e)))
-                };
-                if let Err(e) = line.and_then(|l| writeln!(out, "{l}")) {
-                    io_error.get_or_insert(e);
-                }
-            },
-        );
-        if let Some(e) = io_error.take() {
-            return Err(e).context("writing the decisions");
-        }
-        max_decide_ns = max_decide_ns.max(report.decide_ns);
+    let mut world = ReplayWorld {
+        telemetry: Synthesized {
+            inner: replay,
+            synthetic,
+        },
+        actuator: ReplayActuator::new(page_size),
+    };
+    let rounds = engine.run(&topology, &mut world, &mut NoGuard, &mut printer)?;
+    if let Some(e) = printer.io_error.take() {
+        return Err(e).context("writing the decisions");
     }
+    let Decisions {
+        mut out,
+        present,
+        placed,
+        pages,
+        max_decide_ns,
+        ..
+    } = printer;
+    let actuator = world.actuator;
     let c = &actuator.counts;
     let totals = engine.totals();
     let summary = format!(

@@ -6,23 +6,26 @@
 //! decides on a fresh snapshot; SIGTERM / SIGINT end the loop and every
 //! affinity numaplace changed is restored before it exits.
 
-use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
+use std::ops::ControlFlow;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use numaplace_linux::actuate::HostActuator;
 use numaplace_linux::state::StateFile;
-use numaplace_linux::{CollectOptions, Collector, SysRoot, TopologySource, discover};
+use numaplace_linux::{
+    CollectOptions, Collector, LiveTelemetry, SysRoot, TopologySource, discover,
+};
 use numaplace_model::task::printable;
-use numaplace_model::{Action, CpuSet, Outcome, TaskId, Topology};
+use numaplace_model::{Action, CpuSet, Outcome, Snapshot, TaskId, Topology};
 use numaplace_policy::engine::{
-    Actuator, Engine, JournalEntry, NoGuard, PinGuard, RecordingActuator,
+    Actuator, AffinityError, Engine, EngineTotals, JournalEntry, NoGuard, Observer, Pair, PinGuard,
+    RecordingActuator, RoundReport,
 };
 use numaplace_policy::{PolicyKind, Scope};
 
@@ -31,7 +34,7 @@ use crate::commands::InputError;
 use crate::config::Config;
 use crate::duration::parse_duration;
 use crate::metrics::{self, MetricsState};
-use crate::synthetic_counters::SyntheticCounters;
+use crate::synthetic_counters::{Synthesized, SyntheticCounters};
 
 /// The longest a quiet process (none of its threads ran) goes without being
 /// read in full: what the daemon's rounds can miss of it (a thread woken but
@@ -142,8 +145,15 @@ enum Hands {
 impl Actuator for Hands {
     fn apply(&mut self, action: &Action) -> Outcome {
         match self {
-            Hands::Host(h) => h.apply(action),
+            Hands::Host(h) => Actuator::apply(h, action),
             Hands::Dry(r) => r.apply(action),
+        }
+    }
+
+    fn affinity(&self, task: TaskId, tgid: i32) -> Result<CpuSet, AffinityError> {
+        match self {
+            Hands::Host(h) => Actuator::affinity(h, task, tgid),
+            Hands::Dry(r) => r.affinity(task, tgid),
         }
     }
 }
@@ -208,6 +218,44 @@ impl Journal {
             if let Err(err) = written {
                 tracing::warn!("journal: {err}");
             }
+        }
+    }
+}
+
+/// What the daemon does with the loop's events: each journal entry to the
+/// journal file (and the log), the metrics after each round, and a stop
+/// after `--rounds` rounds.
+struct Daemon<'m> {
+    journal: Journal,
+    metrics: &'m Mutex<MetricsState>,
+    collect_ns: Arc<AtomicU64>,
+    rounds_limit: Option<u64>,
+    rounds: u64,
+    totals: EngineTotals,
+}
+
+impl Observer for Daemon<'_> {
+    fn entry(&mut self, _: &Snapshot, e: &JournalEntry) {
+        self.journal.write(e);
+    }
+
+    fn round_done(&mut self, snap: &Snapshot, report: &RoundReport) -> ControlFlow<()> {
+        self.rounds += 1;
+        self.totals.add(report);
+        {
+            let mut m = self.metrics.lock().unwrap_or_else(|p| p.into_inner());
+            m.totals = self.totals.clone();
+            m.managed_processes = report.managed;
+            m.threads_seen = snap.tasks.len();
+            m.collect_ns = self.collect_ns.load(Ordering::Relaxed);
+            m.last_round_unix_s = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+        }
+        if self.rounds_limit.is_some_and(|n| self.rounds >= n) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
         }
     }
 }
@@ -310,8 +358,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         metrics::serve(&metrics::parse_listen(l)?, Arc::clone(&shared))?;
         tracing::info!("metrics on {l}");
     }
-    let mut journal = Journal::open(c.journal.as_deref())?;
-    let mut hands = if c.dry_run {
+    let journal = Journal::open(c.journal.as_deref())?;
+    let hands = if c.dry_run {
         Hands::Dry(RecordingActuator::default())
     } else {
         Hands::Host(host)
@@ -331,66 +379,30 @@ pub fn run(args: &RunArgs) -> Result<()> {
         }
     );
 
-    let mut rounds = 0u64;
-    let mut collect_ns = 0u64;
-    let mut next = Instant::now() + s.interval;
-    while !stop.load(Ordering::Relaxed) {
-        // Deadline-driven: sleep in slices so a signal ends the wait soon.
-        while !stop.load(Ordering::Relaxed) && Instant::now() < next {
-            std::thread::sleep((next - Instant::now()).min(Duration::from_millis(100)));
-        }
-        if stop.load(Ordering::Relaxed) {
-            break;
-        }
-        next += s.interval;
-        let t0 = Instant::now();
-        let mut snap = match collector.collect() {
-            Ok(snap) => snap,
-            Err(e) => {
-                tracing::warn!("reading the machine failed, skipping this round: {e:#}");
-                continue;
-            }
-        };
-        if let Some(synth) = s.synthetic.as_mut() {
-            let n = synth.apply(&mut snap);
-            tracing::debug!("round {}: synthetic counters for {n} threads", snap.seq);
-        }
-        collect_ns += t0.elapsed().as_nanos() as u64;
-        let mut no_guard = NoGuard;
-        let guard: &mut dyn PinGuard = match state.as_mut() {
-            Some(state) => &mut StateGuard { state },
-            None => &mut no_guard,
-        };
-        let mut acted_on = BTreeSet::new();
-        let report = engine.round(&s.topology, &snap, &mut hands, guard, &mut |e| {
-            acted_on.insert(e.pid);
-            journal.write(e)
-        });
-        // What numaplace did to a process shows in its next reading.
-        for pid in acted_on {
-            collector.refresh(pid);
-        }
-        // Data addresses are sampled from the processes in scope only.
-        collector.set_sample_processes(Some(engine.managed(&snap)));
-        rounds += 1;
-        {
-            let mut m = shared.lock().unwrap_or_else(|p| p.into_inner());
-            m.totals = engine.totals().clone();
-            m.managed_processes = report.managed;
-            m.threads_seen = snap.tasks.len();
-            m.collect_ns = collect_ns;
-            m.last_round_unix_s = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64());
-        }
-        if args.rounds.is_some_and(|n| rounds >= n) {
-            break;
-        }
-        // A slow round does not make the next ones pile up.
-        if Instant::now() > next {
-            next = Instant::now();
-        }
-    }
+    let live = LiveTelemetry::new(collector, s.interval, Instant::now() + s.interval, stop);
+    let mut daemon = Daemon {
+        journal,
+        metrics: &shared,
+        collect_ns: live.collect_ns(),
+        rounds_limit: args.rounds,
+        rounds: 0,
+        totals: EngineTotals::default(),
+    };
+    let mut world = Pair {
+        telemetry: Synthesized {
+            inner: live,
+            synthetic: s.synthetic.take(),
+        },
+        actuator: hands,
+    };
+    let mut no_guard = NoGuard;
+    let mut state_guard = state.as_mut().map(|state| StateGuard { state });
+    let guard: &mut dyn PinGuard = match state_guard.as_mut() {
+        Some(g) => g,
+        None => &mut no_guard,
+    };
+    let Ok(rounds) = engine.run(&s.topology, &mut world, guard, &mut daemon);
+    let hands = world.actuator;
 
     // Put back what we changed.
     let (Hands::Host(mut host), Some(state)) = (hands, state.as_mut()) else {
@@ -486,11 +498,36 @@ fn describe_scope(s: &Scope) -> String {
 
 /// `numaplace advise`: one round on the live machine, printed, nothing
 /// applied.
+/// `advise`'s view of the loop: the journal entries of its last round.
+struct Advice {
+    rounds: u64,
+    lines: Vec<JournalEntry>,
+}
+
+impl Advice {
+    const ROUNDS: u64 = 2;
+}
+
+impl Observer for Advice {
+    fn entry(&mut self, _: &Snapshot, e: &JournalEntry) {
+        self.lines.push(e.clone());
+    }
+
+    fn round_done(&mut self, _: &Snapshot, _: &RoundReport) -> ControlFlow<()> {
+        self.rounds += 1;
+        if self.rounds >= Self::ROUNDS {
+            return ControlFlow::Break(());
+        }
+        self.lines.clear();
+        ControlFlow::Continue(())
+    }
+}
+
 pub fn advise(args: &RunArgs) -> Result<()> {
     let mut s = settings(args)?;
     let c = &s.config;
     let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
-    let mut collector = collector_for(&engine);
+    let collector = collector_for(&engine);
     if let Some(synth) = &s.synthetic {
         println!("Note: {}.", synth.describe());
         if !engine.needs().counters {
@@ -503,25 +540,27 @@ pub fn advise(args: &RunArgs) -> Result<()> {
     for why in blind_policy(&engine, &collector, s.synthetic.is_some()) {
         println!("Note: {why}.");
     }
-    let mut dry = RecordingActuator::default();
-    let mut lines = Vec::new();
-    // Two rounds: the first gives the policy its baseline (CPU times).
-    for _ in 0..2 {
-        let mut snap = collector.collect().context("reading the machine")?;
-        if let Some(synth) = s.synthetic.as_mut() {
-            synth.apply(&mut snap);
-        }
-        collector.set_sample_processes(Some(engine.managed(&snap)));
-        lines.clear();
-        engine.round(
-            &s.topology,
-            &snap,
-            &mut dry,
-            &mut numaplace_policy::engine::NoGuard,
-            &mut |e| lines.push(e.clone()),
-        );
-        std::thread::sleep(s.interval.min(Duration::from_secs(5)));
-    }
+    // Two rounds: the first gives the policy its baseline (CPU times); the
+    // second's plan is the advice.
+    let live = LiveTelemetry::new(
+        collector,
+        s.interval.min(Duration::from_secs(5)),
+        Instant::now(),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let mut world = Pair {
+        telemetry: Synthesized {
+            inner: live,
+            synthetic: s.synthetic.take(),
+        },
+        actuator: RecordingActuator::default(),
+    };
+    let mut advice = Advice {
+        rounds: 0,
+        lines: Vec::new(),
+    };
+    let Ok(_) = engine.run(&s.topology, &mut world, &mut NoGuard, &mut advice);
+    let lines = advice.lines;
     if c.scope.is_empty() {
         println!("The scope names nothing: give --pid, --comm, --cgroup, --vms or --all.");
         return Ok(());

@@ -4,8 +4,8 @@ use std::thread::sleep;
 
 use anyhow::{Context, Result};
 use numaplace_linux::{CollectOptions, Collector, SysRoot};
+use numaplace_model::scope::{glob, in_subtree};
 use numaplace_model::{GroupKind, Snapshot, TaskGroup};
-use numaplace_policy::scope::{glob, in_subtree};
 
 use crate::cli::{TaskFilterArgs, TasksArgs};
 use crate::commands::InputError;

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use numaplace_model::{GroupKind, Snapshot, TaskGroup};
+use crate::{GroupKind, Snapshot, TaskGroup};
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -1,0 +1,101 @@
+//! The live host as the engine's telemetry: every interval, a snapshot of
+//! the machine from the [`Collector`], until a stop signal. A round that
+//! runs long does not make the next ones pile up; a reading that fails is
+//! said and its round skipped.
+
+use std::collections::BTreeSet;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use numaplace_model::Snapshot;
+use numaplace_model::world::Telemetry;
+
+use crate::Collector;
+
+/// Snapshots of the live host, one per interval.
+pub struct LiveTelemetry {
+    collector: Collector,
+    interval: Duration,
+    /// When the next round is due.
+    next: Instant,
+    stop: Arc<AtomicBool>,
+    /// Nanoseconds spent reading the machine, over every round (shared:
+    /// the metrics read it while the loop runs).
+    collect_ns: Arc<AtomicU64>,
+}
+
+impl LiveTelemetry {
+    /// The first round is due at `first`, the others every `interval`
+    /// after it; the rounds end once `stop` is set (a signal handler).
+    pub fn new(
+        collector: Collector,
+        interval: Duration,
+        first: Instant,
+        stop: Arc<AtomicBool>,
+    ) -> LiveTelemetry {
+        LiveTelemetry {
+            collector,
+            interval,
+            next: first,
+            stop,
+            collect_ns: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    pub fn collector(&self) -> &Collector {
+        &self.collector
+    }
+
+    /// Nanoseconds spent reading the machine so far, as the rounds go on.
+    pub fn collect_ns(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.collect_ns)
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+}
+
+impl Telemetry for LiveTelemetry {
+    type Error = Infallible;
+
+    fn next_snapshot(&mut self) -> Result<Option<Snapshot>, Infallible> {
+        // A slow round does not make the next ones pile up.
+        let now = Instant::now();
+        if now > self.next {
+            self.next = now;
+        }
+        loop {
+            // Deadline-driven: sleep in slices so a signal ends the wait soon.
+            while !self.stopped() && Instant::now() < self.next {
+                std::thread::sleep((self.next - Instant::now()).min(Duration::from_millis(100)));
+            }
+            if self.stopped() {
+                return Ok(None);
+            }
+            self.next += self.interval;
+            let t0 = Instant::now();
+            match self.collector.collect() {
+                Ok(snapshot) => {
+                    self.collect_ns
+                        .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    return Ok(Some(snapshot));
+                }
+                Err(e) => {
+                    tracing::warn!("reading the machine failed, skipping this round: {e:#}");
+                }
+            }
+        }
+    }
+
+    fn after_round(&mut self, managed: &BTreeSet<i32>, acted_on: &BTreeSet<i32>) {
+        // What numaplace did to a process shows in its next reading.
+        for &pid in acted_on {
+            self.collector.refresh(pid);
+        }
+        // Data addresses are sampled from the processes in scope only.
+        self.collector.set_sample_processes(Some(managed.clone()));
+    }
+}
