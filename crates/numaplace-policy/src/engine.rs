@@ -81,6 +81,22 @@ pub struct RoundReport {
     pub apply_ns: u64,
 }
 
+impl RoundReport {
+    /// Counts one action's outcome.
+    fn count(&mut self, outcome: &Outcome) {
+        match outcome {
+            Outcome::Done | Outcome::NotApplied => self.applied += 1,
+            Outcome::Pages(p) => {
+                self.applied += 1;
+                self.pages_moved += p.moved;
+            }
+            Outcome::Skipped { .. } => self.skipped += 1,
+            Outcome::Refused { .. } => self.refused += 1,
+            Outcome::Gone => self.gone += 1,
+        }
+    }
+}
+
 /// Rounds at most between two tries of an action the kernel keeps
 /// refusing.
 pub const MAX_BACKOFF_ROUNDS: u64 = 64;
@@ -246,17 +262,7 @@ impl Engine {
         journal: &mut dyn FnMut(&JournalEntry),
     ) -> RoundReport {
         let managed = self.managed(s);
-        // Remember first-seen affinities; forget threads that are gone.
-        let alive: HashSet<TaskId> = s.tasks.iter().map(|t| t.id()).collect();
-        self.first_seen.retain(|id, _| alive.contains(id));
-        self.applied.retain(|id, _| alive.contains(id));
-        self.hands_off.retain(|id| alive.contains(id));
-        self.backoff.retain(|k, _| alive.contains(k.task()));
-        for t in &s.tasks {
-            self.first_seen
-                .entry(t.id())
-                .or_insert_with(|| t.allowed_cpus.clone());
-        }
+        self.forget_the_gone(s);
 
         let start = Instant::now();
         let plan = self.policy.decide(&View {
@@ -286,111 +292,126 @@ impl Engine {
                 report.held_back += 1;
                 continue;
             }
-            let label = s.group(pid).map(|g| g.label()).unwrap_or_default();
             let mut outcome = if !managed.contains(&pid) {
                 Outcome::Skipped {
                     why: "outside the scope".into(),
                 }
             } else {
-                match &d.action {
-                    Action::Pin { task, tgid, cpus } => {
-                        self.pin(topology, s, *task, *tgid, cpus, actuator, guard)
-                    }
-                    _ if let Some(why) = outside_mems(s, &d.action) => Outcome::Skipped { why },
-                    Action::MoveMemory {
-                        process,
-                        to_node,
-                        max_pages,
-                    } => {
-                        if page_budget == 0 {
-                            Outcome::Skipped {
-                                why: format!(
-                                    "migration rate limit ({} MiB/s) reached this round",
-                                    self.config.migrate_mib_per_sec
-                                ),
-                            }
-                        } else {
-                            let cap = max_pages.map_or(page_budget, |m| m.min(page_budget));
-                            let o = actuator.apply(&Action::MoveMemory {
-                                process: *process,
-                                to_node: *to_node,
-                                max_pages: Some(cap),
-                            });
-                            if let Outcome::Pages(p) = &o {
-                                page_budget = page_budget.saturating_sub(p.moved);
-                            }
-                            o
-                        }
-                    }
-                    Action::MoveWindow {
-                        pages_before,
-                        pages_after,
-                        ..
-                    } => {
-                        let want = pages_before + pages_after + 1;
-                        if page_budget < want {
-                            Outcome::Skipped {
-                                why: format!(
-                                    "migration rate limit ({} MiB/s) reached this round",
-                                    self.config.migrate_mib_per_sec
-                                ),
-                            }
-                        } else {
-                            let o = actuator.apply(&d.action);
-                            if let Outcome::Pages(p) = &o {
-                                page_budget = page_budget.saturating_sub(p.moved);
-                            }
-                            o
-                        }
-                    }
-                }
+                self.carry_out(topology, s, &d.action, actuator, guard, &mut page_budget)
             };
-            match &mut outcome {
-                Outcome::Refused { why, .. } => {
-                    let b = self.backoff.entry(key).or_insert(Backoff {
-                        refusals: 0,
-                        next_round: 0,
-                    });
-                    b.refusals += 1;
-                    let wait = (1u64 << (b.refusals - 1).min(16)).min(MAX_BACKOFF_ROUNDS);
-                    b.next_round = s.seq + 1 + wait;
-                    why.push_str(&format!(
-                        "; refused {} time{} in a row: asked again in {wait} round{}",
-                        b.refusals,
-                        if b.refusals == 1 { "" } else { "s" },
-                        if wait == 1 { "" } else { "s" }
-                    ));
-                }
-                Outcome::Done | Outcome::Pages(_) => {
-                    self.backoff.remove(&key);
-                }
-                _ => {}
-            }
-            match &outcome {
-                Outcome::Done | Outcome::NotApplied => report.applied += 1,
-                Outcome::Pages(p) => {
-                    report.applied += 1;
-                    report.pages_moved += p.moved;
-                }
-                Outcome::Skipped { .. } => report.skipped += 1,
-                Outcome::Refused { .. } => report.refused += 1,
-                Outcome::Gone => report.gone += 1,
-            }
+            self.back_off(key, &mut outcome, s.seq);
+            report.count(&outcome);
             journal(&JournalEntry {
                 round: s.seq,
                 time_unix_ns: s.time_unix_ns,
                 policy: self.policy.name().into(),
                 pid,
-                label,
+                label: s.group(pid).map(|g| g.label()).unwrap_or_default(),
                 action: d.action,
                 reason: d.reason,
                 outcome,
             });
         }
         report.apply_ns = start.elapsed().as_nanos() as u64;
-
         self.totals.add(&report);
         report
+    }
+
+    /// Remembers the affinity each thread had when first seen, and forgets
+    /// what it knew of threads that are gone.
+    fn forget_the_gone(&mut self, s: &Snapshot) {
+        let alive: HashSet<TaskId> = s.tasks.iter().map(|t| t.id()).collect();
+        self.first_seen.retain(|id, _| alive.contains(id));
+        self.applied.retain(|id, _| alive.contains(id));
+        self.hands_off.retain(|id| alive.contains(id));
+        self.backoff.retain(|k, _| alive.contains(k.task()));
+        for t in &s.tasks {
+            self.first_seen
+                .entry(t.id())
+                .or_insert_with(|| t.allowed_cpus.clone());
+        }
+    }
+
+    /// One action of a process in scope, through the safety rules: pins
+    /// through [`Engine::pin`], memory moves only to nodes the cpuset
+    /// allows and within this round's page budget (which they spend).
+    fn carry_out(
+        &mut self,
+        topology: &Topology,
+        s: &Snapshot,
+        action: &Action,
+        actuator: &mut dyn Actuator,
+        guard: &mut dyn PinGuard,
+        page_budget: &mut u64,
+    ) -> Outcome {
+        let over_budget = || Outcome::Skipped {
+            why: format!(
+                "migration rate limit ({} MiB/s) reached this round",
+                self.config.migrate_mib_per_sec
+            ),
+        };
+        let outcome = match action {
+            Action::Pin { task, tgid, cpus } => {
+                return self.pin(topology, s, *task, *tgid, cpus, actuator, guard);
+            }
+            _ if let Some(why) = outside_mems(s, action) => return Outcome::Skipped { why },
+            Action::MoveMemory {
+                process,
+                to_node,
+                max_pages,
+            } => {
+                if *page_budget == 0 {
+                    return over_budget();
+                }
+                let cap = max_pages.map_or(*page_budget, |m| m.min(*page_budget));
+                actuator.apply(&Action::MoveMemory {
+                    process: *process,
+                    to_node: *to_node,
+                    max_pages: Some(cap),
+                })
+            }
+            Action::MoveWindow {
+                pages_before,
+                pages_after,
+                ..
+            } => {
+                if *page_budget < pages_before + pages_after + 1 {
+                    return over_budget();
+                }
+                actuator.apply(action)
+            }
+        };
+        if let Outcome::Pages(p) = &outcome {
+            *page_budget = page_budget.saturating_sub(p.moved);
+        }
+        outcome
+    }
+
+    /// After a refusal, the action waits 2^(n-1) rounds (n refusals in a
+    /// row, at most [`MAX_BACKOFF_ROUNDS`]), said in its outcome; once
+    /// carried out it is forgiven.
+    fn back_off(&mut self, key: RetryKey, outcome: &mut Outcome, round: u64) {
+        match outcome {
+            Outcome::Refused { why, .. } => {
+                let b = self.backoff.entry(key).or_insert(Backoff {
+                    refusals: 0,
+                    next_round: 0,
+                });
+                b.refusals += 1;
+                let wait = (1u64 << (b.refusals - 1).min(16)).min(MAX_BACKOFF_ROUNDS);
+                b.next_round = round + 1 + wait;
+                why.push_str(&format!(
+                    "; refused {} time{} in a row: asked again in {wait} round{}",
+                    b.refusals,
+                    if b.refusals == 1 { "" } else { "s" },
+                    if wait == 1 { "" } else { "s" }
+                ));
+            }
+            Outcome::Done | Outcome::Pages(_) => {
+                self.backoff.remove(&key);
+            }
+            _ => {}
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
