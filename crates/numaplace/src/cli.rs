@@ -402,17 +402,6 @@ pub struct ScopeArgs {
     pub vms: bool,
 }
 
-impl ScopeArgs {
-    /// No scope flag was given: the scope is the config file's alone.
-    pub fn is_empty(&self) -> bool {
-        !self.all
-            && !self.vms
-            && self.pid.is_empty()
-            && self.comm.is_empty()
-            && self.cgroup.is_empty()
-    }
-}
-
 /// The policy and what it may place, as `run`, `advise` and `replay`
 /// take them.
 #[derive(Debug, Args)]

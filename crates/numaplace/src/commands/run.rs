@@ -267,7 +267,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
     // waits for its scope: with none named in the file it places nothing,
     // and processes it names may start later. Typed by hand, a scope must
     // name something running now.
-    let service = args.choice.config.is_some() && args.scope.is_empty();
+    let service = args.choice.config.is_some() && {
+        let mut flags = Scope::default();
+        merge_scope(&mut flags, &args.scope);
+        flags.is_empty()
+    };
     let config_file = args.choice.config.clone().unwrap_or_default();
     if c.scope.is_empty() && !service {
         return Err(InputError(
