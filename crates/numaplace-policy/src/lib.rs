@@ -7,6 +7,7 @@
 //! [`engine::Telemetry`] and hands its plan to an [`engine::Actuator`].
 
 pub mod adaptive;
+pub mod auto;
 pub mod brm;
 pub mod dino;
 pub mod engine;

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::adaptive::{AdaptiveMapping, AdaptiveParams};
+use crate::auto::{Auto, AutoParams};
 use crate::brm::{Brm, BrmParams};
 use crate::dino::{DiParams, Dino, DinoParams, DistributedIntensity};
 use crate::numad::{NumadLike, NumadParams};
@@ -92,6 +93,11 @@ policies! {
     /// probing the other mapping when unsure, overhead ceiling; objective
     /// performance, power or energy.
     AdaptiveMapping(AdaptiveParams) = "adaptive-mapping", |p| Box::new(AdaptiveMapping::new(p.clone()));
+    /// What an operator runs: the seed policies' algorithms as moves, each
+    /// move an experiment kept only if the groups in scope got faster,
+    /// rolled back otherwise; counter-free moves only where nothing is
+    /// counted (`auto/`).
+    Auto(AutoParams) = "auto", |p| Box::new(Auto::new(p.clone()));
 }
 
 /// A `--policy` name numaplace does not know.
@@ -129,7 +135,7 @@ mod tests {
         let e = PolicyKind::from_name("dino2").unwrap_err().to_string();
         assert_eq!(
             e,
-            "unknown policy \"dino2\": numaplace has default, numad-like, static, di-plain, di-migrate, dino, brm, symbiosis, adaptive-mapping"
+            "unknown policy \"dino2\": numaplace has default, numad-like, static, di-plain, di-migrate, dino, brm, symbiosis, adaptive-mapping, auto"
         );
     }
 

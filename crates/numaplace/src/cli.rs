@@ -407,7 +407,7 @@ pub struct ScopeArgs {
 #[derive(Debug, Args)]
 pub struct PolicyArgs {
     /// The policy: default (leave Linux alone), numad-like, static,
-    /// di-plain, di-migrate, dino, brm, symbiosis or adaptive-mapping
+    /// di-plain, di-migrate, dino, brm, symbiosis, adaptive-mapping or auto
     /// (docs/policies.md).
     #[arg(long, value_name = "NAME")]
     pub policy: Option<String>,

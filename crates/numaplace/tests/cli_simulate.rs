@@ -201,6 +201,7 @@ fn compare_with_report() {
             "brm",
             "symbiosis",
             "adaptive-mapping",
+            "auto",
             "oracle"
         ],
         "{out}"
@@ -287,7 +288,8 @@ fn compare_json_without_oracle() {
             "dino",
             "brm",
             "symbiosis",
-            "adaptive-mapping"
+            "adaptive-mapping",
+            "auto"
         ]
     );
     for p in v["policies"].as_array().unwrap() {

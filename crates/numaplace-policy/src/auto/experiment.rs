@@ -1,0 +1,314 @@
+//! Every change `auto` makes is an experiment: the progress of the group
+//! it moved and of every other group in scope is measured before the
+//! change and again after it has settled, and the change is kept only if
+//! the groups, taken together, went faster by more than a noise margin.
+//! Otherwise it is rolled back, and that kind of change is not tried on
+//! that group again for a while (doubling with every rollback).
+//!
+//! Progress is a group's instructions retired per second (its threads'
+//! summed counters over the round's interval); "together" is the mean of
+//! the logarithms of each group's after / before ratio, so a group that
+//! gained 10 % and one that lost 10 % cancel out whatever their sizes,
+//! and a change that speeds one group up by slowing its neighbours down is
+//! not kept.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// How changes are judged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JudgeParams {
+    /// Rounds of a group's progress that make its baseline, and that are
+    /// measured after a change.
+    pub measure_rounds: usize,
+    /// Rounds after a change that are not measured: pages and caches
+    /// moving, the scheduler settling.
+    pub settle_rounds: usize,
+    /// A change is kept only if the groups' mean progress rose by more
+    /// than this fraction: noise within it keeps nothing.
+    pub margin: f64,
+    /// Rounds a kind of change waits on a group after its first rollback;
+    /// doubled after each further one.
+    pub backoff_rounds: u64,
+    /// The longest back-off, rounds.
+    pub max_backoff_rounds: u64,
+}
+
+impl Default for JudgeParams {
+    fn default() -> Self {
+        JudgeParams {
+            measure_rounds: 3,
+            settle_rounds: 1,
+            margin: 0.02,
+            backoff_rounds: 30,
+            max_backoff_rounds: 480,
+        }
+    }
+}
+
+/// The last rounds' progress of every group, the baseline of the next
+/// experiment.
+#[derive(Debug, Default)]
+pub struct History {
+    rounds: HashMap<i32, VecDeque<f64>>,
+}
+
+impl History {
+    /// Adds a round's progress per group (pid -> instructions per second);
+    /// groups not in `progress` are forgotten.
+    pub fn push(&mut self, progress: &BTreeMap<i32, f64>, keep: usize) {
+        self.rounds.retain(|pid, _| progress.contains_key(pid));
+        for (&pid, &p) in progress {
+            let h = self.rounds.entry(pid).or_default();
+            h.push_back(p);
+            while h.len() > keep {
+                h.pop_front();
+            }
+        }
+    }
+
+    /// The mean of the last `n` rounds of `pid`, once there are `n`.
+    pub fn mean(&self, pid: i32, n: usize) -> Option<f64> {
+        let h = self.rounds.get(&pid)?;
+        (h.len() >= n && n > 0).then(|| h.iter().rev().take(n).sum::<f64>() / n as f64)
+    }
+
+    /// Forgets every group's past: after a change, the rounds before it no
+    /// longer describe the machine.
+    pub fn clear(&mut self) {
+        self.rounds.clear();
+    }
+}
+
+/// What the judge says of a change under trial.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Still settling or measuring.
+    Wait,
+    /// The groups went faster by `gain` (a fraction, e.g. 0.07): keep it.
+    Keep { gain: f64 },
+    /// They did not (`gain` may be negative): undo it.
+    RollBack { gain: f64 },
+}
+
+/// One change under trial: every group's baseline, and its progress since.
+#[derive(Debug, Clone)]
+pub struct Trial {
+    baseline: BTreeMap<i32, f64>,
+    rounds: usize,
+    after: BTreeMap<i32, Vec<f64>>,
+}
+
+impl Trial {
+    /// A trial against `baseline` (pid -> mean instructions per second
+    /// before the change), which names every group it judges.
+    pub fn new(baseline: BTreeMap<i32, f64>) -> Trial {
+        Trial {
+            baseline,
+            rounds: 0,
+            after: BTreeMap::new(),
+        }
+    }
+
+    /// One more round after the change.
+    pub fn observe(&mut self, params: &JudgeParams, progress: &BTreeMap<i32, f64>) -> Verdict {
+        self.rounds += 1;
+        if self.rounds <= params.settle_rounds {
+            return Verdict::Wait;
+        }
+        for (pid, p) in progress {
+            if self.baseline.contains_key(pid) {
+                self.after.entry(*pid).or_default().push(*p);
+            }
+        }
+        if self.rounds < params.settle_rounds + params.measure_rounds {
+            return Verdict::Wait;
+        }
+        let gain = self.gain();
+        if gain > params.margin {
+            Verdict::Keep { gain }
+        } else {
+            Verdict::RollBack { gain }
+        }
+    }
+
+    /// exp(mean of ln(after / before)) - 1 over the groups measured both
+    /// before and after (a group that exited is left out); 0 if none.
+    pub fn gain(&self) -> f64 {
+        let logs: Vec<f64> = self
+            .baseline
+            .iter()
+            .filter(|(_, b)| **b > 0.0)
+            .filter_map(|(pid, b)| {
+                let a = self.after.get(pid)?;
+                let mean = a.iter().sum::<f64>() / a.len().max(1) as f64;
+                (mean > 0.0).then(|| (mean / b).ln())
+            })
+            .collect();
+        if logs.is_empty() {
+            return 0.0;
+        }
+        (logs.iter().sum::<f64>() / logs.len() as f64).exp() - 1.0
+    }
+}
+
+/// Rollbacks per group and kind of change, and when that kind may be
+/// tried on that group again.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    held: HashMap<(i32, &'static str), (u32, u64)>,
+}
+
+impl Backoff {
+    /// Notes a rollback at `round`: the next try waits backoff_rounds ·
+    /// 2^(n-1) rounds (at most max_backoff_rounds) after n rollbacks.
+    /// Returns the wait.
+    pub fn rolled_back(
+        &mut self,
+        params: &JudgeParams,
+        pid: i32,
+        kind: &'static str,
+        round: u64,
+    ) -> u64 {
+        let e = self.held.entry((pid, kind)).or_insert((0, 0));
+        e.0 += 1;
+        let wait = params
+            .backoff_rounds
+            .saturating_mul(1 << (e.0 - 1).min(20))
+            .min(params.max_backoff_rounds);
+        e.1 = round + wait;
+        wait
+    }
+
+    /// Holds `kind` on `pid` until `until` without counting a rollback
+    /// (a move just kept is not tried again at once).
+    pub fn hold(&mut self, pid: i32, kind: &'static str, until: u64) {
+        let e = self.held.entry((pid, kind)).or_insert((0, 0));
+        e.1 = e.1.max(until);
+    }
+
+    /// Whether `kind` may be tried on `pid` at `round`.
+    pub fn allows(&self, pid: i32, kind: &'static str, round: u64) -> bool {
+        self.held
+            .get(&(pid, kind))
+            .is_none_or(|&(_, until)| round >= until)
+    }
+
+    /// Forgets groups that are gone.
+    pub fn retain(&mut self, alive: impl Fn(i32) -> bool) {
+        self.held.retain(|(pid, _), _| alive(*pid));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(v: &[(i32, f64)]) -> BTreeMap<i32, f64> {
+        v.iter().copied().collect()
+    }
+
+    /// Runs a trial whose rounds give the groups these rates, until it
+    /// decides; returns the verdict and the rounds it took.
+    fn judge(baseline: &[(i32, f64)], after: &[(i32, f64)]) -> (Verdict, usize) {
+        let p = JudgeParams::default();
+        let mut t = Trial::new(progress(baseline));
+        for round in 1..=100 {
+            match t.observe(&p, &progress(after)) {
+                Verdict::Wait => {}
+                v => return (v, round),
+            }
+        }
+        panic!("no verdict in 100 rounds");
+    }
+
+    #[test]
+    fn a_change_that_slows_the_group_is_rolled_back_within_settle_plus_measure_rounds() {
+        let p = JudgeParams::default();
+        let (v, rounds) = judge(&[(1, 1e9), (2, 2e9)], &[(1, 0.8e9), (2, 2e9)]);
+        assert!(
+            matches!(v, Verdict::RollBack { gain } if gain < -0.05),
+            "{v:?}"
+        );
+        assert_eq!(rounds, p.settle_rounds + p.measure_rounds);
+    }
+
+    #[test]
+    fn a_change_that_helps_is_kept() {
+        let (v, _) = judge(&[(1, 1e9), (2, 2e9)], &[(1, 1.3e9), (2, 2e9)]);
+        match v {
+            Verdict::Keep { gain } => assert!((gain - (1.3f64.sqrt() - 1.0)).abs() < 1e-9),
+            v => panic!("{v:?}"),
+        }
+    }
+
+    #[test]
+    fn noise_within_the_margin_keeps_nothing() {
+        let (v, _) = judge(&[(1, 1e9), (2, 2e9)], &[(1, 1.015e9), (2, 2.01e9)]);
+        assert!(matches!(v, Verdict::RollBack { .. }), "{v:?}");
+    }
+
+    #[test]
+    fn a_gain_paid_for_by_the_neighbours_is_not_kept() {
+        // The moved group +20 %, its neighbour -20 %: no better overall.
+        let (v, _) = judge(&[(1, 1e9), (2, 1e9)], &[(1, 1.2e9), (2, 0.8e9)]);
+        assert!(matches!(v, Verdict::RollBack { .. }), "{v:?}");
+    }
+
+    #[test]
+    fn settling_rounds_are_not_measured() {
+        let p = JudgeParams::default();
+        let mut t = Trial::new(progress(&[(1, 1e9)]));
+        // The round right after the move is slow (pages moving): ignored.
+        assert_eq!(t.observe(&p, &progress(&[(1, 0.1e9)])), Verdict::Wait);
+        let mut v = Verdict::Wait;
+        for _ in 0..p.measure_rounds {
+            v = t.observe(&p, &progress(&[(1, 1.1e9)]));
+        }
+        assert!(matches!(v, Verdict::Keep { .. }), "{v:?}");
+    }
+
+    #[test]
+    fn a_group_that_exits_is_left_out_of_the_verdict() {
+        let (v, _) = judge(&[(1, 1e9), (2, 1e9)], &[(1, 1.1e9)]);
+        assert!(
+            matches!(v, Verdict::Keep { gain } if (gain - 0.1).abs() < 1e-9),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_per_rollback_up_to_its_ceiling() {
+        let p = JudgeParams::default();
+        let mut b = Backoff::default();
+        assert!(b.allows(7, "memory-home", 0));
+        let waits: Vec<u64> = (0..6)
+            .map(|_| b.rolled_back(&p, 7, "memory-home", 100))
+            .collect();
+        assert_eq!(waits, vec![30, 60, 120, 240, 480, 480]);
+        assert!(!b.allows(7, "memory-home", 579));
+        assert!(b.allows(7, "memory-home", 580));
+        assert!(
+            b.allows(7, "spread", 101),
+            "another kind of change is not held"
+        );
+        assert!(b.allows(8, "memory-home", 101), "nor another group");
+    }
+
+    #[test]
+    fn history_gives_a_baseline_once_it_has_enough_rounds() {
+        let mut h = History::default();
+        h.push(&progress(&[(1, 1.0), (2, 5.0)]), 3);
+        assert_eq!(h.mean(1, 2), None);
+        h.push(&progress(&[(1, 3.0)]), 3);
+        assert_eq!(h.mean(1, 2), Some(2.0));
+        assert_eq!(
+            h.mean(2, 1),
+            None,
+            "a group missing from a round is forgotten"
+        );
+        for x in [5.0, 7.0, 9.0] {
+            h.push(&progress(&[(1, x)]), 3);
+        }
+        assert_eq!(h.mean(1, 3), Some(7.0), "only the last rounds count");
+    }
+}

@@ -1,0 +1,462 @@
+//! `auto`: what an operator runs. It uses the seed policies' algorithms as
+//! its moves and treats every move as an experiment ([`experiment`]): a
+//! group is moved only when every group's progress has a baseline, one
+//! group at a time, and the move is kept only if the groups, taken
+//! together, went faster by more than the noise margin; otherwise it is
+//! rolled back and that move is not tried on that group again for a while.
+//! Every trial, verdict and rollback is in the journal with its numbers
+//! (the reasons of the actions that start and undo it).
+//!
+//! Its moves today: numad's placement (`numad-like`: a process that fits
+//! one node goes to the node with the most free CPU and memory, its memory
+//! after it), which needs no counters. Where the machine counts no
+//! instructions (a VM without a virtual PMU), nothing can be judged, so
+//! `auto` makes only that counter-free move, as numad does, without
+//! experiments, and says so ([`Policy::without`]).
+
+pub mod experiment;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use numaplace_model::{Action, Counter, Decision, Plan, Snapshot, TaskId};
+
+use crate::numad::{NumadLike, NumadParams};
+use crate::{Needs, Policy, Signal, View};
+use experiment::{Backoff, History, JudgeParams, Trial, Verdict};
+
+/// `auto`'s parameters (`[policy]` with `name = "auto"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AutoParams {
+    /// Rounds of progress that make a baseline, and that are measured
+    /// after a move.
+    pub measure_rounds: usize,
+    /// A move is kept only if the groups went faster by more than this
+    /// percentage.
+    pub margin_percent: f64,
+    /// Rounds a move waits on a group after its first rollback (doubled
+    /// after each further one, up to 16 times this).
+    pub backoff_rounds: u64,
+    /// Rounds at most that a move may take to carry out (memory moving at
+    /// the engine's rate limit) before it is judged anyway.
+    pub max_settle_rounds: usize,
+}
+
+impl Default for AutoParams {
+    fn default() -> Self {
+        let j = JudgeParams::default();
+        AutoParams {
+            measure_rounds: j.measure_rounds,
+            margin_percent: j.margin * 100.0,
+            backoff_rounds: j.backoff_rounds,
+            max_settle_rounds: 10,
+        }
+    }
+}
+
+impl AutoParams {
+    /// Checks the ranges; says which key is wrong and what it may be.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=100).contains(&self.measure_rounds) {
+            return Err(format!(
+                "measure-rounds = {}: must be 1..=100",
+                self.measure_rounds
+            ));
+        }
+        if !(self.margin_percent.is_finite() && (0.0..=50.0).contains(&self.margin_percent)) {
+            return Err(format!(
+                "margin-percent = {}: must be a number from 0 to 50",
+                self.margin_percent
+            ));
+        }
+        if !(1..=100_000).contains(&self.backoff_rounds) {
+            return Err(format!(
+                "backoff-rounds = {}: must be 1..=100000",
+                self.backoff_rounds
+            ));
+        }
+        if !(1..=1000).contains(&self.max_settle_rounds) {
+            return Err(format!(
+                "max-settle-rounds = {}: must be 1..=1000",
+                self.max_settle_rounds
+            ));
+        }
+        Ok(())
+    }
+
+    fn judge(&self) -> JudgeParams {
+        JudgeParams {
+            measure_rounds: self.measure_rounds,
+            settle_rounds: 0,
+            margin: self.margin_percent / 100.0,
+            backoff_rounds: self.backoff_rounds,
+            max_backoff_rounds: self.backoff_rounds.saturating_mul(16),
+        }
+    }
+}
+
+/// The kind of move numad's placement is, in back-offs and reasons.
+const MEMORY_HOME: &str = "numad-like placement";
+
+/// A move under trial.
+struct Experiment {
+    number: u64,
+    pid: i32,
+    label: String,
+    trial: Trial,
+    /// What puts the group back: its threads' affinities and the node
+    /// that held most of its memory before the move.
+    undo: Vec<Action>,
+    /// Rounds since the move was made.
+    rounds: usize,
+}
+
+pub struct Auto {
+    params: AutoParams,
+    judge: JudgeParams,
+    /// numad's placement, asked every round (its CPU-time accounting
+    /// needs every round) about every group in scope.
+    numad: NumadLike,
+    history: History,
+    backoff: Backoff,
+    trial: Option<Experiment>,
+    /// Memory moves of a rollback still to finish (the engine's rate
+    /// limit may spread one over several rounds): process, node, rounds
+    /// left.
+    undoing: Vec<(TaskId, u32, usize)>,
+    experiments: u64,
+    /// Verdicts of kept moves not yet said (a kept move has no action of
+    /// its own to carry its reason): told in the next experiment's reasons.
+    verdicts: Vec<String>,
+}
+
+impl Auto {
+    pub fn new(params: AutoParams) -> Auto {
+        Auto {
+            judge: params.judge(),
+            params,
+            numad: NumadLike::new(NumadParams {
+                cooldown_secs: 0,
+                ..NumadParams::default()
+            }),
+            history: History::default(),
+            backoff: Backoff::default(),
+            trial: None,
+            undoing: Vec::new(),
+            experiments: 0,
+            verdicts: Vec::new(),
+        }
+    }
+}
+
+/// Each group's progress over the round, instructions retired per second,
+/// for the groups in scope; `None` when no thread of theirs has its
+/// instructions counted (nothing can be judged).
+pub fn progress(view: &View<'_>) -> Option<BTreeMap<i32, f64>> {
+    let s = view.snapshot;
+    let secs = s.interval_ns as f64 / 1e9;
+    if secs <= 0.0 {
+        return None;
+    }
+    let mut out = BTreeMap::new();
+    let mut counted = false;
+    for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
+        let mut sum = 0u64;
+        for tid in &g.threads {
+            if let Some(n) = s
+                .counters
+                .get(tid)
+                .and_then(|c| c.get(Counter::Instructions))
+            {
+                counted = true;
+                sum = sum.saturating_add(n);
+            }
+        }
+        out.insert(g.pid, sum as f64 / secs);
+    }
+    counted.then_some(out)
+}
+
+/// The actions that undo `decisions` on `s`: each pinned thread back to
+/// the affinity it has now, and memory moved back to the node that holds
+/// most of the process's memory now.
+fn undo_of(s: &Snapshot, decisions: &[Decision]) -> Vec<Action> {
+    let mut undo = Vec::new();
+    for d in decisions {
+        match &d.action {
+            Action::Pin { task, tgid, .. } => {
+                if let Some(t) = s.task(task.tid).filter(|t| t.id() == *task) {
+                    undo.push(Action::Pin {
+                        task: *task,
+                        tgid: *tgid,
+                        cpus: t.allowed_cpus.clone(),
+                    });
+                }
+            }
+            Action::MoveMemory {
+                process, to_node, ..
+            }
+            | Action::MoveWindow {
+                process, to_node, ..
+            } => {
+                let home = s
+                    .group(process.tid)
+                    .and_then(|g| g.memory_total())
+                    .and_then(|m| m.into_iter().max_by_key(|&(_, b)| b))
+                    .map(|(n, _)| n);
+                if let Some(home) = home.filter(|n| n != to_node)
+                    && !undo
+                        .iter()
+                        .any(|a| matches!(a, Action::MoveMemory { process: p, .. } if p == process))
+                {
+                    undo.push(Action::MoveMemory {
+                        process: *process,
+                        to_node: home,
+                        max_pages: None,
+                    });
+                }
+            }
+        }
+    }
+    undo
+}
+
+/// The share of `pid`'s memory on `node`, if its memory is known.
+fn share_on(s: &Snapshot, pid: i32, node: u32) -> Option<f64> {
+    let m = s.group(pid)?.memory_total()?;
+    let total: u64 = m.values().sum();
+    (total > 0).then(|| *m.get(&node).unwrap_or(&0) as f64 / total as f64)
+}
+
+fn percent(x: f64) -> String {
+    format!("{:+.1} %", 100.0 * x)
+}
+
+impl Auto {
+    /// A rollback's memory moves still to finish, asked again while most
+    /// of the memory is not back (at most a few rounds).
+    fn finish_undoing(&mut self, s: &Snapshot, plan: &mut Plan) {
+        self.undoing.retain_mut(|(process, node, left)| {
+            let back = share_on(s, process.tid, *node).is_none_or(|x| x >= 0.9);
+            if back || *left == 0 {
+                return false;
+            }
+            *left -= 1;
+            plan.push(
+                Action::MoveMemory {
+                    process: *process,
+                    to_node: *node,
+                    max_pages: None,
+                },
+                format!("auto: rollback: memory back to node {node}, continued"),
+            );
+            true
+        });
+    }
+
+    /// One round of the experiment under way: the move's own actions
+    /// carried on while it settles, then the verdict.
+    fn go_on(
+        &mut self,
+        s: &Snapshot,
+        progress: &BTreeMap<i32, f64>,
+        proposals: &BTreeMap<i32, Vec<Decision>>,
+        plan: &mut Plan,
+    ) {
+        let Some(mut e) = self.trial.take() else {
+            return;
+        };
+        e.rounds += 1;
+        if s.group(e.pid).is_none() {
+            return; // the group exited: nothing to judge or undo
+        }
+        // Still carrying the move out (memory at the rate limit): that is
+        // settling, not yet the moved state.
+        if let Some(more) = proposals.get(&e.pid)
+            && e.rounds <= self.params.max_settle_rounds
+        {
+            for d in more {
+                plan.push(
+                    d.action.clone(),
+                    format!(
+                        "auto: experiment {} ({MEMORY_HOME} of {}), still moving: {}",
+                        e.number, e.label, d.reason
+                    ),
+                );
+            }
+            self.trial = Some(e);
+            return;
+        }
+        match e.trial.observe(&self.judge, progress) {
+            Verdict::Wait => self.trial = Some(e),
+            Verdict::Keep { gain } => {
+                // The move stays, and the group is not moved again for a
+                // while; the next baseline starts from the moved state.
+                // Said in the reasons of the next experiment.
+                self.backoff
+                    .hold(e.pid, MEMORY_HOME, s.seq + self.judge.backoff_rounds);
+                self.verdicts.push(format!(
+                    "experiment {} ({MEMORY_HOME} of {}) kept: the groups in scope went {} over                      {} rounds",
+                    e.number,
+                    e.label,
+                    percent(gain),
+                    self.judge.measure_rounds
+                ));
+                self.history.clear();
+            }
+            Verdict::RollBack { gain } => {
+                let wait = self
+                    .backoff
+                    .rolled_back(&self.judge, e.pid, MEMORY_HOME, s.seq);
+                for a in e.undo {
+                    if let Action::MoveMemory {
+                        process, to_node, ..
+                    } = &a
+                    {
+                        self.undoing.push((*process, *to_node, 4));
+                    }
+                    plan.push(
+                        a,
+                        format!(
+                            "auto: experiment {} ({MEMORY_HOME} of {}) rolled back: the groups in \
+                             scope went {} over {} rounds (a move is kept above {}); not tried on \
+                             it again for {wait} rounds",
+                            e.number,
+                            e.label,
+                            percent(gain),
+                            self.judge.measure_rounds,
+                            percent(self.judge.margin)
+                        ),
+                    );
+                }
+                self.history.clear();
+            }
+        }
+    }
+
+    /// Starts an experiment on the first group numad would move whose move
+    /// is not held back, once every group in scope has a baseline.
+    fn try_one(
+        &mut self,
+        view: &View<'_>,
+        proposals: BTreeMap<i32, Vec<Decision>>,
+        plan: &mut Plan,
+    ) {
+        let s = view.snapshot;
+        let n = self.judge.measure_rounds;
+        let baseline: Option<BTreeMap<i32, f64>> = view
+            .managed
+            .iter()
+            .filter(|pid| s.group(**pid).is_some())
+            .map(|&pid| self.history.mean(pid, n).map(|m| (pid, m)))
+            .collect();
+        let Some(baseline) = baseline else {
+            return; // some group's baseline is not measured yet
+        };
+        let labels = view.labels();
+        for (pid, decisions) in proposals {
+            if !self.backoff.allows(pid, MEMORY_HOME, s.seq) || decisions.is_empty() {
+                continue;
+            }
+            self.experiments += 1;
+            let label = labels.get(&pid).cloned().unwrap_or_default();
+            let undo = undo_of(s, &decisions);
+            let before = baseline.get(&pid).copied().unwrap_or(0.0);
+            let earlier: String = self.verdicts.drain(..).map(|v| v + "; ").collect();
+            for d in &decisions {
+                plan.push(
+                    d.action.clone(),
+                    format!(
+                        "auto: {earlier}experiment {}: trying {MEMORY_HOME} of {label} (now \
+                         {:.3e} instructions/s, {} groups in scope judged over {n} rounds, kept \
+                         above {}): {}",
+                        self.experiments,
+                        before,
+                        baseline.len(),
+                        percent(self.judge.margin),
+                        d.reason
+                    ),
+                );
+            }
+            self.trial = Some(Experiment {
+                number: self.experiments,
+                pid,
+                label,
+                trial: Trial::new(baseline),
+                undo,
+                rounds: 0,
+            });
+            return;
+        }
+    }
+}
+
+impl Policy for Auto {
+    fn name(&self) -> &'static str {
+        "auto"
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            counters: true,
+            memory: true,
+            samples: false,
+            page_sets: false,
+        }
+    }
+
+    fn without(&self, signal: Signal) -> Option<String> {
+        match signal {
+            Signal::LlcMissRate | Signal::Cpi => Some(
+                "judges every move by the instructions the groups retire, which are not \
+                 counted here: it makes only numad's counter-free placement (a process that \
+                 fits one node goes there, its memory after it), without experiments or \
+                 rollbacks"
+                    .into(),
+            ),
+            _ => None,
+        }
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let s = view.snapshot;
+        self.backoff.retain(|pid| s.group(pid).is_some());
+        // numad is asked every round, about every group in scope.
+        let mut proposals: BTreeMap<i32, Vec<Decision>> = BTreeMap::new();
+        for d in self.numad.decide(view).decisions {
+            proposals.entry(d.action.pid()).or_default().push(d);
+        }
+        let mut plan = Plan::default();
+        self.finish_undoing(s, &mut plan);
+        let Some(progress) = progress(view) else {
+            // Nothing counted, nothing judged: numad's moves as they are.
+            for d in proposals.into_values().flatten() {
+                plan.push(
+                    d.action,
+                    format!(
+                        "auto ({MEMORY_HOME}, no experiment: instructions are not counted here): {}",
+                        d.reason
+                    ),
+                );
+            }
+            return plan;
+        };
+        if self.trial.is_some() {
+            self.go_on(s, &progress, &proposals, &mut plan);
+        } else {
+            self.history.push(&progress, self.judge.measure_rounds);
+            let busy: BTreeSet<i32> = self.undoing.iter().map(|(p, ..)| p.tid).collect();
+            let proposals = proposals
+                .into_iter()
+                .filter(|(pid, _)| !busy.contains(pid))
+                .collect();
+            self.try_one(view, proposals, &mut plan);
+        }
+        plan
+    }
+}
+
+#[cfg(test)]
+mod tests;

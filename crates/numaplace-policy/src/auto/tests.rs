@@ -1,0 +1,219 @@
+//! `auto` on hand-made rounds: one process whose memory is all on node 1
+//! while it may run anywhere; numad would bind it to node 1. Whether the
+//! move is kept depends on what the counters say after it.
+
+use std::collections::BTreeMap;
+
+use numaplace_model::{
+    Action, Counter, CpuSet, MachineReadings, NodeMeminfo, NodeMemory, Plan, Snapshot, Task,
+    Topology,
+};
+
+use super::*;
+use crate::testutil::{counters, decide, process, task};
+
+const GIB: u64 = 1 << 30;
+
+fn topo() -> Topology {
+    Topology::synthetic("pack:2 numa:1 l3:1 core:2 pu:1").unwrap()
+}
+
+/// Round `seq` (1 s each): process 100 with threads 101-102 allowed on
+/// `allowed`, 1 GiB on node 1, each thread busy, `ips` instructions per
+/// second each (none counted if `None`).
+fn round(seq: u64, allowed: &CpuSet, ips: Option<u64>) -> Snapshot {
+    let mut tasks = Vec::new();
+    for tid in [101, 102] {
+        tasks.push(Task {
+            utime: seq * 100,
+            ..task(tid, 100, allowed)
+        });
+    }
+    let mut g = process(100, "hog", vec![101, 102]);
+    g.memory = Some(BTreeMap::from([(
+        1,
+        NodeMemory {
+            anon: GIB,
+            file: 0,
+            huge: 0,
+        },
+    )]));
+    let mut machine = MachineReadings {
+        clock_ticks: 100,
+        ..MachineReadings::default()
+    };
+    for n in 0..2 {
+        machine.nodes.insert(
+            n,
+            NodeMeminfo {
+                total: 16 * GIB,
+                free: 8 * GIB,
+            },
+        );
+    }
+    let mut s = Snapshot {
+        seq,
+        time_unix_ns: seq * 1_000_000_000,
+        interval_ns: 1_000_000_000,
+        tasks,
+        groups: vec![g],
+        machine,
+        ..Snapshot::default()
+    };
+    if let Some(ips) = ips {
+        for tid in [101, 102] {
+            s.counters
+                .insert(tid, counters([(Counter::Instructions, ips)]));
+        }
+    }
+    s
+}
+
+fn node1(t: &Topology) -> CpuSet {
+    t.node_by_os_id(1).unwrap().span.clone()
+}
+
+/// Rounds with the whole machine allowed until `auto` moves the process;
+/// returns the round it moved in and that round's plan.
+fn until_it_moves(auto: &mut Auto, t: &Topology, ips: Option<u64>) -> (u64, Plan) {
+    for seq in 1..=20 {
+        let plan = decide(auto, t, &round(seq, t.span(), ips));
+        if !plan.is_empty() {
+            return (seq, plan);
+        }
+    }
+    panic!("auto never moved the process");
+}
+
+#[test]
+fn without_instruction_counts_it_makes_numads_move_without_an_experiment() {
+    let t = topo();
+    let mut auto = Auto::new(AutoParams::default());
+    let (seq, plan) = until_it_moves(&mut auto, &t, None);
+    assert_eq!(seq, 1, "at once: nothing to measure first");
+    assert!(
+        plan.decisions
+            .iter()
+            .all(|d| d.reason.contains("no experiment")),
+        "{plan:?}"
+    );
+    assert!(
+        plan.decisions
+            .iter()
+            .any(|d| matches!(&d.action, Action::Pin { cpus, .. } if *cpus == node1(&t)))
+    );
+}
+
+#[test]
+fn a_move_that_slows_the_groups_is_rolled_back_and_held_back() {
+    let t = topo();
+    let p = AutoParams::default();
+    let mut auto = Auto::new(p.clone());
+    let (moved, plan) = until_it_moves(&mut auto, &t, Some(1_000_000_000));
+    assert_eq!(moved as usize, p.measure_rounds, "a baseline first");
+    assert!(
+        plan.decisions[0].reason.contains("experiment 1: trying"),
+        "{plan:?}"
+    );
+    // After the move the process retires half as many instructions.
+    let mut rollback = None;
+    for seq in moved + 1..moved + 1 + p.measure_rounds as u64 {
+        let plan = decide(&mut auto, &t, &round(seq, &node1(&t), Some(500_000_000)));
+        if !plan.is_empty() {
+            rollback = Some((seq, plan));
+        }
+    }
+    let (seq, plan) = rollback.expect("rolled back within measure_rounds rounds");
+    assert_eq!(seq, moved + p.measure_rounds as u64);
+    let back: Vec<&CpuSet> = plan
+        .decisions
+        .iter()
+        .filter_map(|d| match &d.action {
+            Action::Pin { cpus, .. } => Some(cpus),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        back,
+        vec![t.span(), t.span()],
+        "both threads back where they were"
+    );
+    assert!(plan.decisions[0].reason.contains("rolled back"), "{plan:?}");
+    assert!(plan.decisions[0].reason.contains("-50.0 %"), "{plan:?}");
+    // Back where it was, it is not moved again for a while.
+    for seq in seq + 1..seq + 20 {
+        let plan = decide(&mut auto, &t, &round(seq, t.span(), Some(1_000_000_000)));
+        assert!(plan.is_empty(), "round {seq}: {plan:?}");
+    }
+}
+
+#[test]
+fn a_move_that_helps_is_kept() {
+    let t = topo();
+    let p = AutoParams::default();
+    let mut auto = Auto::new(p.clone());
+    let (moved, _) = until_it_moves(&mut auto, &t, Some(1_000_000_000));
+    for seq in moved + 1..moved + 20 {
+        let plan = decide(&mut auto, &t, &round(seq, &node1(&t), Some(1_300_000_000)));
+        assert!(plan.is_empty(), "round {seq}: nothing undone: {plan:?}");
+    }
+}
+
+#[test]
+fn noise_within_the_margin_keeps_nothing() {
+    let t = topo();
+    let p = AutoParams::default();
+    let mut auto = Auto::new(p.clone());
+    let (moved, _) = until_it_moves(&mut auto, &t, Some(1_000_000_000));
+    let mut undone = false;
+    for seq in moved + 1..=moved + p.measure_rounds as u64 {
+        let plan = decide(&mut auto, &t, &round(seq, &node1(&t), Some(1_010_000_000)));
+        undone |= !plan.is_empty();
+    }
+    assert!(undone, "a 1 % change is within the 2 % margin: rolled back");
+}
+
+#[test]
+fn parameters_out_of_range_are_refused_naming_the_key() {
+    assert!(AutoParams::default().validate().is_ok());
+    for (p, key) in [
+        (
+            AutoParams {
+                measure_rounds: 0,
+                ..AutoParams::default()
+            },
+            "measure-rounds",
+        ),
+        (
+            AutoParams {
+                margin_percent: f64::NAN,
+                ..AutoParams::default()
+            },
+            "margin-percent",
+        ),
+        (
+            AutoParams {
+                margin_percent: -1.0,
+                ..AutoParams::default()
+            },
+            "margin-percent",
+        ),
+        (
+            AutoParams {
+                backoff_rounds: 0,
+                ..AutoParams::default()
+            },
+            "backoff-rounds",
+        ),
+        (
+            AutoParams {
+                max_settle_rounds: 0,
+                ..AutoParams::default()
+            },
+            "max-settle-rounds",
+        ),
+    ] {
+        let e = p.validate().unwrap_err();
+        assert!(e.starts_with(key), "{e}");
+    }
+}
