@@ -272,7 +272,6 @@ pub fn run(args: &RunArgs) -> Result<()> {
         merge_scope(&mut flags, &args.scope);
         flags.is_empty()
     };
-    let config_file = args.choice.config.clone().unwrap_or_default();
     if c.scope.is_empty() && !service {
         return Err(InputError(
             "the scope names nothing: give --pid, --comm, --cgroup or --vms (or a [scope] table in the config), or --all for every process"
@@ -280,79 +279,17 @@ pub fn run(args: &RunArgs) -> Result<()> {
         )
         .into());
     }
-    // A dry run changes nothing, so it neither needs nor touches the state
-    // file (nor restores what an earlier real run left: that run's next
-    // real start will).
-    let mut state = if c.dry_run {
-        None
-    } else {
-        Some(StateFile::open(&c.state).map_err(|e| InputError(format!("{e}")))?)
-    };
     let mut host = HostActuator::new();
-
-    // Whatever an earlier run left pinned comes back first.
-    if let Some(state) = state.as_mut().filter(|s| !s.entries().is_empty()) {
-        tracing::warn!(
-            "{}: {} threads pinned by an earlier run that did not stop cleanly; restoring them",
-            c.state.display(),
-            state.entries().len()
-        );
-        let report = numaplace_linux::state::restore_all(state, &mut host);
-        tracing::warn!("restored: {report}");
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
-            .context("installing signal handlers")?;
-    }
+    let mut state = open_state_and_restore(c, &mut host)?;
+    let stop = stop_on_signals()?;
     if c.scope.is_empty() {
-        tracing::warn!(
-            "{}: the [scope] table names nothing, so numaplace places nothing: name processes, \
-             cgroups or VMs there (see the comments in the file) and restart it",
-            config_file.display()
-        );
-        while !stop.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("numaplace: stopped; the scope named nothing, so nothing was changed");
+        let file = args.choice.config.clone().unwrap_or_default();
+        wait_for_a_scope(&file, &stop);
         return Ok(());
     }
 
     let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
-    let mut collector = collector_for(&engine);
-    // The daemon's own cost per round: quiet processes carried over, and
-    // memory read only where the policy may act (it reads no other).
-    collector.set_carry_over(Some(CARRY_MAX_AGE));
-    collector.set_memory_scope(Some(c.scope.clone()));
-    for m in collector.missing_signals() {
-        tracing::warn!("not measured: {m}");
-    }
-    for why in blind_policy(&engine, &collector, s.synthetic.is_some()) {
-        tracing::warn!("{why}");
-    }
-    if let Some(synth) = &s.synthetic {
-        say_synthetic(synth, &engine);
-    }
-    let mut first = collector.collect().context("reading the machine")?;
-    if let Some(synth) = s.synthetic.as_mut() {
-        // The baseline of CPU times the next round's counters come from.
-        synth.apply(&mut first);
-    }
-    let managed = engine.managed(&first);
-    collector.set_sample_processes(Some(managed.clone()));
-    if managed.is_empty() && service {
-        tracing::warn!(
-            "the scope matches no running process yet ({}); numaplace places them as they appear",
-            describe_scope(&c.scope)
-        );
-    } else if managed.is_empty() {
-        return Err(InputError(format!(
-            "the scope matches no running process ({}); start them first or widen it",
-            describe_scope(&c.scope)
-        ))
-        .into());
-    }
-
+    let (collector, managed) = start_collecting(&engine, c, s.synthetic.as_mut(), service)?;
     let shared = Arc::new(Mutex::new(MetricsState {
         policy: engine.policy_name().into(),
         dry_run: c.dry_run,
@@ -368,13 +305,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
     } else {
         Hands::Host(host)
     };
-
     tracing::info!(
-        "numaplace {} running: policy {}, interval {:?}, {} processes in scope{}{}",
+        "numaplace {} running: policy {}, interval {:?}, {managed} processes in scope{}{}",
         env!("CARGO_PKG_VERSION"),
         engine.policy_name(),
         s.interval,
-        managed.len(),
         if c.dry_run { ", dry run" } else { "" },
         if s.synthetic.is_some() {
             ", SYNTHETIC counters (--counters-from)"
@@ -406,10 +341,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
         None => &mut no_guard,
     };
     let Ok(rounds) = engine.run(&s.topology, &mut world, guard, &mut daemon);
-    let hands = world.actuator;
 
     // Put back what we changed.
-    let (Hands::Host(mut host), Some(state)) = (hands, state.as_mut()) else {
+    let (Hands::Host(mut host), Some(state)) = (world.actuator, state.as_mut()) else {
         tracing::info!("dry run: nothing to restore");
         eprintln!("numaplace: stopped after {rounds} rounds (dry run: nothing was changed)");
         return Ok(());
@@ -418,6 +352,98 @@ pub fn run(args: &RunArgs) -> Result<()> {
     tracing::info!("stopping after {rounds} rounds; restored: {report}");
     eprintln!("numaplace: stopped after {rounds} rounds; {report}");
     Ok(())
+}
+
+/// The state file, after putting back whatever an earlier run left pinned
+/// (it was killed before it could). A dry run changes nothing, so it
+/// neither needs nor touches the state file (nor restores what an earlier
+/// real run left: that run's next real start will).
+fn open_state_and_restore(c: &Config, host: &mut HostActuator) -> Result<Option<StateFile>> {
+    if c.dry_run {
+        return Ok(None);
+    }
+    let mut state = StateFile::open(&c.state).map_err(|e| InputError(format!("{e}")))?;
+    if !state.entries().is_empty() {
+        tracing::warn!(
+            "{}: {} threads pinned by an earlier run that did not stop cleanly; restoring them",
+            c.state.display(),
+            state.entries().len()
+        );
+        let report = numaplace_linux::state::restore_all(&mut state, host);
+        tracing::warn!("restored: {report}");
+    }
+    Ok(Some(state))
+}
+
+/// A flag SIGINT and SIGTERM set: the loop ends at the next check.
+fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    Ok(stop)
+}
+
+/// The service with a config whose scope names nothing: says so, places
+/// nothing, and waits for SIGTERM.
+fn wait_for_a_scope(config_file: &Path, stop: &AtomicBool) {
+    tracing::warn!(
+        "{}: the [scope] table names nothing, so numaplace places nothing: name processes, \
+         cgroups or VMs there (see the comments in the file) and restart it",
+        config_file.display()
+    );
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("numaplace: stopped; the scope named nothing, so nothing was changed");
+}
+
+/// The daemon's collector, set for its own cost, after a first reading
+/// (the baseline of the first round's CPU times and counters); says what
+/// the machine cannot measure and what the policy does without it.
+/// Returns it with the number of processes in scope: none is an error
+/// when the scope was typed (`service` false), a wait otherwise.
+fn start_collecting(
+    engine: &Engine,
+    c: &Config,
+    mut synthetic: Option<&mut SyntheticCounters>,
+    service: bool,
+) -> Result<(Collector, usize)> {
+    let mut collector = collector_for(engine);
+    // The daemon's own cost per round: quiet processes carried over, and
+    // memory read only where the policy may act (it reads no other).
+    collector.set_carry_over(Some(CARRY_MAX_AGE));
+    collector.set_memory_scope(Some(c.scope.clone()));
+    for m in collector.missing_signals() {
+        tracing::warn!("not measured: {m}");
+    }
+    for why in blind_policy(engine, &collector, synthetic.is_some()) {
+        tracing::warn!("{why}");
+    }
+    if let Some(synth) = synthetic.as_deref() {
+        say_synthetic(synth, engine);
+    }
+    let mut first = collector.collect().context("reading the machine")?;
+    if let Some(synth) = synthetic.as_mut() {
+        // The baseline of CPU times the next round's counters come from.
+        synth.apply(&mut first);
+    }
+    let managed = engine.managed(&first);
+    collector.set_sample_processes(Some(managed.clone()));
+    if managed.is_empty() && service {
+        tracing::warn!(
+            "the scope matches no running process yet ({}); numaplace places them as they appear",
+            describe_scope(&c.scope)
+        );
+    } else if managed.is_empty() {
+        return Err(InputError(format!(
+            "the scope matches no running process ({}); start them first or widen it",
+            describe_scope(&c.scope)
+        ))
+        .into());
+    }
+    Ok((collector, managed.len()))
 }
 
 /// Says, at start, that counters of threads matching `--counters-from` are
