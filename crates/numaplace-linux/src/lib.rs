@@ -4,6 +4,7 @@
 
 pub mod actuate;
 pub mod atomic;
+pub mod balancing;
 pub mod collect;
 pub mod live;
 pub mod microbench;

@@ -226,6 +226,11 @@ fn advise_prints_the_plan_and_applies_nothing() {
         "{out}"
     );
     assert!(out.contains("because numad-like:"), "{out}");
+    // It says what the kernel's own NUMA balancing does here, as read.
+    let mode = std::fs::read_to_string("/proc/sys/kernel/numa_balancing")
+        .map(|m| format!("Note: kernel.numa_balancing={}:", m.trim()))
+        .unwrap_or_else(|_| "Note: kernel.numa_balancing: not in this kernel".into());
+    assert!(out.contains(&mode), "wanted {mode:?} in {out}");
     assert_eq!(affinity(pid), before, "advise applies nothing");
     child.kill().unwrap();
     child.wait().unwrap();

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use numaplace_linux::actuate::HostActuator;
+use numaplace_linux::balancing::NumaBalancing;
 use numaplace_linux::state::StateFile;
 use numaplace_linux::{
     CollectOptions, Collector, LiveTelemetry, SysRoot, TopologySource, discover,
@@ -421,6 +422,12 @@ fn start_collecting(
     for why in blind_policy(engine, &collector, synthetic.is_some()) {
         tracing::warn!("{why}");
     }
+    let balancing = NumaBalancing::read(&SysRoot::host());
+    if balancing.balances_between_nodes() {
+        tracing::warn!("{}", balancing.describe());
+    } else {
+        tracing::info!("{}", balancing.describe());
+    }
     if let Some(synth) = synthetic.as_deref() {
         say_synthetic(synth, engine);
     }
@@ -570,6 +577,10 @@ pub fn advise(args: &RunArgs) -> Result<()> {
     for why in blind_policy(&engine, &collector, s.synthetic.is_some()) {
         println!("Note: {why}.");
     }
+    println!(
+        "Note: {}.",
+        NumaBalancing::read(&SysRoot::host()).describe()
+    );
     // Two rounds: the first gives the policy its baseline (CPU times); the
     // second's plan is the advice.
     let live = LiveTelemetry::new(
