@@ -1,0 +1,632 @@
+//! From the checked raw form to a [`Workload`]: the scenario's keys, the
+//! simulated Linux, each app's thread model and phases with their
+//! inheritance rules, and the checks against the machine.
+
+use super::*;
+
+pub(super) fn parse_named(
+    text: &str,
+    origin: &str,
+    default_name: &str,
+) -> Result<Workload, ScenarioError> {
+    let cx = Ctx { text, origin };
+    let raw: RawScenario = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
+
+    let name = match &raw.name {
+        Some(v) => cx.name(v, "name")?,
+        None => default_name.to_string(),
+    };
+    let description = match &raw.description {
+        Some(v) => cx.string(v, "description", "a description")?.to_string(),
+        None => String::new(),
+    };
+    let machine_hint = format!("one of {}", PRESETS.join(", "));
+    let Some(mv) = &raw.machine else {
+        return Err(cx.err(
+            None,
+            Some("machine".into()),
+            format!("missing: give the machine preset to simulate, {machine_hint}"),
+        ));
+    };
+    let machine_name = cx.string(mv, "machine", "a machine preset")?;
+    let machine = Machine::preset(machine_name).map_err(|_| {
+        cx.bad(
+            mv,
+            "machine",
+            format!("unknown machine preset {machine_name:?}: use {machine_hint}"),
+        )
+    })?;
+    let step_ms = match &raw.step_ms {
+        Some(v) => cx.positive(v, "step_ms")?,
+        None => 10.0,
+    };
+    let max_seconds = match &raw.max_seconds {
+        Some(v) => cx.positive(v, "max_seconds")?,
+        None => 3600.0,
+    };
+    let linux = match &raw.linux {
+        Some(l) => linux(&cx, l.get_ref())?,
+        None => LinuxModel::default(),
+    };
+    if raw.app.is_empty() {
+        return Err(cx.err(
+            None,
+            Some("app".into()),
+            "no [[app]] table: a scenario runs at least one application".into(),
+        ));
+    }
+
+    let mut apps = Vec::new();
+    // Expanded names, with where they come from, for the uniqueness check.
+    let mut names: Vec<(String, usize)> = Vec::new();
+    for (i, a) in raw.app.iter().enumerate() {
+        let expanded = app(&cx, i, a, &machine, max_seconds)?;
+        let name_v = a.get_ref().name.as_ref().expect("checked in app()");
+        for spec in &expanded {
+            if let Some((_, j)) = names.iter().find(|(n, _)| *n == spec.name) {
+                return Err(cx.bad(
+                    name_v,
+                    &format!("app[{i}].name"),
+                    format!(
+                        "app name {:?} is already used by app[{j}] (copies > 1 are named NAME.0, NAME.1, ...): give each app a unique name",
+                        spec.name
+                    ),
+                ));
+            }
+            names.push((spec.name.clone(), i));
+        }
+        apps.extend(expanded);
+    }
+
+    Ok(Workload {
+        name,
+        description,
+        machine: machine.name.clone(),
+        apps,
+        step_ms,
+        max_seconds,
+        linux,
+    })
+}
+
+fn linux(cx: &Ctx<'_>, l: &RawLinux) -> Result<LinuxModel, ScenarioError> {
+    let mut m = LinuxModel::default();
+    if let Some(v) = &l.balance_interval_ms {
+        m.balance_interval_ms = cx.positive(v, "linux.balance_interval_ms")?;
+    }
+    if let Some(v) = &l.migrate_probability {
+        m.migrate_probability =
+            cx.bounded(v, "linux.migrate_probability", 0.0, false, Some(1.0))?;
+    }
+    if let Some(v) = &l.numa_balancing {
+        m.numa_balancing = cx.boolean(v, "linux.numa_balancing")?;
+    }
+    if let Some(v) = &l.numa_balancing_mib_per_s {
+        m.numa_balancing_mib_per_s = cx.positive(v, "linux.numa_balancing_mib_per_s")?;
+    }
+    Ok(m)
+}
+
+/// `0-3` or `5` for `0..n`.
+fn id_range(n: usize) -> String {
+    match n {
+        0 => "none".into(),
+        1 => "0".into(),
+        _ => format!("0-{}", n - 1),
+    }
+}
+
+/// A checked value and where it came from, for checks between keys.
+#[derive(Clone)]
+struct Given<'a, T> {
+    value: T,
+    raw: &'a Spanned<Value>,
+    path: String,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum PatternKind {
+    Uniform,
+    PowerLaw,
+}
+
+/// The thread-model keys one table gives, each checked on its own.
+#[derive(Clone, Default)]
+struct PartialModel<'a> {
+    cpi: Option<Given<'a, f64>>,
+    uncore_pki: Option<Given<'a, f64>>,
+    working_set: Option<Given<'a, u64>>,
+    pattern: Option<Given<'a, PatternKind>>,
+    llc_mpki: Option<Given<'a, f64>>,
+    alpha: Option<Given<'a, f64>>,
+    mlp: Option<Given<'a, f64>>,
+    shared_writes_pki: Option<Given<'a, f64>>,
+}
+
+fn partial_model<'a>(
+    cx: &Ctx<'_>,
+    keys: ModelKeys<'a>,
+    prefix: &str,
+) -> Result<PartialModel<'a>, ScenarioError> {
+    let path = |k: &str| format!("{prefix}.{k}");
+    // A number in (min, ..] (strict) or [min, ..], at most max.
+    let given = |raw: &'a Raw, key: &str, min: f64, strict: bool, max: Option<f64>| {
+        raw.as_ref()
+            .map(|v| {
+                let p = path(key);
+                cx.bounded(v, &p, min, strict, max).map(|value| Given {
+                    value,
+                    raw: v,
+                    path: p,
+                })
+            })
+            .transpose()
+    };
+    let mut m = PartialModel {
+        cpi: given(keys.cpi, "cpi", 0.0, true, None)?,
+        uncore_pki: given(keys.uncore_pki, "uncore_pki", 0.0, false, None)?,
+        llc_mpki: given(keys.llc_mpki, "llc_mpki", 0.0, false, None)?,
+        alpha: given(keys.alpha, "alpha", 0.0, true, Some(2.0))?,
+        mlp: given(keys.mlp, "mlp", 1.0, false, None)?,
+        shared_writes_pki: given(
+            keys.shared_writes_pki,
+            "shared_writes_pki",
+            0.0,
+            false,
+            None,
+        )?,
+        ..PartialModel::default()
+    };
+    if let Some(v) = keys.working_set {
+        let p = path("working_set");
+        m.working_set = Some(Given {
+            value: cx.size(v, &p, true)?,
+            raw: v,
+            path: p,
+        });
+    }
+    if let Some(v) = keys.pattern {
+        let p = path("pattern");
+        let kind = match cx.string(v, &p, "\"power-law\" or \"uniform\"")? {
+            "uniform" => PatternKind::Uniform,
+            "power-law" => PatternKind::PowerLaw,
+            other => {
+                return Err(cx.bad(
+                    v,
+                    &p,
+                    format!("unknown pattern {other:?}: use \"power-law\" or \"uniform\""),
+                ));
+            }
+        };
+        m.pattern = Some(Given {
+            value: kind,
+            raw: v,
+            path: p,
+        });
+    }
+    // Checks between keys of the same table.
+    if let Some(pat) = &m.pattern
+        && pat.value == PatternKind::Uniform
+    {
+        if let Some(g) = m.llc_mpki.as_ref().or(m.alpha.as_ref()) {
+            return Err(cx.bad(
+                g.raw,
+                &g.path,
+                format!(
+                    "applies to pattern = \"power-law\" only, and {} sets pattern = \"uniform\": remove it or use the power law",
+                    pat.path
+                ),
+            ));
+        }
+    }
+    if let (Some(l), Some(u)) = (&m.llc_mpki, &m.uncore_pki)
+        && l.value > u.value
+    {
+        return Err(too_many_llc_misses(cx, l, u));
+    }
+    Ok(m)
+}
+
+fn too_many_llc_misses(cx: &Ctx<'_>, l: &Given<'_, f64>, u: &Given<'_, f64>) -> ScenarioError {
+    cx.bad(
+        l.raw,
+        &l.path,
+        format!(
+            "llc_mpki {} is more than uncore_pki {} ({}): LLC misses are a part of the uncore requests, lower llc_mpki or raise uncore_pki",
+            l.value, u.value, u.path
+        ),
+    )
+}
+
+/// Where a thread model is written, for its errors.
+struct ModelAt<'a> {
+    /// The `[[app]]` or `[[app.phase]]` table.
+    table_span: Range<usize>,
+    /// `app[0]` or `app[0].phase[1]`.
+    prefix: &'a str,
+    in_phase: bool,
+    /// The app's shared area and the path of its `shared` key.
+    shared_bytes: u64,
+    shared_path: &'a str,
+}
+
+/// Merges a phase's keys over the app's and checks the result.
+fn thread_model(
+    cx: &Ctx<'_>,
+    app: &PartialModel<'_>,
+    phase: &PartialModel<'_>,
+    at: &ModelAt<'_>,
+) -> Result<ThreadModel, ScenarioError> {
+    let ModelAt {
+        table_span,
+        prefix,
+        in_phase,
+        shared_bytes,
+        shared_path,
+    } = at;
+    let (prefix, in_phase, shared_bytes) = (*prefix, *in_phase, *shared_bytes);
+    let missing = |key: &str, example: &str| {
+        let where_ = if in_phase {
+            "in this [[app.phase]] or in its [[app]]"
+        } else {
+            "in this [[app]]"
+        };
+        cx.missing(
+            table_span.clone(),
+            &format!("{prefix}.{key}"),
+            format!("missing: give {key} {where_}, like {key} = {example}"),
+        )
+    };
+    let pick = |p: &Option<Given<'_, f64>>, a: &Option<Given<'_, f64>>| {
+        p.clone().or_else(|| a.clone()).map(|g| g.value)
+    };
+    let app_pattern = app
+        .pattern
+        .as_ref()
+        .map_or(PatternKind::PowerLaw, |g| g.value);
+    let pattern = phase.pattern.as_ref().map_or(app_pattern, |g| g.value);
+    // A phase that changes the pattern does not take the app's
+    // pattern-specific keys.
+    let inherit_pattern_keys = pattern == app_pattern;
+    let uncore = phase
+        .uncore_pki
+        .clone()
+        .or_else(|| app.uncore_pki.clone())
+        .ok_or_else(|| missing("uncore_pki", "20"))?;
+    let working_set = phase
+        .working_set
+        .clone()
+        .or_else(|| app.working_set.clone())
+        .ok_or_else(|| missing("working_set", "\"64MiB\""))?
+        .value;
+    let pattern = match pattern {
+        PatternKind::Uniform => {
+            if let Some(g) = phase.llc_mpki.as_ref().or(phase.alpha.as_ref()) {
+                return Err(cx.bad(
+                    g.raw,
+                    &g.path,
+                    "applies to pattern = \"power-law\" only, and this phase's pattern is \"uniform\": remove it or set pattern = \"power-law\"".into(),
+                ));
+            }
+            Pattern::Uniform
+        }
+        PatternKind::PowerLaw => {
+            let (app_llc, app_alpha) = if inherit_pattern_keys {
+                (app.llc_mpki.clone(), app.alpha.clone())
+            } else {
+                (None, None)
+            };
+            let llc = phase.llc_mpki.clone();
+            let llc_mpki = match llc {
+                Some(l) => {
+                    if l.value > uncore.value {
+                        return Err(too_many_llc_misses(cx, &l, &uncore));
+                    }
+                    l.value
+                }
+                None => match app_llc {
+                    // Inherited: capped at this phase's uncore requests.
+                    Some(l) => l.value.min(uncore.value),
+                    None => {
+                        return Err(cx.missing(
+                            table_span.clone(),
+                            &format!("{prefix}.llc_mpki"),
+                            format!(
+                                "missing: pattern \"power-law\" needs llc_mpki (LLC misses per 1000 instructions with the whole LLC), like llc_mpki = 15; or set pattern = \"uniform\"{}",
+                                if in_phase { " (in this phase or its app)" } else { "" }
+                            ),
+                        ));
+                    }
+                },
+            };
+            let alpha = phase.alpha.clone().or(app_alpha).map_or(0.5, |g| g.value);
+            Pattern::PowerLaw { llc_mpki, alpha }
+        }
+    };
+    let shared_writes_pki = phase
+        .shared_writes_pki
+        .clone()
+        .or_else(|| app.shared_writes_pki.clone());
+    if let Some(g) = &shared_writes_pki
+        && g.value > 0.0
+        && shared_bytes == 0
+    {
+        return Err(cx.bad(
+            g.raw,
+            &g.path,
+            format!(
+                "writes to the shared area need one: set {shared_path} to its size (like shared = \"128KiB\") or shared_writes_pki = 0"
+            ),
+        ));
+    }
+    Ok(ThreadModel {
+        cpi_core: pick(&phase.cpi, &app.cpi).unwrap_or(1.0),
+        uncore_pki: uncore.value,
+        working_set,
+        pattern,
+        mlp: pick(&phase.mlp, &app.mlp).unwrap_or(1.0),
+        shared_writes_pki: shared_writes_pki.map_or(0.0, |g| g.value),
+    })
+}
+
+/// One `[[app]]` table, expanded to its copies.
+fn app(
+    cx: &Ctx<'_>,
+    i: usize,
+    raw: &Spanned<RawApp>,
+    machine: &Machine,
+    max_seconds: f64,
+) -> Result<Vec<AppSpec>, ScenarioError> {
+    let a = raw.get_ref();
+    let prefix = format!("app[{i}]");
+    let path = |k: &str| format!("{prefix}.{k}");
+    let span = raw.span();
+
+    let Some(name_v) = &a.name else {
+        return Err(cx.missing(
+            span,
+            &path("name"),
+            "missing: every [[app]] needs a name, like name = \"mcf\"".into(),
+        ));
+    };
+    let name = cx.name(name_v, &path("name"))?;
+    let kind = match &a.kind {
+        None => AppKind::Process,
+        Some(v) => app_kind(cx, v, &path("kind"))?,
+    };
+    let threads = match &a.threads {
+        Some(v) => cx.count(v, &path("threads"), "threads of the application")?,
+        None => 1,
+    };
+    let copies = match &a.copies {
+        Some(v) => cx.count(v, &path("copies"), "identical copies of the application")?,
+        None => 1,
+    };
+    let memory = match &a.memory {
+        None => MemoryPlacement::FirstTouch,
+        Some(v) => memory_placement(cx, v, &path("memory"), machine)?,
+    };
+    let cpus = match &a.cpus {
+        None => None,
+        Some(v) => Some(app_cpus(cx, v, &path("cpus"), machine, threads)?),
+    };
+    let start_s = match &a.start_s {
+        Some(v) => {
+            let s = cx.non_negative(v, &path("start_s"))?;
+            if s >= max_seconds {
+                return Err(cx.bad(
+                    v,
+                    &path("start_s"),
+                    format!(
+                        "starts at {s} s, not before max_seconds = {max_seconds}: it would never run; start it earlier or raise max_seconds"
+                    ),
+                ));
+            }
+            s
+        }
+        None => 0.0,
+    };
+    let runs = match &a.runs {
+        Some(v) => cx.count(v, &path("runs"), "runs back to back")?,
+        None => 1,
+    };
+    let shared_bytes = match &a.shared {
+        Some(v) => cx.size(v, &path("shared"), false)?,
+        None => 0,
+    };
+    let sharers = match &a.sharers {
+        Some(v) => {
+            let n = cx.count(v, &path("sharers"), "threads that use the shared area")?;
+            if n > threads {
+                return Err(cx.bad(
+                    v,
+                    &path("sharers"),
+                    format!(
+                        "{n} sharers but the application has {threads} threads: give at most {threads}"
+                    ),
+                ));
+            }
+            n
+        }
+        None => threads,
+    };
+
+    let phases = phases(cx, a, &prefix, span, shared_bytes)?;
+
+    let spec = |name: String| AppSpec {
+        name,
+        kind,
+        threads,
+        phases: phases.clone(),
+        shared_bytes,
+        sharers,
+        memory,
+        cpus: cpus.clone(),
+        start_s,
+        runs,
+    };
+    Ok(if copies == 1 {
+        vec![spec(name)]
+    } else {
+        (0..copies).map(|c| spec(format!("{name}.{c}"))).collect()
+    })
+}
+
+/// `memory = "first-touch" | "interleave" | "node:N"`, N a node of the machine.
+fn memory_placement(
+    cx: &Ctx<'_>,
+    v: &Spanned<Value>,
+    p: &str,
+    machine: &Machine,
+) -> Result<MemoryPlacement, ScenarioError> {
+    let nodes = machine.topology.nodes().len();
+    let allowed = "use \"first-touch\", \"interleave\" or \"node:N\"";
+    Ok(match cx.string(v, p, "a memory placement")? {
+        "first-touch" => MemoryPlacement::FirstTouch,
+        "interleave" => MemoryPlacement::Interleave,
+        s => {
+            let Some(n) = s.strip_prefix("node:") else {
+                return Err(cx.bad(v, p, format!("unknown memory placement {s:?}: {allowed}")));
+            };
+            let n: u32 = n.trim().parse().map_err(|_| {
+                cx.bad(
+                    v,
+                    p,
+                    format!("{s:?}: N of node:N must be a node number, like node:0"),
+                )
+            })?;
+            if n as usize >= nodes {
+                return Err(cx.bad(
+                    v,
+                    p,
+                    format!(
+                        "node {n} does not exist: {} has nodes {}",
+                        machine.name,
+                        id_range(nodes)
+                    ),
+                ));
+            }
+            MemoryPlacement::Node(n)
+        }
+    })
+}
+
+/// `kind = "process" | "vm"`.
+fn app_kind(cx: &Ctx<'_>, v: &Spanned<Value>, p: &str) -> Result<AppKind, ScenarioError> {
+    match cx.string(v, p, "\"process\" or \"vm\"")? {
+        "process" => Ok(AppKind::Process),
+        "vm" => Ok(AppKind::Vm),
+        other => Err(cx.bad(
+            v,
+            p,
+            format!("unknown kind {other:?}: use \"process\" or \"vm\""),
+        )),
+    }
+}
+
+/// `cpus = "0-3"`: the machine's CPUs (dense ids), enough for `threads`.
+fn app_cpus(
+    cx: &Ctx<'_>,
+    v: &Spanned<Value>,
+    p: &str,
+    machine: &Machine,
+    threads: u32,
+) -> Result<CpuSet, ScenarioError> {
+    let ncpus = machine.topology.cpus().len();
+    let text = cx.string(v, p, "a CPU list like \"0-3\"")?;
+    let set = CpuSet::from_str(text).map_err(|e| cx.bad(v, p, e.to_string()))?;
+    if let Some(bad) = set.iter().find(|&c| c as usize >= ncpus) {
+        return Err(cx.bad(
+            v,
+            p,
+            format!(
+                "CPU {bad} does not exist: {} has CPUs {} (dense ids)",
+                machine.name,
+                id_range(ncpus)
+            ),
+        ));
+    }
+    if threads as usize > set.len() {
+        return Err(cx.bad(
+            v,
+            p,
+            format!(
+                "more threads than a cpuset can hold: {threads} threads on cpus {text:?} ({} CPUs); widen cpus or lower threads",
+                set.len()
+            ),
+        ));
+    }
+    Ok(set)
+}
+
+/// An app's phases: its one implicit phase (`instructions` in the
+/// `[[app]]` table) or its `[[app.phase]]` tables, each thread model
+/// inheriting the app's keys.
+fn phases(
+    cx: &Ctx<'_>,
+    a: &RawApp,
+    prefix: &str,
+    span: Range<usize>,
+    shared_bytes: u64,
+) -> Result<Vec<Phase>, ScenarioError> {
+    let path = |k: &str| format!("{prefix}.{k}");
+    let app_model = partial_model(cx, a.model_keys(), prefix)?;
+    let mut phases = Vec::new();
+    if a.phase.is_empty() {
+        let Some(iv) = &a.instructions else {
+            return Err(cx.missing(
+                span,
+                &path("instructions"),
+                "missing: give instructions per thread and run (like instructions = 1e11) or [[app.phase]] tables".into(),
+            ));
+        };
+        let instructions = cx.positive(iv, &path("instructions"))?;
+        let at = ModelAt {
+            table_span: span.clone(),
+            prefix,
+            in_phase: false,
+            shared_bytes,
+            shared_path: &path("shared"),
+        };
+        let model = thread_model(cx, &app_model, &PartialModel::default(), &at)?;
+        phases.push(Phase {
+            instructions,
+            model,
+        });
+    } else {
+        if let Some(iv) = &a.instructions {
+            return Err(cx.bad(
+                iv,
+                &path("instructions"),
+                "instructions is given both here and in [[app.phase]]: with phases, give instructions in each phase only".into(),
+            ));
+        }
+        for (j, ph) in a.phase.iter().enumerate() {
+            let pprefix = format!("{prefix}.phase[{j}]");
+            let p = ph.get_ref();
+            let Some(iv) = &p.instructions else {
+                return Err(cx.missing(
+                    ph.span(),
+                    &format!("{pprefix}.instructions"),
+                    "missing: every [[app.phase]] needs its instructions per thread, like instructions = 5e10".into(),
+                ));
+            };
+            let instructions = cx.positive(iv, &format!("{pprefix}.instructions"))?;
+            let phase_model = partial_model(cx, p.model_keys(), &pprefix)?;
+            let at = ModelAt {
+                table_span: ph.span(),
+                prefix: &pprefix,
+                in_phase: true,
+                shared_bytes,
+                shared_path: &path("shared"),
+            };
+            let model = thread_model(cx, &app_model, &phase_model, &at)?;
+            phases.push(Phase {
+                instructions,
+                model,
+            });
+        }
+    }
+
+    Ok(phases)
+}
