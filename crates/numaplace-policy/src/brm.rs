@@ -491,56 +491,9 @@ impl Policy for Brm {
         let s = view.snapshot;
         let topo = view.topology;
         let (doms, by_node) = domains(topo);
-        let secs = s.interval_ns as f64 / 1e9;
 
-        // Runnable threads per domain, by the CPU each last ran on: a
-        // domain has an idle CPU while it has fewer than CPUs (the kernel
-        // spreads runnable threads over a node's CPUs).
-        let mut runnable = vec![0usize; doms.len()];
-        for t in &s.tasks {
-            if t.state == 'R'
-                && let Some(d) = t
-                    .last_cpu
-                    .and_then(|c| topo.cpu_by_os_id(c))
-                    .and_then(|c| by_node[c.node])
-            {
-                runnable[d] += 1;
-            }
-        }
-
-        let comms: HashMap<i32, &str> = s.groups.iter().map(|g| (g.pid, g.comm.as_str())).collect();
-        let mut alive = HashSet::new();
-        let mut scored = Vec::new();
-        for t in &s.tasks {
-            if !view.placeable(t, &self.ours) {
-                continue;
-            }
-            let id = t.id();
-            let counters = s.counters.get(&t.tid);
-            let requests = counters.and_then(|c| c.get(Counter::UncoreRequests));
-            let rate = requests.filter(|_| secs > 0.0).map(|r| r as f64 / secs);
-            let known = self.threads.contains_key(&id);
-            if !known && !self.tagged(t, comms.get(&t.tgid).copied().unwrap_or(""), rate) {
-                continue;
-            }
-            alive.insert(id);
-            let (Some(sample), Some(here)) = (
-                counters.and_then(uncore_penalty),
-                domain_of(t, topo, &doms, &by_node),
-            ) else {
-                continue;
-            };
-            scored.push(Scored {
-                task: t,
-                here,
-                sample,
-                requests: requests.unwrap_or(0),
-            });
-        }
-        self.threads.retain(|id, _| alive.contains(id));
-        self.ours.retain(|id, _| alive.contains(id));
-        self.explorers
-            .retain(|_, (who, until)| alive.contains(who) && *until > round);
+        let mut runnable = runnable_per_domain(s, topo, doms.len(), &by_node);
+        let mut scored = self.candidates(view, &doms, &by_node, round);
         if scored.is_empty() || doms.is_empty() {
             return plan;
         }
@@ -635,6 +588,79 @@ impl Policy for Brm {
         }
         plan
     }
+}
+
+impl Brm {
+    /// This round's candidates (seed 000 §4.3: threads it already follows,
+    /// or newly tagged ones) with their uncore penalty sample and the
+    /// domain they ran in; forgets threads that are no longer candidates.
+    fn candidates<'s>(
+        &mut self,
+        view: &View<'s>,
+        doms: &[Domain],
+        by_node: &[Option<usize>],
+        round: u64,
+    ) -> Vec<Scored<'s>> {
+        let (s, topo) = (view.snapshot, view.topology);
+        let secs = s.interval_ns as f64 / 1e9;
+        let comms: HashMap<i32, &str> = s.groups.iter().map(|g| (g.pid, g.comm.as_str())).collect();
+        let mut alive = HashSet::new();
+        let mut scored = Vec::new();
+        for t in &s.tasks {
+            if !view.placeable(t, &self.ours) {
+                continue;
+            }
+            let id = t.id();
+            let counters = s.counters.get(&t.tid);
+            let requests = counters.and_then(|c| c.get(Counter::UncoreRequests));
+            let rate = requests.filter(|_| secs > 0.0).map(|r| r as f64 / secs);
+            let known = self.threads.contains_key(&id);
+            if !known && !self.tagged(t, comms.get(&t.tgid).copied().unwrap_or(""), rate) {
+                continue;
+            }
+            alive.insert(id);
+            let (Some(sample), Some(here)) = (
+                counters.and_then(uncore_penalty),
+                domain_of(t, topo, doms, by_node),
+            ) else {
+                continue;
+            };
+            scored.push(Scored {
+                task: t,
+                here,
+                sample,
+                requests: requests.unwrap_or(0),
+            });
+        }
+        self.threads.retain(|id, _| alive.contains(id));
+        self.ours.retain(|id, _| alive.contains(id));
+        self.explorers
+            .retain(|_, (who, until)| alive.contains(who) && *until > round);
+        scored
+    }
+}
+
+/// Runnable threads per domain, by the CPU each last ran on: a domain has
+/// an idle CPU while it has fewer than CPUs (the kernel spreads runnable
+/// threads over a node's CPUs).
+fn runnable_per_domain(
+    s: &numaplace_model::Snapshot,
+    topo: &Topology,
+    domains: usize,
+    by_node: &[Option<usize>],
+) -> Vec<usize> {
+    let mut runnable = vec![0usize; domains];
+    for t in &s.tasks {
+        if t.state == 'R'
+            && let Some(d) = t
+                .last_cpu
+                .and_then(|c| topo.cpu_by_os_id(c))
+                .and_then(|c| by_node[c.node])
+        {
+            runnable[d] += 1;
+        }
+    }
+    runnable
 }
 
 #[cfg(test)]

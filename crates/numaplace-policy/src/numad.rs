@@ -125,26 +125,7 @@ impl Policy for NumadLike {
         }
         let mut room = node_room(t, s, &usage);
 
-        // Candidates: managed, big enough; the biggest first.
-        let mut big: Vec<(&TaskGroup, f64, BTreeMap<u32, u64>)> = Vec::new();
-        for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
-            let mem = g.memory_total().unwrap_or_default();
-            let total: u64 = mem.values().sum();
-            let cpus: f64 = g.threads.iter().filter_map(|t| usage.get(t)).sum();
-            if total >= self.params.min_memory_mib << 20
-                || cpus * 100.0 >= self.params.min_cpu_percent as f64
-            {
-                big.push((g, cpus, mem));
-            }
-        }
-        big.sort_by(|a, b| {
-            b.2.values()
-                .sum::<u64>()
-                .cmp(&a.2.values().sum::<u64>())
-                .then(a.0.pid.cmp(&b.0.pid))
-        });
-
-        for (g, cpus, mem) in big {
+        for (g, cpus, mem) in self.big_enough(view, &usage) {
             let total: u64 = mem.values().sum();
             if let Some(&(at, node)) = self.placed.get(&g.id())
                 && s.time_unix_ns.saturating_sub(at) < self.params.cooldown_secs * 1_000_000_000
@@ -227,25 +208,7 @@ impl Policy for NumadLike {
             if pinned && (on_best as f64) >= 0.9 * total as f64 {
                 continue; // already where numad would put it
             }
-            let why = format!(
-                "numad-like: {} (pid {}) uses {} and {cpus:.2} CPUs; node {} has the most free CPU and memory \
-                 ({:.2} CPUs, {} free){}",
-                printable(&g.label()),
-                g.pid,
-                mib(total as f64),
-                best.os_id,
-                room_for[best.id].cpus,
-                mib(room_for[best.id].memory),
-                match home {
-                    Some(h) if h != best.id => format!(
-                        "; {:.0}% of its memory is on node {}",
-                        100.0 * mem.get(&t.nodes()[h].os_id).copied().unwrap_or(0) as f64
-                            / total.max(1) as f64,
-                        t.nodes()[h].os_id
-                    ),
-                    _ => String::new(),
-                }
-            );
+            let why = placement_reason(t, g, cpus, &mem, best, &room_for[best.id], home);
             for &tid in &g.threads {
                 let Some(task) = s.task(tid) else { continue };
                 if task.allowed_cpus != best.span {
@@ -277,6 +240,69 @@ impl Policy for NumadLike {
         }
         plan
     }
+}
+
+impl NumadLike {
+    /// numad's candidates among the processes in scope: at least
+    /// `min_memory_mib` of memory or `min_cpu_percent` of a CPU, the
+    /// biggest first; each with the CPUs it used and its memory per node.
+    fn big_enough<'s>(
+        &self,
+        view: &View<'s>,
+        usage: &HashMap<i32, f64>,
+    ) -> Vec<(&'s TaskGroup, f64, BTreeMap<u32, u64>)> {
+        let mut big = Vec::new();
+        for g in (view.snapshot.groups.iter()).filter(|g| view.managed.contains(&g.pid)) {
+            let mem = g.memory_total().unwrap_or_default();
+            let total: u64 = mem.values().sum();
+            let cpus: f64 = g.threads.iter().filter_map(|t| usage.get(t)).sum();
+            if total >= self.params.min_memory_mib << 20
+                || cpus * 100.0 >= self.params.min_cpu_percent as f64
+            {
+                big.push((g, cpus, mem));
+            }
+        }
+        big.sort_by(|a, b| {
+            b.2.values()
+                .sum::<u64>()
+                .cmp(&a.2.values().sum::<u64>())
+                .then(a.0.pid.cmp(&b.0.pid))
+        });
+        big
+    }
+}
+
+/// Why numad puts `g` on `best`: its size, the node's room, and where its
+/// memory is when that is elsewhere.
+fn placement_reason(
+    t: &Topology,
+    g: &TaskGroup,
+    cpus: f64,
+    mem: &BTreeMap<u32, u64>,
+    best: &numaplace_model::Node,
+    room: &NodeRoom,
+    home: Option<usize>,
+) -> String {
+    let total: u64 = mem.values().sum();
+    format!(
+        "numad-like: {} (pid {}) uses {} and {cpus:.2} CPUs; node {} has the most free CPU and memory \
+         ({:.2} CPUs, {} free){}",
+        printable(&g.label()),
+        g.pid,
+        mib(total as f64),
+        best.os_id,
+        room.cpus,
+        mib(room.memory),
+        match home {
+            Some(h) if h != best.id => format!(
+                "; {:.0}% of its memory is on node {}",
+                100.0 * mem.get(&t.nodes()[h].os_id).copied().unwrap_or(0) as f64
+                    / total.max(1) as f64,
+                t.nodes()[h].os_id
+            ),
+            _ => String::new(),
+        }
+    )
 }
 
 /// Free CPUs (CPU count less what the threads last seen there used) and
