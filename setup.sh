@@ -170,7 +170,7 @@ test_suite() {
     set -e
     [ "$status" -ne 0 ] || status=$s
 
-    say "fuzz (procfs and numa_maps parsers, bounded)"
+    say "fuzz (the parsers of numaplace-parse, bounded)"
     set +e
     fuzz/run.sh "${NUMAPLACE_FUZZ_SECONDS:-20}"
     s=$?

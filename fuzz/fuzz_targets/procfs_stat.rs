@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use numaplace_linux::procfs::parse_stat;
+use numaplace_parse::procfs::parse_stat;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(s) = parse_stat(data) {

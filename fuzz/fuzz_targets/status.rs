@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use numaplace_linux::procfs::{parse_cgroup, parse_cmdline, parse_status};
+use numaplace_parse::procfs::{parse_cgroup, parse_cmdline, parse_status};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

@@ -82,34 +82,40 @@ mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
 
+    fn mode(p: &Path) -> u32 {
+        std::fs::metadata(p).unwrap().mode() & 0o777
+    }
+
     #[test]
     fn replaces_the_file_whole_with_the_mode_asked_and_leaves_no_temporary() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("f.json");
         std::fs::write(&p, "old").unwrap();
-        write_atomic(&p, b"new", 0o600).unwrap();
-        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
-        assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o777, 0o600);
-        write_atomic(&p, b"newer", 0o644).unwrap();
-        assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o777, 0o644);
-        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
-        assert_eq!(names.len(), 1, "no temporary file left");
+        for (text, m) in [("new", 0o600), ("newer", 0o644)] {
+            write_atomic(&p, text.as_bytes(), m).unwrap();
+            assert_eq!(
+                (std::fs::read_to_string(&p).unwrap().as_str(), mode(&p)),
+                (text, m)
+            );
+        }
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temporary file left"
+        );
     }
 
+    /// A symlink planted at the path is replaced, its target untouched;
+    /// a missing directory is an error naming the file.
     #[test]
-    fn a_symlink_is_replaced_not_followed() {
+    fn symlinks_are_not_followed_and_errors_name_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let victim = dir.path().join("victim");
+        let (victim, link) = (dir.path().join("victim"), dir.path().join("link"));
         std::fs::write(&victim, "precious").unwrap();
-        let link = dir.path().join("link");
         std::os::unix::fs::symlink(&victim, &link).unwrap();
         write_atomic(&link, b"ours", 0o600).unwrap();
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
         assert!(!std::fs::symlink_metadata(&link).unwrap().is_symlink());
-    }
-
-    #[test]
-    fn a_missing_directory_is_an_error_naming_the_file() {
         let e = write_atomic(Path::new("/nonexistent-numaplace/x.json"), b"x", 0o600).unwrap_err();
         assert!(
             e.to_string()

@@ -73,15 +73,14 @@ use crate::sysroot::SysRoot;
 
 mod event;
 mod node_query;
-mod record;
 mod thread;
 
 use event::*;
 pub use event::{choose_event, resolve_event};
 use node_query::*;
 pub use node_query::{fd_limit_after_raise, query_nodes, raise_fd_limit};
-use record::*;
-pub use record::{ParsedSample, parse_sample};
+use numaplace_parse::perf_record::*;
+pub use numaplace_parse::perf_record::{ParsedSample, parse_sample};
 use thread::*;
 
 /// Which event gives the data addresses.

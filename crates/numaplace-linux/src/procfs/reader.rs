@@ -5,13 +5,12 @@ use std::fs::{self, File};
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use super::cgroup::{CgroupInfo, parse_cgroup};
-use super::cmdline::parse_cmdline;
 use super::error::{ParseError, ProcError};
-use super::numa_maps::{NumaMaps, parse_numa_maps};
-use super::stat::{TaskStat, parse_stat};
-use super::status::{TaskStatus, parse_status};
 use crate::sysroot::SysRoot;
+use numaplace_parse::procfs::{
+    CgroupInfo, NumaMaps, TaskStat, TaskStatus, parse_cgroup, parse_cmdline, parse_numa_maps,
+    parse_stat, parse_status,
+};
 
 /// First read size for one-line files (`stat`, `status`, `comm`, ...):
 /// one read returns the whole file, generated at once.

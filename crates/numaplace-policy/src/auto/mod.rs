@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use numaplace_model::{Action, Counter, Decision, Plan, Snapshot, TaskId};
 
 use crate::numad::{NumadLike, NumadParams};
-use crate::{Needs, Policy, Signal, View};
+use crate::{Policy, Signal, View};
 use experiment::{Backoff, History, JudgeParams, Trial, Verdict};
 
 /// `auto`'s parameters (`[policy]` with `name = "auto"`).
@@ -59,31 +59,16 @@ impl Default for AutoParams {
 impl AutoParams {
     /// Checks the ranges; says which key is wrong and what it may be.
     pub fn validate(&self) -> Result<(), String> {
-        if !(1..=100).contains(&self.measure_rounds) {
-            return Err(format!(
-                "measure-rounds = {}: must be 1..=100",
-                self.measure_rounds
-            ));
-        }
-        if !(self.margin_percent.is_finite() && (0.0..=50.0).contains(&self.margin_percent)) {
+        within("measure-rounds", self.measure_rounds, 1, 100)?;
+        if !self.margin_percent.is_finite() {
             return Err(format!(
                 "margin-percent = {}: must be a number from 0 to 50",
                 self.margin_percent
             ));
         }
-        if !(1..=100_000).contains(&self.backoff_rounds) {
-            return Err(format!(
-                "backoff-rounds = {}: must be 1..=100000",
-                self.backoff_rounds
-            ));
-        }
-        if !(1..=1000).contains(&self.max_settle_rounds) {
-            return Err(format!(
-                "max-settle-rounds = {}: must be 1..=1000",
-                self.max_settle_rounds
-            ));
-        }
-        Ok(())
+        within("margin-percent", self.margin_percent, 0.0, 50.0)?;
+        within("backoff-rounds", self.backoff_rounds, 1, 100_000)?;
+        within("max-settle-rounds", self.max_settle_rounds, 1, 1000)
     }
 
     fn judge(&self) -> JudgeParams {
@@ -94,6 +79,15 @@ impl AutoParams {
             backoff_rounds: self.backoff_rounds,
             max_backoff_rounds: self.backoff_rounds.saturating_mul(16),
         }
+    }
+}
+
+/// `key = value` within `lo..=hi`, or an error saying so.
+fn within<T: PartialOrd + std::fmt::Display>(key: &str, v: T, lo: T, hi: T) -> Result<(), String> {
+    if v >= lo && v <= hi {
+        Ok(())
+    } else {
+        Err(format!("{key} = {v}: must be {lo}..={hi}"))
     }
 }
 
@@ -398,14 +392,7 @@ impl Policy for Auto {
         "auto"
     }
 
-    fn needs(&self) -> Needs {
-        Needs {
-            counters: true,
-            memory: true,
-            samples: false,
-            page_sets: false,
-        }
-    }
+    // needs(): the default, counters (to judge) and memory (numad's move).
 
     fn without(&self, signal: Signal) -> Option<String> {
         match signal {

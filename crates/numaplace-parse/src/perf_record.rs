@@ -2,12 +2,12 @@
 //! `PERF_SAMPLE_TID | PERF_SAMPLE_ADDR`, optionally `DATA_SRC`), parsed
 //! from the bytes the ring buffer holds.
 
-pub(super) const PERF_RECORD_LOST: u32 = 2;
-pub(super) const PERF_RECORD_THROTTLE: u32 = 5;
-pub(super) const PERF_RECORD_SAMPLE: u32 = 9;
+pub const PERF_RECORD_LOST: u32 = 2;
+pub const PERF_RECORD_THROTTLE: u32 = 5;
+pub const PERF_RECORD_SAMPLE: u32 = 9;
 
 /// `PERF_SAMPLE_*` bits, as the kernel's `perf_event_sample_format`.
-pub(super) mod bits {
+pub mod bits {
     pub const IP: u64 = 1 << 0;
     pub const TID: u64 = 1 << 1;
     pub const TIME: u64 = 1 << 2;
@@ -32,7 +32,7 @@ pub(super) mod bits {
 }
 
 /// `perf_mem_data_src.mem_op` (bits 0-4): `PERF_MEM_OP_STORE`.
-pub(super) const PERF_MEM_OP_STORE: u64 = 0x04;
+pub const PERF_MEM_OP_STORE: u64 = 0x04;
 
 /// The fields of a `PERF_RECORD_SAMPLE` the sampler uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,11 +54,11 @@ impl ParsedSample {
     }
 }
 
-pub(super) fn read_u64(b: &[u8], at: usize) -> Option<u64> {
+pub fn read_u64(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
-pub(super) fn read_u32(b: &[u8], at: usize) -> Option<u32> {
+pub fn read_u32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }
 

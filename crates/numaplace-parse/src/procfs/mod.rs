@@ -1,0 +1,24 @@
+//! The procfs files numaplace reads, parsed from their text or bytes:
+//! `stat`, `status`, `cmdline`, `cgroup` and `numa_maps` under
+//! `/proc/<pid>[/task/<tid>]`. Nothing here touches the filesystem (the
+//! readers in numaplace-linux bind these to paths), and no parser panics on
+//! any input.
+
+mod cgroup;
+mod cmdline;
+mod error;
+mod numa_maps;
+mod stat;
+mod status;
+
+#[cfg(test)]
+mod never_panics;
+
+pub use cgroup::{CgroupInfo, parse_cgroup};
+pub use cmdline::parse_cmdline;
+pub use error::{ParseError, shorten};
+pub use numa_maps::{
+    MappingKind, NodePages, NumaMapping, NumaMaps, parse_numa_maps, parse_numa_maps_line,
+};
+pub use stat::{TaskStat, parse_stat};
+pub use status::{TaskStatus, parse_status};
