@@ -6,8 +6,8 @@
 //! name = "spec-mix"            # optional; default: the file stem (built-ins: their name)
 //! description = "..."          # optional
 //! machine = "westmere-2s"      # required: a preset of machine::PRESETS
-//! step_ms = 10                 # optional, default 10, > 0 (simulated ms per model step)
-//! max_seconds = 3600           # optional, default 3600, > 0 (a run stops here)
+//! step_ms = 10                 # optional, default 10, 0.01..=1000 (simulated ms per model step)
+//! max_seconds = 3600           # optional, default 3600, > 0 and <= 604800 (a week; a run stops here)
 //!
 //! [linux]                      # optional, every key optional, defaults = LinuxModel::default()
 //! balance_interval_ms = 100    # > 0
@@ -18,12 +18,12 @@
 //! [[app]]                      # at least one
 //! name = "mcf"                 # required, printable, unique (after copies)
 //! kind = "process"             # "process" (default) or "vm"
-//! threads = 1                  # >= 1, default 1
-//! copies = 1                   # >= 1, default 1: that many identical apps named mcf.0, mcf.1, ... when > 1
+//! threads = 1                  # 1..=4096, default 1
+//! copies = 1                   # 1..=10000, default 1: that many identical apps named mcf.0, mcf.1, ... when > 1
 //! memory = "first-touch"       # "first-touch" (default) | "interleave" | "node:N" (dense node id)
 //! cpus = "0-3"                 # optional cpuset, kernel list syntax, dense CPU ids; threads <= its CPUs
 //! start_s = 0.0                # >= 0, default 0, below max_seconds
-//! runs = 1                     # >= 1, default 1: runs back to back
+//! runs = 1                     # 1..=100000, default 1: runs back to back
 //! shared = "128KiB"            # bytes shared by the app's threads, default 0
 //! sharers = 4                  # how many of its threads (the first) use it, default all
 //! # the thread model; a phase inherits every key it does not set
@@ -56,6 +56,9 @@
 //! `uncore_pki` is capped at it (the model never has more LLC misses than
 //! uncore requests), while an `llc_mpki` the phase sets itself above its
 //! `uncore_pki` is an error.
+//!
+//! All the applications together, copies included, have at most 100,000
+//! threads.
 //!
 //! Validation against the machine: `node:N` must name a node of the
 //! preset, `cpus` only its CPUs, and an app with `cpus` may not have more

@@ -183,8 +183,8 @@ pub struct TrainArgs {
     /// Training benchmarks of Fig. 4: spec, parsec or all.
     #[arg(long, default_value = "spec")]
     pub suite: String,
-    /// Seeds per benchmark and mapping.
-    #[arg(long, default_value_t = 3)]
+    /// Seeds per benchmark and mapping (1 to 1000).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub seeds: u64,
 }
 
@@ -353,8 +353,9 @@ pub struct CompareArgs {
     #[arg(long, value_name = "LIST")]
     pub policies: Option<String>,
 
-    /// Seeds per policy.
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    /// Seeds per policy (1 to 10000).
+    #[arg(long, value_name = "N", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
     pub seeds: u64,
 
     /// The first seed.

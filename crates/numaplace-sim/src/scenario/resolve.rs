@@ -4,6 +4,25 @@
 
 use super::*;
 
+// The ranges of a scenario's counts and times, checked before anything is
+// allocated or stepped: far beyond any scenario the seeds describe (at most
+// 64 threads on 16-core machines, runs of minutes) and small enough that a
+// hostile file can neither exhaust memory nor run forever.
+
+/// Simulated milliseconds per model step: 10 µs to 1 s.
+const MIN_STEP_MS: f64 = 0.01;
+const MAX_STEP_MS: f64 = 1000.0;
+/// A run stops after this much simulated time at most: a week.
+const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
+/// Threads of one application (a VM's vCPUs, a process's threads).
+const MAX_THREADS: u32 = 4096;
+/// Copies of one `[[app]]` table.
+const MAX_COPIES: u32 = 10_000;
+/// Runs of an application back to back.
+const MAX_RUNS: u32 = 100_000;
+/// Threads of every application together, after copies.
+const MAX_TOTAL_THREADS: u64 = 100_000;
+
 pub(super) fn parse_named(
     text: &str,
     origin: &str,
@@ -37,11 +56,11 @@ pub(super) fn parse_named(
         )
     })?;
     let step_ms = match &raw.step_ms {
-        Some(v) => cx.positive(v, "step_ms")?,
+        Some(v) => cx.bounded(v, "step_ms", MIN_STEP_MS, false, Some(MAX_STEP_MS))?,
         None => 10.0,
     };
     let max_seconds = match &raw.max_seconds {
-        Some(v) => cx.positive(v, "max_seconds")?,
+        Some(v) => cx.bounded(v, "max_seconds", 0.0, true, Some(MAX_SECONDS))?,
         None => 3600.0,
     };
     let linux = match &raw.linux {
@@ -58,12 +77,24 @@ pub(super) fn parse_named(
 
     let mut apps = Vec::new();
     // Expanded names, with where they come from, for the uniqueness check.
-    let mut names: Vec<(String, usize)> = Vec::new();
+    let mut names: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut total_threads = 0u64;
     for (i, a) in raw.app.iter().enumerate() {
         let expanded = app(&cx, i, a, &machine, max_seconds)?;
         let name_v = a.get_ref().name.as_ref().expect("checked in app()");
+        total_threads += expanded.iter().map(|s| u64::from(s.threads)).sum::<u64>();
+        if total_threads > MAX_TOTAL_THREADS {
+            return Err(cx.missing(
+                a.span(),
+                &format!("app[{i}]"),
+                format!(
+                    "the applications up to here have {total_threads} threads (copies included): \
+                     a scenario may have at most {MAX_TOTAL_THREADS}; lower threads or copies"
+                ),
+            ));
+        }
         for spec in &expanded {
-            if let Some((_, j)) = names.iter().find(|(n, _)| *n == spec.name) {
+            if let Some(j) = names.get(&spec.name) {
                 return Err(cx.bad(
                     name_v,
                     &format!("app[{i}].name"),
@@ -73,7 +104,7 @@ pub(super) fn parse_named(
                     ),
                 ));
             }
-            names.push((spec.name.clone(), i));
+            names.insert(spec.name.clone(), i);
         }
         apps.extend(expanded);
     }
@@ -395,11 +426,21 @@ fn app(
         Some(v) => app_kind(cx, v, &path("kind"))?,
     };
     let threads = match &a.threads {
-        Some(v) => cx.count(v, &path("threads"), "threads of the application")?,
+        Some(v) => cx.count(
+            v,
+            &path("threads"),
+            "threads of the application",
+            MAX_THREADS,
+        )?,
         None => 1,
     };
     let copies = match &a.copies {
-        Some(v) => cx.count(v, &path("copies"), "identical copies of the application")?,
+        Some(v) => cx.count(
+            v,
+            &path("copies"),
+            "identical copies of the application",
+            MAX_COPIES,
+        )?,
         None => 1,
     };
     let memory = match &a.memory {
@@ -427,7 +468,7 @@ fn app(
         None => 0.0,
     };
     let runs = match &a.runs {
-        Some(v) => cx.count(v, &path("runs"), "runs back to back")?,
+        Some(v) => cx.count(v, &path("runs"), "runs back to back", MAX_RUNS)?,
         None => 1,
     };
     let shared_bytes = match &a.shared {
@@ -436,7 +477,12 @@ fn app(
     };
     let sharers = match &a.sharers {
         Some(v) => {
-            let n = cx.count(v, &path("sharers"), "threads that use the shared area")?;
+            let n = cx.count(
+                v,
+                &path("sharers"),
+                "threads that use the shared area",
+                MAX_THREADS,
+            )?;
             if n > threads {
                 return Err(cx.bad(
                     v,

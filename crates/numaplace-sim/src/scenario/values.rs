@@ -54,7 +54,7 @@ impl Ctx<'_> {
                 (true, Some(m)) => format!("greater than {min} and at most {m}"),
                 (false, Some(m)) => format!("between {min} and {m}"),
             };
-            return Err(self.bad(v, path, format!("must be {rule}, got {x}")));
+            return Err(self.bad(v, path, format!("must be {rule}, got {}", readable(x))));
         }
         Ok(x)
     }
@@ -71,23 +71,24 @@ impl Ctx<'_> {
         self.bounded(v, path, 0.0, false, None)
     }
 
-    /// A whole number `>= 1` that fits a u32.
+    /// A whole number from 1 to `max`.
     pub(super) fn count(
         &self,
         v: &Spanned<Value>,
         path: &str,
         what: &str,
+        max: u32,
     ) -> Result<u32, ScenarioError> {
         match v.get_ref() {
-            Value::Integer(i) if *i >= 1 && *i <= u32::MAX as i64 => Ok(*i as u32),
+            Value::Integer(i) if *i >= 1 && *i <= i64::from(max) => Ok(*i as u32),
             Value::Integer(i) => {
-                Err(self.bad(v, path, format!("must be at least 1 ({what}), got {i}")))
+                Err(self.bad(v, path, format!("must be 1..={max} ({what}), got {i}")))
             }
             other => Err(self.bad(
                 v,
                 path,
                 format!(
-                    "expected a whole number >= 1 ({what}), got {}",
+                    "expected a whole number from 1 to {max} ({what}), got {}",
                     shown(other)
                 ),
             )),
@@ -163,5 +164,16 @@ impl Ctx<'_> {
             ));
         }
         Ok(s.to_string())
+    }
+}
+
+/// A number as an error message shows it: plain where that is short,
+/// in exponent form for the very small and very large (1e-300, not three
+/// hundred zeros).
+fn readable(x: f64) -> String {
+    if x != 0.0 && !(1e-4..1e9).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
     }
 }
