@@ -663,5 +663,23 @@ fn runnable_per_domain(
     runnable
 }
 
+impl crate::Params for BrmParams {
+    fn validate(&self) -> Result<(), String> {
+        crate::within("reset-max-rounds", self.reset_max_rounds, 1, 1_000_000)?;
+        crate::within(
+            "reset-min-rounds",
+            self.reset_min_rounds,
+            1,
+            self.reset_max_rounds,
+        )?;
+        match self.min_uncore_requests_per_s {
+            Some(r) if !(r.is_finite() && r >= 0.0) => Err(format!(
+                "min-uncore-requests-per-s = {r}: must be a number, 0 or more"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -79,6 +79,30 @@ pub struct Needs {
     pub page_sets: bool,
 }
 
+/// A policy's parameters as a config gives them: checked where they are
+/// read (the config file, a replay's config), before the policy is built,
+/// so that a value out of range is an error naming the key and its range
+/// instead of a wrong placement, a panic or an allocation that fails.
+pub trait Params {
+    fn validate(&self) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// `key = v` within `lo..=hi`, or an error naming the key and the range.
+pub fn within<T: PartialOrd + std::fmt::Display>(
+    key: &str,
+    v: T,
+    lo: T,
+    hi: T,
+) -> Result<(), String> {
+    if v >= lo && v <= hi {
+        Ok(())
+    } else {
+        Err(format!("{key} = {v}: must be {lo}..={hi}"))
+    }
+}
+
 /// A placement policy.
 pub trait Policy: Send {
     /// The registry name (`numad-like`).

@@ -326,3 +326,13 @@ fn node_room(t: &Topology, s: &Snapshot, usage: &HashMap<i32, f64>) -> Vec<NodeR
     }
     room
 }
+
+impl crate::Params for NumadParams {
+    fn validate(&self) -> Result<(), String> {
+        // Bounds that keep `<< 20` and `* 1e9` of the rounds from
+        // overflowing: 1 PiB of memory, a day of cool-down.
+        crate::within("min_memory_mib", self.min_memory_mib, 0, 1 << 30)?;
+        crate::within("min_cpu_percent", self.min_cpu_percent, 0, 100 * 65_536)?;
+        crate::within("cooldown_secs", self.cooldown_secs, 0, 86_400)
+    }
+}

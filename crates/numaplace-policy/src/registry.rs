@@ -48,6 +48,14 @@ macro_rules! policies {
                 }
             }
 
+            /// Checks the parameters' ranges ([`crate::Params`]); the
+            /// message names the key and what it may be.
+            pub fn validate(&self) -> Result<(), String> {
+                match self {
+                    $( policies!(@bind $variant p $($params)?) => policies!(@check p $($params)?), )*
+                }
+            }
+
             /// A fresh policy of this kind.
             pub fn build(&self) -> Box<dyn Policy> {
                 match self {
@@ -58,6 +66,8 @@ macro_rules! policies {
     };
     (@bind $variant:ident $p:ident $params:ty) => { PolicyKind::$variant($p) };
     (@bind $variant:ident $p:ident) => { PolicyKind::$variant };
+    (@check $p:ident $params:ty) => { <$params as crate::Params>::validate($p) };
+    (@check $p:ident) => { Ok(()) };
 }
 
 policies! {

@@ -170,6 +170,8 @@ impl Policy for StaticPlacement {
     }
 }
 
+impl crate::Params for StaticParams {}
+
 #[cfg(test)]
 mod tests {
     use std::collections::{BTreeMap, BTreeSet};

@@ -479,5 +479,11 @@ impl Policy for Symbiosis {
     }
 }
 
+impl crate::Params for SymbiosisParams {
+    fn validate(&self) -> Result<(), String> {
+        SymbiosisParams::validate(self)
+    }
+}
+
 #[cfg(test)]
 mod tests;

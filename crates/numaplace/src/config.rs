@@ -84,8 +84,14 @@ impl Config {
         Self::parse(&text).map_err(|e| InputError(format!("{}: {e}", path.display())).into())
     }
 
+    /// The config in `text`, its policy's parameters checked.
     pub fn parse(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))
+        let c: Config =
+            toml::from_str(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))?;
+        c.policy
+            .validate()
+            .map_err(|e| format!("[policy] {}: {e}", c.policy.name()))?;
+        Ok(c)
     }
 }
 
@@ -180,6 +186,71 @@ mod tests {
         assert_eq!(c.policy, PolicyKind::Default);
         assert!(!c.dry_run);
         assert_eq!(c.state, PathBuf::from("/var/lib/numaplace/state.json"));
+    }
+
+    /// Parameters out of range are refused where the config is read,
+    /// naming the key and its range (they once reached the policy: an
+    /// allocation of 10^11 slots, NaN thresholds, an inverted range).
+    #[test]
+    fn policy_parameters_out_of_range_are_refused() {
+        for (text, want) in [
+            (
+                "[policy]\nname = \"dino\"\nhysteresis-window = 100000000000\n",
+                "[policy] dino: hysteresis-window = 100000000000: must be 1..=1000",
+            ),
+            (
+                "[policy]\nname = \"dino\"\nhysteresis-window = 0\n",
+                "hysteresis-window = 0: must be 1..=1000",
+            ),
+            (
+                "[policy]\nname = \"dino\"\nhysteresis-needed = 11\n",
+                "hysteresis-needed = 11: must be 1..=10",
+            ),
+            (
+                "[policy]\nname = \"dino\"\nwindow-pages = 0\n",
+                "window-pages = 0",
+            ),
+            (
+                "[policy]\nname = \"dino\"\ndevil-mpki = nan\n",
+                "devil-mpki NaN",
+            ),
+            (
+                "[policy]\nname = \"dino\"\ndevil-mpki = -5\n",
+                "devil-mpki -5",
+            ),
+            (
+                "[policy]\nname = \"dino\"\nsuper-devil-mpki = 1\n",
+                "super-devil-mpki 1 must be above devil-mpki 2",
+            ),
+            (
+                "[policy]\nname = \"brm\"\nreset-min-rounds = 9\nreset-max-rounds = 3\n",
+                "reset-min-rounds = 9: must be 1..=3",
+            ),
+            (
+                "[policy]\nname = \"brm\"\nreset-min-rounds = 0\nreset-max-rounds = 0\n",
+                "reset-max-rounds = 0",
+            ),
+            (
+                "[policy]\nname = \"brm\"\nmin-uncore-requests-per-s = nan\n",
+                "min-uncore-requests-per-s = NaN",
+            ),
+            (
+                "[policy]\nname = \"numad-like\"\ncooldown_secs = 9223372036854775807\n",
+                "cooldown_secs = 9223372036854775807: must be 0..=86400",
+            ),
+            (
+                "[policy]\nname = \"auto\"\nmeasure-rounds = 0\n",
+                "measure-rounds = 0: must be 1..=100",
+            ),
+        ] {
+            let e = Config::parse(text).unwrap_err();
+            assert!(e.contains(want), "{text}: wanted {want:?} in {e}");
+            assert!(e.starts_with("[policy] "), "{e}");
+        }
+        for name in PolicyKind::NAMES {
+            let c = Config::parse(&format!("[policy]\nname = \"{name}\"\n")).unwrap();
+            assert_eq!(c.policy.name(), name, "defaults are valid");
+        }
     }
 
     #[test]

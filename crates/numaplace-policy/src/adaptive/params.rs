@@ -159,3 +159,5 @@ impl TryFrom<AdaptiveConfig> for AdaptiveParams {
         Ok(AdaptiveParams { config, models })
     }
 }
+
+impl crate::Params for AdaptiveParams {}

@@ -23,12 +23,12 @@ use serde::{Deserialize, Serialize};
 use numaplace_model::{Action, Counter, Decision, Plan, Snapshot, TaskId};
 
 use crate::numad::{NumadLike, NumadParams};
-use crate::{Policy, Signal, View};
+use crate::{Policy, Signal, View, within};
 use experiment::{Backoff, History, JudgeParams, Trial, Verdict};
 
 /// `auto`'s parameters (`[policy]` with `name = "auto"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
 pub struct AutoParams {
     /// Rounds of progress that make a baseline, and that are measured
     /// after a move.
@@ -79,15 +79,6 @@ impl AutoParams {
             backoff_rounds: self.backoff_rounds,
             max_backoff_rounds: self.backoff_rounds.saturating_mul(16),
         }
-    }
-}
-
-/// `key = value` within `lo..=hi`, or an error saying so.
-fn within<T: PartialOrd + std::fmt::Display>(key: &str, v: T, lo: T, hi: T) -> Result<(), String> {
-    if v >= lo && v <= hi {
-        Ok(())
-    } else {
-        Err(format!("{key} = {v}: must be {lo}..={hi}"))
     }
 }
 
@@ -442,6 +433,12 @@ impl Policy for Auto {
             self.try_one(view, proposals, &mut plan);
         }
         plan
+    }
+}
+
+impl crate::Params for AutoParams {
+    fn validate(&self) -> Result<(), String> {
+        AutoParams::validate(self)
     }
 }
 

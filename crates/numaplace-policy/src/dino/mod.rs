@@ -410,5 +410,28 @@ impl Policy for DistributedIntensity {
     }
 }
 
+impl crate::Params for DinoParams {
+    fn validate(&self) -> Result<(), String> {
+        self.thresholds.validate()?;
+        crate::within("hysteresis-window", self.hysteresis_window, 1, 1000)?;
+        crate::within(
+            "hysteresis-needed",
+            self.hysteresis_needed,
+            1,
+            self.hysteresis_window,
+        )?;
+        crate::within("window-pages", self.window_pages, 1, MAX_WINDOW_PAGES)
+    }
+}
+
+impl crate::Params for DiParams {
+    fn validate(&self) -> Result<(), String> {
+        crate::within("window-pages", self.window_pages, 1, MAX_WINDOW_PAGES)
+    }
+}
+
+/// The most pages moved around one sampled address: 4 GiB of 4 KiB pages.
+const MAX_WINDOW_PAGES: u64 = 1 << 20;
+
 #[cfg(test)]
 mod tests;
