@@ -13,8 +13,12 @@
 //! must never turn its writes onto another file, nor a planted journal make
 //! it pin arbitrary tasks. A file that cannot be parsed is renamed to
 //! `<path>.corrupt-<unix time>`, kept for a person to read, and reported
-//! ([`StateFile::corrupt`]), so the next start is not blocked. One daemon
-//! per state file is assumed (the caller holds the lock).
+//! ([`StateFile::corrupt`]), so the next start is not blocked; a file of a
+//! newer format version is refused instead (a newer numaplace wrote it, and
+//! may still need it). One daemon per state file: [`StateFile::open`] takes
+//! an exclusive `flock` on `<path>.lock` (never removed, so never raced)
+//! and holds it for the daemon's life; a second daemon is refused with the
+//! holder's pid.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -76,6 +80,20 @@ pub enum StateError {
         owner: u32,
         euid: u32,
     },
+    #[error(
+        "{path}: the state file is in use by another numaplace daemon{holder}; \
+         stop it first, or give this one another --state"
+    )]
+    Locked { path: PathBuf, holder: String },
+    #[error(
+        "{path}: state file format version {found}, newer than this numaplace's {supported}; \
+         run the numaplace that wrote it (or move the file away by hand)"
+    )]
+    NewerVersion {
+        path: PathBuf,
+        found: u64,
+        supported: u32,
+    },
     #[error("{path}: {what}")]
     Io {
         path: PathBuf,
@@ -105,6 +123,8 @@ pub struct StateFile {
     dir: PathBuf,
     entries: Vec<PinEntry>,
     corrupt: Option<CorruptState>,
+    /// `<path>.lock`, exclusively flocked while this value lives.
+    _lock: File,
 }
 
 impl StateFile {
@@ -120,18 +140,27 @@ impl StateFile {
             return Err(StateError::NotRegular { path });
         }
         check_private(&dir)?;
+        let lock = lock(&path)?;
         let mut state = StateFile {
             path,
             dir,
             entries: Vec::new(),
             corrupt: None,
+            _lock: lock,
         };
         let Some(bytes) = state.read()? else {
             return Ok(state);
         };
         match parse(&bytes) {
             Ok(entries) => state.entries = entries,
-            Err(error) => state.corrupt = Some(state.move_aside(error)?),
+            Err(Unusable::Newer(found)) => {
+                return Err(StateError::NewerVersion {
+                    path: state.path.clone(),
+                    found,
+                    supported: VERSION,
+                });
+            }
+            Err(Unusable::Corrupt(error)) => state.corrupt = Some(state.move_aside(error)?),
         }
         Ok(state)
     }
@@ -314,22 +343,89 @@ impl StateFile {
     }
 }
 
-fn parse(bytes: &[u8]) -> Result<Vec<PinEntry>, String> {
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(format!(
-            "larger than {MAX_BYTES} bytes: not a journal numaplace wrote"
-        ));
+/// Takes the exclusive lock of the state file at `path`, or says which
+/// process holds it. The lock file holds the holder's pid, for that message.
+fn lock(path: &Path) -> Result<File, StateError> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = PathBuf::from(name);
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(&lock_path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => StateError::Symlink {
+                path: lock_path.clone(),
+            },
+            _ => io_err(&lock_path, "cannot open the state file's lock")(e),
+        })?;
+    let meta = f.metadata().map_err(io_err(&lock_path, "cannot inspect"))?;
+    if !meta.is_file() {
+        return Err(StateError::NotRegular { path: lock_path });
     }
-    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8 text: {e}"))?;
+    check_owner_mode(&lock_path, &meta)?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(io_err(&lock_path, "cannot lock the state file")(e));
+        }
+        let mut text = String::new();
+        let _ = Read::by_ref(&mut f).take(32).read_to_string(&mut text);
+        let holder = match text.trim().parse::<u32>() {
+            Ok(pid) => format!(" (pid {pid})"),
+            Err(_) => String::new(),
+        };
+        return Err(StateError::Locked {
+            path: path.to_path_buf(),
+            holder,
+        });
+    }
+    let write_pid = || -> io::Result<()> {
+        f.set_len(0)?;
+        (&f).write_all(format!("{}\n", std::process::id()).as_bytes())
+    };
+    write_pid().map_err(io_err(&lock_path, "cannot write the state file's lock"))?;
+    Ok(f)
+}
+
+/// Why the bytes of a state file cannot be used.
+enum Unusable {
+    /// Written by a newer numaplace (a format version above ours).
+    Newer(u64),
+    Corrupt(String),
+}
+
+fn parse(bytes: &[u8]) -> Result<Vec<PinEntry>, Unusable> {
+    let corrupt = Unusable::Corrupt;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(corrupt(format!(
+            "larger than {MAX_BYTES} bytes: not a journal numaplace wrote"
+        )));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| corrupt(format!("not UTF-8 text: {e}")))?;
     if text.trim().is_empty() {
         return Ok(Vec::new());
     }
-    let c: Contents = serde_json::from_str(text).map_err(|e| format!("not a state file: {e}"))?;
+    // The version first, so a newer file is refused rather than moved aside.
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(text)
+        && let Some(found) = v.get("version").and_then(|v| v.as_u64())
+        && found > VERSION as u64
+    {
+        return Err(Unusable::Newer(found));
+    }
+    let c: Contents =
+        serde_json::from_str(text).map_err(|e| corrupt(format!("not a state file: {e}")))?;
     if c.version != VERSION {
-        return Err(format!(
+        return Err(corrupt(format!(
             "state file version {} (this numaplace reads version {VERSION})",
             c.version
-        ));
+        )));
     }
     Ok(c.entries)
 }
@@ -450,6 +546,10 @@ pub fn restore_all(state: &mut StateFile, act: &mut dyn Actuator) -> RestoreRepo
 fn restore_one(e: &PinEntry, act: &mut dyn Actuator) -> Restore {
     match act.affinity(e.task, e.tgid) {
         Err(ActError::Gone { .. }) => Restore::Gone,
+        // A planted or stale entry naming a kernel thread: never touched.
+        Err(err @ ActError::KernelThread { .. }) => Restore::LeftAlone {
+            why: err.to_string(),
+        },
         Err(err) => Restore::Kept {
             why: format!("cannot read its affinity: {err}"),
         },

@@ -2,6 +2,7 @@
 //! and no OS calls live here; readers in `numaplace-linux` and the
 //! simulator's presets build these values, and the policies read them.
 
+pub mod bounded;
 pub mod counters;
 pub mod cpuset;
 pub mod metrics;

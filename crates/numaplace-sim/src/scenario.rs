@@ -139,7 +139,11 @@ pub fn parse(text: &str, origin: &str) -> Result<Workload, ScenarioError> {
 /// Reads and parses a scenario file.
 pub fn load(path: &Path) -> Result<Workload, ScenarioError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+    let text = numaplace_model::bounded::read_to_string(
+        path,
+        numaplace_model::bounded::SCENARIO_MAX_BYTES,
+    )
+    .map_err(|e| ScenarioError {
         origin: origin.clone(),
         line: None,
         column: None,
@@ -648,7 +652,13 @@ impl Ctx<'_> {
                 (true, Some(m)) => format!("greater than {min} and at most {m}"),
                 (false, Some(m)) => format!("between {min} and {m}"),
             };
-            return Err(self.bad(v, path, format!("must be {rule}, got {x}")));
+            // 1e-300 is shown as such, not as 300 digits.
+            let shown = if x != 0.0 && !(1e-4..1e15).contains(&x.abs()) {
+                format!("{x:e}")
+            } else {
+                format!("{x}")
+            };
+            return Err(self.bad(v, path, format!("{path} = {shown}: must be {rule}")));
         }
         Ok(x)
     }
@@ -661,18 +671,24 @@ impl Ctx<'_> {
         self.bounded(v, path, 0.0, false, None)
     }
 
-    /// A whole number `>= 1` that fits a u32.
-    fn count(&self, v: &Spanned<Value>, path: &str, what: &str) -> Result<u32, ScenarioError> {
+    /// A whole number in `1..=max`.
+    fn count(
+        &self,
+        v: &Spanned<Value>,
+        path: &str,
+        what: &str,
+        max: u32,
+    ) -> Result<u32, ScenarioError> {
         match v.get_ref() {
-            Value::Integer(i) if *i >= 1 && *i <= u32::MAX as i64 => Ok(*i as u32),
+            Value::Integer(i) if *i >= 1 && *i <= max as i64 => Ok(*i as u32),
             Value::Integer(i) => {
-                Err(self.bad(v, path, format!("must be at least 1 ({what}), got {i}")))
+                Err(self.bad(v, path, format!("{path} = {i}: must be 1..={max} ({what})")))
             }
             other => Err(self.bad(
                 v,
                 path,
                 format!(
-                    "expected a whole number >= 1 ({what}), got {}",
+                    "expected a whole number 1..={max} ({what}), got {}",
                     shown(other)
                 ),
             )),
@@ -748,6 +764,17 @@ impl Ctx<'_> {
 
 // ---------------------------------------------------------------------------
 
+/// Ranges of a scenario's counts and times, checked before anything is
+/// allocated for them.
+pub const MAX_THREADS: u32 = 4096;
+pub const MAX_COPIES: u32 = 1024;
+pub const MAX_APPS: usize = 4096;
+pub const MAX_RUNS: u32 = 10_000;
+pub const MIN_STEP_MS: f64 = 0.01;
+pub const MAX_STEP_MS: f64 = 10_000.0;
+pub const MAX_SECONDS: f64 = 30.0 * 86_400.0;
+pub const MAX_STEPS: f64 = 1e7;
+
 fn parse_named(text: &str, origin: &str, default_name: &str) -> Result<Workload, ScenarioError> {
     let cx = Ctx { text, origin };
     let raw: RawScenario = toml::from_str(text).map_err(|e| cx.toml_error(&e))?;
@@ -777,13 +804,26 @@ fn parse_named(text: &str, origin: &str, default_name: &str) -> Result<Workload,
         )
     })?;
     let step_ms = match &raw.step_ms {
-        Some(v) => cx.positive(v, "step_ms")?,
+        Some(v) => cx.bounded(v, "step_ms", MIN_STEP_MS, false, Some(MAX_STEP_MS))?,
         None => 10.0,
     };
     let max_seconds = match &raw.max_seconds {
-        Some(v) => cx.positive(v, "max_seconds")?,
+        Some(v) => cx.bounded(v, "max_seconds", 0.0, true, Some(MAX_SECONDS))?,
         None => 3600.0,
     };
+    // Each step costs the model a pass over every thread: bounded, so a
+    // scenario cannot make the simulator run for ever.
+    let steps = max_seconds * 1000.0 / step_ms;
+    if steps > MAX_STEPS {
+        let v = raw.step_ms.as_ref().or(raw.max_seconds.as_ref());
+        return Err(cx.err(
+            v.map(|v| v.span()),
+            Some("step_ms".into()),
+            format!(
+                "step_ms = {step_ms} with max_seconds = {max_seconds} makes {steps:.0} model steps: must be at most {MAX_STEPS:.0} (raise step_ms or lower max_seconds)"
+            ),
+        ));
+    }
     let linux = match &raw.linux {
         Some(l) => linux(&cx, l.get_ref())?,
         None => LinuxModel::default(),
@@ -801,6 +841,15 @@ fn parse_named(text: &str, origin: &str, default_name: &str) -> Result<Workload,
     let mut names: Vec<(String, usize)> = Vec::new();
     for (i, a) in raw.app.iter().enumerate() {
         let expanded = app(&cx, i, a, &machine, max_seconds)?;
+        if apps.len() + expanded.len() > MAX_APPS {
+            return Err(cx.err(
+                Some(a.span()),
+                Some(format!("app[{i}]")),
+                format!(
+                    "the scenario has more than {MAX_APPS} applications (copies counted): must be 1..={MAX_APPS}"
+                ),
+            ));
+        }
         let name_v = a.get_ref().name.as_ref().expect("checked in app()");
         for spec in &expanded {
             if let Some((_, j)) = names.iter().find(|(n, _)| *n == spec.name) {
@@ -1145,11 +1194,21 @@ fn app(
         },
     };
     let threads = match &a.threads {
-        Some(v) => cx.count(v, &path("threads"), "threads of the application")?,
+        Some(v) => cx.count(
+            v,
+            &path("threads"),
+            "threads of the application",
+            MAX_THREADS,
+        )?,
         None => 1,
     };
     let copies = match &a.copies {
-        Some(v) => cx.count(v, &path("copies"), "identical copies of the application")?,
+        Some(v) => cx.count(
+            v,
+            &path("copies"),
+            "identical copies of the application",
+            MAX_COPIES,
+        )?,
         None => 1,
     };
     let nodes = machine.topology.nodes().len();
@@ -1240,7 +1299,7 @@ fn app(
         None => 0.0,
     };
     let runs = match &a.runs {
-        Some(v) => cx.count(v, &path("runs"), "runs back to back")?,
+        Some(v) => cx.count(v, &path("runs"), "runs back to back", MAX_RUNS)?,
         None => 1,
     };
     let shared_bytes = match &a.shared {
@@ -1249,7 +1308,12 @@ fn app(
     };
     let sharers = match &a.sharers {
         Some(v) => {
-            let n = cx.count(v, &path("sharers"), "threads that use the shared area")?;
+            let n = cx.count(
+                v,
+                &path("sharers"),
+                "threads that use the shared area",
+                MAX_THREADS,
+            )?;
             if n > threads {
                 return Err(cx.bad(
                     v,

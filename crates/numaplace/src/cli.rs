@@ -1,5 +1,8 @@
 //! The command line: subcommands and the argument groups they share.
 
+/// The most seeds `compare` and `train` run (each seed is a whole simulation).
+pub const MAX_SEEDS: u64 = 10_000;
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -143,8 +146,9 @@ pub struct TrainArgs {
     /// Training benchmarks of Fig. 4: spec, parsec or all.
     #[arg(long, default_value = "spec")]
     pub suite: String,
-    /// Seeds per benchmark and mapping.
-    #[arg(long, default_value_t = 3)]
+    /// Seeds per benchmark and mapping, 1 to 10000.
+    #[arg(long, default_value_t = 3,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_SEEDS))]
     pub seeds: u64,
 }
 
@@ -313,8 +317,9 @@ pub struct CompareArgs {
     #[arg(long, value_name = "LIST")]
     pub policies: Option<String>,
 
-    /// Seeds per policy.
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    /// Seeds per policy, 1 to 10000.
+    #[arg(long, value_name = "N", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_SEEDS))]
     pub seeds: u64,
 
     /// The first seed.
