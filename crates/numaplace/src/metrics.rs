@@ -44,7 +44,15 @@ pub fn parse_listen(text: &str) -> Result<Listen, InputError> {
                 "metrics listen {text:?}: give an absolute socket path, like unix:/run/numaplace/metrics.sock"
             )));
         }
-        return Ok(Listen::Unix(PathBuf::from(path)));
+        let path = PathBuf::from(path);
+        let dir = path.parent().unwrap_or(std::path::Path::new("/"));
+        if !dir.is_dir() {
+            return Err(InputError(format!(
+                "metrics listen {text:?}: the directory {} does not exist; create it first",
+                dir.display()
+            )));
+        }
+        return Ok(Listen::Unix(path));
     }
     let addr: SocketAddr = text.parse().map_err(|_| {
         InputError(format!(
@@ -146,9 +154,29 @@ pub fn render(m: &MetricsState) -> String {
     out
 }
 
+/// The most connections answered at once; more are closed at once.
+pub const MAX_CONNECTIONS: usize = 32;
+/// The longest a connection may take to send its request and read the
+/// answer, in all.
+const CONNECTION_TIME: Duration = Duration::from_secs(2);
+/// The most bytes of a request read (a `GET /metrics` line fits many
+/// times over).
+const MAX_REQUEST_BYTES: usize = 4096;
+
 fn respond(stream: &mut dyn ReadWrite, shared: &Shared) {
-    let mut buf = [0u8; 2048];
-    let n = stream.read(&mut buf).unwrap_or(0);
+    // Read until the end of the request line or headers, at most
+    // MAX_REQUEST_BYTES; each read is bounded in time by the caller.
+    let mut buf = vec![0u8; MAX_REQUEST_BYTES];
+    let mut n = 0;
+    while n < buf.len() {
+        match stream.read(&mut buf[n..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+        if buf[..n].windows(2).any(|w| w == b"\r\n" || w == b"\n\n") {
+            break;
+        }
+    }
     let req = String::from_utf8_lossy(&buf[..n]);
     let line = req.lines().next().unwrap_or("");
     let (status, body) = if line.starts_with("GET /metrics ") || line == "GET /metrics" {
@@ -190,17 +218,36 @@ impl Connection for std::os::unix::net::UnixStream {
     }
 }
 
-/// Answers connections one at a time in a thread of its own.
+/// Accepts connections in a thread of its own and answers each in a thread
+/// of its own, at most [`MAX_CONNECTIONS`] at once (more are closed at
+/// once), each bounded in time and size: idle connections held open by
+/// anyone cannot stall a scrape.
 fn spawn_server<C: Connection>(
     incoming: impl Iterator<Item = std::io::Result<C>> + Send + 'static,
     shared: Shared,
 ) -> Result<()> {
+    let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     std::thread::Builder::new()
         .name("np-metrics".into())
         .spawn(move || {
+            use std::sync::atomic::Ordering;
             for mut c in incoming.flatten() {
-                c.bound(Duration::from_secs(2));
-                respond(&mut c, &shared);
+                if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                    active.fetch_sub(1, Ordering::AcqRel);
+                    drop(c);
+                    continue;
+                }
+                let (shared, active2) = (Arc::clone(&shared), Arc::clone(&active));
+                let spawned = std::thread::Builder::new()
+                    .name("np-metrics-conn".into())
+                    .spawn(move || {
+                        c.bound(CONNECTION_TIME);
+                        respond(&mut c, &shared);
+                        active2.fetch_sub(1, Ordering::AcqRel);
+                    });
+                if spawned.is_err() {
+                    active.fetch_sub(1, Ordering::AcqRel);
+                }
             }
         })?;
     Ok(())
@@ -213,8 +260,11 @@ fn spawn_server<C: Connection>(
 pub fn serve(listen: &Listen, shared: Shared) -> Result<()> {
     match listen {
         Listen::Tcp(addr) => {
-            let l = TcpListener::bind(addr)
-                .with_context(|| format!("binding the metrics endpoint to {addr}"))?;
+            let l = TcpListener::bind(addr).map_err(|e| {
+                InputError(format!(
+                    "metrics listen {addr}: cannot listen there: {e}; choose another port"
+                ))
+            })?;
             spawn_server(
                 std::iter::from_fn(move || Some(l.accept().map(|(c, _)| c))),
                 shared,
@@ -230,10 +280,23 @@ pub fn serve(listen: &Listen, shared: Shared) -> Result<()> {
                 ))
                 .into());
             }
+            // A socket a live process listens on is not taken over (its
+            // owner could no longer be reached); a stale one is replaced.
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(InputError(format!(
+                    "metrics socket {}: another process listens on it (another numaplace?); stop it or choose another path",
+                    path.display()
+                ))
+                .into());
+            }
             let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
             let _ = std::fs::remove_file(&tmp);
-            let l = UnixListener::bind(&tmp)
-                .with_context(|| format!("binding the metrics socket {}", tmp.display()))?;
+            let l = UnixListener::bind(&tmp).map_err(|e| {
+                InputError(format!(
+                    "metrics socket {}: cannot create it: {e}",
+                    tmp.display()
+                ))
+            })?;
             std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
             std::fs::rename(&tmp, path).with_context(|| {
                 format!("moving the metrics socket into place at {}", path.display())

@@ -7,9 +7,8 @@
 //! affinity numaplace changed is restored before it exits.
 
 use std::collections::BTreeSet;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -178,18 +177,7 @@ impl Journal {
         let Some(path) = path else {
             return Ok(Journal { out: None });
         };
-        let f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .map_err(|e| {
-                InputError(format!(
-                    "journal {}: cannot open it for appending: {e}",
-                    path.display()
-                ))
-            })?;
+        let f = super::open_output(path, "journal", true, 0o600)?;
         Ok(Journal {
             out: Some(BufWriter::new(f)),
         })
@@ -212,15 +200,24 @@ impl Journal {
     }
 }
 
+const EMPTY_SCOPE: &str = "the scope names nothing: give --pid, --comm, --cgroup or --vms (or a [scope] table in the config), or --all for every process";
+
 pub fn run(args: &RunArgs) -> Result<()> {
     let mut s = settings(args)?;
     let c = &s.config;
     if c.scope.is_empty() {
-        return Err(InputError(
-            "the scope names nothing: give --pid, --comm, --cgroup or --vms (or a [scope] table in the config), or --all for every process"
-                .into(),
-        )
-        .into());
+        return Err(InputError(EMPTY_SCOPE.into()).into());
+    }
+    // The metrics endpoint is bound before any work, so a busy port or a
+    // socket another daemon serves is refused at once.
+    let shared = Arc::new(Mutex::new(MetricsState {
+        policy: c.policy.name().into(),
+        dry_run: c.dry_run,
+        ..MetricsState::default()
+    }));
+    if let Some(l) = &c.metrics.listen {
+        metrics::serve(&metrics::parse_listen(l)?, Arc::clone(&shared))?;
+        tracing::info!("metrics on {l}");
     }
     // A dry run changes nothing, so it neither needs nor touches the state
     // file (nor restores what an earlier real run left: that run's next
@@ -273,15 +270,6 @@ pub fn run(args: &RunArgs) -> Result<()> {
         .into());
     }
 
-    let shared = Arc::new(Mutex::new(MetricsState {
-        policy: engine.policy_name().into(),
-        dry_run: c.dry_run,
-        ..MetricsState::default()
-    }));
-    if let Some(l) = &c.metrics.listen {
-        metrics::serve(&metrics::parse_listen(l)?, Arc::clone(&shared))?;
-        tracing::info!("metrics on {l}");
-    }
     let mut journal = Journal::open(c.journal.as_deref())?;
     let mut hands = if c.dry_run {
         Hands::Dry(RecordingActuator::default())
@@ -466,6 +454,9 @@ fn describe_scope(s: &Scope) -> String {
 pub fn advise(args: &RunArgs) -> Result<()> {
     let mut s = settings(args)?;
     let c = &s.config;
+    if c.scope.is_empty() {
+        return Err(InputError(EMPTY_SCOPE.into()).into());
+    }
     let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
     let mut collector = collector_for(&engine);
     if let Some(synth) = &s.synthetic {
@@ -483,10 +474,17 @@ pub fn advise(args: &RunArgs) -> Result<()> {
     let mut dry = RecordingActuator::default();
     let mut lines = Vec::new();
     // Two rounds: the first gives the policy its baseline (CPU times).
-    for _ in 0..2 {
+    for round in 0..2 {
         let mut snap = collector.collect().context("reading the machine")?;
         if let Some(synth) = s.synthetic.as_mut() {
             synth.apply(&mut snap);
+        }
+        if round == 0 && engine.managed(&snap).is_empty() {
+            return Err(InputError(format!(
+                "the scope matches no running process ({}); start them first or widen it",
+                describe_scope(&c.scope)
+            ))
+            .into());
         }
         collector.set_sample_processes(Some(engine.managed(&snap)));
         lines.clear();
@@ -498,10 +496,6 @@ pub fn advise(args: &RunArgs) -> Result<()> {
             &mut |e| lines.push(e.clone()),
         );
         std::thread::sleep(s.interval.min(Duration::from_secs(5)));
-    }
-    if c.scope.is_empty() {
-        println!("The scope names nothing: give --pid, --comm, --cgroup, --vms or --all.");
-        return Ok(());
     }
     if lines.is_empty() {
         println!("{}: nothing to change.", engine.policy_name());
