@@ -716,7 +716,7 @@ mod tests {
         let path = d.path().join("state.json");
         for garbage in [
             &b"{\"version\": 1, \"entries\": [ {\"task\": "[..],
-            b"{\"version\": 99, \"entries\": []}",
+            b"{\"version\": 0, \"entries\": []}",
             b"\xff\xfe not text",
         ] {
             fs::write(&path, garbage).unwrap();
@@ -734,7 +734,11 @@ mod tests {
             let s = StateFile::open(&path).unwrap();
             assert!(s.corrupt().is_none());
         }
-        assert_eq!(names(d.path()).len(), 3, "three distinct corrupt copies");
+        assert_eq!(
+            names(d.path()).len(),
+            4,
+            "three distinct corrupt copies and the lock"
+        );
         // An empty file (a crash before any write numaplace does) is empty.
         fs::write(&path, "").unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
@@ -831,5 +835,90 @@ mod tests {
         let again = StateFile::open(&path).unwrap();
         assert_eq!(again.entries().len(), 1);
         assert_eq!(again.entries()[0].task, id(1, 1));
+    }
+
+    #[test]
+    fn a_second_daemon_on_the_same_state_file_is_refused_naming_the_holder() {
+        let d = private_dir();
+        let path = d.path().join("state.json");
+        let mut first = StateFile::open(&path).unwrap();
+        first
+            .record_pin(id(10, 5), 10, set("0-7"), set("0"))
+            .unwrap();
+        // flock locks belong to the open file description: a second open in
+        // this process conflicts as a second daemon would.
+        let e = StateFile::open(&path).unwrap_err();
+        assert!(matches!(e, StateError::Locked { .. }), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("(pid {})", std::process::id()))
+                && text.contains("another --state"),
+            "{text}"
+        );
+        // The first daemon's journal is untouched.
+        assert_eq!(
+            fs::read_to_string(&path)
+                .unwrap()
+                .matches("\"tid\"")
+                .count(),
+            1
+        );
+        drop(first);
+        let again = StateFile::open(&path).unwrap();
+        assert_eq!(again.entries().len(), 1);
+    }
+
+    #[test]
+    fn a_state_file_of_a_newer_version_is_refused_and_left_in_place() {
+        let d = private_dir();
+        let path = d.path().join("state.json");
+        let newer = b"{\"version\": 99, \"entries\": [], \"more\": 1}";
+        fs::write(&path, newer).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        let e = StateFile::open(&path).unwrap_err();
+        assert!(
+            matches!(e, StateError::NewerVersion { found: 99, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("version 99, newer"), "{e}");
+        assert_eq!(fs::read(&path).unwrap(), newer);
+    }
+
+    /// A planted entry naming kthreadd (tid 2) with its true start time and
+    /// affinity: restore must leave the kernel thread alone.
+    #[test]
+    fn restore_never_touches_a_kernel_thread() {
+        let Ok(stat) = fs::read("/proc/2/stat") else {
+            eprintln!("skipped: no /proc/2");
+            return;
+        };
+        let stat = crate::procfs::parse_stat(&stat).unwrap();
+        if !stat.is_kernel_thread() {
+            eprintln!("skipped: pid 2 is not a kernel thread here (a container?)");
+            return;
+        }
+        let mut act = HostActuator::new();
+        let task = id(2, stat.start_time);
+        let before = crate::actuate::thread_affinity(2, 8192).unwrap();
+        let d = private_dir();
+        let mut s = StateFile::open(d.path().join("state.json")).unwrap();
+        let first = set(&before.first().unwrap().to_string());
+        s.record_pin(task, 2, first.clone(), before.clone())
+            .unwrap();
+        let report = restore_all(&mut s, &mut act);
+        assert!(
+            matches!(&report.entries[0].1, Restore::LeftAlone { why } if why.contains("kernel thread")),
+            "{report}"
+        );
+        assert_eq!(crate::actuate::thread_affinity(2, 8192).unwrap(), before);
+        assert!(s.entries().is_empty());
+        // Nor does a pin.
+        let pin = Action::Pin {
+            task,
+            tgid: 2,
+            cpus: first,
+        };
+        assert!(matches!(act.apply(&pin), Outcome::Refused { .. }));
+        assert_eq!(crate::actuate::thread_affinity(2, 8192).unwrap(), before);
     }
 }

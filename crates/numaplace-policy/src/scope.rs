@@ -199,4 +199,32 @@ mod tests {
             .is_ok()
         );
     }
+
+    #[test]
+    fn hostile_scopes_are_refused_with_the_range() {
+        let many = Scope {
+            comms: (0..500_000).map(|i| format!("p{i}*")).collect(),
+            ..Scope::default()
+        };
+        let e = many.validate().unwrap_err();
+        assert!(
+            e.contains("comms has 500000 entries: must be 0..=1024"),
+            "{e}"
+        );
+        for bad in ["/../../etc", "/a/./b", "/a/.."] {
+            let s = Scope {
+                cgroups: vec![bad.into()],
+                ..Scope::default()
+            };
+            assert!(
+                s.validate().unwrap_err().contains("without . or .."),
+                "{bad}"
+            );
+        }
+        let s = Scope {
+            cgroups: vec!["/system.slice/a..b.service".into()],
+            ..Scope::default()
+        };
+        assert!(s.validate().is_ok());
+    }
 }

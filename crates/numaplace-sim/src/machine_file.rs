@@ -37,7 +37,13 @@ impl Machine {
             numaplace_model::bounded::CONFIG_MAX_BYTES,
         )
         .map_err(|e| error(path, format!("cannot read the machine file: {e}")))?;
-        let file: File = serde_json::from_str(&text).map_err(|e| {
+        Self::parse(&text, path)
+    }
+
+    /// Parses the text of a machine file read from `path` (named in
+    /// errors) and checks its numbers.
+    pub fn parse(text: &str, path: &Path) -> Result<Machine, MachineError> {
+        let file: File = serde_json::from_str(text).map_err(|e| {
             error(
                 path,
                 format!("not a numaplace machine file: {e} (numaplace calibrate writes them)"),

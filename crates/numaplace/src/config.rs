@@ -87,8 +87,13 @@ impl Config {
         Self::parse(&text).map_err(|e| InputError(format!("{}: {e}", path.display())).into())
     }
 
+    /// Parses and checks a config: every policy's parameters (in their
+    /// serde conversion) and the scope's values and counts.
     pub fn parse(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))
+        let c: Config =
+            toml::from_str(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))?;
+        c.scope.validate()?;
+        Ok(c)
     }
 }
 
@@ -175,5 +180,92 @@ mod tests {
     #[test]
     fn missing_files() {
         assert!(Config::load(Some(Path::new("/nonexistent/np.toml"))).is_err());
+    }
+
+    mod hostile {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn value() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just("0".to_string()),
+                Just("-5".to_string()),
+                Just("1".to_string()),
+                Just("100000000000".to_string()),
+                Just("9223372036854775807".to_string()),
+                Just("nan".to_string()),
+                Just("inf".to_string()),
+                Just("1e-300".to_string()),
+                Just("true".to_string()),
+                Just("\"/../../etc\"".to_string()),
+                Just("\"1s\"".to_string()),
+                Just("\"0-8191\"".to_string()),
+                Just("[\"x*\"]".to_string()),
+                Just("[-1]".to_string()),
+                any::<i64>().prop_map(|i| i.to_string()),
+                any::<f64>().prop_map(|f| format!("{f:e}")),
+            ]
+        }
+
+        const POLICY_KEYS: [&str; 12] = [
+            "devil-mpki",
+            "super-devil-mpki",
+            "hysteresis-window",
+            "hysteresis-needed",
+            "window-pages",
+            "reset-min-rounds",
+            "reset-max-rounds",
+            "min-uncore-requests-per-s",
+            "seed",
+            "exact-limit",
+            "min_memory_mib",
+            "live-filter-bits",
+        ];
+        const SCOPE_KEYS: [&str; 5] = ["all", "pids", "comms", "cgroups", "vms"];
+
+        fn config_text() -> impl Strategy<Value = String> {
+            (
+                prop::sample::select(PolicyKind::NAMES.to_vec()),
+                proptest::collection::btree_map(0..POLICY_KEYS.len(), value(), 0..4),
+                proptest::collection::btree_map(0..SCOPE_KEYS.len(), value(), 0..3),
+            )
+                .prop_map(|(name, policy, scope)| {
+                    let mut t = format!("[policy]\nname = \"{name}\"\n");
+                    for (k, v) in policy {
+                        t.push_str(&format!("{} = {v}\n", POLICY_KEYS[k]));
+                    }
+                    t.push_str("[scope]\n");
+                    for (k, v) in scope {
+                        t.push_str(&format!("{} = {v}\n", SCOPE_KEYS[k]));
+                    }
+                    t
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+
+            /// Any config either loads with its values in range, or is
+            /// refused as an input error (exit 2) in one line: never a
+            /// panic.
+            #[test]
+            fn any_config_loads_or_is_refused_with_exit_2(text in config_text()) {
+                let dir = tempfile::tempdir().unwrap();
+                let path = dir.path().join("c.toml");
+                std::fs::write(&path, &text).unwrap();
+                match Config::load(Some(&path)) {
+                    Ok(c) => {
+                        if let Err(e) = c.scope.validate() {
+                            prop_assert!(!e.contains('\n'));
+                        }
+                        let _ = c.policy.build();
+                    }
+                    Err(e) => {
+                        prop_assert_eq!(crate::commands::exit_code(&e), 2);
+                        prop_assert!(!format!("{e:#}").contains('\n'), "{e:#}");
+                    }
+                }
+            }
+        }
     }
 }

@@ -376,4 +376,68 @@ mod tests {
         assert!(serve(&Listen::Unix(file.clone()), shared).is_err());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
     }
+
+    fn scrape(mut s: impl Read + Write) -> String {
+        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).unwrap();
+        body
+    }
+
+    /// Idle connections held open by anyone (fewer than the cap) do not
+    /// stall a scrape. The 60 s timeout only bounds a failure.
+    #[test]
+    fn a_scrape_answers_while_idle_connections_are_held_open() {
+        let shared: Shared = Arc::new(Mutex::new(MetricsState::default()));
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = probe.local_addr().unwrap();
+        drop(probe);
+        serve(&Listen::Tcp(addr), Arc::clone(&shared)).unwrap();
+        let idle: Vec<_> = (0..10)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        let s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let body = scrape(s);
+        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+        drop(idle);
+    }
+
+    /// A socket a live endpoint serves is not taken over; a stale one
+    /// (nobody listens) is replaced.
+    #[test]
+    fn a_live_unix_socket_is_not_taken_over_and_a_stale_one_is_replaced() {
+        let shared: Shared = Arc::new(Mutex::new(MetricsState::default()));
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("m.sock");
+        serve(&Listen::Unix(sock.clone()), Arc::clone(&shared)).unwrap();
+        let e = serve(&Listen::Unix(sock.clone()), Arc::clone(&shared)).unwrap_err();
+        assert!(
+            format!("{e}").contains("another process listens on it"),
+            "{e}"
+        );
+        assert!(e.downcast_ref::<InputError>().is_some());
+        // The first is still reachable.
+        let body = scrape(std::os::unix::net::UnixStream::connect(&sock).unwrap());
+        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+
+        let stale = dir.path().join("stale.sock");
+        drop(UnixListener::bind(&stale).unwrap());
+        assert!(stale.exists());
+        serve(&Listen::Unix(stale.clone()), shared).unwrap();
+        let body = scrape(std::os::unix::net::UnixStream::connect(&stale).unwrap());
+        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+    }
+
+    #[test]
+    fn a_missing_socket_directory_and_a_busy_port_are_input_errors() {
+        let e = parse_listen("unix:/nonexistent/dir/sock").unwrap_err();
+        assert!(e.0.contains("/nonexistent/dir does not exist"), "{e}");
+        let busy = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = busy.local_addr().unwrap();
+        let shared: Shared = Arc::new(Mutex::new(MetricsState::default()));
+        let e = serve(&Listen::Tcp(addr), shared).unwrap_err();
+        assert!(e.downcast_ref::<InputError>().is_some(), "{e}");
+        assert_eq!(crate::commands::exit_code(&e), 2);
+    }
 }

@@ -127,5 +127,15 @@ pub fn check_output(path: &std::path::Path, what: &str) -> anyhow::Result<()> {
         ))
         .into());
     }
+    if let Ok(m) = std::fs::symlink_metadata(path)
+        && !m.is_file()
+    {
+        let why = if m.file_type().is_symlink() {
+            "a symbolic link; numaplace never writes through one"
+        } else {
+            "not a regular file (a directory, device or FIFO is there)"
+        };
+        return Err(InputError(format!("{what} {}: {why}", path.display())).into());
+    }
     Ok(())
 }
