@@ -622,9 +622,11 @@ mod tests {
         s.record_pin(id(11, 6), 10, set("0-7"), set("1")).unwrap();
         // Pinned again: the first original stays.
         s.record_pin(id(10, 5), 10, set("0"), set("2-3")).unwrap();
+        let written = s.entries().to_vec();
+        drop(s); // as a daemon that stops: the next one takes the lock
         let loaded = StateFile::open(&path).unwrap();
         assert!(loaded.corrupt().is_none());
-        assert_eq!(loaded.entries(), s.entries());
+        assert_eq!(loaded.entries(), written);
         assert_eq!(
             loaded.entries()[0],
             PinEntry {
@@ -637,7 +639,7 @@ mod tests {
         let mut s = loaded;
         assert!(s.forget(id(10, 5)).unwrap());
         assert!(!s.forget(id(10, 5)).unwrap());
-        assert_eq!(StateFile::open(&path).unwrap().entries().len(), 1);
+        assert_eq!(parse(&fs::read(&path).unwrap()).ok().unwrap().len(), 1);
         assert!(s.forget(id(11, 6)).unwrap());
         assert!(!path.exists(), "an empty journal is no file");
     }
@@ -651,7 +653,7 @@ mod tests {
             s.record_pin(id(100 + i, 1), 100, set("0-3"), set("0"))
                 .unwrap();
         }
-        assert_eq!(names(d.path()), ["state.json"]);
+        assert_eq!(names(d.path()), ["state.json", "state.json.lock"]);
         let meta = fs::symlink_metadata(&path).unwrap();
         assert!(meta.is_file());
         assert_eq!(meta.mode() & 0o7777, 0o600);
@@ -682,7 +684,7 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
-        assert_eq!(names(d.path()), ["state.json", "victim"]);
+        assert_eq!(names(d.path()), ["state.json", "state.json.lock", "victim"]);
     }
 
     #[test]
@@ -723,7 +725,8 @@ mod tests {
             fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
             let s = StateFile::open(&path).unwrap();
             assert!(s.entries().is_empty());
-            let c = s.corrupt().expect("reported");
+            let c = s.corrupt().expect("reported").clone();
+            drop(s);
             assert!(!path.exists());
             assert_eq!(fs::read(&c.moved_to).unwrap(), garbage, "kept for a person");
             assert!(
@@ -763,7 +766,8 @@ mod tests {
         assert_eq!(act.pin(t.id, pid(), &to), Outcome::Done);
         s.record_pin(t.id, pid(), original.clone(), to.clone())
             .unwrap();
-        // As after a kill -9: a new daemon opens the journal.
+        // As after a kill -9 (which ends the lock): a new daemon opens it.
+        drop(s);
         let mut s = StateFile::open(&path).unwrap();
         let report = restore_all(&mut s, &mut act);
         assert_eq!(report.entries.len(), 1);
@@ -832,6 +836,7 @@ mod tests {
                 cpus: set("0-3"),
             }]
         );
+        drop(s);
         let again = StateFile::open(&path).unwrap();
         assert_eq!(again.entries().len(), 1);
         assert_eq!(again.entries()[0].task, id(1, 1));

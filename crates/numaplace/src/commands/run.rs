@@ -282,6 +282,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .context("installing signal handlers")?;
     }
+    // SIGHUP (a closed terminal, an operator's reload habit) would end the
+    // daemon without restoring anything: it is noted and ignored instead.
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
+        .context("installing signal handlers")?;
     tracing::info!(
         "numaplace {} running: policy {}, interval {:?}, {} processes in scope{}{}",
         env!("CARGO_PKG_VERSION"),
@@ -306,6 +311,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
         }
         if stop.load(Ordering::Relaxed) {
             break;
+        }
+        if hup.swap(false, Ordering::Relaxed) {
+            tracing::warn!(
+                "SIGHUP: numaplace does not reload its configuration; restart it to apply a new one (SIGTERM restores what it changed)"
+            );
         }
         next += s.interval;
         let t0 = Instant::now();
