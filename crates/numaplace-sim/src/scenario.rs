@@ -658,7 +658,7 @@ impl Ctx<'_> {
             } else {
                 format!("{x}")
             };
-            return Err(self.bad(v, path, format!("{path} = {shown}: must be {rule}")));
+            return Err(self.bad(v, path, format!("must be {rule}, got {shown}")));
         }
         Ok(x)
     }
@@ -682,7 +682,7 @@ impl Ctx<'_> {
         match v.get_ref() {
             Value::Integer(i) if *i >= 1 && *i <= max as i64 => Ok(*i as u32),
             Value::Integer(i) => {
-                Err(self.bad(v, path, format!("{path} = {i}: must be 1..={max} ({what})")))
+                Err(self.bad(v, path, format!("must be 1..={max} ({what}), got {i}")))
             }
             other => Err(self.bad(
                 v,

@@ -146,15 +146,15 @@ fn scenario_counts_and_steps_out_of_range_are_exit_2() {
     for (toml, want) in [
         (
             format!("machine = \"westmere-2s\"\n{app}copies = 1000000000\n"),
-            "copies = 1000000000: must be 1..=1024",
+            "must be 1..=1024 (identical copies of the application), got 1000000000",
         ),
         (
             format!("machine = \"westmere-2s\"\n{app}threads = 9223372036854775807\n"),
-            "threads = 9223372036854775807: must be 1..=4096",
+            "must be 1..=4096 (threads of the application), got 9223372036854775807",
         ),
         (
             format!("machine = \"westmere-2s\"\nstep_ms = 1e-300\n{app}"),
-            "step_ms = 1e-300: must be between 0.01",
+            "must be between 0.01 and 10000, got 1e-300",
         ),
         (
             format!("machine = \"westmere-2s\"\nstep_ms = 0.01\nmax_seconds = 1000000\n{app}"),

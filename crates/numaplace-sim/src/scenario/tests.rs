@@ -353,11 +353,11 @@ fn values_out_of_range_name_the_field() {
     // Zero threads.
     fails(
         &BASE.replace("name = \"a\"\n", "name = \"a\"\nthreads = 0\n"),
-        "t.toml:6:11: field `app[0].threads`: must be at least 1",
+        "t.toml:6:11: field `app[0].threads`: must be 1..=4096 (threads of the application), got 0",
     );
     fails(
         &BASE.replace("name = \"a\"\n", "name = \"a\"\nthreads = \"4\"\n"),
-        "t.toml:6:11: field `app[0].threads`: expected a whole number >= 1 (threads of the application), got string \"4\"",
+        "t.toml:6:11: field `app[0].threads`: expected a whole number 1..=4096 (threads of the application), got string \"4\"",
     );
     // More threads than the cpuset.
     fails(
@@ -394,7 +394,7 @@ fn values_out_of_range_name_the_field() {
     );
     fails(
         &BASE.replace("machine", "step_ms = 0\nmachine"),
-        "t.toml:2:11: field `step_ms`: must be greater than 0, got 0",
+        "t.toml:2:11: field `step_ms`: must be between 0.01 and 10000, got 0",
     );
     fails(
         &BASE.replace("name = \"a\"\n", "name = \"a\"\nstart_s = 4000\n"),
