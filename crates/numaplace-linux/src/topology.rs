@@ -206,7 +206,10 @@ fn check_sysfs_lists(root: &SysRoot) -> Result<(), DiscoveryError> {
                 });
             }
         };
-        let detail = match CpuSet::parse_list(&text) {
+        // Snapshots may pad a file with NULs after its text (hwloc stops
+        // at the first, and so does this check).
+        let text = text.split('\0').next().unwrap_or("");
+        let detail = match CpuSet::parse_list(text) {
             Err(e) => Some(format!(
                 "not a list of ids 0..={max} in the kernel's syntax ({})",
                 e.reason.replace("CPU ", "id ")

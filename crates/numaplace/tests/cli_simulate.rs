@@ -365,7 +365,7 @@ fn bad_input_exits_2_naming_the_problem() {
         ),
         (
             s(&["compare", "--seeds", "0", "--no-oracle"]),
-            vec!["--seeds", "at least 1"],
+            vec!["--seeds", "0 is not in 1..=10000"],
         ),
         (
             s(&["compare", "--jobs", "0", "--seeds", "1", "--no-oracle"]),
