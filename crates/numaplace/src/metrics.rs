@@ -168,7 +168,10 @@ fn respond(stream: &mut dyn ReadWrite, shared: &Shared) {
     // MAX_REQUEST_BYTES; each read is bounded in time by the caller.
     let mut buf = vec![0u8; MAX_REQUEST_BYTES];
     let mut n = 0;
-    while n < buf.len() {
+    // The whole request within CONNECTION_TIME, not each read: a client
+    // sending a byte a second cannot hold a slot for long.
+    let start = std::time::Instant::now();
+    while n < buf.len() && start.elapsed() < CONNECTION_TIME {
         match stream.read(&mut buf[n..]) {
             Ok(0) | Err(_) => break,
             Ok(k) => n += k,
