@@ -1,11 +1,11 @@
 //! The command line: subcommands and the argument groups they share.
 
-/// The most seeds `compare` and `train` run (each seed is a whole simulation).
-pub const MAX_SEEDS: u64 = 10_000;
-
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+
+/// The most seeds `compare` and `train` run (each seed is a whole simulation).
+pub const MAX_SEEDS: u64 = 10_000;
 
 /// Places threads, processes and VM vCPUs on the cores and memory nodes of
 /// multi-socket Linux machines, so that work contending for caches, memory
