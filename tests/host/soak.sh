@@ -10,12 +10,18 @@
 # original affinity back. Prints RSS and fd ranges; fails if either daemon
 # died, a scrape failed, RSS grew by more than 50% after the first minute,
 # fds grew at all after it, or an affinity was not restored. Needs root (the
-# real daemon pins). Release build (in CARGO_TARGET_DIR if set).
+# real daemon pins). Release build (in CARGO_TARGET_DIR if set), or the
+# binary NUMAPLACE_BIN names. A one-minute run is the ignored cargo test
+# `cargo test -p numaplace --test soak -- --ignored`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-600}
-cargo build --release --locked -q -p numaplace --bin numaplace
-bin=${CARGO_TARGET_DIR:-target}/release/numaplace
+if [ -n "${NUMAPLACE_BIN:-}" ]; then
+    bin=$NUMAPLACE_BIN # a cargo test passes the binary it built
+else
+    cargo build --release --locked -q -p numaplace --bin numaplace
+    bin=${CARGO_TARGET_DIR:-target}/release/numaplace
+fi
 work=$(mktemp -d)
 chmod 700 "$work"
 pids=()
