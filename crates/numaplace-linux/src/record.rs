@@ -11,7 +11,7 @@
 //! line and says so.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufReader, BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -130,7 +130,7 @@ impl Recorder {
 pub struct Replay {
     path: PathBuf,
     header: RecordHeader,
-    lines: std::io::Lines<BufReader<File>>,
+    reader: BufReader<File>,
     line_no: usize,
     /// Set when the last line was cut short.
     truncated: bool,
@@ -138,13 +138,16 @@ pub struct Replay {
 
 impl Replay {
     pub fn open(path: &Path) -> Result<Replay, RecordError> {
-        let file = File::open(path).map_err(|source| RecordError::Io {
-            path: path.to_path_buf(),
-            action: "open it",
-            source,
-        })?;
-        let mut lines = BufReader::new(file).lines();
-        let first = match lines.next() {
+        // A regular file only (never a device or FIFO), and every line
+        // bounded: `/dev/zero` is not a recording.
+        let file =
+            numaplace_model::bounded::open_regular(path).map_err(|source| RecordError::Io {
+                path: path.to_path_buf(),
+                action: "open it",
+                source,
+            })?;
+        let mut reader = BufReader::new(file);
+        let first = match next_line(&mut reader) {
             None => {
                 return Err(RecordError::Empty {
                     path: path.to_path_buf(),
@@ -160,7 +163,7 @@ impl Replay {
         Ok(Replay {
             path: path.to_path_buf(),
             header,
-            lines,
+            reader,
             line_no: 1,
             truncated: false,
         })
@@ -173,6 +176,21 @@ impl Replay {
     /// Whether the recording ended in a partial line (it was cut short).
     pub fn truncated(&self) -> bool {
         self.truncated
+    }
+}
+
+/// The next line of a recording, at most
+/// [`numaplace_model::bounded::RECORD_LINE_MAX_BYTES`] long.
+fn next_line(r: &mut BufReader<File>) -> Option<std::io::Result<String>> {
+    let mut line = String::new();
+    match numaplace_model::bounded::read_line(
+        r,
+        &mut line,
+        numaplace_model::bounded::RECORD_LINE_MAX_BYTES,
+    ) {
+        Ok(true) => Some(Ok(line)),
+        Ok(false) => None,
+        Err(e) => Some(Err(e)),
     }
 }
 
@@ -215,7 +233,7 @@ impl Iterator for Replay {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let line = match self.lines.next()? {
+            let line = match next_line(&mut self.reader)? {
                 Ok(l) => l,
                 Err(source) => {
                     return Some(Err(RecordError::Io {

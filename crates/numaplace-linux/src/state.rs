@@ -13,11 +13,15 @@
 //! must never turn its writes onto another file, nor a planted journal make
 //! it pin arbitrary tasks. A file that cannot be parsed is renamed to
 //! `<path>.corrupt-<unix time>`, kept for a person to read, and reported
-//! ([`StateFile::corrupt`]), so the next start is not blocked. One daemon
-//! per state file is assumed (the caller holds the lock).
+//! ([`StateFile::corrupt`]), so the next start is not blocked; a file of a
+//! newer format version is refused instead (a newer numaplace wrote it, and
+//! may still need it). One daemon per state file: [`StateFile::open`] takes
+//! an exclusive `flock` on `<path>.lock` (never removed, so never raced)
+//! and holds it for the daemon's life; a second daemon is refused with the
+//! holder's pid.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -76,6 +80,20 @@ pub enum StateError {
         owner: u32,
         euid: u32,
     },
+    #[error(
+        "{path}: the state file is in use by another numaplace daemon{holder}; \
+         stop it first, or give this one another --state"
+    )]
+    Locked { path: PathBuf, holder: String },
+    #[error(
+        "{path}: state file format version {found}, newer than this numaplace's {supported}; \
+         run the numaplace that wrote it (or move the file away by hand)"
+    )]
+    NewerVersion {
+        path: PathBuf,
+        found: u64,
+        supported: u32,
+    },
     #[error("{path}: {what}")]
     Io {
         path: PathBuf,
@@ -105,6 +123,8 @@ pub struct StateFile {
     dir: PathBuf,
     entries: Vec<PinEntry>,
     corrupt: Option<CorruptState>,
+    /// `<path>.lock`, exclusively flocked while this value lives.
+    _lock: File,
 }
 
 impl StateFile {
@@ -120,18 +140,27 @@ impl StateFile {
             return Err(StateError::NotRegular { path });
         }
         check_private(&dir)?;
+        let lock = lock(&path)?;
         let mut state = StateFile {
             path,
             dir,
             entries: Vec::new(),
             corrupt: None,
+            _lock: lock,
         };
         let Some(bytes) = state.read()? else {
             return Ok(state);
         };
         match parse(&bytes) {
             Ok(entries) => state.entries = entries,
-            Err(error) => state.corrupt = Some(state.move_aside(error)?),
+            Err(Unusable::Newer(found)) => {
+                return Err(StateError::NewerVersion {
+                    path: state.path.clone(),
+                    found,
+                    supported: VERSION,
+                });
+            }
+            Err(Unusable::Corrupt(error)) => state.corrupt = Some(state.move_aside(error)?),
         }
         Ok(state)
     }
@@ -291,22 +320,89 @@ impl StateFile {
     }
 }
 
-fn parse(bytes: &[u8]) -> Result<Vec<PinEntry>, String> {
-    if bytes.len() as u64 > MAX_BYTES {
-        return Err(format!(
-            "larger than {MAX_BYTES} bytes: not a journal numaplace wrote"
-        ));
+/// Takes the exclusive lock of the state file at `path`, or says which
+/// process holds it. The lock file holds the holder's pid, for that message.
+fn lock(path: &Path) -> Result<File, StateError> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".lock");
+    let lock_path = PathBuf::from(name);
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK)
+        .open(&lock_path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => StateError::Symlink {
+                path: lock_path.clone(),
+            },
+            _ => io_err(&lock_path, "cannot open the state file's lock")(e),
+        })?;
+    let meta = f.metadata().map_err(io_err(&lock_path, "cannot inspect"))?;
+    if !meta.is_file() {
+        return Err(StateError::NotRegular { path: lock_path });
     }
-    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8 text: {e}"))?;
+    check_owner_mode(&lock_path, &meta)?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(io_err(&lock_path, "cannot lock the state file")(e));
+        }
+        let mut text = String::new();
+        let _ = Read::by_ref(&mut f).take(32).read_to_string(&mut text);
+        let holder = match text.trim().parse::<u32>() {
+            Ok(pid) => format!(" (pid {pid})"),
+            Err(_) => String::new(),
+        };
+        return Err(StateError::Locked {
+            path: path.to_path_buf(),
+            holder,
+        });
+    }
+    let write_pid = || -> io::Result<()> {
+        f.set_len(0)?;
+        (&f).write_all(format!("{}\n", std::process::id()).as_bytes())
+    };
+    write_pid().map_err(io_err(&lock_path, "cannot write the state file's lock"))?;
+    Ok(f)
+}
+
+/// Why the bytes of a state file cannot be used.
+enum Unusable {
+    /// Written by a newer numaplace (a format version above ours).
+    Newer(u64),
+    Corrupt(String),
+}
+
+fn parse(bytes: &[u8]) -> Result<Vec<PinEntry>, Unusable> {
+    let corrupt = Unusable::Corrupt;
+    if bytes.len() as u64 > MAX_BYTES {
+        return Err(corrupt(format!(
+            "larger than {MAX_BYTES} bytes: not a journal numaplace wrote"
+        )));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| corrupt(format!("not UTF-8 text: {e}")))?;
     if text.trim().is_empty() {
         return Ok(Vec::new());
     }
-    let c: Contents = serde_json::from_str(text).map_err(|e| format!("not a state file: {e}"))?;
+    // The version first, so a newer file is refused rather than moved aside.
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(text)
+        && let Some(found) = v.get("version").and_then(|v| v.as_u64())
+        && found > VERSION as u64
+    {
+        return Err(Unusable::Newer(found));
+    }
+    let c: Contents =
+        serde_json::from_str(text).map_err(|e| corrupt(format!("not a state file: {e}")))?;
     if c.version != VERSION {
-        return Err(format!(
+        return Err(corrupt(format!(
             "state file version {} (this numaplace reads version {VERSION})",
             c.version
-        ));
+        )));
     }
     Ok(c.entries)
 }
@@ -427,6 +523,10 @@ pub fn restore_all(state: &mut StateFile, act: &mut dyn Actuator) -> RestoreRepo
 fn restore_one(e: &PinEntry, act: &mut dyn Actuator) -> Restore {
     match act.affinity(e.task, e.tgid) {
         Err(AffinityError::Gone) => Restore::Gone,
+        // A planted or stale entry naming a kernel thread: never touched.
+        Err(err @ AffinityError::KernelThread) => Restore::LeftAlone {
+            why: err.to_string(),
+        },
         Err(err) => Restore::Kept {
             why: format!("cannot read its affinity: {err}"),
         },
@@ -500,9 +600,11 @@ mod tests {
         s.record_pin(id(11, 6), 10, set("0-7"), set("1")).unwrap();
         // Pinned again: the first original stays.
         s.record_pin(id(10, 5), 10, set("0"), set("2-3")).unwrap();
+        let written = s.entries().to_vec();
+        drop(s); // as a daemon that stops: the next one takes the lock
         let loaded = StateFile::open(&path).unwrap();
         assert!(loaded.corrupt().is_none());
-        assert_eq!(loaded.entries(), s.entries());
+        assert_eq!(loaded.entries(), written);
         assert_eq!(
             loaded.entries()[0],
             PinEntry {
@@ -515,7 +617,7 @@ mod tests {
         let mut s = loaded;
         assert!(s.forget(id(10, 5)).unwrap());
         assert!(!s.forget(id(10, 5)).unwrap());
-        assert_eq!(StateFile::open(&path).unwrap().entries().len(), 1);
+        assert_eq!(parse(&fs::read(&path).unwrap()).ok().unwrap().len(), 1);
         assert!(s.forget(id(11, 6)).unwrap());
         assert!(!path.exists(), "an empty journal is no file");
     }
@@ -529,7 +631,7 @@ mod tests {
             s.record_pin(id(100 + i, 1), 100, set("0-3"), set("0"))
                 .unwrap();
         }
-        assert_eq!(names(d.path()), ["state.json"]);
+        assert_eq!(names(d.path()), ["state.json", "state.json.lock"]);
         let meta = fs::symlink_metadata(&path).unwrap();
         assert!(meta.is_file());
         assert_eq!(meta.mode() & 0o7777, 0o600);
@@ -560,7 +662,7 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
-        assert_eq!(names(d.path()), ["state.json", "victim"]);
+        assert_eq!(names(d.path()), ["state.json", "state.json.lock", "victim"]);
     }
 
     #[test]
@@ -594,14 +696,15 @@ mod tests {
         let path = d.path().join("state.json");
         for garbage in [
             &b"{\"version\": 1, \"entries\": [ {\"task\": "[..],
-            b"{\"version\": 99, \"entries\": []}",
+            b"{\"version\": 0, \"entries\": []}",
             b"\xff\xfe not text",
         ] {
             fs::write(&path, garbage).unwrap();
             fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
             let s = StateFile::open(&path).unwrap();
             assert!(s.entries().is_empty());
-            let c = s.corrupt().expect("reported");
+            let c = s.corrupt().expect("reported").clone();
+            drop(s);
             assert!(!path.exists());
             assert_eq!(fs::read(&c.moved_to).unwrap(), garbage, "kept for a person");
             assert!(
@@ -612,7 +715,11 @@ mod tests {
             let s = StateFile::open(&path).unwrap();
             assert!(s.corrupt().is_none());
         }
-        assert_eq!(names(d.path()).len(), 3, "three distinct corrupt copies");
+        assert_eq!(
+            names(d.path()).len(),
+            4,
+            "three distinct corrupt copies and the lock"
+        );
         // An empty file (a crash before any write numaplace does) is empty.
         fs::write(&path, "").unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
@@ -637,7 +744,8 @@ mod tests {
         assert_eq!(act.pin(t.id, pid(), &to), Outcome::Done);
         s.record_pin(t.id, pid(), original.clone(), to.clone())
             .unwrap();
-        // As after a kill -9: a new daemon opens the journal.
+        // As after a kill -9 (which ends the lock): a new daemon opens it.
+        drop(s);
         let mut s = StateFile::open(&path).unwrap();
         let report = restore_all(&mut s, &mut act);
         assert_eq!(report.entries.len(), 1);
@@ -706,8 +814,94 @@ mod tests {
                 cpus: set("0-3"),
             }]
         );
+        drop(s);
         let again = StateFile::open(&path).unwrap();
         assert_eq!(again.entries().len(), 1);
         assert_eq!(again.entries()[0].task, id(1, 1));
+    }
+
+    #[test]
+    fn a_second_daemon_on_the_same_state_file_is_refused_naming_the_holder() {
+        let d = private_dir();
+        let path = d.path().join("state.json");
+        let mut first = StateFile::open(&path).unwrap();
+        first
+            .record_pin(id(10, 5), 10, set("0-7"), set("0"))
+            .unwrap();
+        // flock locks belong to the open file description: a second open in
+        // this process conflicts as a second daemon would.
+        let e = StateFile::open(&path).unwrap_err();
+        assert!(matches!(e, StateError::Locked { .. }), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("(pid {})", std::process::id()))
+                && text.contains("another --state"),
+            "{text}"
+        );
+        // The first daemon's journal is untouched.
+        assert_eq!(
+            fs::read_to_string(&path)
+                .unwrap()
+                .matches("\"tid\"")
+                .count(),
+            1
+        );
+        drop(first);
+        let again = StateFile::open(&path).unwrap();
+        assert_eq!(again.entries().len(), 1);
+    }
+
+    #[test]
+    fn a_state_file_of_a_newer_version_is_refused_and_left_in_place() {
+        let d = private_dir();
+        let path = d.path().join("state.json");
+        let newer = b"{\"version\": 99, \"entries\": [], \"more\": 1}";
+        fs::write(&path, newer).unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        let e = StateFile::open(&path).unwrap_err();
+        assert!(
+            matches!(e, StateError::NewerVersion { found: 99, .. }),
+            "{e}"
+        );
+        assert!(e.to_string().contains("version 99, newer"), "{e}");
+        assert_eq!(fs::read(&path).unwrap(), newer);
+    }
+
+    /// A planted entry naming kthreadd (tid 2) with its true start time and
+    /// affinity: restore must leave the kernel thread alone.
+    #[test]
+    fn restore_never_touches_a_kernel_thread() {
+        let Ok(stat) = fs::read("/proc/2/stat") else {
+            eprintln!("skipped: no /proc/2");
+            return;
+        };
+        let stat = crate::procfs::parse_stat(&stat).unwrap();
+        if !stat.is_kernel_thread() {
+            eprintln!("skipped: pid 2 is not a kernel thread here (a container?)");
+            return;
+        }
+        let mut act = HostActuator::new();
+        let task = id(2, stat.start_time);
+        let before = crate::actuate::thread_affinity(2, 8192).unwrap();
+        let d = private_dir();
+        let mut s = StateFile::open(d.path().join("state.json")).unwrap();
+        let first = set(&before.first().unwrap().to_string());
+        s.record_pin(task, 2, first.clone(), before.clone())
+            .unwrap();
+        let report = restore_all(&mut s, &mut act);
+        assert!(
+            matches!(&report.entries[0].1, Restore::LeftAlone { why } if why.contains("kernel thread")),
+            "{report}"
+        );
+        assert_eq!(crate::actuate::thread_affinity(2, 8192).unwrap(), before);
+        assert!(s.entries().is_empty());
+        // Nor does a pin.
+        let pin = Action::Pin {
+            task,
+            tgid: 2,
+            cpus: first,
+        };
+        assert!(matches!(act.apply(&pin), Outcome::Refused { .. }));
+        assert_eq!(crate::actuate::thread_affinity(2, 8192).unwrap(), before);
     }
 }

@@ -118,7 +118,10 @@ fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
             }
             Hw::new().map_err(|e| hwloc_err("this machine's topology", e))
         }
-        TopologySource::Sysfs(root) => load_fsroot(root.path()),
+        TopologySource::Sysfs(root) => {
+            check_sysfs_lists(root)?;
+            load_fsroot(root.path())
+        }
         TopologySource::Xml(path) => {
             // Read it ourselves: the binding's file path API treats an
             // unreadable file as an internal error.
@@ -126,7 +129,11 @@ fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
                 path: path.clone(),
                 detail,
             };
-            let text = std::fs::read_to_string(path).map_err(|e| DiscoveryError::Read {
+            let text = numaplace_model::bounded::read_to_string(
+                path,
+                numaplace_model::bounded::XML_MAX_BYTES,
+            )
+            .map_err(|e| DiscoveryError::Read {
                 path: path.clone(),
                 detail: e.to_string(),
             })?;
@@ -146,6 +153,10 @@ fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
                     Ok(_) => format!("hwloc refused it: {e}"),
                 },
             };
+            check_synthetic_size(text).map_err(|detail| DiscoveryError::Synthetic {
+                input: text.clone(),
+                detail,
+            })?;
             Hw::builder()
                 .from_synthetic(text)
                 .map_err(|e| refused(&e))?
@@ -153,6 +164,88 @@ fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
                 .map_err(|e| refused(&e))
         }
     }
+}
+
+/// The most NUMA node ids Linux has (`CONFIG_NODES_SHIFT` is at most 10).
+pub const MAX_NODE_ID: u32 = 1023;
+/// The most PUs a synthetic description may make (as many as CPU ids).
+pub const MAX_SYNTHETIC_PUS: u64 = numaplace_model::cpuset::MAX_CPU_ID as u64 + 1;
+
+/// The lists hwloc's Linux backend sizes its arrays from, checked before
+/// hwloc sees them: a hostile tree whose `node/online` says `4294967295`
+/// makes hwloc's node count wrap to 0 and abort on an assertion.
+fn check_sysfs_lists(root: &SysRoot) -> Result<(), DiscoveryError> {
+    let lists: [(&str, u32); 5] = [
+        ("sys/devices/system/node/online", MAX_NODE_ID),
+        ("sys/devices/system/node/possible", MAX_NODE_ID),
+        (
+            "sys/devices/system/cpu/online",
+            numaplace_model::cpuset::MAX_CPU_ID,
+        ),
+        (
+            "sys/devices/system/cpu/possible",
+            numaplace_model::cpuset::MAX_CPU_ID,
+        ),
+        (
+            "sys/devices/system/cpu/present",
+            numaplace_model::cpuset::MAX_CPU_ID,
+        ),
+    ];
+    for (rel, max) in lists {
+        let path = root.join(rel);
+        let text = match numaplace_model::bounded::read_to_string(
+            &path,
+            numaplace_model::bounded::SYSFS_MAX_BYTES,
+        ) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                return Err(DiscoveryError::Read {
+                    path,
+                    detail: e.to_string(),
+                });
+            }
+        };
+        // Snapshots may pad a file with NULs after its text (hwloc stops
+        // at the first, and so does this check).
+        let text = text.split('\0').next().unwrap_or("");
+        let detail = match CpuSet::parse_list(text) {
+            Err(e) => Some(format!(
+                "not a list of ids 0..={max} in the kernel's syntax ({})",
+                e.reason.replace("CPU ", "id ")
+            )),
+            Ok(set) => set
+                .last()
+                .filter(|&last| last > max)
+                .map(|last| format!("id {last} is out of range: ids must be 0..={max}")),
+        };
+        if let Some(detail) = detail {
+            return Err(DiscoveryError::Read { path, detail });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a synthetic description that would make more than
+/// [`MAX_SYNTHETIC_PUS`] PUs (hwloc builds every one, for minutes).
+fn check_synthetic_size(text: &str) -> Result<(), String> {
+    let mut total: u64 = 1;
+    for tok in text.split_whitespace() {
+        let Some((_, rest)) = tok.split_once(':') else {
+            continue;
+        };
+        let count = rest.split('(').next().unwrap_or("");
+        let Ok(n) = count.trim().parse::<u64>() else {
+            continue;
+        };
+        total = total.saturating_mul(n);
+        if total > MAX_SYNTHETIC_PUS {
+            return Err(format!(
+                "it makes more than {MAX_SYNTHETIC_PUS} PUs: the product of the counts must be 1..={MAX_SYNTHETIC_PUS}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Loads another root as `lstopo -i DIR` does: `HWLOC_FSROOT` set, the

@@ -6,6 +6,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::{GroupKind, Snapshot, TaskGroup};
 
+/// The most entries in each of a scope's lists.
+pub const MAX_RULES: usize = 1024;
+/// The longest comm pattern (a comm is at most 15 bytes; `*` and `?` add).
+pub const MAX_PATTERN_BYTES: usize = 256;
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Scope {
@@ -45,6 +50,35 @@ impl Scope {
         }
         if let Some(c) = self.comms.iter().find(|c| c.is_empty()) {
             return Err(format!("scope comm pattern {c:?} is empty"));
+        }
+        // Every round matches every thread's name against every pattern:
+        // the counts are bounded so a config cannot make a round take
+        // minutes (and SIGTERM wait for it).
+        for (what, n) in [
+            ("pids", self.pids.len()),
+            ("comms", self.comms.len()),
+            ("cgroups", self.cgroups.len()),
+        ] {
+            if n > MAX_RULES {
+                return Err(format!(
+                    "scope {what} has {n} entries: must be 0..={MAX_RULES}"
+                ));
+            }
+        }
+        if let Some(c) = self.comms.iter().find(|c| c.len() > MAX_PATTERN_BYTES) {
+            return Err(format!(
+                "scope comm pattern of {} bytes: must be 1..={MAX_PATTERN_BYTES} bytes",
+                c.len()
+            ));
+        }
+        if let Some(c) = self.cgroups.iter().find(|c| {
+            c.split('/').any(|part| part == ".." || part == ".")
+                || c.contains('\0')
+                || c.len() > 4096
+        }) {
+            return Err(format!(
+                "scope cgroup {c:?}: give a plain path from the hierarchy's root, without . or .. parts"
+            ));
         }
         Ok(())
     }
@@ -164,5 +198,33 @@ mod tests {
             .validate()
             .is_ok()
         );
+    }
+
+    #[test]
+    fn hostile_scopes_are_refused_with_the_range() {
+        let many = Scope {
+            comms: (0..500_000).map(|i| format!("p{i}*")).collect(),
+            ..Scope::default()
+        };
+        let e = many.validate().unwrap_err();
+        assert!(
+            e.contains("comms has 500000 entries: must be 0..=1024"),
+            "{e}"
+        );
+        for bad in ["/../../etc", "/a/./b", "/a/.."] {
+            let s = Scope {
+                cgroups: vec![bad.into()],
+                ..Scope::default()
+            };
+            assert!(
+                s.validate().unwrap_err().contains("without . or .."),
+                "{bad}"
+            );
+        }
+        let s = Scope {
+            cgroups: vec!["/system.slice/a..b.service".into()],
+            ..Scope::default()
+        };
+        assert!(s.validate().is_ok());
     }
 }

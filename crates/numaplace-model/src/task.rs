@@ -160,10 +160,25 @@ pub fn printable(name: &str) -> String {
             c if c.is_control() => {
                 let _ = write!(out, "\\x{:02x}", c as u32);
             }
+            // Bidirectional controls (Trojan Source, CVE-2021-42574) and
+            // zero-width format characters reorder or hide what a terminal
+            // shows; the replacement character stands for invalid UTF-8.
+            c if is_bidi_or_invisible(c) => {
+                let _ = write!(out, "\\u{{{:04x}}}", c as u32);
+            }
             c => out.push(c),
         }
     }
     out
+}
+
+/// Characters that change how the text around them is shown: the bidi
+/// embeddings, overrides and isolates, the marks, and zero-width format
+/// characters; and U+FFFD, which stands for bytes that were not UTF-8.
+fn is_bidi_or_invisible(c: char) -> bool {
+    matches!(c,
+        '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+        | '\u{2060}'..='\u{2069}' | '\u{feff}' | '\u{fffd}')
 }
 
 /// A QEMU vCPU thread name: `CPU <n>/KVM` or `CPU <n>/TCG` (QEMU names them
@@ -235,6 +250,12 @@ mod tests {
         assert_eq!(printable("\x1b[2J"), "\\x1b[2J");
         assert_eq!(printable("back\\slash\t"), "back\\\\slash\\t");
         assert_eq!(printable("CPU 0/KVM"), "CPU 0/KVM");
+        // A right-to-left override would make "evil\u{202e}gpj.exe" show
+        // as "evilexe.jpg"; zero-width and lossy bytes are shown too.
+        assert_eq!(printable("evil\u{202e}gpj"), "evil\\u{202e}gpj");
+        assert_eq!(printable("a\u{2066}b\u{200b}c"), "a\\u{2066}b\\u{200b}c");
+        assert_eq!(printable(&String::from_utf8_lossy(b"x\xff")), "x\\u{fffd}");
+        assert_eq!(printable("naïve 名前"), "naïve 名前");
     }
 
     #[test]

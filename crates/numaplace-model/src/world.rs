@@ -64,6 +64,8 @@ impl<T, A: Actuator> Actuator for Pair<T, A> {
 pub enum AffinityError {
     /// The task exited, or its tid now names another task.
     Gone,
+    /// A kernel thread: numaplace never touches one, not even to restore.
+    KernelThread,
     /// The world could not tell (the kernel refused the call), and why.
     Unreadable(String),
 }
@@ -72,6 +74,9 @@ impl std::fmt::Display for AffinityError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             AffinityError::Gone => f.write_str("the task is gone, or its tid names another task"),
+            AffinityError::KernelThread => {
+                f.write_str("a kernel thread: numaplace never changes its affinity")
+            }
             AffinityError::Unreadable(why) => f.write_str(why),
         }
     }

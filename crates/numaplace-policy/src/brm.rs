@@ -94,7 +94,12 @@ use numaplace_model::scope::glob;
 
 /// BRM's parameters (`[policy]` with `name = "brm"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+#[serde(
+    default,
+    deny_unknown_fields,
+    rename_all = "kebab-case",
+    try_from = "RawBrmParams"
+)]
 pub struct BrmParams {
     /// Threads whose name, or whose process's name, matches one of these
     /// patterns (`*`, `?`) are candidates: the configuration's tag, where
@@ -133,6 +138,88 @@ impl Default for BrmParams {
             reset_min_rounds: 100,
             reset_max_rounds: 300,
         }
+    }
+}
+
+/// The most rounds between resets of a thread's penalties.
+pub const MAX_RESET_ROUNDS: u32 = 1_000_000;
+/// The most name patterns BRM matches every thread against.
+pub const MAX_COMMS: usize = 1024;
+
+impl BrmParams {
+    /// Checks every parameter's range; the message names the key, the
+    /// value and the range. Called wherever the parameters are read (the
+    /// serde conversion), so config, replay and simulator all check them.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=MAX_RESET_ROUNDS).contains(&self.reset_max_rounds) {
+            return Err(format!(
+                "brm: reset-max-rounds = {}: must be 1..={MAX_RESET_ROUNDS}",
+                self.reset_max_rounds
+            ));
+        }
+        if !(1..=self.reset_max_rounds).contains(&self.reset_min_rounds) {
+            return Err(format!(
+                "brm: reset-min-rounds = {}: must be 1..={} (at most reset-max-rounds)",
+                self.reset_min_rounds, self.reset_max_rounds
+            ));
+        }
+        if let Some(r) = self.min_uncore_requests_per_s
+            && !(r.is_finite() && r >= 0.0)
+        {
+            return Err(format!(
+                "brm: min-uncore-requests-per-s = {r}: must be a finite number, 0 or more"
+            ));
+        }
+        if self.comms.len() > MAX_COMMS {
+            return Err(format!(
+                "brm: comms has {} patterns: must be 0..={MAX_COMMS}",
+                self.comms.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The same fields, unchecked: what a config file says.
+#[derive(Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+struct RawBrmParams {
+    comms: Vec<String>,
+    vcpus: bool,
+    min_uncore_requests_per_s: Option<f64>,
+    seed: u64,
+    reset_min_rounds: u32,
+    reset_max_rounds: u32,
+}
+
+impl Default for RawBrmParams {
+    fn default() -> Self {
+        let d = BrmParams::default();
+        RawBrmParams {
+            comms: d.comms,
+            vcpus: d.vcpus,
+            min_uncore_requests_per_s: d.min_uncore_requests_per_s,
+            seed: d.seed,
+            reset_min_rounds: d.reset_min_rounds,
+            reset_max_rounds: d.reset_max_rounds,
+        }
+    }
+}
+
+impl TryFrom<RawBrmParams> for BrmParams {
+    type Error = String;
+
+    fn try_from(r: RawBrmParams) -> Result<Self, String> {
+        let p = BrmParams {
+            comms: r.comms,
+            vcpus: r.vcpus,
+            min_uncore_requests_per_s: r.min_uncore_requests_per_s,
+            seed: r.seed,
+            reset_min_rounds: r.reset_min_rounds,
+            reset_max_rounds: r.reset_max_rounds,
+        };
+        p.validate()?;
+        Ok(p)
     }
 }
 
@@ -665,19 +752,7 @@ fn runnable_per_domain(
 
 impl crate::Params for BrmParams {
     fn validate(&self) -> Result<(), String> {
-        crate::within("reset-max-rounds", self.reset_max_rounds, 1, 1_000_000)?;
-        crate::within(
-            "reset-min-rounds",
-            self.reset_min_rounds,
-            1,
-            self.reset_max_rounds,
-        )?;
-        match self.min_uncore_requests_per_s {
-            Some(r) if !(r.is_finite() && r >= 0.0) => Err(format!(
-                "min-uncore-requests-per-s = {r}: must be a number, 0 or more"
-            )),
-            _ => Ok(()),
-        }
+        BrmParams::validate(self)
     }
 }
 

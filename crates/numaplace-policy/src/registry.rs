@@ -169,4 +169,66 @@ mod tests {
         let di = PolicyKind::from_name("di-plain").unwrap().build();
         assert!(di.without(Signal::Samples).is_none());
     }
+
+    /// Nonsense parameters are refused where they are read (the serde
+    /// conversion every reader uses: config, replay header, simulator),
+    /// each with the key, the value and the range.
+    #[test]
+    fn dino_and_brm_parameters_out_of_range_are_refused_with_the_range() {
+        let parse =
+            |json: &str| serde_json::from_str::<PolicyKind>(json).map_err(|e| e.to_string());
+        for (bad, says) in [
+            (
+                r#"{"name":"dino","hysteresis-window":100000000000}"#,
+                "hysteresis-window = 100000000000: must be 1..=10000",
+            ),
+            (
+                r#"{"name":"dino","hysteresis-window":0}"#,
+                "hysteresis-window = 0: must be 1..=10000",
+            ),
+            (
+                r#"{"name":"dino","hysteresis-needed":11}"#,
+                "hysteresis-needed = 11: must be 1..=10",
+            ),
+            (
+                r#"{"name":"dino","window-pages":0}"#,
+                "window-pages = 0: must be 1..=",
+            ),
+            (r#"{"name":"dino","devil-mpki":-5}"#, "devil-mpki -5"),
+            (
+                r#"{"name":"dino","devil-mpki":50,"super-devil-mpki":10}"#,
+                "must be above devil-mpki",
+            ),
+            (
+                r#"{"name":"brm","reset-min-rounds":400}"#,
+                "reset-min-rounds = 400: must be 1..=300",
+            ),
+            (
+                r#"{"name":"brm","reset-min-rounds":0,"reset-max-rounds":0}"#,
+                "reset-max-rounds = 0: must be 1..=",
+            ),
+        ] {
+            let e = parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+        // NaN cannot be written in JSON; checked on the values themselves.
+        let mut d = DinoParams::default();
+        d.thresholds.devil_mpki = f64::NAN;
+        assert!(d.validate().unwrap_err().contains("devil-mpki NaN"));
+        let b = BrmParams {
+            min_uncore_requests_per_s: Some(f64::NAN),
+            ..BrmParams::default()
+        };
+        assert!(
+            b.validate()
+                .unwrap_err()
+                .contains("min-uncore-requests-per-s = NaN")
+        );
+        // The defaults and edge values are fine.
+        assert!(parse(r#"{"name":"dino","hysteresis-window":1,"hysteresis-needed":1}"#).is_ok());
+        assert!(parse(r#"{"name":"brm","reset-min-rounds":5,"reset-max-rounds":5}"#).is_ok());
+        assert!(
+            DinoParams::default().validate().is_ok() && BrmParams::default().validate().is_ok()
+        );
+    }
 }

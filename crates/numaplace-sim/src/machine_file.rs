@@ -31,9 +31,18 @@ fn error(path: &Path, message: impl Into<String>) -> MachineError {
 impl Machine {
     /// Reads a machine file and checks its numbers.
     pub fn load(path: &Path) -> Result<Machine, MachineError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| error(path, format!("cannot read the machine file: {e}")))?;
-        let file: File = serde_json::from_str(&text).map_err(|e| {
+        let text = numaplace_model::bounded::read_to_string(
+            path,
+            numaplace_model::bounded::CONFIG_MAX_BYTES,
+        )
+        .map_err(|e| error(path, format!("cannot read the machine file: {e}")))?;
+        Self::parse(&text, path)
+    }
+
+    /// Parses the text of a machine file read from `path` (named in
+    /// errors) and checks its numbers.
+    pub fn parse(text: &str, path: &Path) -> Result<Machine, MachineError> {
+        let file: File = serde_json::from_str(text).map_err(|e| {
             error(
                 path,
                 format!("not a numaplace machine file: {e} (numaplace calibrate writes them)"),

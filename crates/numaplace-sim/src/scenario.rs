@@ -6,8 +6,9 @@
 //! name = "spec-mix"            # optional; default: the file stem (built-ins: their name)
 //! description = "..."          # optional
 //! machine = "westmere-2s"      # required: a preset of machine::PRESETS
-//! step_ms = 10                 # optional, default 10, 0.01..=1000 (simulated ms per model step)
-//! max_seconds = 3600           # optional, default 3600, > 0 and <= 604800 (a week; a run stops here)
+//! step_ms = 10                 # optional, default 10, 0.01..=10000 (simulated ms per model step)
+//! max_seconds = 3600           # optional, default 3600, > 0 and <= 30 days (a run stops here);
+//!                              # at most 10^7 model steps (max_seconds / step_ms)
 //!
 //! [linux]                      # optional, every key optional, defaults = LinuxModel::default()
 //! balance_interval_ms = 100    # > 0
@@ -19,11 +20,11 @@
 //! name = "mcf"                 # required, printable, unique (after copies)
 //! kind = "process"             # "process" (default) or "vm"
 //! threads = 1                  # 1..=4096, default 1
-//! copies = 1                   # 1..=10000, default 1: that many identical apps named mcf.0, mcf.1, ... when > 1
+//! copies = 1                   # 1..=1024, default 1: that many identical apps named mcf.0, mcf.1, ... when > 1
 //! memory = "first-touch"       # "first-touch" (default) | "interleave" | "node:N" (dense node id)
 //! cpus = "0-3"                 # optional cpuset, kernel list syntax, dense CPU ids; threads <= its CPUs
 //! start_s = 0.0                # >= 0, default 0, below max_seconds
-//! runs = 1                     # 1..=100000, default 1: runs back to back
+//! runs = 1                     # 1..=10000, default 1: runs back to back
 //! shared = "128KiB"            # bytes shared by the app's threads, default 0
 //! sharers = 4                  # how many of its threads (the first) use it, default all
 //! # the thread model; a phase inherits every key it does not set
@@ -57,8 +58,7 @@
 //! uncore requests), while an `llc_mpki` the phase sets itself above its
 //! `uncore_pki` is an error.
 //!
-//! All the applications together, copies included, have at most 100,000
-//! threads.
+//! At most 4096 applications (copies counted) and 100,000 threads in all.
 //!
 //! Validation against the machine: `node:N` must name a node of the
 //! preset, `cpus` only its CPUs, and an app with `cpus` may not have more
@@ -96,6 +96,19 @@ use crate::machine::{Machine, PRESETS};
 use crate::workload::{
     AppKind, AppSpec, LinuxModel, MemoryPlacement, Pattern, Phase, ThreadModel, Workload,
 };
+
+/// Ranges of a scenario's counts and times, checked before anything is
+/// allocated or stepped: far beyond any scenario the seeds describe (at most
+/// 64 threads on 16-core machines, runs of minutes), small enough that a
+/// hostile file can neither exhaust memory nor run for ever.
+pub const MAX_THREADS: u32 = 4096;
+pub const MAX_COPIES: u32 = 1024;
+pub const MAX_APPS: usize = 4096;
+pub const MAX_RUNS: u32 = 10_000;
+pub const MIN_STEP_MS: f64 = 0.01;
+pub const MAX_STEP_MS: f64 = 10_000.0;
+pub const MAX_SECONDS: f64 = 30.0 * 86_400.0;
+pub const MAX_STEPS: f64 = 1e7;
 
 /// The built-in scenario a run uses when none is named.
 pub const DEFAULT: &str = "default";
@@ -151,7 +164,11 @@ pub fn parse(text: &str, origin: &str) -> Result<Workload, ScenarioError> {
 /// Reads and parses a scenario file.
 pub fn load(path: &Path) -> Result<Workload, ScenarioError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+    let text = numaplace_model::bounded::read_to_string(
+        path,
+        numaplace_model::bounded::SCENARIO_MAX_BYTES,
+    )
+    .map_err(|e| ScenarioError {
         origin: origin.clone(),
         line: None,
         column: None,

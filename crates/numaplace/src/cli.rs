@@ -13,6 +13,9 @@ pub const VERSION: &str = concat!(
     ")"
 );
 
+/// The most seeds `compare` and `train` run (each seed is a whole simulation).
+pub const MAX_SEEDS: u64 = 10_000;
+
 /// Places threads, processes and VM vCPUs on the cores and memory nodes of
 /// multi-socket Linux machines, so that work contending for caches, memory
 /// controllers and the interconnect runs apart, and memory stays near the
@@ -183,8 +186,9 @@ pub struct TrainArgs {
     /// Training benchmarks of Fig. 4: spec, parsec or all.
     #[arg(long, default_value = "spec")]
     pub suite: String,
-    /// Seeds per benchmark and mapping (1 to 1000).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    /// Seeds per benchmark and mapping, 1 to 10000.
+    #[arg(long, default_value_t = 3,
+          value_parser = clap::value_parser!(u64).range(1..=MAX_SEEDS))]
     pub seeds: u64,
 }
 
@@ -353,9 +357,9 @@ pub struct CompareArgs {
     #[arg(long, value_name = "LIST")]
     pub policies: Option<String>,
 
-    /// Seeds per policy (1 to 10000).
+    /// Seeds per policy, 1 to 10000.
     #[arg(long, value_name = "N", default_value_t = 10,
-          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+          value_parser = clap::value_parser!(u64).range(1..=MAX_SEEDS))]
     pub seeds: u64,
 
     /// The first seed.

@@ -44,7 +44,15 @@ pub fn parse_listen(text: &str) -> Result<Listen, InputError> {
                 "metrics listen {text:?}: give an absolute socket path, like unix:/run/numaplace/metrics.sock"
             )));
         }
-        return Ok(Listen::Unix(PathBuf::from(path)));
+        let path = PathBuf::from(path);
+        let dir = path.parent().unwrap_or(std::path::Path::new("/"));
+        if !dir.is_dir() {
+            return Err(InputError(format!(
+                "metrics listen {text:?}: the directory {} does not exist; create it first",
+                dir.display()
+            )));
+        }
+        return Ok(Listen::Unix(path));
     }
     let addr: SocketAddr = text.parse().map_err(|_| {
         InputError(format!(
@@ -146,9 +154,32 @@ pub fn render(m: &MetricsState) -> String {
     out
 }
 
+/// The most connections answered at once; more are closed at once.
+pub const MAX_CONNECTIONS: usize = 32;
+/// The longest a connection may take to send its request and read the
+/// answer, in all.
+const CONNECTION_TIME: Duration = Duration::from_secs(2);
+/// The most bytes of a request read (a `GET /metrics` line fits many
+/// times over).
+const MAX_REQUEST_BYTES: usize = 4096;
+
 fn respond(stream: &mut dyn ReadWrite, shared: &Shared) {
-    let mut buf = [0u8; 2048];
-    let n = stream.read(&mut buf).unwrap_or(0);
+    // Read until the end of the request line or headers, at most
+    // MAX_REQUEST_BYTES; each read is bounded in time by the caller.
+    let mut buf = vec![0u8; MAX_REQUEST_BYTES];
+    let mut n = 0;
+    // The whole request within CONNECTION_TIME, not each read: a client
+    // sending a byte a second cannot hold a slot for long.
+    let start = std::time::Instant::now();
+    while n < buf.len() && start.elapsed() < CONNECTION_TIME {
+        match stream.read(&mut buf[n..]) {
+            Ok(0) | Err(_) => break,
+            Ok(k) => n += k,
+        }
+        if buf[..n].windows(2).any(|w| w == b"\r\n" || w == b"\n\n") {
+            break;
+        }
+    }
     let req = String::from_utf8_lossy(&buf[..n]);
     let line = req.lines().next().unwrap_or("");
     let (status, body) = if line.starts_with("GET /metrics ") || line == "GET /metrics" {
@@ -190,17 +221,36 @@ impl Connection for std::os::unix::net::UnixStream {
     }
 }
 
-/// Answers connections one at a time in a thread of its own.
+/// Accepts connections in a thread of its own and answers each in a thread
+/// of its own, at most [`MAX_CONNECTIONS`] at once (more are closed at
+/// once), each bounded in time and size: idle connections held open by
+/// anyone cannot stall a scrape.
 fn spawn_server<C: Connection>(
     incoming: impl Iterator<Item = std::io::Result<C>> + Send + 'static,
     shared: Shared,
 ) -> Result<()> {
+    let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     std::thread::Builder::new()
         .name("np-metrics".into())
         .spawn(move || {
+            use std::sync::atomic::Ordering;
             for mut c in incoming.flatten() {
-                c.bound(Duration::from_secs(2));
-                respond(&mut c, &shared);
+                if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                    active.fetch_sub(1, Ordering::AcqRel);
+                    drop(c);
+                    continue;
+                }
+                let (shared, active2) = (Arc::clone(&shared), Arc::clone(&active));
+                let spawned = std::thread::Builder::new()
+                    .name("np-metrics-conn".into())
+                    .spawn(move || {
+                        c.bound(CONNECTION_TIME);
+                        respond(&mut c, &shared);
+                        active2.fetch_sub(1, Ordering::AcqRel);
+                    });
+                if spawned.is_err() {
+                    active.fetch_sub(1, Ordering::AcqRel);
+                }
             }
         })?;
     Ok(())
@@ -213,8 +263,11 @@ fn spawn_server<C: Connection>(
 pub fn serve(listen: &Listen, shared: Shared) -> Result<()> {
     match listen {
         Listen::Tcp(addr) => {
-            let l = TcpListener::bind(addr)
-                .with_context(|| format!("binding the metrics endpoint to {addr}"))?;
+            let l = TcpListener::bind(addr).map_err(|e| {
+                InputError(format!(
+                    "metrics listen {addr}: cannot listen there: {e}; choose another port"
+                ))
+            })?;
             spawn_server(
                 std::iter::from_fn(move || Some(l.accept().map(|(c, _)| c))),
                 shared,
@@ -230,10 +283,23 @@ pub fn serve(listen: &Listen, shared: Shared) -> Result<()> {
                 ))
                 .into());
             }
+            // A socket a live process listens on is not taken over (its
+            // owner could no longer be reached); a stale one is replaced.
+            if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                return Err(InputError(format!(
+                    "metrics socket {}: another process listens on it (another numaplace?); stop it or choose another path",
+                    path.display()
+                ))
+                .into());
+            }
             let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
             let _ = std::fs::remove_file(&tmp);
-            let l = UnixListener::bind(&tmp)
-                .with_context(|| format!("binding the metrics socket {}", tmp.display()))?;
+            let l = UnixListener::bind(&tmp).map_err(|e| {
+                InputError(format!(
+                    "metrics socket {}: cannot create it: {e}",
+                    tmp.display()
+                ))
+            })?;
             std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600))?;
             std::fs::rename(&tmp, path).with_context(|| {
                 format!("moving the metrics socket into place at {}", path.display())
@@ -312,5 +378,69 @@ mod tests {
         std::fs::write(&file, "keep").unwrap();
         assert!(serve(&Listen::Unix(file.clone()), shared).is_err());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
+    }
+
+    fn scrape(mut s: impl Read + Write) -> String {
+        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).unwrap();
+        body
+    }
+
+    /// Idle connections held open by anyone (fewer than the cap) do not
+    /// stall a scrape. The 60 s timeout only bounds a failure.
+    #[test]
+    fn a_scrape_answers_while_idle_connections_are_held_open() {
+        let shared: Shared = Arc::new(Mutex::new(MetricsState::default()));
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = probe.local_addr().unwrap();
+        drop(probe);
+        serve(&Listen::Tcp(addr), Arc::clone(&shared)).unwrap();
+        let idle: Vec<_> = (0..10)
+            .map(|_| std::net::TcpStream::connect(addr).unwrap())
+            .collect();
+        let s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let body = scrape(s);
+        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+        drop(idle);
+    }
+
+    /// A socket a live endpoint serves is not taken over; a stale one
+    /// (nobody listens) is replaced.
+    #[test]
+    fn a_live_unix_socket_is_not_taken_over_and_a_stale_one_is_replaced() {
+        let shared: Shared = Arc::new(Mutex::new(MetricsState::default()));
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("m.sock");
+        serve(&Listen::Unix(sock.clone()), Arc::clone(&shared)).unwrap();
+        let e = serve(&Listen::Unix(sock.clone()), Arc::clone(&shared)).unwrap_err();
+        assert!(
+            format!("{e}").contains("another process listens on it"),
+            "{e}"
+        );
+        assert!(e.downcast_ref::<InputError>().is_some());
+        // The first is still reachable.
+        let body = scrape(std::os::unix::net::UnixStream::connect(&sock).unwrap());
+        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+
+        let stale = dir.path().join("stale.sock");
+        drop(UnixListener::bind(&stale).unwrap());
+        assert!(stale.exists());
+        serve(&Listen::Unix(stale.clone()), shared).unwrap();
+        let body = scrape(std::os::unix::net::UnixStream::connect(&stale).unwrap());
+        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+    }
+
+    #[test]
+    fn a_missing_socket_directory_and_a_busy_port_are_input_errors() {
+        let e = parse_listen("unix:/nonexistent/dir/sock").unwrap_err();
+        assert!(e.0.contains("/nonexistent/dir does not exist"), "{e}");
+        let busy = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = busy.local_addr().unwrap();
+        let shared: Shared = Arc::new(Mutex::new(MetricsState::default()));
+        let e = serve(&Listen::Tcp(addr), shared).unwrap_err();
+        assert!(e.downcast_ref::<InputError>().is_some(), "{e}");
+        assert_eq!(crate::commands::exit_code(&e), 2);
     }
 }

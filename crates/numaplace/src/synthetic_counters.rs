@@ -214,7 +214,11 @@ pub struct SyntheticCounters {
 impl SyntheticCounters {
     /// Reads and checks `path`; every error names it (exit 2).
     pub fn load(path: &Path) -> Result<SyntheticCounters> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
+        let text = numaplace_model::bounded::read_to_string(
+            path,
+            numaplace_model::bounded::CONFIG_MAX_BYTES,
+        )
+        .map_err(|e| {
             InputError(format!(
                 "--counters-from {}: cannot read it: {e}",
                 path.display()

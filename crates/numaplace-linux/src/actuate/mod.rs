@@ -68,6 +68,9 @@ pub enum ActError {
     /// The task exited, or its tid now names another task.
     #[error("thread {tid} (started at tick {start}) is gone, or its tid now names another task", tid = .task.tid, start = .task.start_time)]
     Gone { task: TaskId },
+    /// The task is a kernel thread: numaplace never changes one.
+    #[error("thread {tid} is a kernel thread; numaplace never changes kernel threads", tid = .task.tid)]
+    KernelThread { task: TaskId },
     /// The kernel refused the call.
     #[error("{call} on thread {tid}: {errno}", tid = .task.tid)]
     Os {
@@ -153,6 +156,9 @@ impl HostActuator {
     /// A thread's affinity (`sched_getaffinity`), after checking it is
     /// still the same task.
     pub fn affinity(&self, task: TaskId, tgid: i32) -> Result<CpuSet, ActError> {
+        if self.is_kernel_thread(task, tgid) {
+            return Err(ActError::KernelThread { task });
+        }
         let held = self.hold(task, tgid).ok_or(ActError::Gone { task })?;
         let set =
             thread_affinity(task.tid, self.possible_cpus).map_err(|e| match e.raw_os_error() {
@@ -176,6 +182,12 @@ impl HostActuator {
             return refused(
                 "EINVAL",
                 "the cpuset is empty: a thread needs at least one CPU",
+            );
+        }
+        if self.is_kernel_thread(task, tgid) {
+            return refused(
+                "EPERM",
+                "a kernel thread: numaplace never changes kernel threads",
             );
         }
         let Some(held) = self.hold(task, tgid) else {
@@ -238,6 +250,13 @@ impl HostActuator {
             Some(fd) => !pidfd_exited(fd),
             None => self.same_start(held.task, held.tgid),
         }
+    }
+
+    /// Whether `task` is a kernel thread (`PF_KTHREAD` in its stat).
+    fn is_kernel_thread(&self, task: TaskId, tgid: i32) -> bool {
+        task.tid > 0
+            && tgid > 0
+            && matches!(self.proc.stat(tgid, task.tid), Ok(s) if s.is_kernel_thread())
     }
 
     fn same_start(&self, task: TaskId, tgid: i32) -> bool {
@@ -359,6 +378,7 @@ impl Actuator for HostActuator {
     fn affinity(&self, task: TaskId, tgid: i32) -> Result<CpuSet, AffinityError> {
         HostActuator::affinity(self, task, tgid).map_err(|e| match e {
             ActError::Gone { .. } => AffinityError::Gone,
+            ActError::KernelThread { .. } => AffinityError::KernelThread,
             e @ ActError::Os { .. } => AffinityError::Unreadable(e.to_string()),
         })
     }

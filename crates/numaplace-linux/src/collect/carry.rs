@@ -197,6 +197,7 @@ mod tests {
             comm: "app".into(),
             state,
             ppid: 1,
+            flags: 0,
             utime,
             stime: 1,
             num_threads: threads,

@@ -21,6 +21,8 @@ pub struct TaskStat {
     pub state: char,
     /// (4) Parent's pid.
     pub ppid: i32,
+    /// (9) The kernel's `PF_*` flags of the task.
+    pub flags: u32,
     /// (14) User time, clock ticks.
     pub utime: u64,
     /// (15) System time, clock ticks.
@@ -38,6 +40,9 @@ pub struct TaskStat {
 /// Fields after the comm, counted from field 3 (state).
 const STATE: usize = 0;
 const PPID: usize = 4 - 3;
+const FLAGS: usize = 9 - 3;
+/// `PF_KTHREAD` (include/linux/sched.h): the task is a kernel thread.
+const PF_KTHREAD: u32 = 0x0020_0000;
 const UTIME: usize = 14 - 3;
 const STIME: usize = 15 - 3;
 const NUM_THREADS: usize = 20 - 3;
@@ -114,6 +119,7 @@ pub fn parse_stat(bytes: &[u8]) -> Result<TaskStat, ParseError> {
         comm,
         state,
         ppid: parse_num(fields[PPID], "ppid (4)")?,
+        flags: parse_num(fields[FLAGS], "flags (9)")?,
         utime: parse_num(fields[UTIME], "utime (14)")?,
         stime: parse_num(fields[STIME], "stime (15)")?,
         num_threads: parse_num(fields[NUM_THREADS], "num_threads (20)")?,
@@ -124,6 +130,14 @@ pub fn parse_stat(bytes: &[u8]) -> Result<TaskStat, ParseError> {
             None
         },
     })
+}
+
+impl TaskStat {
+    /// Whether the task is a kernel thread (`PF_KTHREAD`): numaplace never
+    /// changes one, neither when it places nor when it restores.
+    pub fn is_kernel_thread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
+    }
 }
 
 fn parse_num<T: std::str::FromStr>(text: &str, field: &'static str) -> Result<T, ParseError> {
@@ -167,6 +181,7 @@ mod tests {
                 comm: "cat".into(),
                 state: 'R',
                 ppid: 20535,
+                flags: 4194304,
                 utime: 0,
                 stime: 0,
                 num_threads: 1,
@@ -176,6 +191,7 @@ mod tests {
         );
         let k = parse_stat(KTHREADD).unwrap();
         assert_eq!((k.pid, k.comm.as_str(), k.state), (2, "kthreadd", 'S'));
+        assert!(k.is_kernel_thread() && !s.is_kernel_thread());
         assert_eq!(
             (k.ppid, k.stime, k.start_time, k.processor),
             (0, 0, 22, Some(1))

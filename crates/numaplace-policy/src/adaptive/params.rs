@@ -142,7 +142,11 @@ impl TryFrom<AdaptiveConfig> for AdaptiveParams {
         let models = match &c.coefficients {
             None => Models::builtin(),
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
+                let text = numaplace_model::bounded::read_to_string(
+                    path,
+                    numaplace_model::bounded::CONFIG_MAX_BYTES,
+                )
+                .map_err(|e| {
                     format!(
                         "adaptive-mapping: cannot read the coefficient file {}: {e}; write it \
                          with `numaplace train --out {}` or leave `coefficients` out to use \

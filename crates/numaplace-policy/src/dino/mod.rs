@@ -124,7 +124,12 @@ fn candidates(
 
 /// DINO's parameters (`[policy]` with `name = "dino"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+#[serde(
+    default,
+    deny_unknown_fields,
+    rename_all = "kebab-case",
+    try_from = "RawDinoParams"
+)]
 pub struct DinoParams {
     /// Class boundaries in LLC misses per 1000 instructions (§3.3.2: 2 and
     /// 100 on the paper's machine).
@@ -146,6 +151,79 @@ impl Default for DinoParams {
             hysteresis_needed: 7,
             window_pages: DEFAULT_WINDOW_PAGES,
         }
+    }
+}
+
+/// The longest hysteresis window, intervals (its history is kept per thread).
+pub const MAX_HYSTERESIS_WINDOW: usize = 10_000;
+/// The most pages moved around one sampled address (4 GiB of 4 KiB pages).
+pub const MAX_WINDOW_PAGES: u64 = 1 << 20;
+
+impl DinoParams {
+    /// Checks every parameter's range; the message names the key, the
+    /// value and the range. Called wherever the parameters are read (the
+    /// serde conversion), so config, replay and simulator all check them.
+    pub fn validate(&self) -> Result<(), String> {
+        self.thresholds
+            .validate()
+            .map_err(|e| format!("dino: {e}"))?;
+        if !(1..=MAX_HYSTERESIS_WINDOW).contains(&self.hysteresis_window) {
+            return Err(format!(
+                "dino: hysteresis-window = {}: must be 1..={MAX_HYSTERESIS_WINDOW}",
+                self.hysteresis_window
+            ));
+        }
+        if !(1..=self.hysteresis_window).contains(&self.hysteresis_needed) {
+            return Err(format!(
+                "dino: hysteresis-needed = {}: must be 1..={} (at most hysteresis-window)",
+                self.hysteresis_needed, self.hysteresis_window
+            ));
+        }
+        if !(1..=MAX_WINDOW_PAGES).contains(&self.window_pages) {
+            return Err(format!(
+                "dino: window-pages = {}: must be 1..={MAX_WINDOW_PAGES}",
+                self.window_pages
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The same fields, unchecked: what a config file says.
+#[derive(Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+struct RawDinoParams {
+    #[serde(flatten)]
+    thresholds: Thresholds,
+    hysteresis_window: usize,
+    hysteresis_needed: usize,
+    window_pages: u64,
+}
+
+impl Default for RawDinoParams {
+    fn default() -> Self {
+        let d = DinoParams::default();
+        RawDinoParams {
+            thresholds: d.thresholds,
+            hysteresis_window: d.hysteresis_window,
+            hysteresis_needed: d.hysteresis_needed,
+            window_pages: d.window_pages,
+        }
+    }
+}
+
+impl TryFrom<RawDinoParams> for DinoParams {
+    type Error = String;
+
+    fn try_from(r: RawDinoParams) -> Result<Self, String> {
+        let p = DinoParams {
+            thresholds: r.thresholds,
+            hysteresis_window: r.hysteresis_window,
+            hysteresis_needed: r.hysteresis_needed,
+            window_pages: r.window_pages,
+        };
+        p.validate()?;
+        Ok(p)
     }
 }
 
@@ -412,15 +490,7 @@ impl Policy for DistributedIntensity {
 
 impl crate::Params for DinoParams {
     fn validate(&self) -> Result<(), String> {
-        self.thresholds.validate()?;
-        crate::within("hysteresis-window", self.hysteresis_window, 1, 1000)?;
-        crate::within(
-            "hysteresis-needed",
-            self.hysteresis_needed,
-            1,
-            self.hysteresis_window,
-        )?;
-        crate::within("window-pages", self.window_pages, 1, MAX_WINDOW_PAGES)
+        DinoParams::validate(self)
     }
 }
 
@@ -429,9 +499,6 @@ impl crate::Params for DiParams {
         crate::within("window-pages", self.window_pages, 1, MAX_WINDOW_PAGES)
     }
 }
-
-/// The most pages moved around one sampled address: 4 GiB of 4 KiB pages.
-const MAX_WINDOW_PAGES: u64 = 1 << 20;
 
 #[cfg(test)]
 mod tests;

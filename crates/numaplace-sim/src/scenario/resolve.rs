@@ -4,23 +4,8 @@
 
 use super::*;
 
-// The ranges of a scenario's counts and times, checked before anything is
-// allocated or stepped: far beyond any scenario the seeds describe (at most
-// 64 threads on 16-core machines, runs of minutes) and small enough that a
-// hostile file can neither exhaust memory nor run forever.
-
-/// Simulated milliseconds per model step: 10 µs to 1 s.
-const MIN_STEP_MS: f64 = 0.01;
-const MAX_STEP_MS: f64 = 1000.0;
-/// A run stops after this much simulated time at most: a week.
-const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
-/// Threads of one application (a VM's vCPUs, a process's threads).
-const MAX_THREADS: u32 = 4096;
-/// Copies of one `[[app]]` table.
-const MAX_COPIES: u32 = 10_000;
-/// Runs of an application back to back.
-const MAX_RUNS: u32 = 100_000;
-/// Threads of every application together, after copies.
+/// Threads of every application together, after copies: with MAX_APPS
+/// apps of MAX_THREADS threads a file could still ask for 16 M threads.
 const MAX_TOTAL_THREADS: u64 = 100_000;
 
 pub(super) fn parse_named(
@@ -63,6 +48,19 @@ pub(super) fn parse_named(
         Some(v) => cx.bounded(v, "max_seconds", 0.0, true, Some(MAX_SECONDS))?,
         None => 3600.0,
     };
+    // Each step costs the model a pass over every thread: bounded, so a
+    // scenario cannot make the simulator run for ever.
+    let steps = max_seconds * 1000.0 / step_ms;
+    if steps > MAX_STEPS {
+        let v = raw.step_ms.as_ref().or(raw.max_seconds.as_ref());
+        return Err(cx.err(
+            v.map(|v| v.span()),
+            Some("step_ms".into()),
+            format!(
+                "step_ms = {step_ms} with max_seconds = {max_seconds} makes {steps:.0} model steps: must be at most {MAX_STEPS:.0} (raise step_ms or lower max_seconds)"
+            ),
+        ));
+    }
     let linux = match &raw.linux {
         Some(l) => linux(&cx, l.get_ref())?,
         None => LinuxModel::default(),
@@ -81,6 +79,15 @@ pub(super) fn parse_named(
     let mut total_threads = 0u64;
     for (i, a) in raw.app.iter().enumerate() {
         let expanded = app(&cx, i, a, &machine, max_seconds)?;
+        if apps.len() + expanded.len() > MAX_APPS {
+            return Err(cx.err(
+                Some(a.span()),
+                Some(format!("app[{i}]")),
+                format!(
+                    "the scenario has more than {MAX_APPS} applications (copies counted): must be 1..={MAX_APPS}"
+                ),
+            ));
+        }
         let name_v = a.get_ref().name.as_ref().expect("checked in app()");
         total_threads += expanded.iter().map(|s| u64::from(s.threads)).sum::<u64>();
         if total_threads > MAX_TOTAL_THREADS {

@@ -88,7 +88,7 @@ impl Ctx<'_> {
                 v,
                 path,
                 format!(
-                    "expected a whole number from 1 to {max} ({what}), got {}",
+                    "expected a whole number 1..={max} ({what}), got {}",
                     shown(other)
                 ),
             )),

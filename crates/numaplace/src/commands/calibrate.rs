@@ -164,7 +164,7 @@ pub(crate) fn check_output(path: &Path, force: bool) -> Result<(), InputError> {
             path.display()
         )));
     }
-    Ok(())
+    super::check_output(path, "-o").map_err(|e| InputError(format!("{e:#}")))
 }
 
 /// The DRAM chase's working set: 8 × the largest LLC, at least 256 MiB

@@ -6,10 +6,9 @@
 //! decides on a fresh snapshot; SIGTERM / SIGINT end the loop and every
 //! affinity numaplace changed is restored before it exits.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::ops::ControlFlow;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -189,18 +188,7 @@ impl Journal {
         let Some(path) = path else {
             return Ok(Journal { out: None });
         };
-        let f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .map_err(|e| {
-                InputError(format!(
-                    "journal {}: cannot open it for appending: {e}",
-                    path.display()
-                ))
-            })?;
+        let f = super::open_output(path, "journal", true, 0o600)?;
         Ok(Journal {
             out: Some(BufWriter::new(f)),
         })
@@ -223,6 +211,8 @@ impl Journal {
     }
 }
 
+const EMPTY_SCOPE: &str = "the scope names nothing: give --pid, --comm, --cgroup or --vms (or a [scope] table in the config), or --all for every process";
+
 /// What the daemon does with the loop's events: each journal entry to the
 /// journal file (and the log), the metrics after each round, and a stop
 /// after `--rounds` rounds.
@@ -233,6 +223,8 @@ struct Daemon<'m> {
     rounds_limit: Option<u64>,
     rounds: u64,
     totals: EngineTotals,
+    /// Set by SIGHUP: said, and otherwise ignored.
+    hup: Arc<AtomicBool>,
 }
 
 impl Observer for Daemon<'_> {
@@ -243,6 +235,11 @@ impl Observer for Daemon<'_> {
     fn round_done(&mut self, snap: &Snapshot, report: &RoundReport) -> ControlFlow<()> {
         self.rounds += 1;
         self.totals.add(report);
+        if self.hup.swap(false, Ordering::Relaxed) {
+            tracing::warn!(
+                "SIGHUP: numaplace does not reload its configuration; restart it to apply a new one (SIGTERM restores what it changed)"
+            );
+        }
         {
             let mut m = self.metrics.lock().unwrap_or_else(|p| p.into_inner());
             m.totals = self.totals.clone();
@@ -274,15 +271,27 @@ pub fn run(args: &RunArgs) -> Result<()> {
         flags.is_empty()
     };
     if c.scope.is_empty() && !service {
-        return Err(InputError(
-            "the scope names nothing: give --pid, --comm, --cgroup or --vms (or a [scope] table in the config), or --all for every process"
-                .into(),
-        )
-        .into());
+        return Err(InputError(EMPTY_SCOPE.into()).into());
+    }
+    // The metrics endpoint is bound before any work, so a busy port or a
+    // socket another daemon serves is refused at once.
+    let shared = Arc::new(Mutex::new(MetricsState {
+        policy: c.policy.name().into(),
+        dry_run: c.dry_run,
+        ..MetricsState::default()
+    }));
+    if let Some(l) = &c.metrics.listen {
+        metrics::serve(&metrics::parse_listen(l)?, Arc::clone(&shared))?;
+        tracing::info!("metrics on {l}");
     }
     let mut host = HostActuator::new();
     let mut state = open_state_and_restore(c, &mut host)?;
     let stop = stop_on_signals()?;
+    // SIGHUP (a closed terminal, an operator's reload habit) would end the
+    // daemon without restoring anything: it is noted and ignored instead.
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
+        .context("installing signal handlers")?;
     if c.scope.is_empty() {
         let file = args.choice.config.clone().unwrap_or_default();
         wait_for_a_scope(&file, &stop);
@@ -291,15 +300,6 @@ pub fn run(args: &RunArgs) -> Result<()> {
 
     let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
     let (collector, managed) = start_collecting(&engine, c, s.synthetic.as_mut(), service)?;
-    let shared = Arc::new(Mutex::new(MetricsState {
-        policy: engine.policy_name().into(),
-        dry_run: c.dry_run,
-        ..MetricsState::default()
-    }));
-    if let Some(l) = &c.metrics.listen {
-        metrics::serve(&metrics::parse_listen(l)?, Arc::clone(&shared))?;
-        tracing::info!("metrics on {l}");
-    }
     let journal = Journal::open(c.journal.as_deref())?;
     let hands = if c.dry_run {
         Hands::Dry(RecordingActuator::default())
@@ -327,6 +327,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         rounds_limit: args.rounds,
         rounds: 0,
         totals: EngineTotals::default(),
+        hup,
     };
     let mut world = Pair {
         telemetry: Synthesized {
@@ -539,6 +540,8 @@ fn describe_scope(s: &Scope) -> String {
 struct Advice {
     rounds: u64,
     lines: Vec<JournalEntry>,
+    /// The first round found no process in scope.
+    none_in_scope: bool,
 }
 
 impl Advice {
@@ -550,8 +553,12 @@ impl Observer for Advice {
         self.lines.push(e.clone());
     }
 
-    fn round_done(&mut self, _: &Snapshot, _: &RoundReport) -> ControlFlow<()> {
+    fn round_done(&mut self, _: &Snapshot, report: &RoundReport) -> ControlFlow<()> {
         self.rounds += 1;
+        if self.rounds == 1 && report.managed == 0 {
+            self.none_in_scope = true;
+            return ControlFlow::Break(());
+        }
         if self.rounds >= Self::ROUNDS {
             return ControlFlow::Break(());
         }
@@ -563,6 +570,9 @@ impl Observer for Advice {
 pub fn advise(args: &RunArgs) -> Result<()> {
     let mut s = settings(args)?;
     let c = &s.config;
+    if c.scope.is_empty() {
+        return Err(InputError(EMPTY_SCOPE.into()).into());
+    }
     let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
     let collector = collector_for(&engine);
     if let Some(synth) = &s.synthetic {
@@ -599,13 +609,18 @@ pub fn advise(args: &RunArgs) -> Result<()> {
     let mut advice = Advice {
         rounds: 0,
         lines: Vec::new(),
+        none_in_scope: false,
     };
     let Ok(_) = engine.run(&s.topology, &mut world, &mut NoGuard, &mut advice);
-    let lines = advice.lines;
-    if c.scope.is_empty() {
-        println!("The scope names nothing: give --pid, --comm, --cgroup, --vms or --all.");
-        return Ok(());
+    if advice.none_in_scope {
+        return Err(InputError(format!(
+            "the scope matches no running process ({}); start them first or widen it",
+            describe_scope(&c.scope)
+        ))
+        .into());
     }
+    let lines = advice.lines;
+
     if lines.is_empty() {
         println!("{}: nothing to change.", engine.policy_name());
     }

@@ -84,9 +84,8 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
     let mut journal = match &args.journal {
         Some(p) => {
             super::check_output(p, "--journal")?;
-            Some(std::io::BufWriter::new(
-                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-            ))
+            let f = super::open_output(p, "--journal", false, 0o644)?;
+            Some(std::io::BufWriter::new(f))
         }
         None => None,
     };
