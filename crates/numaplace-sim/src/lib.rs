@@ -6,6 +6,7 @@
 pub mod adaptive;
 pub mod best;
 pub mod bloom;
+pub mod generate;
 pub mod machine;
 pub mod machine_file;
 pub mod model;
@@ -15,6 +16,7 @@ pub mod report;
 pub mod rng;
 pub mod run;
 pub mod scenario;
+pub mod sweep;
 pub mod workload;
 pub mod world;
 

@@ -158,8 +158,12 @@ fn latencies_from_distances(t: &Topology, local_ns: f64, farthest_ns: f64) -> Ve
 }
 
 impl Machine {
-    /// A preset by name.
+    /// A preset by name, or a synthetic machine ([`Machine::synthetic`])
+    /// for a name that starts with `synthetic:`.
     pub fn preset(name: &str) -> Result<Machine, MachineError> {
+        if let Some(spec) = name.strip_prefix(SYNTHETIC_PREFIX) {
+            return Machine::synthetic(spec);
+        }
         match name {
             "westmere-2s" => westmere_2s(),
             "barcelona-4s" => barcelona_4s(),
@@ -201,6 +205,108 @@ impl Machine {
             },
             topology,
         }
+    }
+}
+
+/// What names a synthetic machine where a preset is asked for.
+pub const SYNTHETIC_PREFIX: &str = "synthetic:";
+
+/// The token of a synthetic description that adds memory-only nodes.
+const MEMORY_ONLY: &str = "memory-only:";
+
+/// At most this many memory-only (CPU-less) nodes.
+const MAX_MEMORY_ONLY: u32 = 8;
+
+impl Machine {
+    /// A machine of any shape, for generated mixes and what-ifs:
+    /// `LEVELS [memory-only:N]`. `LEVELS` is hwloc's synthetic syntax
+    /// ([`Topology::synthetic`], e.g. `pack:2 numa:4 l3:1(size=32MiB)
+    /// core:8 pu:2`); `memory-only:N` adds N nodes with memory and no CPU
+    /// (CXL or persistent-memory expanders), hung from the packages in
+    /// turn. The distances are the ones firmware reports for such
+    /// machines (the shapes of the presets and fixtures): 10 within a node,
+    /// 12 between nodes of one package (sub-NUMA clustering, as
+    /// sapphirerapids-2s-snc4), 21 to another package, 31 to a package of
+    /// the other half of a machine of more than 4 packages (two hops, as
+    /// 8-socket glueless boards), and for a memory-only node 17 from its
+    /// package and 28 from the others. The parameters are
+    /// [`Machine::generic`]'s.
+    pub fn synthetic(spec: &str) -> Result<Machine, MachineError> {
+        let bad = |reason: String| {
+            MachineError::Topology(TopologyError(format!(
+                "synthetic machine {spec:?}: {reason}"
+            )))
+        };
+        let mut levels = Vec::new();
+        let mut memory_only = 0u32;
+        for tok in spec.split_whitespace() {
+            match tok.strip_prefix(MEMORY_ONLY) {
+                Some(n) => {
+                    memory_only = n
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=MAX_MEMORY_ONLY).contains(n))
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "{tok:?}: memory-only nodes must be 1 to {MAX_MEMORY_ONLY}"
+                            ))
+                        })?
+                }
+                None => levels.push(tok),
+            }
+        }
+        let t = Topology::synthetic(&levels.join(" ")).map_err(|e| bad(e.reason))?;
+        let mut d = t.to_desc();
+        let packages = d.packages.len();
+        // Each CPU node's package, by its CPUs.
+        let mut pkg_of: Vec<usize> = d
+            .nodes
+            .iter()
+            .map(|n| {
+                d.packages
+                    .iter()
+                    .position(|p| n.cpus.iter().next().is_some_and(|c| p.cpus.contains(c)))
+                    .unwrap_or(0)
+            })
+            .collect();
+        let cpu_nodes = d.nodes.len();
+        let next_id = d.nodes.iter().map(|n| n.os_id + 1).max().unwrap_or(0);
+        let memory = d.nodes.first().map_or(1 << 30, |n| n.memory);
+        for i in 0..memory_only {
+            let p = i as usize % packages;
+            d.nodes.push(numaplace_model::topology::NodeDesc {
+                os_id: next_id + i,
+                memory,
+                cpus: numaplace_model::CpuSet::new(),
+                locality: d.packages[p].cpus.clone(),
+                package: Some(d.packages[p].os_id),
+            });
+            pkg_of.push(p);
+        }
+        let n = d.nodes.len();
+        let mut dist = vec![0u32; n * n];
+        for a in 0..n {
+            for b in 0..n {
+                let (pa, pb) = (pkg_of[a], pkg_of[b]);
+                let far_pkg = if packages > 4 && pa / 4 != pb / 4 {
+                    31
+                } else {
+                    21
+                };
+                dist[a * n + b] = if a == b {
+                    10
+                } else if a >= cpu_nodes || b >= cpu_nodes {
+                    if pa == pb { 17 } else { 28 }
+                } else if pa == pb {
+                    12
+                } else {
+                    far_pkg
+                };
+            }
+        }
+        d.distances = Some(dist);
+        let t = Topology::new(d).map_err(|e| bad(e.0))?;
+        Ok(Machine::generic(&format!("{SYNTHETIC_PREFIX}{spec}"), t))
     }
 }
 

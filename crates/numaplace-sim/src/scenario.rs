@@ -5,7 +5,8 @@
 //! ```toml
 //! name = "spec-mix"            # optional; default: the file stem (built-ins: their name)
 //! description = "..."          # optional
-//! machine = "westmere-2s"      # required: a preset of machine::PRESETS
+//! machine = "westmere-2s"      # required: a preset of machine::PRESETS, or
+//!                              # "synthetic:LEVELS [memory-only:N]" (Machine::synthetic)
 //! step_ms = 10                 # optional, default 10, 0.01..=10000 (simulated ms per model step)
 //! max_seconds = 3600           # optional, default 3600, > 0 and <= 30 days (a run stops here);
 //!                              # at most 10^7 model steps (max_seconds / step_ms)
@@ -183,6 +184,18 @@ pub fn resolve(s: &str) -> Result<Workload, ScenarioError> {
     if let Some(w) = builtin(s) {
         return w;
     }
+    if let Some(seed) = s.strip_prefix(crate::generate::MIX_PREFIX) {
+        let seed: u64 = seed.parse().map_err(|_| ScenarioError {
+            origin: s.to_string(),
+            line: None,
+            column: None,
+            field: None,
+            message: "a generated mix is named mix:SEED, SEED a whole number from 0 to 2^64 - 1"
+                .into(),
+        })?;
+        let m = crate::generate::mix(seed);
+        return parse_named(&m.text, &m.name, &format!("mix-{seed}"));
+    }
     let path = Path::new(s);
     let looks_like_path = s.contains('/')
         || s.contains(std::path::MAIN_SEPARATOR)
@@ -196,7 +209,7 @@ pub fn resolve(s: &str) -> Result<Workload, ScenarioError> {
         column: None,
         field: None,
         message: format!(
-            "no built-in scenario of that name and no such file: give one of {} or a path to a .toml file",
+            "no built-in scenario of that name and no such file: give one of {}, a generated mix (mix:SEED) or a path to a .toml file",
             BUILTIN.join(", ")
         ),
     })

@@ -106,11 +106,22 @@ pub enum Command {
     #[command(after_help = "Examples:\n  \
         numaplace compare                                   (the built-in default scenario, 10 seeds)\n  \
         numaplace compare --scenario npb-westmere --policies default,numad-like --seeds 5\n  \
-        numaplace compare --scenario my.toml --synthetic \"pack:4 numa:1 l3:1 core:8 pu:1\"")]
+        numaplace compare --scenario my.toml --synthetic \"pack:4 numa:1 l3:1 core:8 pu:1\"\n  \
+        numaplace compare --random 200 --seed 1 --seeds 5   (robustness over 200 generated mixes)\n  \
+        numaplace compare --random 200 --shipped --worst-dir worst/")]
     Compare(CompareArgs),
 
     /// List the built-in simulator scenarios.
     Scenarios,
+
+    /// Write a generated mix (a random scenario from a seed: machine,
+    /// applications, memory placement, arrivals) as a scenario file, to
+    /// keep a case `compare --random` found, or to edit it.
+    #[command(after_help = "Examples:\n  \
+        numaplace generate 17                    (prints mix 17's scenario)\n  \
+        numaplace generate 17 -o slow-mix.toml\n  \
+        numaplace compare --scenario mix:17      (runs it without a file)")]
+    Generate(GenerateArgs),
 
     /// Run seed 000's NUMA micro-benchmark on this machine: pinned threads
     /// walk private random lists and add atomically to a shared area; run
@@ -381,6 +392,41 @@ pub struct CompareArgs {
     /// Simulations run in parallel (default: one per CPU).
     #[arg(long, value_name = "N")]
     pub jobs: Option<usize>,
+
+    /// Instead of one scenario, N generated mixes (mix:SEED for SEED from
+    /// --seed on): per policy, the mean and worst change against default,
+    /// the share of mixes more than 1 % and 5 % slower, and the worst
+    /// mixes written as scenario files (--worst-dir).
+    #[arg(long, value_name = "N", conflicts_with_all = ["scenario", "machine", "sysfs_root", "xml", "synthetic", "report"],
+          value_parser = clap::value_parser!(u64).range(0..=MAX_MIXES))]
+    pub random: Option<u64>,
+
+    /// The first generated mix of --random.
+    #[arg(long, value_name = "S", default_value_t = 0, requires = "random")]
+    pub seed: u64,
+
+    /// With --random: every shipped scenario too.
+    #[arg(long, requires = "random")]
+    pub shipped: bool,
+
+    /// With --random: where the worst mixes of each policy are written
+    /// (scenario files; --no-report writes none).
+    #[arg(long, value_name = "DIR", default_value = "numaplace-worst", requires = "random")]
+    pub worst_dir: PathBuf,
+}
+
+/// The most mixes one `compare --random` runs.
+pub const MAX_MIXES: u64 = 100_000;
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// The mix's seed (the N of mix:N).
+    #[arg(value_name = "SEED")]
+    pub seed: u64,
+
+    /// Write the scenario to this file instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 /// Which processes the daemon may touch (added to the config's [scope]).

@@ -28,6 +28,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => commands::simulate::simulate(&args),
         Command::Compare(args) => commands::simulate::compare_cmd(&args),
         Command::Scenarios => commands::simulate::scenarios(),
+        Command::Generate(args) => commands::simulate::generate(&args),
         Command::Bench(args) => commands::bench::run(&args),
         Command::Calibrate(args) => commands::calibrate::run(&args),
         Command::Train(args) => commands::train::run(&args),

@@ -24,7 +24,10 @@ pub(super) fn parse_named(
         Some(v) => cx.string(v, "description", "a description")?.to_string(),
         None => String::new(),
     };
-    let machine_hint = format!("one of {}", PRESETS.join(", "));
+    let machine_hint = format!(
+        "one of {}, or \"synthetic:LEVELS\" (hwloc's synthetic syntax, e.g. \"synthetic:pack:2 numa:2 l3:1 core:8 pu:2\", optionally with memory-only:N)",
+        PRESETS.join(", ")
+    );
     let Some(mv) = &raw.machine else {
         return Err(cx.err(
             None,
@@ -33,12 +36,13 @@ pub(super) fn parse_named(
         ));
     };
     let machine_name = cx.string(mv, "machine", "a machine preset")?;
-    let machine = Machine::preset(machine_name).map_err(|_| {
-        cx.bad(
+    let machine = Machine::preset(machine_name).map_err(|e| match e {
+        crate::MachineError::UnknownPreset(_) => cx.bad(
             mv,
             "machine",
             format!("unknown machine preset {machine_name:?}: use {machine_hint}"),
-        )
+        ),
+        e => cx.bad(mv, "machine", e.to_string()),
     })?;
     let step_ms = match &raw.step_ms {
         Some(v) => cx.bounded(v, "step_ms", MIN_STEP_MS, false, Some(MAX_STEP_MS))?,

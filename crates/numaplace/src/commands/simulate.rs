@@ -175,6 +175,9 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
 }
 
 pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
+    if let Some(n) = args.random {
+        return sweep_cmd(args, n);
+    }
     let (workload, machine, interval) = setup(&args.sim)?;
     let names: Vec<String> = match &args.policies {
         Some(list) => list.split(',').map(|s| s.trim().to_string()).collect(),
@@ -258,5 +261,223 @@ pub fn scenarios() -> Result<()> {
         println!("{:<22} {:<24} {first}", format!("{name}{mark}"), w.machine);
     }
     println!("\nA scenario file (TOML, see docs/scenarios.md) runs with --scenario FILE.");
+    Ok(())
+}
+
+/// `compare --random N`: every policy over generated mixes (and the
+/// shipped scenarios with --shipped), the robustness report.
+fn sweep_cmd(args: &CompareArgs, n: u64) -> Result<()> {
+    use numaplace_sim::sweep::{Case, SweepOptions, sweep};
+    let interval = args
+        .sim
+        .interval
+        .as_deref()
+        .map(|d| parse_duration(d, "--interval").map_err(InputError))
+        .transpose()?;
+    let mut names: Vec<String> = match &args.policies {
+        Some(list) => list.split(',').map(|s| s.trim().to_string()).collect(),
+        None => PolicyKind::NAMES
+            .iter()
+            .filter(|n| **n != "static")
+            .map(|n| n.to_string())
+            .collect(),
+    };
+    if !names.iter().any(|n| n == "default") {
+        names.insert(0, "default".into());
+    }
+    let mut policies = Vec::new();
+    for name in &names {
+        let kind = PolicyKind::from_name(name).map_err(|e| InputError(format!("--policies: {e}")))?;
+        if matches!(kind, PolicyKind::Static(_)) {
+            return Err(InputError(
+                "--policies: static holds one scenario's oracle placement, which generated mixes \
+                 do not have: leave it out of --random"
+                    .into(),
+            )
+            .into());
+        }
+        policies.push(kind);
+    }
+    let Some(end) = args.seed.checked_add(n) else {
+        return Err(InputError(format!(
+            "--seed {} with --random {n}: the mix seeds would pass 2^64 - 1",
+            args.seed
+        ))
+        .into());
+    };
+    let Some(seed_end) = args.first_seed.checked_add(args.seeds) else {
+        return Err(InputError("--first-seed with --seeds passes 2^64 - 1".into()).into());
+    };
+    let workers = match args.jobs {
+        Some(0) => return Err(InputError("--jobs: at least 1".into()).into()),
+        Some(n) => n,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let mut cases = Vec::new();
+    for seed in args.seed..end {
+        cases.push(Case::mix(seed).map_err(|e| anyhow::anyhow!("generated mix {seed}: {e}"))?);
+    }
+    if args.shipped {
+        for name in scenario::BUILTIN {
+            cases.push(Case::shipped(name).map_err(|e| anyhow::anyhow!("{name}: {e}"))?);
+        }
+    }
+    if cases.is_empty() {
+        return Err(InputError("--random 0 without --shipped: nothing to run".into()).into());
+    }
+    let write_files = !args.no_report;
+    if write_files {
+        prepare_dir(&args.worst_dir)?;
+    }
+    let opts = SweepOptions {
+        policies,
+        seeds: (args.first_seed..seed_end).collect(),
+        interval,
+        workers,
+        worst: 3,
+    };
+    let start = Instant::now();
+    let bar = Progress::new(start);
+    let report = sweep(&cases, &opts, &|done, total| bar.show(done, total))
+        .map_err(InputError)?;
+    bar.finish();
+    let took = start.elapsed();
+    let mut written = Vec::new();
+    if write_files {
+        written = write_worst(&args.worst_dir, &cases, &report)?;
+    }
+    if args.sim.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.table());
+        eprintln!("({:.1} s of wall time)", took.as_secs_f64());
+    }
+    if !written.is_empty() {
+        eprintln!(
+            "worst mixes: {} files in {} (run one with --scenario FILE)",
+            written.len(),
+            args.worst_dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// The directory for the worst mixes: made if missing, refused if it is
+/// not a directory (or a link to one).
+fn prepare_dir(dir: &Path) -> Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(InputError(format!(
+            "--worst-dir {}: exists and is not a directory: name a directory (it is made if missing)",
+            dir.display()
+        ))
+        .into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => std::fs::create_dir_all(dir)
+            .with_context(|| format!("--worst-dir: cannot make {}", dir.display())),
+        Err(e) => Err(anyhow::anyhow!("--worst-dir {}: {e}", dir.display())),
+    }
+}
+
+/// Each policy's worst generated mixes that were slower than default, as
+/// scenario files headed by what was measured. Returns the files.
+fn write_worst(
+    dir: &Path,
+    cases: &[numaplace_sim::sweep::Case],
+    report: &numaplace_sim::sweep::Sweep,
+) -> Result<Vec<std::path::PathBuf>> {
+    let mut written = Vec::new();
+    for r in &report.summary {
+        for (rank, (name, change)) in r.worst_cases.iter().enumerate() {
+            if *change <= 1.0 {
+                continue;
+            }
+            let Some(case) = cases.iter().find(|c| &c.name == name) else {
+                continue;
+            };
+            let Some(text) = &case.text else {
+                continue; // a shipped scenario: named in the table
+            };
+            let file = dir.join(format!(
+                "{}-{}-{}.toml",
+                r.policy,
+                rank + 1,
+                name.replace(':', "-")
+            ));
+            let head = format!(
+                "# {} was {change:+.1} % against default here (seeds {:?}, numaplace {}).\n",
+                r.policy,
+                report.seeds,
+                env!("CARGO_PKG_VERSION")
+            );
+            super::write_atomically(&file, &(head + text), 0o644)?;
+            written.push(file);
+        }
+    }
+    Ok(written)
+}
+
+/// A progress bar on stderr when it is a terminal; nothing otherwise.
+struct Progress {
+    start: Instant,
+    tty: bool,
+    last: std::sync::Mutex<Instant>,
+}
+
+impl Progress {
+    fn new(start: Instant) -> Progress {
+        use std::io::IsTerminal;
+        Progress {
+            start,
+            tty: std::io::stderr().is_terminal(),
+            last: std::sync::Mutex::new(start),
+        }
+    }
+
+    fn show(&self, done: usize, total: usize) {
+        if !self.tty {
+            return;
+        }
+        let now = Instant::now();
+        {
+            let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+            if done < total && now.duration_since(*last).as_millis() < 200 {
+                return;
+            }
+            *last = now;
+        }
+        let width = 40;
+        let filled = width * done / total.max(1);
+        let secs = now.duration_since(self.start).as_secs_f64();
+        let eta = if done > 0 {
+            secs * (total - done) as f64 / done as f64
+        } else {
+            0.0
+        };
+        eprint!(
+            "\r[{}{}] {done}/{total} runs, {secs:.0} s, about {eta:.0} s left ",
+            "=".repeat(filled),
+            " ".repeat(width - filled)
+        );
+        let _ = std::io::stderr().flush();
+    }
+
+    fn finish(&self) {
+        if self.tty {
+            eprint!("\r{}\r", " ".repeat(78));
+        }
+    }
+}
+
+/// `numaplace generate SEED`: a generated mix's scenario file.
+pub fn generate(args: &crate::cli::GenerateArgs) -> Result<()> {
+    let m = numaplace_sim::generate::mix(args.seed);
+    match &args.out {
+        Some(path) => {
+            super::check_output(path, "--out")?;
+            super::write_atomically(path, &m.text, 0o644)?;
+            eprintln!("{}: {} ({})", path.display(), m.name, path.display());
+        }
+        None => print!("{}", m.text),
+    }
     Ok(())
 }

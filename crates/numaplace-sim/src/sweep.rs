@@ -1,0 +1,317 @@
+//! The robustness report: every policy over many cases (generated mixes,
+//! shipped scenarios), each against `default` on the same seeds, so a
+//! policy is judged by how it behaves where it was not tuned, not by its
+//! best scenario (`numaplace compare --random N`).
+//!
+//! Per case, a policy's score is its mean application run time over the
+//! seeds and its change is that against `default`'s ([`crate::run::summarise`],
+//! as `compare` computes it). Per policy: the mean of the changes, the
+//! worst, the share of cases more than 1 % and more than 5 % slower, and
+//! the worst cases by name.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use numaplace_policy::PolicyKind;
+use serde::Serialize;
+
+use crate::machine::Machine;
+use crate::run::{Driver, RunOptions, parallel, run, summarise};
+use crate::workload::Workload;
+
+/// One thing to run every policy on.
+#[derive(Debug, Clone)]
+pub struct Case {
+    /// How to name it again: `mix:SEED` or a shipped scenario's name.
+    pub name: String,
+    pub machine: Machine,
+    pub workload: Workload,
+    /// The scenario text, for a generated mix (written out when it is
+    /// among the worst).
+    pub text: Option<String>,
+}
+
+impl Case {
+    /// Generated mix `seed`.
+    pub fn mix(seed: u64) -> Result<Case, String> {
+        let m = crate::generate::mix(seed);
+        let workload = crate::scenario::parse(&m.text, &m.name).map_err(|e| e.to_string())?;
+        let machine = Machine::preset(&workload.machine).map_err(|e| e.to_string())?;
+        Ok(Case {
+            name: m.name,
+            machine,
+            workload,
+            text: Some(m.text),
+        })
+    }
+
+    /// A shipped scenario on its own machine.
+    pub fn shipped(name: &str) -> Result<Case, String> {
+        let workload = crate::scenario::builtin(name)
+            .ok_or_else(|| format!("no built-in scenario {name:?}"))?
+            .map_err(|e| e.to_string())?;
+        let machine = Machine::preset(&workload.machine).map_err(|e| e.to_string())?;
+        Ok(Case {
+            name: name.to_string(),
+            machine,
+            workload,
+            text: None,
+        })
+    }
+}
+
+/// How to sweep.
+#[derive(Debug, Clone)]
+pub struct SweepOptions {
+    /// Must include `default`, the yardstick.
+    pub policies: Vec<PolicyKind>,
+    pub seeds: Vec<u64>,
+    pub interval: Option<Duration>,
+    pub workers: usize,
+    /// Worst cases named per policy.
+    pub worst: usize,
+}
+
+/// One case's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct CaseOutcome {
+    pub name: String,
+    pub machine: String,
+    pub threads: usize,
+    /// Per policy (in the order of [`Sweep::policies`]): mean application
+    /// run time over the seeds, seconds.
+    pub mean_runtime_s: Vec<f64>,
+    /// Per policy: change against `default`, percent (negative: faster).
+    pub vs_default_percent: Vec<f64>,
+}
+
+/// One policy over every case.
+#[derive(Debug, Clone, Serialize)]
+pub struct Robustness {
+    pub policy: String,
+    /// Mean over the cases of the change against `default`, percent.
+    pub mean_percent: f64,
+    /// The worst (largest) change, percent, and where.
+    pub worst_percent: f64,
+    pub worst_case: String,
+    /// Share of the cases more than 1 % / 5 % slower than `default`.
+    pub over_1_percent: f64,
+    pub over_5_percent: f64,
+    /// Cases where it was the fastest policy (ties count for each).
+    pub best: usize,
+    /// The worst cases, worst first: (case, change %).
+    pub worst_cases: Vec<(String, f64)>,
+}
+
+/// The report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sweep {
+    pub policies: Vec<String>,
+    pub seeds: Vec<u64>,
+    pub cases: Vec<CaseOutcome>,
+    pub summary: Vec<Robustness>,
+}
+
+/// Runs every policy on every case over the seeds, in parallel over
+/// `workers` threads; `progress(done, total)` is called after each run.
+pub fn sweep(
+    cases: &[Case],
+    opts: &SweepOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Sweep, String> {
+    let names: Vec<String> = opts.policies.iter().map(|p| p.name().to_string()).collect();
+    let base = names
+        .iter()
+        .position(|n| n == "default")
+        .ok_or("the sweep judges against `default`: include it in the policies")?;
+    let (np, ns) = (opts.policies.len(), opts.seeds.len());
+    let mut jobs = Vec::with_capacity(cases.len() * np * ns);
+    for ci in 0..cases.len() {
+        for pi in 0..np {
+            for &seed in &opts.seeds {
+                jobs.push((ci, pi, seed));
+            }
+        }
+    }
+    let total = jobs.len();
+    let done = AtomicUsize::new(0);
+    let runs = parallel(jobs, opts.workers, |(ci, pi, seed)| {
+        let c = &cases[ci];
+        let o = RunOptions {
+            seed,
+            interval: opts.interval,
+            ..RunOptions::default()
+        };
+        let r = run(
+            &c.machine,
+            &c.workload,
+            Driver::Policy(&opts.policies[pi]),
+            &o,
+            &mut |_| {},
+        );
+        progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+        r
+    });
+    let mut outcomes = Vec::with_capacity(cases.len());
+    for (ci, c) in cases.iter().enumerate() {
+        let at = |pi: usize| {
+            let from = (ci * np + pi) * ns;
+            summarise(&names[pi], &runs[from..from + ns]).mean_runtime_s
+        };
+        let mean: Vec<f64> = (0..np).map(at).collect();
+        let change = mean
+            .iter()
+            .map(|m| 100.0 * (m / mean[base] - 1.0))
+            .collect();
+        outcomes.push(CaseOutcome {
+            name: c.name.clone(),
+            machine: c.machine.name.clone(),
+            threads: c.workload.threads(),
+            mean_runtime_s: mean,
+            vs_default_percent: change,
+        });
+    }
+    let summary = (0..np)
+        .map(|pi| robustness(&names[pi], pi, &outcomes, opts.worst))
+        .collect();
+    Ok(Sweep {
+        policies: names,
+        seeds: opts.seeds.clone(),
+        cases: outcomes,
+        summary,
+    })
+}
+
+fn robustness(policy: &str, pi: usize, cases: &[CaseOutcome], worst: usize) -> Robustness {
+    let n = cases.len().max(1) as f64;
+    let mut changes: Vec<(String, f64)> = cases
+        .iter()
+        .map(|c| (c.name.clone(), c.vs_default_percent[pi]))
+        .collect();
+    changes.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let share = |over: f64| changes.iter().filter(|(_, x)| *x > over).count() as f64 / n;
+    let best = cases
+        .iter()
+        .filter(|c| {
+            let m = c.mean_runtime_s[pi];
+            c.mean_runtime_s.iter().all(|&o| m <= o * (1.0 + 1e-9))
+        })
+        .count();
+    Robustness {
+        policy: policy.to_string(),
+        mean_percent: changes.iter().map(|(_, x)| x).sum::<f64>() / n,
+        worst_percent: changes.first().map_or(0.0, |w| w.1),
+        worst_case: changes.first().map(|w| w.0.clone()).unwrap_or_default(),
+        over_1_percent: share(1.0),
+        over_5_percent: share(5.0),
+        best,
+        worst_cases: changes.into_iter().take(worst).collect(),
+    }
+}
+
+impl Sweep {
+    /// The report as a table.
+    pub fn table(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = format!(
+            "{} cases, seeds {}, each policy against default on the same seeds\n",
+            self.cases.len(),
+            seed_range(&self.seeds)
+        );
+        let _ = writeln!(
+            s,
+            "{:<17} {:>7} {:>8} {:>7} {:>7} {:>5}  worst case",
+            "policy", "mean %", "worst %", ">1 %", ">5 %", "best"
+        );
+        for r in &self.summary {
+            let _ = writeln!(
+                s,
+                "{:<17} {:>+7.1} {:>+8.1} {:>6.1}% {:>6.1}% {:>5}  {}",
+                r.policy,
+                r.mean_percent,
+                r.worst_percent,
+                100.0 * r.over_1_percent,
+                100.0 * r.over_5_percent,
+                r.best,
+                if r.worst_percent > 0.0 {
+                    r.worst_case.as_str()
+                } else {
+                    "-"
+                }
+            );
+        }
+        s.push_str(
+            "mean / worst: change of the mean application run time against `default` (negative = \
+             faster), over the cases; >1 % / >5 %: share of cases that much slower than default; \
+             best: cases where the policy was the fastest.\n",
+        );
+        s
+    }
+}
+
+fn seed_range(seeds: &[u64]) -> String {
+    match (seeds.first(), seeds.last()) {
+        (Some(a), Some(b)) if seeds.len() > 1 && b - a + 1 == seeds.len() as u64 => {
+            format!("{a}-{b}")
+        }
+        _ => seeds
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sweep_judges_each_policy_against_default_on_every_case() {
+        let cases: Vec<Case> = [3, 11].iter().map(|&s| Case::mix(s).unwrap()).collect();
+        let opts = SweepOptions {
+            policies: vec![
+                PolicyKind::Default,
+                PolicyKind::from_name("numad-like").unwrap(),
+            ],
+            seeds: vec![0, 1],
+            interval: None,
+            workers: 2,
+            worst: 1,
+        };
+        let calls = AtomicUsize::new(0);
+        let s = sweep(&cases, &opts, &|_, total| {
+            assert_eq!(total, 8);
+            calls.fetch_add(1, Ordering::Relaxed);
+        })
+        .unwrap();
+        assert_eq!(calls.into_inner(), 8);
+        assert_eq!(s.cases.len(), 2);
+        for c in &s.cases {
+            assert_eq!(c.vs_default_percent[0], 0.0);
+            assert!(c.mean_runtime_s.iter().all(|m| *m > 0.0));
+        }
+        let numad = &s.summary[1];
+        let worst = s
+            .cases
+            .iter()
+            .map(|c| c.vs_default_percent[1])
+            .fold(f64::MIN, f64::max);
+        assert_eq!(numad.worst_percent, worst);
+        assert_eq!(numad.worst_cases.len(), 1);
+        assert!(s.table().contains("numad-like"));
+    }
+
+    #[test]
+    fn a_sweep_without_default_is_refused() {
+        let opts = SweepOptions {
+            policies: vec![PolicyKind::from_name("dino").unwrap()],
+            seeds: vec![0],
+            interval: None,
+            workers: 1,
+            worst: 1,
+        };
+        let e = sweep(&[Case::mix(1).unwrap()], &opts, &|_, _| {}).unwrap_err();
+        assert!(e.contains("include it"), "{e}");
+    }
+}
