@@ -3,7 +3,7 @@
 //! least 300 MB of memory or half a CPU (`MEMORY_THRESHOLD`,
 //! `CPU_THRESHOLD`) — are each placed on the node with the most free CPU
 //! and free memory (numad ranks nodes by the product of the two, its
-//! "magnitude"), their threads bound to that node's CPUs and their memory
+//! "magnitude") among the nodes where both its memory and its CPU use fit, their threads bound to that node's CPUs and their memory
 //! moved there; a process moved is not looked at again for a while
 //! (numad's "done too recently"), so placements stay put.
 
@@ -186,10 +186,16 @@ impl Policy for NumadLike {
                 .task(g.pid)
                 .map(|m| &m.allowed_mems)
                 .filter(|m| !m.is_empty());
+            // numad places a process only where both its memory and its
+            // CPU use fit (numad.c asks for as many nodes as the process
+            // needs CPUs and memory); one that fits no node is left where
+            // it is (numad would spread it over several nodes, which
+            // Linux's own spreading already does).
             let Some(best) = t
                 .cpu_nodes()
                 .filter(|n| mems.is_none_or(|m| m.contains(n.os_id)))
                 .filter(|n| room_for[n.id].memory >= total as f64)
+                .filter(|n| room_for[n.id].cpus + CPU_SLACK >= cpus)
                 .max_by(|a, b| {
                     room_for[a.id]
                         .magnitude()
@@ -253,6 +259,11 @@ impl NumadLike {
     ) -> Vec<(&'s TaskGroup, f64, BTreeMap<u32, u64>)> {
         let mut big = Vec::new();
         for g in (view.snapshot.groups.iter()).filter(|g| view.managed.contains(&g.pid)) {
+            // A process seen for the first time has no CPU use measured
+            // yet (numad needs two samples too): not placed before.
+            if g.threads.iter().any(|t| !usage.contains_key(t)) {
+                continue;
+            }
             let mem = g.memory_total().unwrap_or_default();
             let total: u64 = mem.values().sum();
             let cpus: f64 = g.threads.iter().filter_map(|t| usage.get(t)).sum();
@@ -305,8 +316,12 @@ fn placement_reason(
     )
 }
 
-/// Free CPUs (CPU count less what the threads last seen there used) and
-/// free memory of every node.
+/// A process's measured CPU use may exceed its thread count by tick
+/// rounding: this much over a node's free CPUs still fits.
+const CPU_SLACK: f64 = 0.1;
+
+/// Free CPUs (the node's CPUs less what the threads last seen there used)
+/// and free memory of every node.
 fn node_room(t: &Topology, s: &Snapshot, usage: &HashMap<i32, f64>) -> Vec<NodeRoom> {
     let mut room: Vec<NodeRoom> = t
         .nodes()

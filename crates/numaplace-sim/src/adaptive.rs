@@ -118,7 +118,14 @@ pub fn mapping_cpus(m: &Machine, w: &Workload, mapping: Mapping) -> Vec<usize> {
             .collect(),
         _ => Vec::new(),
     };
-    let l = layout(t, mapping, w.apps[0].threads as usize, &prefer).expect("the VM fits");
+    let l = layout(
+        t,
+        mapping,
+        w.apps[0].threads as usize,
+        &prefer,
+        &numaplace_model::CpuSet::new(),
+    )
+    .expect("the VM fits");
     l.cpus
         .iter()
         .map(|&k| t.cpu_by_os_id(k).expect("a CPU of the machine").id)

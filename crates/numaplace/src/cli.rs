@@ -411,7 +411,12 @@ pub struct CompareArgs {
 
     /// With --random: where the worst mixes of each policy are written
     /// (scenario files; --no-report writes none).
-    #[arg(long, value_name = "DIR", default_value = "numaplace-worst", requires = "random")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "numaplace-worst",
+        requires = "random"
+    )]
     pub worst_dir: PathBuf,
 }
 

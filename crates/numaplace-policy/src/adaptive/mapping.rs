@@ -7,8 +7,14 @@
 //! puts 8 vcores on one E5620's 8 hardware threads, §6); interleaved deals
 //! vcores round-robin over the sockets, one per physical core before any
 //! core gets a second.
+//!
+//! Several groups are laid out together: both mappings are computed over
+//! the CPUs no other group of this policy holds, so that no two groups
+//! are pinned onto the same CPUs while others sit free (the paper runs one
+//! VM at a time, §6; its mappings are non-overlapping within a VM, and
+//! here between VMs too).
 
-use numaplace_model::Topology;
+use numaplace_model::{CpuSet, Topology};
 
 use super::models::Mapping;
 
@@ -26,8 +32,8 @@ pub struct Layout {
 }
 
 /// Packages (dense ids) with their cores' CPUs (kernel ids, in core
-/// order), in the given preference order, then the rest.
-fn package_cores(t: &Topology, first: &[usize]) -> Vec<(usize, Vec<Vec<u32>>)> {
+/// order) but those `taken`, in the given preference order, then the rest.
+fn package_cores(t: &Topology, first: &[usize], taken: &CpuSet) -> Vec<(usize, Vec<Vec<u32>>)> {
     let mut order: Vec<usize> = first
         .iter()
         .copied()
@@ -44,7 +50,13 @@ fn package_cores(t: &Topology, first: &[usize]) -> Vec<(usize, Vec<Vec<u32>>)> {
             let cores = t.packages()[p]
                 .cores
                 .iter()
-                .map(|&c| t.cores()[c].span.iter().collect::<Vec<u32>>())
+                .map(|&c| {
+                    t.cores()[c]
+                        .span
+                        .iter()
+                        .filter(|cpu| !taken.contains(*cpu))
+                        .collect::<Vec<u32>>()
+                })
                 .filter(|cpus| !cpus.is_empty())
                 .collect();
             (p, cores)
@@ -53,10 +65,17 @@ fn package_cores(t: &Topology, first: &[usize]) -> Vec<(usize, Vec<Vec<u32>>)> {
         .collect()
 }
 
-/// The layout of `vcores` vcores in `mapping`, filling packages in
-/// `prefer` order first.
-pub fn layout(t: &Topology, mapping: Mapping, vcores: usize, prefer: &[usize]) -> Option<Layout> {
-    let pkgs = package_cores(t, prefer);
+/// The layout of `vcores` vcores in `mapping` on the CPUs not `taken`
+/// (held by other groups), filling packages in `prefer` order first;
+/// `None` when fewer CPUs than vcores are free.
+pub fn layout(
+    t: &Topology,
+    mapping: Mapping,
+    vcores: usize,
+    prefer: &[usize],
+    taken: &CpuSet,
+) -> Option<Layout> {
+    let pkgs = package_cores(t, prefer, taken);
     let total: usize = pkgs.iter().flat_map(|(_, c)| c).map(Vec::len).sum();
     if vcores == 0 || vcores > total {
         return None;

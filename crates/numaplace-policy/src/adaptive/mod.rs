@@ -89,6 +89,9 @@ enum Phase {
 
 struct Group {
     mapping: Mapping,
+    /// Where its vcores are pinned now: kept while no other group needs
+    /// those CPUs, so a group moves only when its mapping changes.
+    layout: mapping::Layout,
     phase: Phase,
     /// Interim (§5.3): tsc_prev, the overhead since, and no probe before
     /// `hold_until` (seconds).
@@ -188,6 +191,8 @@ impl Policy for AdaptiveMapping {
             Some(m) => (m, "fitted to this machine's energy readings"),
             None => (&self.params.models.power, "of the coefficient file"),
         };
+        let live: std::collections::BTreeSet<i32> = s.groups.iter().map(|g| g.pid).collect();
+        self.groups.retain(|pid, _| live.contains(pid));
         for g in &s.groups {
             if !view.managed.contains(&g.pid) || g.threads.len() < cfg.min_threads.max(1) {
                 continue;
@@ -209,9 +214,29 @@ impl Policy for AdaptiveMapping {
             // Names come from /proc (or a VM's command line): escaped.
             let label = format!("{} ({})", printable(&g.label()), g.pid);
             let prefer = memory_packages(view.topology, g);
-            let layout = |m: Mapping| mapping::layout(view.topology, m, tasks.len(), &prefer);
-            let (Some(local), Some(inter)) = (layout(Mapping::Local), layout(Mapping::Interleaved))
-            else {
+            // The CPUs the other groups hold: both mappings are laid out
+            // on the rest, and a group that does not fit there is left to
+            // Linux (the mappings assume vcores that own their cores).
+            let taken: CpuSet = self
+                .groups
+                .iter()
+                .filter(|(pid, _)| **pid != g.pid)
+                .flat_map(|(_, st)| st.layout.cpus.iter().copied())
+                .collect();
+            let fresh =
+                |m: Mapping| mapping::layout(view.topology, m, tasks.len(), &prefer, &taken);
+            let kept = self.groups.get(&g.pid).filter(|st| {
+                st.layout.cpus.len() == tasks.len()
+                    && st.layout.cpus.iter().all(|c| !taken.contains(*c))
+            });
+            let (local, inter) = match kept {
+                Some(st) if st.mapping == Mapping::Local => {
+                    (Some(st.layout.clone()), fresh(Mapping::Interleaved))
+                }
+                Some(st) => (fresh(Mapping::Local), Some(st.layout.clone())),
+                None => (fresh(Mapping::Local), fresh(Mapping::Interleaved)),
+            };
+            let (Some(local), Some(inter)) = (local, inter) else {
                 continue;
             };
             let mut reports = self.reports.lock().unwrap_or_else(|e| e.into_inner());
@@ -247,6 +272,7 @@ impl Policy for AdaptiveMapping {
                     g.pid,
                     Group {
                         mapping: Mapping::Local,
+                        layout: local.clone(),
                         phase: Phase::Steady,
                         window_start: now,
                         overhead: 0.0,
@@ -255,6 +281,11 @@ impl Policy for AdaptiveMapping {
                 );
                 report.mapping = Some(Mapping::Local);
                 continue;
+            };
+            st.layout = if st.mapping == Mapping::Local {
+                local.clone()
+            } else {
+                inter.clone()
             };
             // Threads moved by someone else (or new ones): back in place.
             pin(
@@ -276,6 +307,11 @@ impl Policy for AdaptiveMapping {
             let mut go = |st: &mut Group, to: Mapping, why: String, plan: &mut Plan| {
                 pin(plan, to, &why);
                 st.mapping = to;
+                st.layout = if to == Mapping::Local {
+                    local.clone()
+                } else {
+                    inter.clone()
+                };
                 st.overhead += remap_cost;
                 report.remaps += 1;
                 report.remap_overhead_s += remap_cost;
@@ -314,8 +350,6 @@ impl Policy for AdaptiveMapping {
             report.last_vote = Some(voted);
             report.power_model = Some(power.0.clone());
         }
-        let live: std::collections::BTreeSet<i32> = s.groups.iter().map(|g| g.pid).collect();
-        self.groups.retain(|pid, _| live.contains(pid));
         plan
     }
 }

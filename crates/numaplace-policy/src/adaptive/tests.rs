@@ -211,30 +211,30 @@ fn power_model_reproduces_figure_7() {
 #[test]
 fn mappings_for_two_and_four_sockets() {
     let t = Topology::synthetic("pack:2 core:4 pu:2").unwrap();
-    let l = mapping::layout(&t, Mapping::Local, 8, &[1]).unwrap();
+    let l = mapping::layout(&t, Mapping::Local, 8, &[1], &CpuSet::new()).unwrap();
     assert_eq!(l.packages, vec![1]);
     assert_eq!(l.cores.len(), 4);
     let pkg1: BTreeSet<u32> = t.packages()[1].span.iter().collect();
     assert!(l.cpus.iter().all(|c| pkg1.contains(c)), "{l:?}");
-    let i = mapping::layout(&t, Mapping::Interleaved, 8, &[0]).unwrap();
+    let i = mapping::layout(&t, Mapping::Interleaved, 8, &[0], &CpuSet::new()).unwrap();
     assert_eq!(i.packages, vec![0, 1]);
     assert_eq!(i.cores.len(), 8, "one vcore per physical core: {i:?}");
     let distinct: BTreeSet<u32> = i.cpus.iter().copied().collect();
     assert_eq!(distinct.len(), 8);
     // 16 vcores fill everything either way; 17 do not fit.
     assert_eq!(
-        mapping::layout(&t, Mapping::Local, 16, &[])
+        mapping::layout(&t, Mapping::Local, 16, &[], &CpuSet::new())
             .unwrap()
             .packages
             .len(),
         2
     );
-    assert!(mapping::layout(&t, Mapping::Interleaved, 17, &[]).is_none());
+    assert!(mapping::layout(&t, Mapping::Interleaved, 17, &[], &CpuSet::new()).is_none());
     let t4 = Topology::synthetic("pack:4 core:4 pu:1").unwrap();
-    let i = mapping::layout(&t4, Mapping::Interleaved, 8, &[2]).unwrap();
+    let i = mapping::layout(&t4, Mapping::Interleaved, 8, &[2], &CpuSet::new()).unwrap();
     assert_eq!(i.packages.len(), 4);
     assert_eq!(i.packages[0], 2);
-    let l = mapping::layout(&t4, Mapping::Local, 6, &[2]).unwrap();
+    let l = mapping::layout(&t4, Mapping::Local, 6, &[2], &CpuSet::new()).unwrap();
     assert_eq!(l.packages, vec![2, 0]);
 }
 

@@ -287,7 +287,8 @@ fn sweep_cmd(args: &CompareArgs, n: u64) -> Result<()> {
     }
     let mut policies = Vec::new();
     for name in &names {
-        let kind = PolicyKind::from_name(name).map_err(|e| InputError(format!("--policies: {e}")))?;
+        let kind =
+            PolicyKind::from_name(name).map_err(|e| InputError(format!("--policies: {e}")))?;
         if matches!(kind, PolicyKind::Static(_)) {
             return Err(InputError(
                 "--policies: static holds one scenario's oracle placement, which generated mixes \
@@ -338,8 +339,7 @@ fn sweep_cmd(args: &CompareArgs, n: u64) -> Result<()> {
     };
     let start = Instant::now();
     let bar = Progress::new(start);
-    let report = sweep(&cases, &opts, &|done, total| bar.show(done, total))
-        .map_err(InputError)?;
+    let report = sweep(&cases, &opts, &|done, total| bar.show(done, total)).map_err(InputError)?;
     bar.finish();
     let took = start.elapsed();
     let mut written = Vec::new();
