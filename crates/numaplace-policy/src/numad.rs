@@ -28,6 +28,10 @@ pub struct NumadParams {
     pub cooldown_secs: u64,
     /// Move the process's memory with its threads.
     pub move_memory: bool,
+    /// Among the nodes a process fits, take the one already holding most
+    /// of its memory (none to move) over numad's roomiest: `auto`'s choice,
+    /// cheap to try and to undo. Off for `numad-like`, as numad.
+    pub prefer_memory_home: bool,
 }
 
 impl Default for NumadParams {
@@ -37,6 +41,7 @@ impl Default for NumadParams {
             min_cpu_percent: 50,
             cooldown_secs: 60,
             move_memory: true,
+            prefer_memory_home: false,
         }
     }
 }
@@ -191,18 +196,22 @@ impl Policy for NumadLike {
             // needs CPUs and memory); one that fits no node is left where
             // it is (numad would spread it over several nodes, which
             // Linux's own spreading already does).
-            let Some(best) = t
-                .cpu_nodes()
-                .filter(|n| mems.is_none_or(|m| m.contains(n.os_id)))
-                .filter(|n| room_for[n.id].memory >= total as f64)
-                .filter(|n| room_for[n.id].cpus + CPU_SLACK >= cpus)
-                .max_by(|a, b| {
+            let fits = |n: &&numaplace_model::Node| {
+                mems.is_none_or(|m| m.contains(n.os_id))
+                    && room_for[n.id].memory >= total as f64
+                    && room_for[n.id].cpus + CPU_SLACK >= cpus
+            };
+            let at_home = home
+                .map(|h| &t.nodes()[h])
+                .filter(|n| self.params.prefer_memory_home && !n.span.is_empty() && fits(n));
+            let Some(best) = at_home.or_else(|| {
+                t.cpu_nodes().filter(fits).max_by(|a, b| {
                     room_for[a.id]
                         .magnitude()
                         .total_cmp(&room_for[b.id].magnitude())
                         .then(b.id.cmp(&a.id))
                 })
-            else {
+            }) else {
                 continue; // fits no node
             };
             let on_best = mem.get(&best.os_id).copied().unwrap_or(0);

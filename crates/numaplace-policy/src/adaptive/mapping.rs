@@ -34,11 +34,13 @@ pub struct Layout {
 /// Packages (dense ids) with their cores' CPUs (kernel ids, in core
 /// order) but those `taken`, in the given preference order, then the rest.
 fn package_cores(t: &Topology, first: &[usize], taken: &CpuSet) -> Vec<(usize, Vec<Vec<u32>>)> {
-    let mut order: Vec<usize> = first
-        .iter()
-        .copied()
-        .filter(|&p| p < t.packages().len())
-        .collect();
+    // `first` names a package once per node of it that holds memory.
+    let mut order: Vec<usize> = Vec::new();
+    for &p in first {
+        if p < t.packages().len() && !order.contains(&p) {
+            order.push(p);
+        }
+    }
     for p in 0..t.packages().len() {
         if !order.contains(&p) {
             order.push(p);
@@ -87,24 +89,26 @@ pub fn layout(
     };
     match mapping {
         Mapping::Local => {
-            'fill: for (p, cores) in &pkgs {
-                out.packages.push(*p);
-                for core in cores {
-                    let mut on = Vec::new();
-                    for &cpu in core {
-                        if out.cpus.len() == vcores {
-                            break;
-                        }
-                        on.push(out.cpus.len());
-                        out.cpus.push(cpu);
-                    }
-                    if !on.is_empty() {
-                        out.cores.push(on);
-                    }
-                    if out.cpus.len() == vcores {
-                        break 'fill;
-                    }
+            // The fewest packages: each filled before the next, and
+            // within one, a hardware thread of every core before any core
+            // gets a second, so vcores share a core only when the package
+            // has fewer cores than vcores (the paper's 8 vcores on an
+            // E5620's 4 cores, §6).
+            for (p, cores) in &pkgs {
+                if out.cpus.len() == vcores {
+                    break;
                 }
+                out.packages.push(*p);
+                let mut on_core = vec![Vec::new(); cores.len()];
+                for (core, cpu) in smt_last(cores) {
+                    if out.cpus.len() == vcores {
+                        break;
+                    }
+                    on_core[core].push(out.cpus.len());
+                    out.cpus.push(cpu);
+                }
+                out.cores
+                    .extend(on_core.into_iter().filter(|v| !v.is_empty()));
             }
         }
         Mapping::Interleaved => {
@@ -113,17 +117,7 @@ pub fn layout(
             // the second ones, and so on.
             let slots: Vec<Vec<(usize, u32)>> = pkgs[..used]
                 .iter()
-                .map(|(_, cores)| {
-                    let width = cores.iter().map(Vec::len).max().unwrap_or(0);
-                    (0..width)
-                        .flat_map(|h| {
-                            cores
-                                .iter()
-                                .enumerate()
-                                .filter_map(move |(i, c)| c.get(h).map(|&cpu| (i, cpu)))
-                        })
-                        .collect()
-                })
+                .map(|(_, cores)| smt_last(cores))
                 .collect();
             let mut next = vec![0usize; used];
             let mut on_core: Vec<Vec<Vec<usize>>> = pkgs[..used]
@@ -150,4 +144,18 @@ pub fn layout(
         }
     }
     Some(out)
+}
+
+/// A package's (core, CPU) slots: the first hardware thread of every
+/// core, then the second ones, and so on.
+fn smt_last(cores: &[Vec<u32>]) -> Vec<(usize, u32)> {
+    let width = cores.iter().map(Vec::len).max().unwrap_or(0);
+    (0..width)
+        .flat_map(|h| {
+            cores
+                .iter()
+                .enumerate()
+                .filter_map(move |(i, c)| c.get(h).map(|&cpu| (i, cpu)))
+        })
+        .collect()
 }

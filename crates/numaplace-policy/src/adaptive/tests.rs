@@ -236,6 +236,33 @@ fn mappings_for_two_and_four_sockets() {
     assert_eq!(i.packages[0], 2);
     let l = mapping::layout(&t4, Mapping::Local, 6, &[2], &CpuSet::new()).unwrap();
     assert_eq!(l.packages, vec![2, 0]);
+    // A package with more cores than vcores: one vcore per core, still
+    // one package (SMT siblings only when the cores run out).
+    let big = Topology::synthetic("pack:2 core:8 pu:2").unwrap();
+    let l = mapping::layout(&big, Mapping::Local, 6, &[0], &CpuSet::new()).unwrap();
+    assert_eq!(l.packages, vec![0]);
+    assert_eq!(l.cores.len(), 6, "{l:?}");
+    let l = mapping::layout(&big, Mapping::Local, 12, &[0], &CpuSet::new()).unwrap();
+    assert_eq!((l.packages.len(), l.cores.len()), (1, 8), "{l:?}");
+}
+
+#[test]
+fn groups_are_laid_out_on_cpus_no_other_group_holds() {
+    let t = Topology::synthetic("pack:2 core:4 pu:1").unwrap();
+    let first = mapping::layout(&t, Mapping::Local, 4, &[0], &CpuSet::new()).unwrap();
+    let taken: CpuSet = first.cpus.iter().copied().collect();
+    // The second group prefers package 0 too, but its CPUs are taken.
+    let second = mapping::layout(&t, Mapping::Local, 4, &[0], &taken).unwrap();
+    assert!(
+        second.cpus.iter().all(|c| !taken.contains(*c)),
+        "{second:?}"
+    );
+    assert_eq!(second.packages, vec![1]);
+    let all: CpuSet = taken.union(&second.cpus.iter().copied().collect());
+    assert!(
+        mapping::layout(&t, Mapping::Interleaved, 1, &[], &all).is_none(),
+        "no CPU left: the third group is left to Linux"
+    );
 }
 
 #[test]
@@ -523,4 +550,16 @@ fn leaves_alone_a_group_with_a_thread_that_chose_its_cpus_and_escapes_names() {
     let why = &plan.decisions[0].reason;
     assert!(!why.contains('\u{1b}') && !why.contains('\n'), "{why:?}");
     assert!(why.contains("evil"), "{why}");
+}
+
+/// On a machine of several nodes per package, the memory's packages
+/// repeat (one per node): each package is still used once.
+#[test]
+fn a_package_named_twice_is_laid_out_once() {
+    let t = Topology::synthetic("pack:2 numa:4 l3:1 l2:4 core:1 pu:1").unwrap();
+    let taken: CpuSet = [0u32, 1, 2, 3].into_iter().collect();
+    let l = mapping::layout(&t, Mapping::Local, 16, &[0, 0, 0, 0, 1], &taken).unwrap();
+    let distinct: BTreeSet<u32> = l.cpus.iter().copied().collect();
+    assert_eq!(distinct.len(), 16, "{l:?}");
+    assert_eq!(l.packages, vec![0, 1]);
 }

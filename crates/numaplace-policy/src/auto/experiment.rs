@@ -53,10 +53,15 @@ pub struct History {
 }
 
 impl History {
-    /// Adds a round's progress per group (pid -> instructions per second);
-    /// groups not in `progress` are forgotten.
+    /// Adds a round's progress per group (pid -> instructions per second).
+    /// When a group came or went, every past round is forgotten: the
+    /// others' progress before that was measured on another machine load.
     pub fn push(&mut self, progress: &BTreeMap<i32, f64>, keep: usize) {
-        self.rounds.retain(|pid, _| progress.contains_key(pid));
+        let same = self.rounds.len() == progress.len()
+            && progress.keys().all(|pid| self.rounds.contains_key(pid));
+        if !same {
+            self.rounds.clear();
+        }
         for (&pid, &p) in progress {
             let h = self.rounds.entry(pid).or_default();
             h.push_back(p);
@@ -88,6 +93,11 @@ pub enum Verdict {
     Keep { gain: f64 },
     /// They did not (`gain` may be negative): undo it.
     RollBack { gain: f64 },
+    /// A group came or went during the trial, so the rounds after cannot
+    /// be compared with the rounds before: undo it, as nothing shows it
+    /// helped (a group that exits frees the machine and would make any
+    /// change look good).
+    Unjudged,
 }
 
 /// One change under trial: every group's baseline, and its progress since.
@@ -112,6 +122,11 @@ impl Trial {
     /// One more round after the change.
     pub fn observe(&mut self, params: &JudgeParams, progress: &BTreeMap<i32, f64>) -> Verdict {
         self.rounds += 1;
+        let same = self.baseline.len() == progress.len()
+            && progress.keys().all(|pid| self.baseline.contains_key(pid));
+        if !same {
+            return Verdict::Unjudged;
+        }
         if self.rounds <= params.settle_rounds {
             return Verdict::Wait;
         }
@@ -268,12 +283,13 @@ mod tests {
     }
 
     #[test]
-    fn a_group_that_exits_is_left_out_of_the_verdict() {
-        let (v, _) = judge(&[(1, 1e9), (2, 1e9)], &[(1, 1.1e9)]);
-        assert!(
-            matches!(v, Verdict::Keep { gain } if (gain - 0.1).abs() < 1e-9),
-            "{v:?}"
-        );
+    fn a_trial_during_which_a_group_exits_or_arrives_is_not_judged() {
+        // Group 2 exits: group 1 speeds up because the machine is freer,
+        // not because of the change.
+        let (v, rounds) = judge(&[(1, 1e9), (2, 1e9)], &[(1, 1.3e9)]);
+        assert_eq!((v, rounds), (Verdict::Unjudged, 1));
+        let (v, _) = judge(&[(1, 1e9)], &[(1, 1.3e9), (3, 1e9)]);
+        assert_eq!(v, Verdict::Unjudged);
     }
 
     #[test]
@@ -299,12 +315,18 @@ mod tests {
         let mut h = History::default();
         h.push(&progress(&[(1, 1.0), (2, 5.0)]), 3);
         assert_eq!(h.mean(1, 2), None);
-        h.push(&progress(&[(1, 3.0)]), 3);
+        h.push(&progress(&[(1, 3.0), (2, 5.0)]), 3);
         assert_eq!(h.mean(1, 2), Some(2.0));
+        h.push(&progress(&[(1, 4.0)]), 3);
         assert_eq!(
             h.mean(2, 1),
             None,
             "a group missing from a round is forgotten"
+        );
+        assert_eq!(
+            (h.mean(1, 1), h.mean(1, 2)),
+            (Some(4.0), None),
+            "and the rounds before it, measured with another load, too"
         );
         for x in [5.0, 7.0, 9.0] {
             h.push(&progress(&[(1, x)]), 3);

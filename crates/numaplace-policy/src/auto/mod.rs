@@ -124,6 +124,7 @@ impl Auto {
             params,
             numad: NumadLike::new(NumadParams {
                 cooldown_secs: 0,
+                prefer_memory_home: true,
                 ..NumadParams::default()
             }),
             history: History::default(),
@@ -295,30 +296,47 @@ impl Auto {
                 let wait = self
                     .backoff
                     .rolled_back(&self.judge, e.pid, MEMORY_HOME, s.seq);
-                for a in e.undo {
-                    if let Action::MoveMemory {
-                        process, to_node, ..
-                    } = &a
-                    {
-                        self.undoing.push((*process, *to_node, 4));
-                    }
-                    plan.push(
-                        a,
-                        format!(
-                            "auto: experiment {} ({MEMORY_HOME} of {}) rolled back: the groups in \
-                             scope went {} over {} rounds (a move is kept above {}); not tried on \
-                             it again for {wait} rounds",
-                            e.number,
-                            e.label,
-                            percent(gain),
-                            self.judge.measure_rounds,
-                            percent(self.judge.margin)
-                        ),
-                    );
-                }
-                self.history.clear();
+                let why = format!(
+                    "the groups in scope went {} over {} rounds (a move is kept above {}); not \
+                     tried on it again for {wait} rounds",
+                    percent(gain),
+                    self.judge.measure_rounds,
+                    percent(self.judge.margin)
+                );
+                self.roll_back(e, &why, plan);
+            }
+            Verdict::Unjudged => {
+                // Nothing learnt about the move itself: held back for the
+                // first back-off only, not counted as a failure.
+                let wait = self.judge.backoff_rounds;
+                self.backoff.hold(e.pid, MEMORY_HOME, s.seq + wait);
+                let why = format!(
+                    "a group came or went while it was measured, so before and after cannot be \
+                     compared; undone as unproven, tried again after {wait} rounds"
+                );
+                self.roll_back(e, &why, plan);
             }
         }
+    }
+
+    /// Undoes experiment `e`, saying `why` in each undoing action's reason.
+    fn roll_back(&mut self, e: Experiment, why: &str, plan: &mut Plan) {
+        for a in e.undo {
+            if let Action::MoveMemory {
+                process, to_node, ..
+            } = &a
+            {
+                self.undoing.push((*process, *to_node, 4));
+            }
+            plan.push(
+                a,
+                format!(
+                    "auto: experiment {} ({MEMORY_HOME} of {}) rolled back: {why}",
+                    e.number, e.label
+                ),
+            );
+        }
+        self.history.clear();
     }
 
     /// Starts an experiment on the first group numad would move whose move
