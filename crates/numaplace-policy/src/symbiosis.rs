@@ -228,13 +228,22 @@ struct Domains {
 }
 
 impl Domains {
-    fn new(t: &Topology) -> Domains {
+    /// The LLC domains of the CPUs of `within` (numaplace's CPUs of one
+    /// node).
+    fn new(t: &Topology, within: &CpuSet) -> Domains {
         let mut list = Vec::new();
         for llc in t.llcs() {
             let cores: Vec<Vec<u32>> = llc
                 .cores
                 .iter()
-                .map(|&c| t.cores()[c].span.intersection(t.span()).iter().collect())
+                .map(|&c| {
+                    t.cores()[c]
+                        .span
+                        .intersection(t.span())
+                        .intersection(within)
+                        .iter()
+                        .collect()
+                })
                 .filter(|cpus: &Vec<u32>| !cpus.is_empty())
                 .collect();
             let depth = cores.iter().map(Vec::len).max().unwrap_or(0);
@@ -325,7 +334,7 @@ impl Policy for Symbiosis {
     fn needs(&self) -> Needs {
         Needs {
             counters: false,
-            memory: false,
+            memory: true,
             samples: true,
             page_sets: false,
         }
@@ -361,12 +370,171 @@ impl Policy for Symbiosis {
         } else {
             (&view.snapshot.signatures, "Bloom-filter signature")
         };
-        let doms = Domains::new(view.topology);
         let cands = self.candidates(view, sigs);
         let alive: std::collections::HashSet<TaskId> = cands.iter().map(|c| c.id).collect();
         self.ours.retain(|k, _| alive.contains(k));
-        if cands.len() < 2 || doms.list.is_empty() {
+        // Seed 003 pairs tasks on the caches of one memory node (a Core 2
+        // Duo). Here a task whose process's memory is mostly on one node
+        // is placed on that node's caches and cores, never away from its
+        // memory; the others (memory spread or not known) are dealt out
+        // over the nodes heaviest first, each to the node with the fewest
+        // tasks per core, then the least occupancy weight, so the heavy
+        // ones end apart.
+        let t = view.topology;
+        let homes = memory_homes(view);
+        if cands.iter().all(|c| !homes.contains_key(&c.tgid)) {
+            // No task's memory ties it to a node: the whole machine is
+            // one pool, as in the seed.
+            self.place_on_node(view, None, &cands, source, &mut plan);
             return plan;
+        }
+        let mut by_node: BTreeMap<usize, Vec<Candidate>> = BTreeMap::new();
+        let mut free = Vec::new();
+        for c in cands {
+            match homes.get(&c.tgid) {
+                Some(&node) => by_node.entry(node).or_default().push(c),
+                None => free.push(c),
+            }
+        }
+        // A node keeps no more of its tasks than it has cores while
+        // another node has room: the rest are dealt out with the free ones
+        // (CPU time first, as Linux's balancing would; lightest first, so
+        // the heavy stay by their memory).
+        let room: usize = t
+            .cpu_nodes()
+            .map(|n| {
+                n.cores
+                    .len()
+                    .saturating_sub(by_node.get(&n.id).map_or(0, Vec::len))
+            })
+            .sum();
+        if room > 0 {
+            for (&node, tasks) in by_node.iter_mut() {
+                let cores = t.nodes()[node].cores.len();
+                if tasks.len() > cores {
+                    tasks.sort_by(|a, b| {
+                        b.sig
+                            .occupancy_weight
+                            .cmp(&a.sig.occupancy_weight)
+                            .then(a.id.tid.cmp(&b.id.tid))
+                    });
+                    free.extend(tasks.drain(cores..));
+                }
+            }
+        }
+        free.sort_by(|a, b| {
+            b.sig
+                .occupancy_weight
+                .cmp(&a.sig.occupancy_weight)
+                .then(a.id.tid.cmp(&b.id.tid))
+        });
+        for c in free {
+            let load = |n: usize, by: &BTreeMap<usize, Vec<Candidate>>| {
+                let tasks = by.get(&n).map_or(&[][..], |v| &v[..]);
+                let cores = t.nodes()[n].cores.len().max(1) as f64;
+                let weight: u64 = tasks
+                    .iter()
+                    .map(|x| u64::from(x.sig.occupancy_weight))
+                    .sum();
+                (tasks.len() as f64 / cores, weight)
+            };
+            let best = t
+                .cpu_nodes()
+                .filter(|n| !n.span.intersection(t.span()).is_empty())
+                .map(|n| n.id)
+                .min_by(|&a, &b| {
+                    let (la, wa) = load(a, &by_node);
+                    let (lb, wb) = load(b, &by_node);
+                    la.total_cmp(&lb).then(wa.cmp(&wb)).then(a.cmp(&b))
+                });
+            if let Some(node) = best {
+                by_node.entry(node).or_default().push(c);
+            }
+        }
+        for (node, cands) in by_node {
+            self.place_on_node(view, Some(node), &cands, source, &mut plan);
+        }
+        plan
+    }
+}
+
+/// Each process in scope whose memory is more than half on one node with
+/// CPUs: that node (dense id).
+fn memory_homes(view: &View<'_>) -> BTreeMap<i32, usize> {
+    let t = view.topology;
+    let mut out = BTreeMap::new();
+    for g in &view.snapshot.groups {
+        let Some(mem) = g.memory_total() else {
+            continue;
+        };
+        let total: u64 = mem.values().sum();
+        if let Some((&os, _)) = mem.iter().find(|(_, b)| **b * 2 > total)
+            && let Some(n) = t.node_by_os_id(os)
+            && !n.span.intersection(t.span()).is_empty()
+        {
+            out.insert(g.pid, n.id);
+        }
+    }
+    out
+}
+
+impl Symbiosis {
+    /// Places the tasks `cands` given to `node` on that node's places.
+    fn place_on_node(
+        &mut self,
+        view: &View<'_>,
+        node: Option<usize>,
+        cands: &[Candidate],
+        source: &str,
+        plan: &mut Plan,
+    ) {
+        let p = &self.params;
+        let t = view.topology;
+        let (span, cores, name) = match node {
+            Some(n) => {
+                let n = &t.nodes()[n];
+                (
+                    n.span.intersection(t.span()),
+                    n.cores.len(),
+                    format!("node {}", n.os_id),
+                )
+            }
+            None => (t.span().clone(), t.cores().len(), "the machine".to_string()),
+        };
+        let doms = Domains::new(t, &span);
+        if cands.is_empty() || doms.list.is_empty() {
+            return;
+        }
+        // Its premise: tasks that take turns on cores or share one of
+        // several caches. Fewer tasks than the node's cores and one cache:
+        // every task has a core to itself and nothing to pair, so Linux
+        // keeps balancing them (tasks pinned earlier get the node back).
+        if doms.list.len() == 1 && cands.len() <= cores {
+            for c in cands {
+                if c.allowed != span {
+                    plan.push(
+                        Action::Pin {
+                            task: c.id,
+                            tgid: c.tgid,
+                            cpus: span.clone(),
+                        },
+                        format!(
+                            "symbiosis: thread {} of {} to {name}'s CPUs {span}, left to Linux \
+                             within them: its {} tasks fit its {cores} cores and share one \
+                             cache, so there is nothing to pair (seed 003's premise: tasks that \
+                             take turns on cores)",
+                            c.id.tid,
+                            c.label,
+                            cands.len(),
+                        ),
+                    );
+                }
+                self.ours.insert(c.id, span.clone());
+            }
+            return;
+        }
+        if cands.len() < 2 {
+            return;
         }
         let members: Vec<Member> = cands
             .iter()
@@ -403,14 +571,25 @@ impl Policy for Symbiosis {
             .map(|m| m.now.filter(|&(_, k)| k != usize::MAX))
             .collect();
         let old_cost = now.as_ref().map(|n| place::co_run_cost(&g, n));
+        // A place left idle (its tasks exited) while another holds two
+        // takes turns for nothing: placed again, whatever the model gains.
+        let idle_while_shared = now.as_ref().is_some_and(|now| {
+            let mut on: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+            for &x in now {
+                *on.entry(x).or_default() += 1;
+            }
+            let places: usize = cores.iter().sum();
+            on.len() < places && on.values().any(|&k| k >= 2)
+        });
         if let Some(old) = old_cost
+            && !idle_while_shared
             && new_cost >= old * (1.0 - p.min_gain_percent / 100.0)
         {
             // Keep the present placement: not enough to gain.
-            for c in &cands {
+            for c in cands {
                 self.ours.insert(c.id, c.allowed.clone());
             }
-            return plan;
+            return;
         }
         let change = match old_cost {
             Some(old) => {
@@ -475,7 +654,6 @@ impl Policy for Symbiosis {
             }
             self.ours.insert(c.id, core_cpus.clone());
         }
-        plan
     }
 }
 

@@ -344,15 +344,26 @@ fn live_hosts_get_signatures_from_sampled_addresses() {
     assert!(plan.decisions[0].reason.contains("sampled addresses"));
 }
 
-/// With SMT, the places are hardware threads: two tasks on a machine of
-/// two 2-way cores get a core each (they would run together on siblings),
-/// four get a hardware thread each, and six pair up two by two on CPUs.
+/// With SMT, the places are hardware threads: four tasks on a machine of
+/// two 2-way cores get a hardware thread each, and six pair up two by two
+/// on CPUs. Two tasks have a core each whatever is done, and one cache:
+/// nothing to pair, so they are left to Linux.
 #[test]
 fn places_are_hardware_threads_first_of_every_core_first() {
     let topo = Topology::synthetic("pack:1 numa:1 l3:1 core:2 pu:2").unwrap();
     let cores: Vec<CpuSet> = topo.cores().iter().map(|c| c.span.clone()).collect();
     let managed: BTreeSet<i32> = (1..=6).collect();
-    for n in [2usize, 4, 6] {
+    let two = snapshot(&topo, &[(1, 0, 100), (2, 0, 200)]);
+    let plan = Symbiosis::new(SymbiosisParams::default()).decide(&View {
+        topology: &topo,
+        snapshot: &two,
+        managed: &managed,
+    });
+    assert!(
+        plan.is_empty(),
+        "fewer tasks than cores, one cache: {plan:?}"
+    );
+    for n in [4usize, 6] {
         let weights: Vec<(i32, u32, u32)> =
             (1..=n as i32).map(|t| (t, 0, 100 * t as u32)).collect();
         let s = snapshot(&topo, &weights);
@@ -378,5 +389,42 @@ fn places_are_hardware_threads_first_of_every_core_first() {
         assert_eq!(used_cores, 2, "{n} tasks: every core used: {per_cpu:?}");
         let most = per_cpu.values().copied().max().unwrap();
         assert_eq!(most, n.div_ceil(4), "{n} tasks over 4 CPUs: {per_cpu:?}");
+    }
+}
+
+/// On a machine of two nodes, a task whose memory is on one node is
+/// placed there, never away from it: the pairing is made within the node.
+#[test]
+fn tasks_are_paired_within_their_node_never_moved_to_another() {
+    let topo = Topology::synthetic("pack:2 numa:1 l3:2 core:2 pu:1").unwrap();
+    // Four tasks whose memory is on node 0 (two caches of two cores),
+    // seen on both nodes: placed on node 0's caches, none elsewhere.
+    let weights: Vec<(i32, u32, u32)> = (1..=4)
+        .map(|t| (t, (t % 4) as u32, 100 * t as u32))
+        .collect();
+    let mut s = snapshot(&topo, &weights);
+    for g in &mut s.groups {
+        g.memory = Some(BTreeMap::from([(
+            0,
+            numaplace_model::NodeMemory {
+                anon: 1 << 30,
+                file: 0,
+                huge: 0,
+            },
+        )]));
+    }
+    let managed: BTreeSet<i32> = (1..=4).collect();
+    let plan = Symbiosis::new(SymbiosisParams::default()).decide(&View {
+        topology: &topo,
+        snapshot: &s,
+        managed: &managed,
+    });
+    let node0 = topo.nodes()[0].span.clone();
+    assert!(!plan.is_empty());
+    for d in &plan.decisions {
+        let Action::Pin { cpus, .. } = &d.action else {
+            panic!("{d:?}")
+        };
+        assert!(cpus.is_subset(&node0), "moved off its node: {d:?}");
     }
 }
