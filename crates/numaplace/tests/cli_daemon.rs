@@ -293,6 +293,20 @@ fn policies_say_what_they_do_without_missing_signals() {
         "{out}"
     );
     assert!(!out.contains("sampled data addresses"), "{out}");
+    // auto judges by instructions, which LLC misses and CPI both need: it
+    // says what it does without them once, not once per signal.
+    let out = advise("auto");
+    let notes: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("Note: policy auto without"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{out}");
+    assert!(
+        notes[0].starts_with(
+            "Note: policy auto without LLC misses per 1000 instructions and cycles per instruction: "
+        ),
+        "{out}"
+    );
 }
 
 /// Run as an unprivileged user against root's process: every pin is

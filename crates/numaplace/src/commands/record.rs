@@ -17,7 +17,7 @@ use numaplace_policy::replay::{ReplayActuator, ReplayWorld};
 use crate::cli::ScopeArgs;
 use crate::cli::{RecordArgs, ReplayArgs};
 use crate::commands::InputError;
-use crate::commands::run::{choose, describe_decision, restrict};
+use crate::commands::run::{choose, describe_decision, restrict, without_signals};
 use crate::commands::tasks::root_of;
 use crate::config::Config;
 use crate::duration::parse_duration;
@@ -306,17 +306,14 @@ fn replay_decisions(args: &ReplayArgs) -> Result<()> {
         totals.decide_ns as f64 / rounds.max(1) as f64 / 1e3,
         max_decide_ns as f64 / 1e3,
     );
-    let notes: Vec<String> = Signal::ALL
+    let missing = Signal::ALL.into_iter().filter(|s| !present.0.contains(s));
+    let notes: Vec<String> = without_signals(&engine, missing)
         .into_iter()
-        .filter(|s| !present.0.contains(s))
-        .filter_map(|s| {
-            engine.without(s).map(|w| {
-                format!(
-                    "the recording has no {}: policy {} {w}",
-                    s.name(),
-                    engine.policy_name()
-                )
-            })
+        .map(|(names, w)| {
+            format!(
+                "the recording has no {names}: policy {} {w}",
+                engine.policy_name()
+            )
         })
         .collect();
     if args.json {
