@@ -236,6 +236,116 @@ fn advise_prints_the_plan_and_applies_nothing() {
     child.wait().unwrap();
 }
 
+/// Neither --policy nor a config's [policy]: `auto`, and `advise` and
+/// `run` say it is the default; `--policy default` still leaves Linux
+/// alone: no action planned or applied, nothing journalled.
+#[test]
+fn auto_is_the_default_and_policy_default_leaves_linux_alone() {
+    let mut child = busy_child();
+    let pid = child.id().to_string();
+    let before = affinity(child.id());
+    let dir = tempfile::tempdir().unwrap();
+    let scope_only = dir.path().join("scope.toml");
+    std::fs::write(&scope_only, format!("[scope]\npids = [{pid}]\n")).unwrap();
+    let said_default =
+        "policy auto (the default: neither --policy nor the config's [policy] names one";
+
+    // advise: CPU 0 only, so numad's placement (auto's move) would pin the
+    // busy child there if it used half a CPU over the round.
+    let o = numaplace(&[
+        "advise",
+        "--cpus",
+        "0",
+        "--interval",
+        "300ms",
+        "--pid",
+        &pid,
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(out.contains(&format!("Note: {said_default}")), "{out}");
+    let plans: Vec<&str> = out.lines().filter(|l| l.contains("because ")).collect();
+    assert!(
+        plans
+            .iter()
+            .all(|l| l.trim_start().starts_with("because auto")),
+        "{out}"
+    );
+    assert!(
+        !plans.is_empty() || out.contains("auto: nothing to change."),
+        "{out}"
+    );
+    assert_eq!(affinity(child.id()), before, "advise applies nothing");
+
+    // A config whose [policy] is left out: auto as well.
+    let o = numaplace(&[
+        "advise",
+        "--config",
+        scope_only.to_str().unwrap(),
+        "--interval",
+        "100ms",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains(said_default),
+        "{}",
+        text(&o.stdout)
+    );
+
+    // run says so at start (-v: the start line is information).
+    let o = numaplace(&[
+        "-v",
+        "run",
+        "--dry-run",
+        "--interval",
+        "100ms",
+        "--rounds",
+        "2",
+        "--pid",
+        &pid,
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains(&format!("running: {said_default}")), "{err}");
+
+    // --policy default: nothing planned ...
+    let o = numaplace(&[
+        "advise", "--policy", "default", "--cpus", "0", "--pid", &pid,
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(out.contains("default: nothing to change."), "{out}");
+    assert!(!out.contains("policy auto"), "{out}");
+    // ... and, run for real on CPU 0 alone, nothing applied or journalled.
+    let journal = dir.path().join("j.jsonl");
+    let o = numaplace(&[
+        "-v",
+        "run",
+        "--policy",
+        "default",
+        "--cpus",
+        "0",
+        "--interval",
+        "100ms",
+        "--rounds",
+        "5",
+        "--pid",
+        &pid,
+        "--state",
+        dir.path().join("state.json").to_str().unwrap(),
+        "--journal",
+        journal.to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("running: policy default, "), "{err}");
+    assert!(err.contains("stopped after 5 rounds"), "{err}");
+    assert_eq!(std::fs::read_to_string(&journal).unwrap(), "", "{err}");
+    assert_eq!(affinity(child.id()), before);
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
 /// On a machine without a core PMU (a VM without a virtual one, like the
 /// test machines) nothing can be counted or sampled: each policy says, in
 /// its own words, what it does without the signals it reads, and a policy

@@ -19,7 +19,7 @@ use crate::cli::{RecordArgs, ReplayArgs};
 use crate::commands::InputError;
 use crate::commands::run::{choose, describe_decision, restrict, without_signals};
 use crate::commands::tasks::root_of;
-use crate::config::Config;
+use crate::config::{Config, describe_policy};
 use crate::duration::parse_duration;
 use crate::synthetic_counters::{Synthesized, SyntheticCounters};
 
@@ -248,6 +248,7 @@ fn replay_decisions(args: &ReplayArgs) -> Result<()> {
         .map(SyntheticCounters::load)
         .transpose()?;
     let page_size = config.engine.page_size;
+    let policy = describe_policy(&config);
     let mut engine = Engine::new(config.policy.build(), config.scope.clone(), config.engine);
     let out = std::io::stdout();
     let mut printer = Decisions {
@@ -269,7 +270,7 @@ fn replay_decisions(args: &ReplayArgs) -> Result<()> {
             header.topology.nodes().len(),
             header.interval_ns as f64 / 1e9,
             header.writer,
-            engine.policy_name()
+            policy
         )?;
         if let Some(synth) = &synthetic {
             writeln!(printer.out, "Note: {}.", synth.describe())?;

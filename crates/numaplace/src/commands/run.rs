@@ -31,7 +31,7 @@ use numaplace_policy::{PolicyKind, Scope};
 
 use crate::cli::{PolicyArgs, RunArgs, ScopeArgs};
 use crate::commands::InputError;
-use crate::config::Config;
+use crate::config::{Config, describe_policy};
 use crate::duration::parse_duration;
 use crate::metrics::{self, MetricsState};
 use crate::synthetic_counters::{Synthesized, SyntheticCounters};
@@ -58,6 +58,7 @@ pub(crate) fn choose(config: &mut Config, choice: &PolicyArgs, scope: &ScopeArgs
     if let Some(p) = &choice.policy {
         config.policy =
             PolicyKind::from_name(p).map_err(|e| InputError(format!("--policy: {e}")))?;
+        config.policy_named = true;
     }
     if let Some(c) = &choice.cpus {
         config.cpus = Some(c.clone());
@@ -309,7 +310,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     tracing::info!(
         "numaplace {} running: policy {}, interval {:?}, {managed} processes in scope{}{}",
         env!("CARGO_PKG_VERSION"),
-        engine.policy_name(),
+        describe_policy(c),
         s.interval,
         if c.dry_run { ", dry run" } else { "" },
         if s.synthetic.is_some() {
@@ -591,6 +592,9 @@ pub fn advise(args: &RunArgs) -> Result<()> {
     }
     let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
     let collector = collector_for(&engine);
+    if !c.policy_named {
+        println!("Note: policy {}.", describe_policy(c));
+    }
     if let Some(synth) = &s.synthetic {
         println!("Note: {}.", synth.describe());
         if !engine.needs().counters {
