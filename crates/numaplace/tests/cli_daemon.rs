@@ -70,13 +70,31 @@ fn bad_daemon_input_is_exit_2() {
     }
 }
 
-/// A busy child process that numad-like, confined to CPU 0, will pin.
-fn busy_child() -> Child {
-    Command::new("sh")
-        .args(["-c", "while :; do :; done"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap()
+/// A busy child process that numad-like, confined to CPU 0, will pin;
+/// killed when dropped, so a test that fails leaves no busy loop behind.
+struct Busy(Child);
+
+impl Busy {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn busy_child() -> Busy {
+    Busy(
+        Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 fn affinity(pid: u32) -> String {
@@ -111,7 +129,7 @@ fn restores_on_sigterm_and_after_kill_9() {
         "[policy]\nname = \"numad-like\"\nmin_memory_mib = 0\n",
     )
     .unwrap();
-    let mut child = busy_child();
+    let child = busy_child();
     let pid = child.id();
     let original = affinity(pid);
     let start = |rounds: Option<&str>| {
@@ -189,13 +207,11 @@ fn restores_on_sigterm_and_after_kill_9() {
         .filter(|l| l.contains("\"action\":\"pin\"") && l.contains("\"outcome\":\"done\""))
         .count();
     assert!(pins >= 2, "{j}");
-    child.kill().unwrap();
-    child.wait().unwrap();
 }
 
 #[test]
 fn advise_prints_the_plan_and_applies_nothing() {
-    let mut child = busy_child();
+    let child = busy_child();
     let pid = child.id();
     let before = affinity(pid);
     let dir = tempfile::tempdir().unwrap();
@@ -232,8 +248,6 @@ fn advise_prints_the_plan_and_applies_nothing() {
         .unwrap_or_else(|_| "Note: kernel.numa_balancing: not in this kernel".into());
     assert!(out.contains(&mode), "wanted {mode:?} in {out}");
     assert_eq!(affinity(pid), before, "advise applies nothing");
-    child.kill().unwrap();
-    child.wait().unwrap();
 }
 
 /// Neither --policy nor a config's [policy]: `auto`, and `advise` and
@@ -241,7 +255,7 @@ fn advise_prints_the_plan_and_applies_nothing() {
 /// alone: no action planned or applied, nothing journalled.
 #[test]
 fn auto_is_the_default_and_policy_default_leaves_linux_alone() {
-    let mut child = busy_child();
+    let child = busy_child();
     let pid = child.id().to_string();
     let before = affinity(child.id());
     let dir = tempfile::tempdir().unwrap();
@@ -342,8 +356,6 @@ fn auto_is_the_default_and_policy_default_leaves_linux_alone() {
     assert!(err.contains("stopped after 5 rounds"), "{err}");
     assert_eq!(std::fs::read_to_string(&journal).unwrap(), "", "{err}");
     assert_eq!(affinity(child.id()), before);
-    child.kill().unwrap();
-    child.wait().unwrap();
 }
 
 /// On a machine without a core PMU (a VM without a virtual one, like the
@@ -448,7 +460,7 @@ fn refusals_are_journalled_and_the_loop_goes_on() {
     .unwrap();
     std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
 
-    let mut child = busy_child(); // root's
+    let child = busy_child(); // root's
     let pid = child.id();
     let before = affinity(pid);
     let out = Command::new(env!("CARGO_BIN_EXE_numaplace"))
@@ -487,14 +499,12 @@ fn refusals_are_journalled_and_the_loop_goes_on() {
         .collect();
     assert!(refused.len() >= 2, "refusals in more than one round: {j}");
     assert!(refused[0].contains("EPERM"), "{}", refused[0]);
-    child.kill().unwrap();
-    child.wait().unwrap();
 }
 
 /// A dry run needs no state directory and changes nothing.
 #[test]
 fn dry_run_needs_no_state_and_changes_nothing() {
-    let mut child = busy_child();
+    let child = busy_child();
     let pid = child.id();
     let before = affinity(pid);
     let dir = tempfile::tempdir().unwrap();
@@ -534,8 +544,6 @@ fn dry_run_needs_no_state_and_changes_nothing() {
     assert_eq!(affinity(pid), before);
     let j = std::fs::read_to_string(&journal).unwrap();
     assert!(j.contains("\"outcome\":\"not_applied\""), "{j}");
-    child.kill().unwrap();
-    child.wait().unwrap();
 }
 
 /// The service as the Debian package installs it: its config names no
