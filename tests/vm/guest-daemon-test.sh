@@ -1,7 +1,8 @@
 #!/bin/bash
 # Boot the 2-node test-bed guest and run the daemon there on a real program:
 # numad-like placement, restore on SIGTERM, restore after kill -9 + restart,
-# and page-moving throughput of numaplace against numactl's migratepages.
+# auto (the default policy) in its counter-free fallback, and page-moving
+# throughput of numaplace against numactl's migratepages.
 #
 # Usage: tests/vm/guest-daemon-test.sh [OUT.json]
 #
@@ -17,21 +18,29 @@
 #      every CPU) and records its pages per node (numa_maps) and every
 #      thread's Cpus_allowed_list;
 #   b. runs `numaplace run --policy numad-like --pid P --interval 500ms` in the
-#      background and waits (<= NUMAPLACE_GUEST_PLACE_WAIT s, default 90) until
+#      background (it, and all but the hogs, on node 0's CPUs: their own CPU
+#      use counts there in numad's choice) and waits (<= NUMAPLACE_GUEST_PLACE_WAIT s, default 90) until
 #      every thread is allowed node 1's CPUs only and >= 90% of the pages are
 #      on node 1;
 #   c. SIGTERMs it, waits for it and records the affinities;
 #   d. starts it again, waits until the threads are on node 1, kill -9s it,
 #      records the affinities, then runs `numaplace run --policy default
 #      --rounds 1` (which restores at start) and records them again;
-#   e. kills the hog, then twice, alternately, times moving a fresh
+#   e. kills the hog and starts a fresh `numa_hog 200 2` (pages on node 0
+#      again), runs `numaplace run --pid P --interval 500ms` with no
+#      --policy (auto, the default; the guest has no PMU, so auto makes
+#      numad's placement unjudged and says so at start) with its own journal
+#      (/tmp/np/auto.jsonl), waits as in b. until threads and pages are on
+#      node 1, SIGTERMs it and records the affinities, its stderr and its
+#      journal ("auto_*" keys);
+#   f. kills that hog, then twice, alternately, times moving a fresh
 #      `alloc_on_node 0 256` from node 0 to node 1 with `migratepages PID 0 1`
 #      and with `move_memory PID 1` (numaplace's HostActuator::move_memory),
 #      with /proc/uptime (10 ms) around each, pages counted from numa_maps;
-#   f. prints the results as one JSON object (the journal included, as
-#      "journal": [...]) between @@NUMAPLACE-GUEST-DAEMON-JSON-BEGIN@@ / -END@@
-#      lines, and the raw journal between @@NUMAPLACE-GUEST-JOURNAL-BEGIN@@ /
-#      -END@@ lines.
+#   g. prints the results as one JSON object (the journal of b.-d. included,
+#      as "journal": [...]) between @@NUMAPLACE-GUEST-DAEMON-JSON-BEGIN@@ /
+#      -END@@ lines, and that raw journal between
+#      @@NUMAPLACE-GUEST-JOURNAL-BEGIN@@ / -END@@ lines.
 # The JSON found between the markers (`\r` stripped) goes to OUT.json, or to
 # stdout. The guest console goes to stderr. The checks are made by the
 # qemu_guest_daemon test (crates/numaplace/tests/qemu_guest_daemon.rs).
@@ -161,6 +170,16 @@ echo 0 > /proc/sys/kernel/numa_balancing 2>/dev/null
 add "\"numa_balancing\": \"\$(cat /proc/sys/kernel/numa_balancing 2>/dev/null || echo absent)\""
 add "\"thp\": \"\$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)\""
 mkdir -m 700 /tmp/np
+# Everything but the hogs runs on node 0's CPUs: this shell and what it
+# starts, the daemons among them. numad's placement counts every thread's
+# CPU use against the node it last ran on: other threads' use on node 1
+# (under TCG the daemon's and this shell's polling are not small) once made
+# node 0 look freer at the first round, and numad-like put the hog there
+# for its first minute. On node 0 their use weighs where the ballast
+# already does. The hogs are started on every CPU (numaplace leaves a
+# narrower affinity alone; busybox taskset execs its program, so \$! is the
+# hog's pid).
+taskset -p -c "\$NODE0" \$\$ > /dev/null
 
 # a. the hog: memory on node 0, threads anywhere.
 # Another program holds BALLAST MiB of node 0 (bound there, out of scope), so
@@ -173,7 +192,7 @@ BAL=\$!
 wait_ready /tmp/ballast.out "\$BAL" "alloc_on_node 0 \$BALLAST" || cat /tmp/ballast.err
 add "\"ballast_mib_on_node0\": \$BALLAST"
 : > /tmp/hog.out
-numa_hog 200 2 > /tmp/hog.out 2> /tmp/hog.err &
+taskset -c "\$ALL" numa_hog 200 2 > /tmp/hog.out 2> /tmp/hog.err &
 HOG=\$!
 if ! wait_ready /tmp/hog.out "\$HOG" numa_hog; then
   cat /tmp/hog.err
@@ -212,10 +231,37 @@ else
   show_log run3
   add "\"after_restart\": {\"daemon_status\": \$rc, \"affinity\": \$(affinity \$HOG), \"state\": \$(json_file /tmp/np/state.json), \"stderr\": \$(json_text /tmp/np/run3.err)}"
   stop \$HOG TERM
+
+  # e. auto, the default policy (no --policy), on a fresh hog whose pages
+  # are on node 0 again: no PMU here, so numad's placement, unjudged.
+  : > /tmp/hog.out
+  taskset -c "\$ALL" numa_hog 200 2 > /tmp/hog.out 2> /tmp/hog.err &
+  HOG=\$!
+  if ! wait_ready /tmp/hog.out "\$HOG" "numa_hog (auto)"; then
+    cat /tmp/hog.err
+    add "\"error\": \"numa_hog did not start for auto\""
+    add "\"hog_stderr\": \$(json_text /tmp/hog.err)"
+  else
+    add "\"auto_hog_pid\": \$HOG"
+    add "\"auto_initial\": {\"pages\": \$(pages \$HOG), \"affinity\": \$(affinity \$HOG)}"
+    numaplace -v run --pid "\$HOG" --interval 500ms \
+      --state /tmp/np/state.json --journal /tmp/np/auto.jsonl 2> /tmp/np/auto.err &
+    D=\$!
+    echo "guest: numaplace run with no --policy started (pid \$D); waiting for the placement"
+    waited=\$(wait_for \$PLACE_WAIT placed); ok=\$?
+    echo "guest: auto placed=\$ok after \$waited hundredths: pages \$(pages \$HOG), affinity \$(affinity \$HOG)"
+    add "\"auto_place\": {\"ok\": \$([ \$ok = 0 ] && echo true || echo false), \"waited_centis\": \$waited, \"pages\": \$(pages \$HOG), \"affinity\": \$(affinity \$HOG), \"state\": \$(json_file /tmp/np/state.json)}"
+    stop \$D TERM; rc=\$STOP_RC
+    show_log auto
+    echo "guest: --- auto's journal ---"; cat /tmp/np/auto.jsonl 2>/dev/null; echo "guest: ---"
+    add "\"auto_sigterm\": {\"daemon_status\": \$rc, \"affinity\": \$(affinity \$HOG), \"pages\": \$(pages \$HOG), \"state\": \$(json_file /tmp/np/state.json), \"stderr\": \$(json_text /tmp/np/auto.err)}"
+    add "\"auto_journal\": \$(json_lines /tmp/np/auto.jsonl)"
+    stop \$HOG TERM
+  fi
 fi
 stop \$BAL TERM
 
-# e. throughput: the same 256 MiB from node 0 to node 1, each tool twice.
+# f. throughput: the same 256 MiB from node 0 to node 1, each tool twice.
 runs=""
 for rep in 1 2; do
   for tool in migratepages numaplace; do
@@ -246,7 +292,7 @@ for rep in 1 2; do
 done
 add "\"throughput\": {\"mib\": 256, \"runs\": [\$runs]}"
 
-# f. everything out.
+# g. everything out.
 print_results "$begin" "$end"
 exit 0
 GUEST

@@ -19,6 +19,12 @@ json_text() {
     echo null
   fi
 }
+# A file of JSON lines as a JSON array ([] when absent or empty).
+json_lines() {
+  printf '['
+  [ -f "$1" ] && awk 'NF { printf "%s%s", sep, $0; sep = "," }' "$1"
+  printf ']'
+}
 # Uptime in hundredths of a second.
 # shellcheck disable=SC2162  # /proc/uptime has no backslashes
 centis() { read up rest < /proc/uptime; echo "${up%.*}${up#*.}"; }

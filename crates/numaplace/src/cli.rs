@@ -76,19 +76,24 @@ pub enum Command {
         numaplace replay run.jsonl --config numaplace.toml --json > decisions.jsonl")]
     Replay(ReplayArgs),
 
-    /// Run the daemon: every interval, a policy decides where the threads
-    /// and memory in scope should be, and numaplace makes it so. SIGTERM or
-    /// Ctrl-C restores every affinity it changed; after a crash, the next
-    /// start restores them first.
+    /// Run the daemon: every interval, a policy (auto unless --policy or
+    /// the config names another) decides where the threads and memory in
+    /// scope should be, and numaplace makes it so. SIGTERM or Ctrl-C
+    /// restores every affinity it changed; after a crash, the next start
+    /// restores them first.
     #[command(after_help = "Examples:\n  \
+        numaplace run --vms --dry-run --journal /tmp/j.jsonl      (auto, the default)\n  \
         numaplace run --policy numad-like --vms --dry-run --journal /tmp/j.jsonl\n  \
         numaplace run --config /etc/numaplace/numaplace.toml\n  \
         numaplace run --policy numad-like --cgroup /machine.slice --metrics 127.0.0.1:9464")]
     Run(RunArgs),
 
-    /// One round of a policy on this machine: the plan and the reason for
-    /// each action; nothing is applied.
-    #[command(after_help = "Example:\n  numaplace advise --policy numad-like --all")]
+    /// One round of a policy (auto unless --policy or the config names
+    /// another) on this machine: the plan and the reason for each action;
+    /// nothing is applied.
+    #[command(after_help = "Examples:\n  \
+        numaplace advise --all\n  \
+        numaplace advise --policy numad-like --all")]
     Advise(RunArgs),
 
     /// Run one policy on a simulated machine and workload (a scenario):
@@ -462,9 +467,11 @@ pub struct ScopeArgs {
 /// take them.
 #[derive(Debug, Args)]
 pub struct PolicyArgs {
-    /// The policy: default (leave Linux alone), numad-like, static,
-    /// di-plain, di-migrate, dino, brm, symbiosis, adaptive-mapping or auto
-    /// (docs/policies.md).
+    /// The policy: auto, numad-like, static, di-plain, di-migrate, dino,
+    /// brm, symbiosis, adaptive-mapping, or default (leave Linux's placement
+    /// alone) (docs/policies.md). When neither this nor the config's
+    /// [policy] names one: auto (numad's placement, each move kept only if
+    /// the processes in scope got faster).
     #[arg(long, value_name = "NAME")]
     pub policy: Option<String>,
 
@@ -622,7 +629,8 @@ pub struct ReplayArgs {
     pub json: bool,
 
     /// With --policy or --config: replay that policy's decisions on the
-    /// recording, on the recorded machine (--cpus: part of it).
+    /// recording, on the recorded machine (--cpus: part of it); a config
+    /// without [policy] replays auto, as `run` would run it.
     #[command(flatten)]
     pub choice: PolicyArgs,
 

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+use numaplace_policy::auto::AutoParams;
 use numaplace_policy::engine::EngineConfig;
 use numaplace_policy::{PolicyKind, Scope};
 
@@ -30,7 +31,14 @@ pub struct Config {
     pub journal: Option<PathBuf>,
     /// Where original affinities are kept until they are restored.
     pub state: PathBuf,
+    /// The policy; [`default_policy`] (`auto`) when the file has no
+    /// `[policy]` table.
     pub policy: PolicyKind,
+    /// Whether the policy was named (a `[policy]` table, or `--policy` on
+    /// top), rather than the default: said at start, so an operator sees
+    /// which policy runs and why.
+    #[serde(skip)]
+    pub policy_named: bool,
     pub scope: Scope,
     pub engine: EngineConfig,
     pub metrics: MetricsConfig,
@@ -44,11 +52,34 @@ impl Default for Config {
             cpus: None,
             journal: None,
             state: PathBuf::from("/var/lib/numaplace/state.json"),
-            policy: PolicyKind::Default,
+            policy: default_policy(),
+            policy_named: false,
             scope: Scope::default(),
             engine: EngineConfig::default(),
             metrics: MetricsConfig::default(),
         }
+    }
+}
+
+/// The policy of `run`, `advise` and `replay --config` when neither
+/// `--policy` nor the config's `[policy]` names one: `auto`, which keeps a
+/// move only if the processes in scope got faster (`docs/policies.md`).
+/// `default` (Linux's placement left alone) must be named.
+pub fn default_policy() -> PolicyKind {
+    PolicyKind::Auto(AutoParams::default())
+}
+
+/// How a start-up line names the policy: `auto (the default: ...)` when
+/// nothing named it.
+pub fn describe_policy(c: &Config) -> String {
+    if c.policy_named {
+        c.policy.name().to_string()
+    } else {
+        format!(
+            "{} (the default: neither --policy nor the config's [policy] names one; \
+             --policy default leaves Linux's placement alone)",
+            c.policy.name()
+        )
     }
 }
 
@@ -91,8 +122,13 @@ impl Config {
     /// serde conversion, and [`PolicyKind::validate`]) and the scope's
     /// values and counts.
     pub fn parse(text: &str) -> Result<Config, String> {
-        let c: Config =
+        let mut c: Config =
             toml::from_str(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))?;
+        // Read again as a plain table (the text parsed above, at most
+        // CONFIG_MAX_BYTES): whether `[policy]` is there at all.
+        c.policy_named = toml::from_str::<toml::Table>(text)
+            .map_err(|e| e.to_string().trim_end().replace('\n', " "))?
+            .contains_key("policy");
         c.policy
             .validate()
             .map_err(|e| format!("[policy] {}: {e}", c.policy.name()))?;
@@ -189,7 +225,10 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/numaplace.toml");
         let c = Config::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert!(c.scope.is_empty(), "{:?}", c.scope);
-        assert_eq!(c.policy, PolicyKind::Default);
+        // Its [policy] is commented out: the default, auto.
+        assert_eq!(c.policy, default_policy());
+        assert_eq!(c.policy.name(), "auto");
+        assert!(!c.policy_named);
         assert!(!c.dry_run);
         assert_eq!(c.state, PathBuf::from("/var/lib/numaplace/state.json"));
     }
@@ -258,6 +297,32 @@ mod tests {
             let c = Config::parse(&format!("[policy]\nname = \"{name}\"\n")).unwrap();
             assert_eq!(c.policy.name(), name, "defaults are valid");
         }
+    }
+
+    /// No `[policy]` table: `auto`, said to be the default; `default`
+    /// (Linux left alone) only when named.
+    #[test]
+    fn the_policy_is_auto_unless_one_is_named() {
+        for text in ["", "[scope]\nall = true\n", "interval = \"2s\"\n"] {
+            let c = Config::parse(text).unwrap();
+            assert_eq!(c.policy.name(), "auto", "{text:?}");
+            assert!(!c.policy_named, "{text:?}");
+            assert!(
+                describe_policy(&c).starts_with("auto (the default"),
+                "{text:?}"
+            );
+        }
+        assert_eq!(Config::default().policy.name(), "auto");
+        let c = Config::parse("[policy]\nname = \"default\"\n").unwrap();
+        assert_eq!(c.policy, PolicyKind::Default);
+        assert!(c.policy_named);
+        assert_eq!(describe_policy(&c), "default");
+        let c = Config::parse("[policy]\nname = \"auto\"\n").unwrap();
+        assert!(c.policy_named);
+        assert_eq!(describe_policy(&c), "auto");
+        // A [policy] table without a name is an error, not the default.
+        let e = Config::parse("[policy]\n").unwrap_err();
+        assert!(e.contains("name"), "{e}");
     }
 
     #[test]

@@ -70,13 +70,31 @@ fn bad_daemon_input_is_exit_2() {
     }
 }
 
-/// A busy child process that numad-like, confined to CPU 0, will pin.
-fn busy_child() -> Child {
-    Command::new("sh")
-        .args(["-c", "while :; do :; done"])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap()
+/// A busy child process that numad-like, confined to CPU 0, will pin;
+/// killed when dropped, so a test that fails leaves no busy loop behind.
+struct Busy(Child);
+
+impl Busy {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn busy_child() -> Busy {
+    Busy(
+        Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 fn affinity(pid: u32) -> String {
@@ -111,7 +129,7 @@ fn restores_on_sigterm_and_after_kill_9() {
         "[policy]\nname = \"numad-like\"\nmin_memory_mib = 0\n",
     )
     .unwrap();
-    let mut child = busy_child();
+    let child = busy_child();
     let pid = child.id();
     let original = affinity(pid);
     let start = |rounds: Option<&str>| {
@@ -189,13 +207,11 @@ fn restores_on_sigterm_and_after_kill_9() {
         .filter(|l| l.contains("\"action\":\"pin\"") && l.contains("\"outcome\":\"done\""))
         .count();
     assert!(pins >= 2, "{j}");
-    child.kill().unwrap();
-    child.wait().unwrap();
 }
 
 #[test]
 fn advise_prints_the_plan_and_applies_nothing() {
-    let mut child = busy_child();
+    let child = busy_child();
     let pid = child.id();
     let before = affinity(pid);
     let dir = tempfile::tempdir().unwrap();
@@ -232,8 +248,114 @@ fn advise_prints_the_plan_and_applies_nothing() {
         .unwrap_or_else(|_| "Note: kernel.numa_balancing: not in this kernel".into());
     assert!(out.contains(&mode), "wanted {mode:?} in {out}");
     assert_eq!(affinity(pid), before, "advise applies nothing");
-    child.kill().unwrap();
-    child.wait().unwrap();
+}
+
+/// Neither --policy nor a config's [policy]: `auto`, and `advise` and
+/// `run` say it is the default; `--policy default` still leaves Linux
+/// alone: no action planned or applied, nothing journalled.
+#[test]
+fn auto_is_the_default_and_policy_default_leaves_linux_alone() {
+    let child = busy_child();
+    let pid = child.id().to_string();
+    let before = affinity(child.id());
+    let dir = tempfile::tempdir().unwrap();
+    let scope_only = dir.path().join("scope.toml");
+    std::fs::write(&scope_only, format!("[scope]\npids = [{pid}]\n")).unwrap();
+    let said_default =
+        "policy auto (the default: neither --policy nor the config's [policy] names one";
+
+    // advise: CPU 0 only, so numad's placement (auto's move) would pin the
+    // busy child there if it used half a CPU over the round.
+    let o = numaplace(&[
+        "advise",
+        "--cpus",
+        "0",
+        "--interval",
+        "300ms",
+        "--pid",
+        &pid,
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(out.contains(&format!("Note: {said_default}")), "{out}");
+    let plans: Vec<&str> = out.lines().filter(|l| l.contains("because ")).collect();
+    assert!(
+        plans
+            .iter()
+            .all(|l| l.trim_start().starts_with("because auto")),
+        "{out}"
+    );
+    assert!(
+        !plans.is_empty() || out.contains("auto: nothing to change."),
+        "{out}"
+    );
+    assert_eq!(affinity(child.id()), before, "advise applies nothing");
+
+    // A config whose [policy] is left out: auto as well.
+    let o = numaplace(&[
+        "advise",
+        "--config",
+        scope_only.to_str().unwrap(),
+        "--interval",
+        "100ms",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).contains(said_default),
+        "{}",
+        text(&o.stdout)
+    );
+
+    // run says so at start (-v: the start line is information).
+    let o = numaplace(&[
+        "-v",
+        "run",
+        "--dry-run",
+        "--interval",
+        "100ms",
+        "--rounds",
+        "2",
+        "--pid",
+        &pid,
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains(&format!("running: {said_default}")), "{err}");
+
+    // --policy default: nothing planned ...
+    let o = numaplace(&[
+        "advise", "--policy", "default", "--cpus", "0", "--pid", &pid,
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(out.contains("default: nothing to change."), "{out}");
+    assert!(!out.contains("policy auto"), "{out}");
+    // ... and, run for real on CPU 0 alone, nothing applied or journalled.
+    let journal = dir.path().join("j.jsonl");
+    let o = numaplace(&[
+        "-v",
+        "run",
+        "--policy",
+        "default",
+        "--cpus",
+        "0",
+        "--interval",
+        "100ms",
+        "--rounds",
+        "5",
+        "--pid",
+        &pid,
+        "--state",
+        dir.path().join("state.json").to_str().unwrap(),
+        "--journal",
+        journal.to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("running: policy default, "), "{err}");
+    assert!(err.contains("stopped after 5 rounds"), "{err}");
+    assert_eq!(std::fs::read_to_string(&journal).unwrap(), "", "{err}");
+    assert_eq!(affinity(child.id()), before);
 }
 
 /// On a machine without a core PMU (a VM without a virtual one, like the
@@ -293,6 +415,20 @@ fn policies_say_what_they_do_without_missing_signals() {
         "{out}"
     );
     assert!(!out.contains("sampled data addresses"), "{out}");
+    // auto judges by instructions, which LLC misses and CPI both need: it
+    // says what it does without them once, not once per signal.
+    let out = advise("auto");
+    let notes: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("Note: policy auto without"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{out}");
+    assert!(
+        notes[0].starts_with(
+            "Note: policy auto without LLC misses per 1000 instructions and cycles per instruction: "
+        ),
+        "{out}"
+    );
 }
 
 /// Run as an unprivileged user against root's process: every pin is
@@ -324,7 +460,7 @@ fn refusals_are_journalled_and_the_loop_goes_on() {
     .unwrap();
     std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
 
-    let mut child = busy_child(); // root's
+    let child = busy_child(); // root's
     let pid = child.id();
     let before = affinity(pid);
     let out = Command::new(env!("CARGO_BIN_EXE_numaplace"))
@@ -363,14 +499,12 @@ fn refusals_are_journalled_and_the_loop_goes_on() {
         .collect();
     assert!(refused.len() >= 2, "refusals in more than one round: {j}");
     assert!(refused[0].contains("EPERM"), "{}", refused[0]);
-    child.kill().unwrap();
-    child.wait().unwrap();
 }
 
 /// A dry run needs no state directory and changes nothing.
 #[test]
 fn dry_run_needs_no_state_and_changes_nothing() {
-    let mut child = busy_child();
+    let child = busy_child();
     let pid = child.id();
     let before = affinity(pid);
     let dir = tempfile::tempdir().unwrap();
@@ -410,8 +544,6 @@ fn dry_run_needs_no_state_and_changes_nothing() {
     assert_eq!(affinity(pid), before);
     let j = std::fs::read_to_string(&journal).unwrap();
     assert!(j.contains("\"outcome\":\"not_applied\""), "{j}");
-    child.kill().unwrap();
-    child.wait().unwrap();
 }
 
 /// The service as the Debian package installs it: its config names no

@@ -468,6 +468,32 @@ fn replay_a_policy_on_a_recording() {
         "one hog per node: {out}"
     );
 
+    // A config without [policy] replays auto, the daemon's default; the
+    // recording counts no instructions, so auto makes numad's moves
+    // unjudged, and says why once.
+    let config = dir.path().join("np.toml");
+    std::fs::write(&config, "[scope]\npids = [100]\n").unwrap();
+    let o = numaplace(&["replay", f, "--config", config.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains("replaying policy auto (the default: neither --policy nor the config's [policy] names one"),
+        "{out}"
+    );
+    assert!(
+        out.contains("hog (pid 100): pin thread 100 to CPUs 2-3\n    because auto"),
+        "{out}"
+    );
+    let notes: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("Note: the recording has no"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{out}");
+    assert!(
+        notes[0].starts_with("Note: the recording has no LLC misses per 1000 instructions and cycles per instruction: policy auto "),
+        "{out}"
+    );
+
     // Bad input: exit 2, naming what was wrong.
     for (args, want) in [
         (vec!["--policy", "dino2"], "unknown policy \"dino2\""),

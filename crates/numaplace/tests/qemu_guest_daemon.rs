@@ -2,8 +2,10 @@
 //! --policy numad-like` moves a program whose pages start on node 0
 //! (`numa_hog 200 2`) to node 1, threads and pages; SIGTERM puts the
 //! original affinities back; `kill -9` then a restart puts them back too;
-//! and numaplace's page-moving throughput is measured against numactl's
-//! `migratepages` on the same 256 MiB. Boots QEMU
+//! `numaplace run` with no --policy runs `auto`, which, with no PMU in the
+//! guest, says so at start and makes numad's placement, and SIGTERM
+//! restores that too; and numaplace's page-moving throughput is measured
+//! against numactl's `migratepages` on the same 256 MiB. Boots QEMU
 //! (tests/vm/guest-daemon-test.sh), so it is ignored by default; `.ci/run`
 //! runs it with `--ignored`.
 
@@ -55,7 +57,7 @@ fn run_rate(r: &Value) -> (u64, f64) {
 
 #[test]
 #[ignore = "boots QEMU: .ci/run runs it with --ignored"]
-fn numad_like_places_restores_and_moves_pages_in_a_2_node_guest() {
+fn numad_like_and_auto_place_restore_and_move_pages_in_a_2_node_guest() {
     let text = run_guest_script("guest-daemon-test.sh", &[]);
     let v: Value = serde_json::from_str(&text)
         .unwrap_or_else(|e| panic!("the guest's JSON does not parse: {e}\n{text}"));
@@ -198,7 +200,11 @@ fn numad_like_places_restores_and_moves_pages_in_a_2_node_guest() {
         .sum();
     assert!(moved > 0, "the journal shows no page moved: {moves:?}");
 
-    // e. Throughput, side by side.
+    // e. auto, the default: the same placement in its counter-free
+    // fallback, said once at start, journalled, restored on SIGTERM.
+    check_auto(&v, all, node1);
+
+    // f. Throughput, side by side.
     let runs = v["throughput"]["runs"].as_array().expect("throughput runs");
     let mut rates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for r in runs {
@@ -238,4 +244,118 @@ fn numad_like_places_restores_and_moves_pages_in_a_2_node_guest() {
         np / mp
     );
     assert!(np > 0.0 && mp > 0.0);
+}
+
+/// Step e.: `numaplace run` with no --policy on a fresh `numa_hog 200 2`
+/// (pages on node 0): auto, the default, without instruction counts (no PMU
+/// in the guest) makes numad's placement (threads and pages to node 1)
+/// without experiments, says so once at start, journals every action as
+/// auto's, and SIGTERM restores every thread's affinity.
+fn check_auto(v: &Value, all: &str, node1: &str) {
+    let hog = v["auto_hog_pid"].as_i64().expect("auto's numa_hog pid");
+    let original = affinity(v, "auto_initial");
+    assert_eq!(original.len(), 3, "numa_hog 200 2: {original:?}");
+    for (tid, cpus) in &original {
+        assert_eq!(cpus, all, "thread {tid} starts narrowed: {original:?}");
+    }
+    let (n0, n1) = pages(&v["auto_initial"]["pages"]);
+    assert!(
+        n0 >= 51_200 * 9 / 10 && n1 < n0 / 10,
+        "auto's hog should start on node 0: {n0} pages on node 0, {n1} on node 1"
+    );
+
+    let placed = &v["auto_place"];
+    let (p0, p1) = pages(&placed["pages"]);
+    for (tid, cpus) in affinity(v, "auto_place") {
+        assert_eq!(
+            cpus, node1,
+            "after auto, thread {tid} is on CPUs {cpus}, want node 1's {node1} (waited {} \
+             hundredths; pages {p0} on node 0, {p1} on node 1)",
+            placed["waited_centis"]
+        );
+    }
+    assert!(
+        p1 as f64 >= 0.9 * (p0 + p1) as f64,
+        "after auto only {p1} of {} pages are on node 1 (< 90%)",
+        p0 + p1
+    );
+    assert_eq!(placed["ok"], true, "{placed}");
+    let entries = placed["state"]["entries"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no state file entries while auto held the pins: {placed}"));
+    assert_eq!(entries.len(), original.len(), "{entries:?}");
+    eprintln!(
+        "auto: threads on node 1 and {:.1}% of the pages after {:.1} s",
+        100.0 * p1 as f64 / (p0 + p1) as f64,
+        placed["waited_centis"].as_f64().unwrap_or(0.0) / 100.0
+    );
+
+    let stopped = &v["auto_sigterm"];
+    assert_eq!(stopped["daemon_status"], 0, "{stopped}");
+    assert_eq!(
+        affinity(v, "auto_sigterm"),
+        original,
+        "SIGTERM did not restore what auto pinned"
+    );
+    assert!(
+        stopped["state"].is_null() || stopped["state"]["entries"] == serde_json::json!([]),
+        "the state file still holds pins after SIGTERM: {stopped}"
+    );
+
+    // The log: auto chosen as the default, and its fallback said once.
+    let log = stopped["stderr"].as_str().expect("auto's stderr");
+    assert!(
+        log.contains("running: policy auto (the default"),
+        "auto's start line: {log}"
+    );
+    let fallback: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("policy auto without"))
+        .collect();
+    assert_eq!(fallback.len(), 1, "the fallback, said once: {log}");
+    assert!(
+        fallback[0].contains("instructions") && fallback[0].contains("numad"),
+        "{}",
+        fallback[0]
+    );
+    for l in &fallback {
+        eprintln!("auto's log: {}", l.trim());
+    }
+    let restored = format!("; {} restored, 0 left alone", original.len());
+    assert!(log.contains(&restored), "wanted {restored:?} in {log}");
+
+    // The journal: auto's pins and memory moves of the hog, done, each
+    // saying it is numad's move made without an experiment.
+    let journal = v["auto_journal"].as_array().expect("auto's journal");
+    let of_hog: Vec<&Value> = journal.iter().filter(|e| e["pid"] == hog).collect();
+    assert!(!of_hog.is_empty(), "auto journalled nothing: {journal:?}");
+    for e in &of_hog {
+        assert_eq!(e["policy"], "auto", "{e}");
+        let reason = e["reason"].as_str().unwrap_or_default();
+        assert!(
+            reason.starts_with("auto")
+                && reason.contains("numad-like")
+                && reason.contains("node 1"),
+            "journal entry without auto's reason: {e}"
+        );
+        eprintln!("auto's journal: {} {}: {reason}", e["action"], e["outcome"]);
+    }
+    let pins = of_hog
+        .iter()
+        .filter(|e| e["action"] == "pin" && e["outcome"] == "done")
+        .count();
+    assert!(
+        pins >= original.len(),
+        "want every thread pinned: {of_hog:?}"
+    );
+    let moved: u64 = of_hog
+        .iter()
+        .filter(|e| e["action"] == "move_memory" && e["outcome"] == "pages")
+        .map(|e| e["moved"].as_u64().unwrap_or(0))
+        .sum();
+    assert!(moved > 0, "auto's journal shows no page moved: {of_hog:?}");
+    assert!(
+        journal.iter().all(|e| e["pid"] == hog),
+        "auto acted outside its scope: {journal:?}"
+    );
 }

@@ -17,9 +17,9 @@ use numaplace_policy::replay::{ReplayActuator, ReplayWorld};
 use crate::cli::ScopeArgs;
 use crate::cli::{RecordArgs, ReplayArgs};
 use crate::commands::InputError;
-use crate::commands::run::{choose, describe_decision, restrict};
+use crate::commands::run::{choose, describe_decision, restrict, without_signals};
 use crate::commands::tasks::root_of;
-use crate::config::Config;
+use crate::config::{Config, describe_policy};
 use crate::duration::parse_duration;
 use crate::synthetic_counters::{Synthesized, SyntheticCounters};
 
@@ -248,6 +248,7 @@ fn replay_decisions(args: &ReplayArgs) -> Result<()> {
         .map(SyntheticCounters::load)
         .transpose()?;
     let page_size = config.engine.page_size;
+    let policy = describe_policy(&config);
     let mut engine = Engine::new(config.policy.build(), config.scope.clone(), config.engine);
     let out = std::io::stdout();
     let mut printer = Decisions {
@@ -269,7 +270,7 @@ fn replay_decisions(args: &ReplayArgs) -> Result<()> {
             header.topology.nodes().len(),
             header.interval_ns as f64 / 1e9,
             header.writer,
-            engine.policy_name()
+            policy
         )?;
         if let Some(synth) = &synthetic {
             writeln!(printer.out, "Note: {}.", synth.describe())?;
@@ -306,17 +307,14 @@ fn replay_decisions(args: &ReplayArgs) -> Result<()> {
         totals.decide_ns as f64 / rounds.max(1) as f64 / 1e3,
         max_decide_ns as f64 / 1e3,
     );
-    let notes: Vec<String> = Signal::ALL
+    let missing = Signal::ALL.into_iter().filter(|s| !present.0.contains(s));
+    let notes: Vec<String> = without_signals(&engine, missing)
         .into_iter()
-        .filter(|s| !present.0.contains(s))
-        .filter_map(|s| {
-            engine.without(s).map(|w| {
-                format!(
-                    "the recording has no {}: policy {} {w}",
-                    s.name(),
-                    engine.policy_name()
-                )
-            })
+        .map(|(names, w)| {
+            format!(
+                "the recording has no {names}: policy {} {w}",
+                engine.policy_name()
+            )
         })
         .collect();
     if args.json {

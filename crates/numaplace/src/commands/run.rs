@@ -31,7 +31,7 @@ use numaplace_policy::{PolicyKind, Scope};
 
 use crate::cli::{PolicyArgs, RunArgs, ScopeArgs};
 use crate::commands::InputError;
-use crate::config::Config;
+use crate::config::{Config, describe_policy};
 use crate::duration::parse_duration;
 use crate::metrics::{self, MetricsState};
 use crate::synthetic_counters::{Synthesized, SyntheticCounters};
@@ -58,6 +58,7 @@ pub(crate) fn choose(config: &mut Config, choice: &PolicyArgs, scope: &ScopeArgs
     if let Some(p) = &choice.policy {
         config.policy =
             PolicyKind::from_name(p).map_err(|e| InputError(format!("--policy: {e}")))?;
+        config.policy_named = true;
     }
     if let Some(c) = &choice.cpus {
         config.cpus = Some(c.clone());
@@ -309,7 +310,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     tracing::info!(
         "numaplace {} running: policy {}, interval {:?}, {managed} processes in scope{}{}",
         env!("CARGO_PKG_VERSION"),
-        engine.policy_name(),
+        describe_policy(c),
         s.interval,
         if c.dry_run { ", dry run" } else { "" },
         if s.synthetic.is_some() {
@@ -468,7 +469,9 @@ fn say_synthetic(synth: &SyntheticCounters, engine: &Engine) {
 
 /// What the policy does without each signal it reads that this machine
 /// cannot give (counters that `--counters-from` makes up count as given):
-/// one line per missing signal, in the policy's own words.
+/// one line per missing signal, in the policy's own words; signals for
+/// which it says the same thing share one line (`auto` judges by
+/// instructions, which both LLC misses and CPI need).
 fn blind_policy(engine: &Engine, collector: &Collector, synthetic: bool) -> Vec<String> {
     use numaplace_model::Counter;
     use numaplace_policy::Signal;
@@ -477,29 +480,43 @@ fn blind_policy(engine: &Engine, collector: &Collector, synthetic: bool) -> Vec<
             .perf()
             .is_some_and(|p| cs.iter().all(|&c| p.availability().is_counted(c)))
     };
-    Signal::ALL
+    let missing = Signal::ALL.into_iter().filter(|&signal| !match signal {
+        // --counters-from makes up instructions, cycles and LLC misses.
+        Signal::LlcMissRate | Signal::Cpi => synthetic || counted(signal.counters()),
+        Signal::UncorePenalty => counted(signal.counters()),
+        Signal::Samples => collector
+            .sampler()
+            .is_some_and(|s| s.availability().reason().is_none()),
+        Signal::Energy => collector.rapl().is_some(),
+        Signal::LlcOccupancy => collector
+            .resctrl()
+            .is_some_and(|r| r.mon_features().iter().any(|f| f == "llc_occupancy")),
+    });
+    without_signals(engine, missing)
         .into_iter()
-        .filter(|&signal| !match signal {
-            // --counters-from makes up instructions, cycles and LLC misses.
-            Signal::LlcMissRate | Signal::Cpi => synthetic || counted(signal.counters()),
-            Signal::UncorePenalty => counted(signal.counters()),
-            Signal::Samples => collector
-                .sampler()
-                .is_some_and(|s| s.availability().reason().is_none()),
-            Signal::Energy => collector.rapl().is_some(),
-            Signal::LlcOccupancy => collector
-                .resctrl()
-                .is_some_and(|r| r.mon_features().iter().any(|f| f == "llc_occupancy")),
-        })
-        .filter_map(|signal| {
-            engine.without(signal).map(|what| {
-                format!(
-                    "policy {} without {}: {what}",
-                    engine.policy_name(),
-                    signal.name()
-                )
-            })
-        })
+        .map(|(names, what)| format!("policy {} without {names}: {what}", engine.policy_name()))
+        .collect()
+}
+
+/// What the policy says it does without each of the `missing` signals, in
+/// their order, one entry per thing said: the names of the signals it said
+/// it for (`A and B`) and what it said.
+pub(crate) fn without_signals(
+    engine: &Engine,
+    missing: impl IntoIterator<Item = numaplace_policy::Signal>,
+) -> Vec<(String, String)> {
+    let mut said: Vec<(Vec<&str>, String)> = Vec::new();
+    for signal in missing {
+        let Some(what) = engine.without(signal) else {
+            continue;
+        };
+        match said.iter_mut().find(|(_, w)| *w == what) {
+            Some((names, _)) => names.push(signal.name()),
+            None => said.push((vec![signal.name()], what)),
+        }
+    }
+    said.into_iter()
+        .map(|(names, what)| (names.join(" and "), what))
         .collect()
 }
 
@@ -575,6 +592,9 @@ pub fn advise(args: &RunArgs) -> Result<()> {
     }
     let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
     let collector = collector_for(&engine);
+    if !c.policy_named {
+        println!("Note: policy {}.", describe_policy(c));
+    }
     if let Some(synth) = &s.synthetic {
         println!("Note: {}.", synth.describe());
         if !engine.needs().counters {
