@@ -89,10 +89,12 @@ impl History {
 pub enum Verdict {
     /// Still settling or measuring.
     Wait,
-    /// The groups went faster by `gain` (a fraction, e.g. 0.07): keep it.
-    Keep { gain: f64 },
-    /// They did not (`gain` may be negative): undo it.
-    RollBack { gain: f64 },
+    /// The group moved went faster by `own` (a fraction, e.g. 0.07), and
+    /// the groups in scope together (`all`, the moved one included) did
+    /// not go slower: keep it.
+    Keep { own: f64, all: f64 },
+    /// It did not, or its neighbours paid for it: undo it.
+    RollBack { own: f64, all: f64 },
     /// A group came or went during the trial, so the rounds after cannot
     /// be compared with the rounds before: undo it, as nothing shows it
     /// helped (a group that exits frees the machine and would make any
@@ -103,16 +105,20 @@ pub enum Verdict {
 /// One change under trial: every group's baseline, and its progress since.
 #[derive(Debug, Clone)]
 pub struct Trial {
+    /// The group the change was made to.
+    moved: i32,
     baseline: BTreeMap<i32, f64>,
     rounds: usize,
     after: BTreeMap<i32, Vec<f64>>,
 }
 
 impl Trial {
-    /// A trial against `baseline` (pid -> mean instructions per second
-    /// before the change), which names every group it judges.
-    pub fn new(baseline: BTreeMap<i32, f64>) -> Trial {
+    /// A trial of a change to group `moved` against `baseline` (pid ->
+    /// mean instructions per second before the change), which names every
+    /// group it judges.
+    pub fn new(moved: i32, baseline: BTreeMap<i32, f64>) -> Trial {
         Trial {
+            moved,
             baseline,
             rounds: 0,
             after: BTreeMap::new(),
@@ -138,21 +144,24 @@ impl Trial {
         if self.rounds < params.settle_rounds + params.measure_rounds {
             return Verdict::Wait;
         }
-        let gain = self.gain();
-        if gain > params.margin {
-            Verdict::Keep { gain }
+        let (own, all) = (self.gain_of(Some(self.moved)), self.gain_of(None));
+        // The moved group must gain more than the noise, and the groups
+        // together must not lose: judged over all groups alone, one
+        // group's gain among many would drown in the mean.
+        if own > params.margin && all > 0.0 {
+            Verdict::Keep { own, all }
         } else {
-            Verdict::RollBack { gain }
+            Verdict::RollBack { own, all }
         }
     }
 
     /// exp(mean of ln(after / before)) - 1 over the groups measured both
-    /// before and after (a group that exited is left out); 0 if none.
-    pub fn gain(&self) -> f64 {
+    /// before and after (`only` one of them, if given); 0 if none.
+    pub fn gain_of(&self, only: Option<i32>) -> f64 {
         let logs: Vec<f64> = self
             .baseline
             .iter()
-            .filter(|(_, b)| **b > 0.0)
+            .filter(|(pid, b)| **b > 0.0 && only.is_none_or(|o| o == **pid))
             .filter_map(|(pid, b)| {
                 let a = self.after.get(pid)?;
                 let mean = a.iter().sum::<f64>() / a.len().max(1) as f64;
@@ -226,7 +235,7 @@ mod tests {
     /// decides; returns the verdict and the rounds it took.
     fn judge(baseline: &[(i32, f64)], after: &[(i32, f64)]) -> (Verdict, usize) {
         let p = JudgeParams::default();
-        let mut t = Trial::new(progress(baseline));
+        let mut t = Trial::new(1, progress(baseline));
         for round in 1..=100 {
             match t.observe(&p, &progress(after)) {
                 Verdict::Wait => {}
@@ -241,7 +250,7 @@ mod tests {
         let p = JudgeParams::default();
         let (v, rounds) = judge(&[(1, 1e9), (2, 2e9)], &[(1, 0.8e9), (2, 2e9)]);
         assert!(
-            matches!(v, Verdict::RollBack { gain } if gain < -0.05),
+            matches!(v, Verdict::RollBack { own, .. } if own < -0.05),
             "{v:?}"
         );
         assert_eq!(rounds, p.settle_rounds + p.measure_rounds);
@@ -251,7 +260,10 @@ mod tests {
     fn a_change_that_helps_is_kept() {
         let (v, _) = judge(&[(1, 1e9), (2, 2e9)], &[(1, 1.3e9), (2, 2e9)]);
         match v {
-            Verdict::Keep { gain } => assert!((gain - (1.3f64.sqrt() - 1.0)).abs() < 1e-9),
+            Verdict::Keep { own, all } => {
+                assert!((own - 0.3).abs() < 1e-9);
+                assert!((all - (1.3f64.sqrt() - 1.0)).abs() < 1e-9);
+            }
             v => panic!("{v:?}"),
         }
     }
@@ -260,6 +272,18 @@ mod tests {
     fn noise_within_the_margin_keeps_nothing() {
         let (v, _) = judge(&[(1, 1e9), (2, 2e9)], &[(1, 1.015e9), (2, 2.01e9)]);
         assert!(matches!(v, Verdict::RollBack { .. }), "{v:?}");
+    }
+
+    /// Among many groups, one group's gain is judged as that group's:
+    /// +10 % for the moved one of ten is kept while the others hold.
+    #[test]
+    fn one_group_gaining_among_many_is_kept() {
+        let before: Vec<(i32, f64)> = (1..=10).map(|p| (p, 1e9)).collect();
+        let mut after = before.clone();
+        after[0].1 = 1.1e9;
+        after[5].1 = 0.995e9;
+        let (v, _) = judge(&before, &after);
+        assert!(matches!(v, Verdict::Keep { own, .. } if (own - 0.1).abs() < 1e-9), "{v:?}");
     }
 
     #[test]
@@ -272,7 +296,7 @@ mod tests {
     #[test]
     fn settling_rounds_are_not_measured() {
         let p = JudgeParams::default();
-        let mut t = Trial::new(progress(&[(1, 1e9)]));
+        let mut t = Trial::new(1, progress(&[(1, 1e9)]));
         // The round right after the move is slow (pages moving): ignored.
         assert_eq!(t.observe(&p, &progress(&[(1, 0.1e9)])), Verdict::Wait);
         let mut v = Verdict::Wait;

@@ -96,6 +96,9 @@ struct Experiment {
     undo: Vec<Action>,
     /// Rounds since the move was made.
     rounds: usize,
+    /// The memory move it made, carried on while the engine's rate limit
+    /// spreads it over rounds: the process and the node.
+    memory_to: Option<(TaskId, u32)>,
 }
 
 pub struct Auto {
@@ -124,7 +127,6 @@ impl Auto {
             params,
             numad: NumadLike::new(NumadParams {
                 cooldown_secs: 0,
-                prefer_memory_home: true,
                 ..NumadParams::default()
             }),
             history: History::default(),
@@ -209,6 +211,78 @@ fn undo_of(s: &Snapshot, decisions: &[Decision]) -> Vec<Action> {
     undo
 }
 
+/// How far a group's threads reach for their memory: the mean over its
+/// threads of the distance to each byte of the group's memory, in units
+/// of the local distance, less one (the machine's SLIT distances: 0 when
+/// every access is local, 1.1 when all cross a link of distance 21, 0.2
+/// between the nodes of one package at distance 12); `None` when its
+/// memory or its threads' CPUs are not known.
+pub fn reach(view: &View<'_>, pid: i32) -> Option<f64> {
+    let (t, s) = (view.topology, view.snapshot);
+    let g = s.group(pid)?;
+    let mem = g.memory_total()?;
+    let total: u64 = mem.values().sum();
+    if total == 0 {
+        return None;
+    }
+    let n = t.nodes().len();
+    let per_thread: Vec<f64> = g
+        .threads
+        .iter()
+        .filter_map(|&tid| s.task(tid)?.last_cpu)
+        .filter_map(|cpu| t.cpu_by_os_id(cpu))
+        .map(|cpu| {
+            mem.iter()
+                .filter_map(|(&os, &b)| {
+                    let to = t.node_by_os_id(os)?.id;
+                    let d = f64::from(t.distances()[cpu.node * n + to]) / 10.0;
+                    Some(b as f64 / total as f64 * (d - 1.0).max(0.0))
+                })
+                .sum()
+        })
+        .collect();
+    (!per_thread.is_empty()).then(|| per_thread.iter().sum::<f64>() / per_thread.len() as f64)
+}
+
+/// Reach below which bringing a group and its memory together has too
+/// little to gain to pay for the move and the pin (a fifth of all
+/// accesses crossing a socket link, or every access crossing to the
+/// other node of its own package, is just at it).
+const FAR_ENOUGH: f64 = 0.2;
+
+/// Whether numad's placement of `pid` has a premise here: memory larger
+/// than the machine's largest last-level cache (a working set that fits
+/// the cache hardly goes to memory, wherever it lies) and threads that
+/// reach far for it ([`reach`] at least [`FAR_ENOUGH`]). `Err` says why
+/// not.
+fn worth_bringing_together(view: &View<'_>, pid: i32) -> Result<String, String> {
+    let t = view.topology;
+    let g = view.snapshot.group(pid).ok_or("gone")?;
+    let total: u64 = g.memory_total().map_or(0, |m| m.values().sum());
+    let llc = t
+        .llcs()
+        .iter()
+        .filter_map(|l| l.cache.map(|c| t.caches()[c].size))
+        .max()
+        .unwrap_or(0);
+    if total <= llc {
+        return Err(format!(
+            "its {} MiB fit the {} MiB last-level cache",
+            total >> 20,
+            llc >> 20
+        ));
+    }
+    match reach(view, pid) {
+        Some(r) if r >= FAR_ENOUGH => Ok(format!(
+            "its threads reach {r:.2} local distances beyond their own node for its memory"
+        )),
+        Some(r) => Err(format!(
+            "its threads reach only {r:.2} local distances beyond their own node for its memory"
+        )),
+        None => Err("where its memory or threads are is not known".into()),
+    }
+}
+
 /// The share of `pid`'s memory on `node`, if its memory is known.
 fn share_on(s: &Snapshot, pid: i32, node: u32) -> Option<f64> {
     let m = s.group(pid)?.memory_total()?;
@@ -248,7 +322,6 @@ impl Auto {
         &mut self,
         s: &Snapshot,
         progress: &BTreeMap<i32, f64>,
-        proposals: &BTreeMap<i32, Vec<Decision>>,
         plan: &mut Plan,
     ) {
         let Some(mut e) = self.trial.take() else {
@@ -259,47 +332,58 @@ impl Auto {
             return; // the group exited: nothing to judge or undo
         }
         // Still carrying the move out (memory at the rate limit): that is
-        // settling, not yet the moved state.
-        if let Some(more) = proposals.get(&e.pid)
+        // settling, not yet the moved state. Its own move, to the node it
+        // chose, whatever numad would choose now.
+        if let Some((process, node)) = e.memory_to
             && e.rounds <= self.params.max_settle_rounds
+            && share_on(s, process.tid, node).is_some_and(|x| x < 0.9)
         {
-            for d in more {
-                plan.push(
-                    d.action.clone(),
-                    format!(
-                        "auto: experiment {} ({MEMORY_HOME} of {}), still moving: {}",
-                        e.number, e.label, d.reason
-                    ),
-                );
-            }
+            plan.push(
+                Action::MoveMemory {
+                    process,
+                    to_node: node,
+                    max_pages: None,
+                },
+                format!(
+                    "auto: experiment {} ({MEMORY_HOME} of {}), still moving its memory to node {node} \
+                     ({:.0} % there)",
+                    e.number,
+                    e.label,
+                    100.0 * share_on(s, process.tid, node).unwrap_or(0.0)
+                ),
+            );
             self.trial = Some(e);
             return;
         }
         match e.trial.observe(&self.judge, progress) {
             Verdict::Wait => self.trial = Some(e),
-            Verdict::Keep { gain } => {
+            Verdict::Keep { own, all } => {
                 // The move stays, and the group is not moved again for a
                 // while; the next baseline starts from the moved state.
                 // Said in the reasons of the next experiment.
                 self.backoff
                     .hold(e.pid, MEMORY_HOME, s.seq + self.judge.backoff_rounds);
                 self.verdicts.push(format!(
-                    "experiment {} ({MEMORY_HOME} of {}) kept: the groups in scope went {} over                      {} rounds",
+                    "experiment {} ({MEMORY_HOME} of {}) kept: it went {}, the groups in scope \
+                     together {}, over {} rounds",
                     e.number,
                     e.label,
-                    percent(gain),
+                    percent(own),
+                    percent(all),
                     self.judge.measure_rounds
                 ));
                 self.history.clear();
             }
-            Verdict::RollBack { gain } => {
+            Verdict::RollBack { own, all } => {
                 let wait = self
                     .backoff
                     .rolled_back(&self.judge, e.pid, MEMORY_HOME, s.seq);
                 let why = format!(
-                    "the groups in scope went {} over {} rounds (a move is kept above {}); not \
+                    "it went {}, the groups in scope together {}, over {} rounds (a move is kept \
+                     when the group gains more than {} and the groups together do not lose); not \
                      tried on it again for {wait} rounds",
-                    percent(gain),
+                    percent(own),
+                    percent(all),
                     self.judge.measure_rounds,
                     percent(self.judge.margin)
                 );
@@ -387,7 +471,13 @@ impl Auto {
                 number: self.experiments,
                 pid,
                 label,
-                trial: Trial::new(baseline),
+                trial: Trial::new(pid, baseline),
+                memory_to: decisions.iter().find_map(|d| match d.action {
+                    Action::MoveMemory {
+                        process, to_node, ..
+                    } => Some((process, to_node)),
+                    _ => None,
+                }),
                 undo,
                 rounds: 0,
             });
@@ -426,8 +516,32 @@ impl Policy for Auto {
         }
         let mut plan = Plan::default();
         self.finish_undoing(s, &mut plan);
+        // A move is tried only where its premise holds (the one under
+        // trial goes on whatever it shows now).
+        let under_trial = self.trial.as_ref().map(|e| e.pid);
+        let mut premise: BTreeMap<i32, String> = BTreeMap::new();
+        proposals.retain(|&pid, _| {
+            if Some(pid) == under_trial {
+                return true;
+            }
+            match worth_bringing_together(view, pid) {
+                Ok(why) => {
+                    premise.insert(pid, why);
+                    true
+                }
+                Err(_) => false,
+            }
+        });
+        for (pid, ds) in proposals.iter_mut() {
+            if let Some(why) = premise.get(pid) {
+                for d in ds {
+                    d.reason = format!("{} ({why})", d.reason);
+                }
+            }
+        }
         let Some(progress) = progress(view) else {
-            // Nothing counted, nothing judged: numad's moves as they are.
+            // Nothing counted, nothing judged: numad's moves as they are,
+            // where their premise holds.
             for d in proposals.into_values().flatten() {
                 plan.push(
                     d.action,
@@ -440,7 +554,7 @@ impl Policy for Auto {
             return plan;
         };
         if self.trial.is_some() {
-            self.go_on(s, &progress, &proposals, &mut plan);
+            self.go_on(s, &progress, &mut plan);
         } else {
             self.history.push(&progress, self.judge.measure_rounds);
             let busy: BTreeSet<i32> = self.undoing.iter().map(|(p, ..)| p.tid).collect();

@@ -26,6 +26,9 @@ fn round(seq: u64, allowed: &CpuSet, ips: Option<u64>) -> Snapshot {
     for tid in [101, 102] {
         tasks.push(Task {
             utime: seq * 100,
+            // Runs on the first CPU it may: node 0 while the whole machine
+            // is allowed, far from its memory.
+            last_cpu: allowed.first(),
             ..task(tid, 100, allowed)
         });
     }
@@ -223,5 +226,32 @@ fn parameters_out_of_range_are_refused_naming_the_key() {
     ] {
         let e = p.validate().unwrap_err();
         assert!(e.starts_with(key), "{e}");
+    }
+}
+
+/// numad's move is tried only where it has a premise: memory larger than
+/// the last-level cache, and threads running far from it.
+#[test]
+fn a_group_near_its_memory_or_within_the_cache_is_not_moved() {
+    let t = topo();
+    // Threads on node 1 with all the memory: nothing to bring together.
+    let mut auto = Auto::new(AutoParams::default());
+    for seq in 1..=10 {
+        let mut s = round(seq, t.span(), Some(1_000_000_000));
+        for task in &mut s.tasks {
+            task.last_cpu = node1(&t).first();
+        }
+        assert!(decide(&mut auto, &t, &s).is_empty(), "round {seq}");
+    }
+    // Far from it, but 8 MiB: fits the 16 MiB L3.
+    let mut auto = Auto::new(AutoParams::default());
+    for seq in 1..=10 {
+        let mut s = round(seq, t.span(), None);
+        for g in &mut s.groups {
+            if let Some(m) = &mut g.memory {
+                m.get_mut(&1).unwrap().anon = 8 << 20;
+            }
+        }
+        assert!(decide(&mut auto, &t, &s).is_empty(), "round {seq}");
     }
 }

@@ -475,7 +475,7 @@ pub fn generate(args: &crate::cli::GenerateArgs) -> Result<()> {
         Some(path) => {
             super::check_output(path, "--out")?;
             super::write_atomically(path, &m.text, 0o644)?;
-            eprintln!("{}: {} ({})", path.display(), m.name, path.display());
+            eprintln!("{}: {}", path.display(), m.name);
         }
         None => print!("{}", m.text),
     }
