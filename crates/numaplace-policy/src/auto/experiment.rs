@@ -84,44 +84,80 @@ impl History {
     }
 }
 
-/// What the judge says of a change under trial.
+/// What the judge says of changes under trial.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
     /// Still settling or measuring.
     Wait,
-    /// The group moved went faster by `own` (a fraction, e.g. 0.07), and
-    /// the groups in scope together (`all`, the moved one included) did
-    /// not go slower: keep it.
-    Keep { own: f64, all: f64 },
-    /// It did not, or its neighbours paid for it: undo it.
-    RollBack { own: f64, all: f64 },
-    /// A group came or went during the trial, so the rounds after cannot
-    /// be compared with the rounds before: undo it, as nothing shows it
-    /// helped (a group that exits frees the machine and would make any
-    /// change look good).
+    /// Measured: see [`Judgement::keeps`].
+    Judged(Judgement),
+    /// A group came or went during the trial and no group left unmoved
+    /// was measured throughout to tell the machine's change from the
+    /// moves': undo them, as nothing shows they helped.
     Unjudged,
 }
 
-/// One change under trial: every group's baseline, and its progress since.
+/// The measured changes of a trial.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    /// Each moved group's own change (a fraction, e.g. 0.07).
+    pub own: BTreeMap<i32, f64>,
+    /// The groups in scope together, the moved ones included.
+    pub all: f64,
+    /// When groups came or went during the trial: the change of the groups
+    /// left unmoved that were measured throughout (the machine's own
+    /// change, which the moved groups' changes are judged against).
+    pub control: Option<f64>,
+}
+
+impl Judgement {
+    /// A moved group's change is kept when the group went faster by more
+    /// than the margin and the groups together did not go slower: judged
+    /// over all groups alone, one group's gain among many would drown in
+    /// the mean; judged alone, a gain its neighbours paid for would be
+    /// kept.
+    ///
+    /// When groups came or went, every group's progress changed with the
+    /// machine's load: a moved group is then judged against the unmoved
+    /// ones (its change over theirs must exceed the margin), and the
+    /// neighbours' change cannot be told from the load's.
+    pub fn keeps(&self, pid: i32, margin: f64) -> bool {
+        let Some(&own) = self.own.get(&pid) else {
+            return false;
+        };
+        match self.control {
+            None => own > margin && self.all > 0.0,
+            Some(c) => (1.0 + own) / (1.0 + c) - 1.0 > margin,
+        }
+    }
+}
+
+/// Changes under trial: every group's baseline, and its progress since.
 #[derive(Debug, Clone)]
 pub struct Trial {
-    /// The group the change was made to.
-    moved: i32,
+    /// The groups changed.
+    moved: Vec<i32>,
     baseline: BTreeMap<i32, f64>,
     rounds: usize,
     after: BTreeMap<i32, Vec<f64>>,
+    /// Rounds measured so far.
+    measured: usize,
+    /// A group came or went since the baseline.
+    changed: bool,
 }
 
 impl Trial {
-    /// A trial of a change to group `moved` against `baseline` (pid ->
-    /// mean instructions per second before the change), which names every
-    /// group it judges.
-    pub fn new(moved: i32, baseline: BTreeMap<i32, f64>) -> Trial {
+    /// A trial of changes to the groups `moved` against `baseline` (pid
+    /// -> mean instructions per second before the change), which names
+    /// every group it judges.
+    pub fn new(moved: Vec<i32>, baseline: BTreeMap<i32, f64>) -> Trial {
         Trial {
             moved,
             baseline,
             rounds: 0,
             after: BTreeMap::new(),
+            measured: 0,
+            changed: false,
         }
     }
 
@@ -130,12 +166,11 @@ impl Trial {
         self.rounds += 1;
         let same = self.baseline.len() == progress.len()
             && progress.keys().all(|pid| self.baseline.contains_key(pid));
-        if !same {
-            return Verdict::Unjudged;
-        }
+        self.changed |= !same;
         if self.rounds <= params.settle_rounds {
             return Verdict::Wait;
         }
+        self.measured += 1;
         for (pid, p) in progress {
             if self.baseline.contains_key(pid) {
                 self.after.entry(*pid).or_default().push(*p);
@@ -144,24 +179,39 @@ impl Trial {
         if self.rounds < params.settle_rounds + params.measure_rounds {
             return Verdict::Wait;
         }
-        let (own, all) = (self.gain_of(Some(self.moved)), self.gain_of(None));
-        // The moved group must gain more than the noise, and the groups
-        // together must not lose: judged over all groups alone, one
-        // group's gain among many would drown in the mean.
-        if own > params.margin && all > 0.0 {
-            Verdict::Keep { own, all }
+        let own = self
+            .moved
+            .iter()
+            .filter(|pid| self.after.contains_key(*pid))
+            .map(|&pid| (pid, self.gain_of(|p| p == pid)))
+            .collect();
+        let control = if self.changed {
+            // Unmoved groups measured in every round since the change.
+            let steady = |p: i32| {
+                !self.moved.contains(&p)
+                    && self.after.get(&p).is_some_and(|a| a.len() == self.measured)
+            };
+            if !self.baseline.keys().any(|&p| steady(p)) {
+                return Verdict::Unjudged;
+            }
+            Some(self.gain_of(steady))
         } else {
-            Verdict::RollBack { own, all }
-        }
+            None
+        };
+        Verdict::Judged(Judgement {
+            own,
+            all: self.gain_of(|_| true),
+            control,
+        })
     }
 
     /// exp(mean of ln(after / before)) - 1 over the groups measured both
-    /// before and after (`only` one of them, if given); 0 if none.
-    pub fn gain_of(&self, only: Option<i32>) -> f64 {
+    /// before and after that `which` takes; 0 if none.
+    pub fn gain_of(&self, which: impl Fn(i32) -> bool) -> f64 {
         let logs: Vec<f64> = self
             .baseline
             .iter()
-            .filter(|(pid, b)| **b > 0.0 && only.is_none_or(|o| o == **pid))
+            .filter(|(pid, b)| **b > 0.0 && which(**pid))
             .filter_map(|(pid, b)| {
                 let a = self.after.get(pid)?;
                 let mean = a.iter().sum::<f64>() / a.len().max(1) as f64;
@@ -231,15 +281,33 @@ mod tests {
         v.iter().copied().collect()
     }
 
-    /// Runs a trial whose rounds give the groups these rates, until it
-    /// decides; returns the verdict and the rounds it took.
-    fn judge(baseline: &[(i32, f64)], after: &[(i32, f64)]) -> (Verdict, usize) {
+    /// What the tests check of a verdict on group 1's change.
+    #[derive(Debug, PartialEq)]
+    enum Verdict1 {
+        Keep { own: f64, all: f64 },
+        RollBack { own: f64, all: f64 },
+        Unjudged,
+    }
+
+    /// Runs a trial of a change to group 1 whose rounds give the groups
+    /// these rates, until it decides; returns the verdict and the rounds
+    /// it took.
+    fn judge(baseline: &[(i32, f64)], after: &[(i32, f64)]) -> (Verdict1, usize) {
         let p = JudgeParams::default();
-        let mut t = Trial::new(1, progress(baseline));
+        let mut t = Trial::new(vec![1], progress(baseline));
         for round in 1..=100 {
             match t.observe(&p, &progress(after)) {
                 Verdict::Wait => {}
-                v => return (v, round),
+                Verdict::Unjudged => return (Verdict1::Unjudged, round),
+                Verdict::Judged(j) => {
+                    let (own, all) = (j.own[&1], j.all);
+                    let v = if j.keeps(1, p.margin) {
+                        Verdict1::Keep { own, all }
+                    } else {
+                        Verdict1::RollBack { own, all }
+                    };
+                    return (v, round);
+                }
             }
         }
         panic!("no verdict in 100 rounds");
@@ -250,7 +318,7 @@ mod tests {
         let p = JudgeParams::default();
         let (v, rounds) = judge(&[(1, 1e9), (2, 2e9)], &[(1, 0.8e9), (2, 2e9)]);
         assert!(
-            matches!(v, Verdict::RollBack { own, .. } if own < -0.05),
+            matches!(v, Verdict1::RollBack { own, .. } if own < -0.05),
             "{v:?}"
         );
         assert_eq!(rounds, p.settle_rounds + p.measure_rounds);
@@ -260,7 +328,7 @@ mod tests {
     fn a_change_that_helps_is_kept() {
         let (v, _) = judge(&[(1, 1e9), (2, 2e9)], &[(1, 1.3e9), (2, 2e9)]);
         match v {
-            Verdict::Keep { own, all } => {
+            Verdict1::Keep { own, all } => {
                 assert!((own - 0.3).abs() < 1e-9);
                 assert!((all - (1.3f64.sqrt() - 1.0)).abs() < 1e-9);
             }
@@ -271,7 +339,7 @@ mod tests {
     #[test]
     fn noise_within_the_margin_keeps_nothing() {
         let (v, _) = judge(&[(1, 1e9), (2, 2e9)], &[(1, 1.015e9), (2, 2.01e9)]);
-        assert!(matches!(v, Verdict::RollBack { .. }), "{v:?}");
+        assert!(matches!(v, Verdict1::RollBack { .. }), "{v:?}");
     }
 
     /// Among many groups, one group's gain is judged as that group's:
@@ -283,37 +351,61 @@ mod tests {
         after[0].1 = 1.1e9;
         after[5].1 = 0.995e9;
         let (v, _) = judge(&before, &after);
-        assert!(matches!(v, Verdict::Keep { own, .. } if (own - 0.1).abs() < 1e-9), "{v:?}");
+        assert!(matches!(v, Verdict1::Keep { own, .. } if (own - 0.1).abs() < 1e-9), "{v:?}");
+    }
+
+    /// Two groups moved at once are judged each by its own change: the
+    /// one that gained is kept, the one that lost is not.
+    #[test]
+    fn moves_tried_together_are_judged_one_by_one() {
+        let p = JudgeParams::default();
+        let before = progress(&[(1, 1e9), (2, 1e9), (3, 1e9)]);
+        let mut t = Trial::new(vec![1, 2], before);
+        let after = progress(&[(1, 1.2e9), (2, 0.97e9), (3, 1e9)]);
+        let mut v = Verdict::Wait;
+        while v == Verdict::Wait {
+            v = t.observe(&p, &after);
+        }
+        let Verdict::Judged(j) = v else {
+            panic!("{v:?}")
+        };
+        assert!(j.keeps(1, p.margin) && !j.keeps(2, p.margin), "{j:?}");
     }
 
     #[test]
     fn a_gain_paid_for_by_the_neighbours_is_not_kept() {
         // The moved group +20 %, its neighbour -20 %: no better overall.
         let (v, _) = judge(&[(1, 1e9), (2, 1e9)], &[(1, 1.2e9), (2, 0.8e9)]);
-        assert!(matches!(v, Verdict::RollBack { .. }), "{v:?}");
+        assert!(matches!(v, Verdict1::RollBack { .. }), "{v:?}");
     }
 
     #[test]
     fn settling_rounds_are_not_measured() {
         let p = JudgeParams::default();
-        let mut t = Trial::new(1, progress(&[(1, 1e9)]));
+        let mut t = Trial::new(vec![1], progress(&[(1, 1e9)]));
         // The round right after the move is slow (pages moving): ignored.
         assert_eq!(t.observe(&p, &progress(&[(1, 0.1e9)])), Verdict::Wait);
         let mut v = Verdict::Wait;
         for _ in 0..p.measure_rounds {
             v = t.observe(&p, &progress(&[(1, 1.1e9)]));
         }
-        assert!(matches!(v, Verdict::Keep { .. }), "{v:?}");
+        assert!(matches!(&v, Verdict::Judged(j) if j.keeps(1, p.margin)), "{v:?}");
     }
 
     #[test]
-    fn a_trial_during_which_a_group_exits_or_arrives_is_not_judged() {
-        // Group 2 exits: group 1 speeds up because the machine is freer,
-        // not because of the change.
-        let (v, rounds) = judge(&[(1, 1e9), (2, 1e9)], &[(1, 1.3e9)]);
-        assert_eq!((v, rounds), (Verdict::Unjudged, 1));
+    fn when_a_group_exits_the_moved_one_is_judged_against_the_unmoved() {
+        // Group 3 exits: the machine is freer, so group 2 (unmoved) goes
+        // 20 % faster, and group 1 as much: the move did nothing.
+        let (v, _) = judge(&[(1, 1e9), (2, 1e9), (3, 1e9)], &[(1, 1.2e9), (2, 1.2e9)]);
+        assert!(matches!(v, Verdict1::RollBack { .. }), "{v:?}");
+        // Group 1 went 50 % faster, the unmoved one 20 %: the move helped.
+        let (v, _) = judge(&[(1, 1e9), (2, 1e9), (3, 1e9)], &[(1, 1.5e9), (2, 1.2e9)]);
+        assert!(matches!(v, Verdict1::Keep { .. }), "{v:?}");
+        // No unmoved group measured throughout: nothing to judge against.
+        let (v, _) = judge(&[(1, 1e9), (2, 1e9)], &[(1, 1.3e9)]);
+        assert_eq!(v, Verdict1::Unjudged);
         let (v, _) = judge(&[(1, 1e9)], &[(1, 1.3e9), (3, 1e9)]);
-        assert_eq!(v, Verdict::Unjudged);
+        assert_eq!(v, Verdict1::Unjudged);
     }
 
     #[test]

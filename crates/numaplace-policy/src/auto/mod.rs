@@ -85,20 +85,26 @@ impl AutoParams {
 /// The kind of move numad's placement is, in back-offs and reasons.
 const MEMORY_HOME: &str = "numad-like placement";
 
-/// A move under trial.
-struct Experiment {
-    number: u64,
+/// One group's move in an experiment.
+struct Move {
     pid: i32,
     label: String,
-    trial: Trial,
     /// What puts the group back: its threads' affinities and the node
     /// that held most of its memory before the move.
     undo: Vec<Action>,
-    /// Rounds since the move was made.
-    rounds: usize,
     /// The memory move it made, carried on while the engine's rate limit
     /// spreads it over rounds: the process and the node.
     memory_to: Option<(TaskId, u32)>,
+}
+
+/// Moves under trial, made in one round and judged together, each by its
+/// own group's progress.
+struct Experiment {
+    number: u64,
+    moves: Vec<Move>,
+    trial: Trial,
+    /// Rounds since the moves were made.
+    rounds: usize,
 }
 
 pub struct Auto {
@@ -316,96 +322,111 @@ impl Auto {
         });
     }
 
-    /// One round of the experiment under way: the move's own actions
-    /// carried on while it settles, then the verdict.
-    fn go_on(
-        &mut self,
-        s: &Snapshot,
-        progress: &BTreeMap<i32, f64>,
-        plan: &mut Plan,
-    ) {
+    /// One round of the experiment under way: the moves' memory carried
+    /// on while it settles, then the verdict on each move.
+    fn go_on(&mut self, s: &Snapshot, progress: &BTreeMap<i32, f64>, plan: &mut Plan) {
         let Some(mut e) = self.trial.take() else {
             return;
         };
         e.rounds += 1;
-        if s.group(e.pid).is_none() {
-            return; // the group exited: nothing to judge or undo
+        e.moves.retain(|m| s.group(m.pid).is_some()); // exited: nothing to undo
+        if e.moves.is_empty() {
+            return;
         }
-        // Still carrying the move out (memory at the rate limit): that is
+        // Still carrying a move out (memory at the rate limit): that is
         // settling, not yet the moved state. Its own move, to the node it
         // chose, whatever numad would choose now.
-        if let Some((process, node)) = e.memory_to
-            && e.rounds <= self.params.max_settle_rounds
-            && share_on(s, process.tid, node).is_some_and(|x| x < 0.9)
-        {
-            plan.push(
-                Action::MoveMemory {
-                    process,
-                    to_node: node,
-                    max_pages: None,
-                },
-                format!(
-                    "auto: experiment {} ({MEMORY_HOME} of {}), still moving its memory to node {node} \
-                     ({:.0} % there)",
-                    e.number,
-                    e.label,
-                    100.0 * share_on(s, process.tid, node).unwrap_or(0.0)
-                ),
-            );
+        let mut moving = false;
+        if e.rounds <= self.params.max_settle_rounds {
+            for m in &e.moves {
+                let Some((process, node)) = m.memory_to else {
+                    continue;
+                };
+                let there = share_on(s, process.tid, node).unwrap_or(1.0);
+                if there < 0.9 {
+                    moving = true;
+                    plan.push(
+                        Action::MoveMemory {
+                            process,
+                            to_node: node,
+                            max_pages: None,
+                        },
+                        format!(
+                            "auto: experiment {} ({MEMORY_HOME} of {}), still moving its memory \
+                             to node {node} ({:.0} % there)",
+                            e.number,
+                            m.label,
+                            100.0 * there
+                        ),
+                    );
+                }
+            }
+        }
+        if moving {
             self.trial = Some(e);
             return;
         }
         match e.trial.observe(&self.judge, progress) {
             Verdict::Wait => self.trial = Some(e),
-            Verdict::Keep { own, all } => {
-                // The move stays, and the group is not moved again for a
-                // while; the next baseline starts from the moved state.
-                // Said in the reasons of the next experiment.
-                self.backoff
-                    .hold(e.pid, MEMORY_HOME, s.seq + self.judge.backoff_rounds);
-                self.verdicts.push(format!(
-                    "experiment {} ({MEMORY_HOME} of {}) kept: it went {}, the groups in scope \
-                     together {}, over {} rounds",
-                    e.number,
-                    e.label,
-                    percent(own),
-                    percent(all),
-                    self.judge.measure_rounds
-                ));
+            Verdict::Judged(j) => {
+                let number = e.number;
+                for m in e.moves {
+                    let own = j.own.get(&m.pid).copied().unwrap_or(0.0);
+                    if j.keeps(m.pid, self.judge.margin) {
+                        // The move stays, and the group is not moved again
+                        // for a while; the next baseline starts from the
+                        // moved state. Said in the next experiment's
+                        // reasons.
+                        self.backoff
+                            .hold(m.pid, MEMORY_HOME, s.seq + self.judge.backoff_rounds);
+                        self.verdicts.push(format!(
+                            "experiment {number} ({MEMORY_HOME} of {}) kept: it went {}, the \
+                             groups in scope together {}, over {} rounds",
+                            m.label,
+                            percent(own),
+                            percent(j.all),
+                            self.judge.measure_rounds
+                        ));
+                    } else {
+                        let wait = self
+                            .backoff
+                            .rolled_back(&self.judge, m.pid, MEMORY_HOME, s.seq);
+                        let why = format!(
+                            "it went {}, the groups in scope together {}, over {} rounds (a move \
+                             is kept when its group gains more than {} and the groups together \
+                             do not lose); not tried on it again for {wait} rounds",
+                            percent(own),
+                            percent(j.all),
+                            self.judge.measure_rounds,
+                            percent(self.judge.margin)
+                        );
+                        self.roll_back(number, m, &why, plan);
+                    }
+                }
                 self.history.clear();
             }
-            Verdict::RollBack { own, all } => {
-                let wait = self
-                    .backoff
-                    .rolled_back(&self.judge, e.pid, MEMORY_HOME, s.seq);
-                let why = format!(
-                    "it went {}, the groups in scope together {}, over {} rounds (a move is kept \
-                     when the group gains more than {} and the groups together do not lose); not \
-                     tried on it again for {wait} rounds",
-                    percent(own),
-                    percent(all),
-                    self.judge.measure_rounds,
-                    percent(self.judge.margin)
-                );
-                self.roll_back(e, &why, plan);
-            }
             Verdict::Unjudged => {
-                // Nothing learnt about the move itself: held back for the
-                // first back-off only, not counted as a failure.
+                // Nothing learnt about the moves themselves: held back for
+                // the first back-off only, not counted as failures.
                 let wait = self.judge.backoff_rounds;
-                self.backoff.hold(e.pid, MEMORY_HOME, s.seq + wait);
                 let why = format!(
-                    "a group came or went while it was measured, so before and after cannot be \
-                     compared; undone as unproven, tried again after {wait} rounds"
+                    "a group came or went while it was measured and no group left unmoved was \
+                     measured throughout to judge the moves against; undone as unproven, tried \
+                     again after {wait} rounds"
                 );
-                self.roll_back(e, &why, plan);
+                for m in e.moves {
+                    self.backoff.hold(m.pid, MEMORY_HOME, s.seq + wait);
+                    self.roll_back(e.number, m, &why, plan);
+                }
+                self.history.clear();
             }
         }
     }
 
-    /// Undoes experiment `e`, saying `why` in each undoing action's reason.
-    fn roll_back(&mut self, e: Experiment, why: &str, plan: &mut Plan) {
-        for a in e.undo {
+    /// Undoes move `m` of experiment `number`, saying `why` in each
+    /// undoing action's reason.
+    fn roll_back(&mut self, number: u64, m: Move, why: &str, plan: &mut Plan) {
+        for a in m.undo {
             if let Action::MoveMemory {
                 process, to_node, ..
             } = &a
@@ -415,17 +436,17 @@ impl Auto {
             plan.push(
                 a,
                 format!(
-                    "auto: experiment {} ({MEMORY_HOME} of {}) rolled back: {why}",
-                    e.number, e.label
+                    "auto: experiment {number} ({MEMORY_HOME} of {}) rolled back: {why}",
+                    m.label
                 ),
             );
         }
-        self.history.clear();
     }
 
-    /// Starts an experiment on the first group numad would move whose move
-    /// is not held back, once every group in scope has a baseline.
-    fn try_one(
+    /// Once every group in scope has a baseline, starts an experiment of
+    /// every move numad proposes that is not held back: tried together
+    /// (numad would make them all at once), judged one by one.
+    fn try_moves(
         &mut self,
         view: &View<'_>,
         proposals: BTreeMap<i32, Vec<Decision>>,
@@ -443,46 +464,54 @@ impl Auto {
             return; // some group's baseline is not measured yet
         };
         let labels = view.labels();
+        let mut moves = Vec::new();
+        let number = self.experiments + 1;
+        let earlier: String = self.verdicts.drain(..).map(|v| v + "; ").collect();
         for (pid, decisions) in proposals {
             if !self.backoff.allows(pid, MEMORY_HOME, s.seq) || decisions.is_empty() {
                 continue;
             }
-            self.experiments += 1;
             let label = labels.get(&pid).cloned().unwrap_or_default();
-            let undo = undo_of(s, &decisions);
             let before = baseline.get(&pid).copied().unwrap_or(0.0);
-            let earlier: String = self.verdicts.drain(..).map(|v| v + "; ").collect();
             for d in &decisions {
                 plan.push(
                     d.action.clone(),
                     format!(
-                        "auto: {earlier}experiment {}: trying {MEMORY_HOME} of {label} (now \
-                         {:.3e} instructions/s, {} groups in scope judged over {n} rounds, kept \
-                         above {}): {}",
-                        self.experiments,
-                        before,
+                        "auto: {earlier}experiment {number}: trying {MEMORY_HOME} of {label} \
+                         (now {before:.3e} instructions/s, {} groups in scope judged over {n} \
+                         rounds, kept above {}): {}",
                         baseline.len(),
                         percent(self.judge.margin),
                         d.reason
                     ),
                 );
             }
-            self.trial = Some(Experiment {
-                number: self.experiments,
+            moves.push(Move {
                 pid,
-                label,
-                trial: Trial::new(pid, baseline),
+                undo: undo_of(s, &decisions),
                 memory_to: decisions.iter().find_map(|d| match d.action {
                     Action::MoveMemory {
                         process, to_node, ..
                     } => Some((process, to_node)),
                     _ => None,
                 }),
-                undo,
-                rounds: 0,
+                label,
             });
+        }
+        if moves.is_empty() {
+            if !earlier.is_empty() {
+                // Kept verdicts wait for the next experiment's reasons.
+                self.verdicts.push(earlier.trim_end_matches("; ").to_string());
+            }
             return;
         }
+        self.experiments = number;
+        self.trial = Some(Experiment {
+            number,
+            trial: Trial::new(moves.iter().map(|m| m.pid).collect(), baseline),
+            moves,
+            rounds: 0,
+        });
     }
 }
 
@@ -518,10 +547,14 @@ impl Policy for Auto {
         self.finish_undoing(s, &mut plan);
         // A move is tried only where its premise holds (the one under
         // trial goes on whatever it shows now).
-        let under_trial = self.trial.as_ref().map(|e| e.pid);
+        let under_trial: Vec<i32> = self
+            .trial
+            .as_ref()
+            .map(|e| e.moves.iter().map(|m| m.pid).collect())
+            .unwrap_or_default();
         let mut premise: BTreeMap<i32, String> = BTreeMap::new();
         proposals.retain(|&pid, _| {
-            if Some(pid) == under_trial {
+            if under_trial.contains(&pid) {
                 return true;
             }
             match worth_bringing_together(view, pid) {
@@ -562,7 +595,7 @@ impl Policy for Auto {
                 .into_iter()
                 .filter(|(pid, _)| !busy.contains(pid))
                 .collect();
-            self.try_one(view, proposals, &mut plan);
+            self.try_moves(view, proposals, &mut plan);
         }
         plan
     }
