@@ -28,10 +28,12 @@ pub struct NumadParams {
     pub cooldown_secs: u64,
     /// Move the process's memory with its threads.
     pub move_memory: bool,
-    /// Among the nodes a process fits, take the one already holding most
-    /// of its memory (none to move) over numad's roomiest: `auto`'s choice,
-    /// cheap to try and to undo. Off for `numad-like`, as numad.
-    pub prefer_memory_home: bool,
+    /// Among the nodes a process fits, take the one whose memory is the
+    /// least busy (the fewest LLC misses per second from the threads
+    /// running there, the process's own left out: seed 004's distributed
+    /// intensity) where misses are counted, numad's roomiest otherwise:
+    /// `auto`'s choice. Off for `numad-like`, as numad.
+    pub prefer_quiet_node: bool,
 }
 
 impl Default for NumadParams {
@@ -41,7 +43,7 @@ impl Default for NumadParams {
             min_cpu_percent: 50,
             cooldown_secs: 60,
             move_memory: true,
-            prefer_memory_home: false,
+            prefer_quiet_node: false,
         }
     }
 }
@@ -201,16 +203,21 @@ impl Policy for NumadLike {
                     && room_for[n.id].memory >= total as f64
                     && room_for[n.id].cpus + CPU_SLACK >= cpus
             };
-            let at_home = home
-                .map(|h| &t.nodes()[h])
-                .filter(|n| self.params.prefer_memory_home && !n.span.is_empty() && fits(n));
-            let Some(best) = at_home.or_else(|| {
-                t.cpu_nodes().filter(fits).max_by(|a, b| {
-                    room_for[a.id]
-                        .magnitude()
-                        .total_cmp(&room_for[b.id].magnitude())
-                        .then(b.id.cmp(&a.id))
-                })
+            let quiet = self
+                .params
+                .prefer_quiet_node
+                .then(|| misses_per_node(t, s, g.pid))
+                .flatten();
+            let Some(best) = t.cpu_nodes().filter(fits).max_by(|a, b| {
+                let by_room = room_for[a.id]
+                    .magnitude()
+                    .total_cmp(&room_for[b.id].magnitude());
+                match &quiet {
+                    // Fewer misses is better: b's against a's.
+                    Some(m) => m[b.id].total_cmp(&m[a.id]).then(by_room),
+                    None => by_room,
+                }
+                .then(b.id.cmp(&a.id))
             }) else {
                 continue; // fits no node
             };
@@ -323,6 +330,32 @@ fn placement_reason(
             _ => String::new(),
         }
     )
+}
+
+/// LLC misses per second of the threads that last ran on each node
+/// (dense id), those of process `except` left out; `None` when no thread's
+/// misses are counted.
+fn misses_per_node(t: &Topology, s: &Snapshot, except: i32) -> Option<Vec<f64>> {
+    let secs = s.interval_ns as f64 / 1e9;
+    if secs <= 0.0 {
+        return None;
+    }
+    let mut per = vec![0.0; t.nodes().len()];
+    let mut counted = false;
+    for task in s.tasks.iter().filter(|t| t.tgid != except) {
+        let Some(m) = s
+            .counters
+            .get(&task.tid)
+            .and_then(|c| c.get(numaplace_model::Counter::LlcMisses))
+        else {
+            continue;
+        };
+        counted = true;
+        if let Some(cpu) = task.last_cpu.and_then(|c| t.cpu_by_os_id(c)) {
+            per[cpu.node] += m as f64 / secs;
+        }
+    }
+    counted.then_some(per)
 }
 
 /// A process's measured CPU use may exceed its thread count by tick

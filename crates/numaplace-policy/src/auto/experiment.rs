@@ -36,7 +36,7 @@ pub struct JudgeParams {
 impl Default for JudgeParams {
     fn default() -> Self {
         JudgeParams {
-            measure_rounds: 3,
+            measure_rounds: 2,
             settle_rounds: 1,
             margin: 0.02,
             backoff_rounds: 30,

@@ -95,6 +95,9 @@ struct Move {
     /// The memory move it made, carried on while the engine's rate limit
     /// spreads it over rounds: the process and the node.
     memory_to: Option<(TaskId, u32)>,
+    /// The process's memory per node (kernel id) before the move, bytes:
+    /// what a rollback restores.
+    memory_before: BTreeMap<u32, u64>,
 }
 
 /// Moves under trial, made in one round and judged together, each by its
@@ -117,14 +120,22 @@ pub struct Auto {
     backoff: Backoff,
     trial: Option<Experiment>,
     /// Memory moves of a rollback still to finish (the engine's rate
-    /// limit may spread one over several rounds): process, node, rounds
-    /// left.
-    undoing: Vec<(TaskId, u32, usize)>,
+    /// limit may spread one over several rounds): process, node, the share
+    /// of the process's memory that node held before, rounds left.
+    undoing: Vec<(TaskId, u32, f64, usize)>,
     experiments: u64,
     /// Verdicts of kept moves not yet said (a kept move has no action of
     /// its own to carry its reason): told in the next experiment's reasons.
     verdicts: Vec<String>,
+    /// The round each group in scope was first seen.
+    first_seen: BTreeMap<i32, u64>,
 }
+
+/// Rounds a group must have run, as a multiple of the measured rounds,
+/// before it is moved: a group starting up (caches and memory filling)
+/// runs slower than it will, and a baseline taken then makes any move
+/// look good.
+const SETTLED_AGE: u64 = 3;
 
 impl Auto {
     pub fn new(params: AutoParams) -> Auto {
@@ -133,6 +144,7 @@ impl Auto {
             params,
             numad: NumadLike::new(NumadParams {
                 cooldown_secs: 0,
+                prefer_quiet_node: true,
                 ..NumadParams::default()
             }),
             history: History::default(),
@@ -141,6 +153,7 @@ impl Auto {
             undoing: Vec::new(),
             experiments: 0,
             verdicts: Vec::new(),
+            first_seen: BTreeMap::new(),
         }
     }
 }
@@ -173,49 +186,28 @@ pub fn progress(view: &View<'_>) -> Option<BTreeMap<i32, f64>> {
     counted.then_some(out)
 }
 
-/// The actions that undo `decisions` on `s`: each pinned thread back to
-/// the affinity it has now, and memory moved back to the node that holds
-/// most of the process's memory now.
+/// The pins that undo `decisions` on `s`: each pinned thread back to the
+/// affinity it has now. Memory is put back by [`Auto::roll_back`], from
+/// where it was before ([`Move::memory_before`]).
 fn undo_of(s: &Snapshot, decisions: &[Decision]) -> Vec<Action> {
     let mut undo = Vec::new();
     for d in decisions {
-        match &d.action {
-            Action::Pin { task, tgid, .. } => {
-                if let Some(t) = s.task(task.tid).filter(|t| t.id() == *task) {
-                    undo.push(Action::Pin {
-                        task: *task,
-                        tgid: *tgid,
-                        cpus: t.allowed_cpus.clone(),
-                    });
-                }
-            }
-            Action::MoveMemory {
-                process, to_node, ..
-            }
-            | Action::MoveWindow {
-                process, to_node, ..
-            } => {
-                let home = s
-                    .group(process.tid)
-                    .and_then(|g| g.memory_total())
-                    .and_then(|m| m.into_iter().max_by_key(|&(_, b)| b))
-                    .map(|(n, _)| n);
-                if let Some(home) = home.filter(|n| n != to_node)
-                    && !undo
-                        .iter()
-                        .any(|a| matches!(a, Action::MoveMemory { process: p, .. } if p == process))
-                {
-                    undo.push(Action::MoveMemory {
-                        process: *process,
-                        to_node: home,
-                        max_pages: None,
-                    });
-                }
-            }
+        if let Action::Pin { task, tgid, .. } = &d.action
+            && let Some(t) = s.task(task.tid).filter(|t| t.id() == *task)
+        {
+            undo.push(Action::Pin {
+                task: *task,
+                tgid: *tgid,
+                cpus: t.allowed_cpus.clone(),
+            });
         }
     }
     undo
 }
+
+/// Bytes of a page, for moving a share of a process's memory (the
+/// kernel's base page; huge pages move as many of them).
+const PAGE: u64 = 4096;
 
 /// How far a group's threads reach for their memory: the mean over its
 /// threads of the distance to each byte of the group's memory, in units
@@ -250,6 +242,44 @@ pub fn reach(view: &View<'_>, pid: i32) -> Option<f64> {
     (!per_thread.is_empty()).then(|| per_thread.iter().sum::<f64>() / per_thread.len() as f64)
 }
 
+/// How differently a group's memory and its threads are spread over the
+/// nodes: half the sum over nodes of |share of its threads there - share
+/// of its memory there| (0: alike, 1: apart); `None` when not known. The
+/// process's memory per node does not say which thread uses which page:
+/// spread like the threads, it is most likely each thread's own, first
+/// touched where it runs.
+fn spread_like_threads(view: &View<'_>, pid: i32) -> Option<f64> {
+    let (t, s) = (view.topology, view.snapshot);
+    let g = s.group(pid)?;
+    let mem = g.memory_total()?;
+    let total: u64 = mem.values().sum();
+    let nodes: Vec<u32> = g
+        .threads
+        .iter()
+        .filter_map(|&tid| s.task(tid)?.last_cpu)
+        .filter_map(|c| t.cpu_by_os_id(c))
+        .map(|c| t.nodes()[c.node].os_id)
+        .collect();
+    if total == 0 || nodes.is_empty() {
+        return None;
+    }
+    let mut all: std::collections::BTreeSet<u32> = mem.keys().copied().collect();
+    all.extend(nodes.iter().copied());
+    let d: f64 = all
+        .iter()
+        .map(|n| {
+            let threads = nodes.iter().filter(|&&x| x == *n).count() as f64 / nodes.len() as f64;
+            let memory = *mem.get(n).unwrap_or(&0) as f64 / total as f64;
+            (threads - memory).abs()
+        })
+        .sum();
+    Some(d / 2.0)
+}
+
+/// Below this difference ([`spread_like_threads`]) a multithreaded
+/// group's memory is taken as its threads' own, local to each.
+const LIKE_THREADS: f64 = 0.25;
+
 /// Reach below which bringing a group and its memory together has too
 /// little to gain to pay for the move and the pin (a fifth of all
 /// accesses crossing a socket link, or every access crossing to the
@@ -278,6 +308,16 @@ fn worth_bringing_together(view: &View<'_>, pid: i32) -> Result<String, String> 
             llc >> 20
         ));
     }
+    if let Some(d) = spread_like_threads(view, pid)
+        && d < LIKE_THREADS
+    {
+        return Err(format!(
+            "its memory lies over the nodes its threads run on as they are spread there \
+             (they differ by {:.0} %), as first touch leaves each thread's own memory: what \
+             each thread uses is likely local already",
+            100.0 * d
+        ));
+    }
     match reach(view, pid) {
         Some(r) if r >= FAR_ENOUGH => Ok(format!(
             "its threads reach {r:.2} local distances beyond their own node for its memory"
@@ -287,6 +327,22 @@ fn worth_bringing_together(view: &View<'_>, pid: i32) -> Result<String, String> 
         )),
         None => Err("where its memory or threads are is not known".into()),
     }
+}
+
+/// The move that brings `process`'s memory on `node` back up to the share
+/// `want` of it (a little short counts as back), if it is short of it.
+fn restore(s: &Snapshot, process: TaskId, node: u32, want: f64) -> Option<Action> {
+    let m = s.group(process.tid)?.memory_total()?;
+    let total: u64 = m.values().sum();
+    let now = *m.get(&node).unwrap_or(&0) as f64 / total.max(1) as f64;
+    if total == 0 || now >= want - 0.05 {
+        return None;
+    }
+    Some(Action::MoveMemory {
+        process,
+        to_node: node,
+        max_pages: Some((((want - now) * total as f64) as u64).div_ceil(PAGE).max(1)),
+    })
 }
 
 /// The share of `pid`'s memory on `node`, if its memory is known.
@@ -301,22 +357,24 @@ fn percent(x: f64) -> String {
 }
 
 impl Auto {
-    /// A rollback's memory moves still to finish, asked again while most
-    /// of the memory is not back (at most a few rounds).
+    /// A rollback's memory moves still to finish, asked again while a node
+    /// holds less of the process's memory than it did before the move (at
+    /// most a few rounds).
     fn finish_undoing(&mut self, s: &Snapshot, plan: &mut Plan) {
-        self.undoing.retain_mut(|(process, node, left)| {
-            let back = share_on(s, process.tid, *node).is_none_or(|x| x >= 0.9);
-            if back || *left == 0 {
+        self.undoing.retain_mut(|(process, node, want, left)| {
+            let Some(action) = restore(s, *process, *node, *want) else {
+                return false;
+            };
+            if *left == 0 {
                 return false;
             }
             *left -= 1;
             plan.push(
-                Action::MoveMemory {
-                    process: *process,
-                    to_node: *node,
-                    max_pages: None,
-                },
-                format!("auto: rollback: memory back to node {node}, continued"),
+                action,
+                format!(
+                    "auto: rollback: memory back to node {node} ({:.0} % of it was there), continued",
+                    100.0 * *want
+                ),
             );
             true
         });
@@ -400,7 +458,7 @@ impl Auto {
                             self.judge.measure_rounds,
                             percent(self.judge.margin)
                         );
-                        self.roll_back(number, m, &why, plan);
+                        self.roll_back(s, number, m, &why, plan);
                     }
                 }
                 self.history.clear();
@@ -416,7 +474,7 @@ impl Auto {
                 );
                 for m in e.moves {
                     self.backoff.hold(m.pid, MEMORY_HOME, s.seq + wait);
-                    self.roll_back(e.number, m, &why, plan);
+                    self.roll_back(s, e.number, m, &why, plan);
                 }
                 self.history.clear();
             }
@@ -424,15 +482,21 @@ impl Auto {
     }
 
     /// Undoes move `m` of experiment `number`, saying `why` in each
-    /// undoing action's reason.
-    fn roll_back(&mut self, number: u64, m: Move, why: &str, plan: &mut Plan) {
-        for a in m.undo {
-            if let Action::MoveMemory {
-                process, to_node, ..
-            } = &a
-            {
-                self.undoing.push((*process, *to_node, 4));
+    /// undoing action's reason: the threads' affinities as they were, and
+    /// the memory back to the nodes it was on, in the shares it had there.
+    fn roll_back(&mut self, s: &Snapshot, number: u64, m: Move, why: &str, plan: &mut Plan) {
+        let mut undo = m.undo;
+        if let Some((process, _)) = m.memory_to {
+            let before: u64 = m.memory_before.values().sum();
+            for (&node, &bytes) in &m.memory_before {
+                let want = bytes as f64 / before.max(1) as f64;
+                if let Some(a) = restore(s, process, node, want) {
+                    self.undoing.push((process, node, want, 4));
+                    undo.push(a);
+                }
             }
+        }
+        for a in undo {
             plan.push(
                 a,
                 format!(
@@ -489,6 +553,10 @@ impl Auto {
             moves.push(Move {
                 pid,
                 undo: undo_of(s, &decisions),
+                memory_before: s
+                    .group(pid)
+                    .and_then(|g| g.memory_total())
+                    .unwrap_or_default(),
                 memory_to: decisions.iter().find_map(|d| match d.action {
                     Action::MoveMemory {
                         process, to_node, ..
@@ -538,6 +606,11 @@ impl Policy for Auto {
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let s = view.snapshot;
         self.backoff.retain(|pid| s.group(pid).is_some());
+        self.first_seen.retain(|pid, _| s.group(*pid).is_some());
+        for &pid in view.managed {
+            self.first_seen.entry(pid).or_insert(s.seq);
+        }
+        let settled_after = SETTLED_AGE * self.judge.measure_rounds as u64;
         // numad is asked every round, about every group in scope.
         let mut proposals: BTreeMap<i32, Vec<Decision>> = BTreeMap::new();
         for d in self.numad.decide(view).decisions {
@@ -556,6 +629,13 @@ impl Policy for Auto {
         proposals.retain(|&pid, _| {
             if under_trial.contains(&pid) {
                 return true;
+            }
+            if self
+                .first_seen
+                .get(&pid)
+                .is_none_or(|&f| s.seq < f + settled_after)
+            {
+                return false; // still starting up
             }
             match worth_bringing_together(view, pid) {
                 Ok(why) => {

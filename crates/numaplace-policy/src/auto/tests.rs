@@ -93,9 +93,11 @@ fn without_instruction_counts_it_makes_numads_move_without_an_experiment() {
     let t = topo();
     let mut auto = Auto::new(AutoParams::default());
     let (seq, plan) = until_it_moves(&mut auto, &t, None);
+    let p = AutoParams::default();
     assert_eq!(
-        seq, 2,
-        "at the second round (numad measures CPU use over a round first), nothing else to measure"
+        seq,
+        1 + SETTLED_AGE * p.measure_rounds as u64,
+        "once it has run past its start (nothing else to measure first)"
     );
     assert!(
         plan.decisions
@@ -116,7 +118,11 @@ fn a_move_that_slows_the_groups_is_rolled_back_and_held_back() {
     let p = AutoParams::default();
     let mut auto = Auto::new(p.clone());
     let (moved, plan) = until_it_moves(&mut auto, &t, Some(1_000_000_000));
-    assert_eq!(moved as usize, p.measure_rounds, "a baseline first");
+    assert_eq!(
+        moved,
+        1 + SETTLED_AGE * p.measure_rounds as u64,
+        "past its start, with a baseline"
+    );
     assert!(
         plan.decisions[0].reason.contains("experiment 1: trying"),
         "{plan:?}"
