@@ -135,7 +135,7 @@ pub struct Auto {
 /// before it is moved: a group starting up (caches and memory filling)
 /// runs slower than it will, and a baseline taken then makes any move
 /// look good.
-const SETTLED_AGE: u64 = 3;
+const SETTLED_AGE: u64 = 2;
 
 impl Auto {
     pub fn new(params: AutoParams) -> Auto {
