@@ -17,6 +17,7 @@
 //! numaplace) are left alone, as the engine requires; threads without LLC
 //! miss counts (no PMU) cannot be classified and are left where they are.
 
+pub mod aside;
 pub mod classes;
 pub mod layout;
 pub mod memory;
@@ -27,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use numaplace_model::metrics::mpki;
 use numaplace_model::plan::DEFAULT_WINDOW_PAGES;
-use numaplace_model::{Action, CpuSet, Plan, TaskId, Topology};
+use numaplace_model::{Action, CpuSet, Plan, Snapshot, TaskId, Topology};
 
 use crate::{Needs, Policy, Signal, View};
 
@@ -50,12 +51,18 @@ struct Machine {
     domains: Domains,
     /// Per global core: its CPUs (kernel ids) and its node's kernel id.
     cores: Vec<(CpuSet, u32)>,
+    /// Kernel ids of the nodes with cores.
+    cpu_nodes: Vec<u32>,
+    /// The CPUs numaplace may place onto: a thread released to Linux gets
+    /// them back.
+    span: CpuSet,
 }
 
 impl Machine {
     fn new(t: &Topology) -> Machine {
         let mut per_domain = Vec::new();
         let mut cores = Vec::new();
+        let mut cpu_nodes = Vec::new();
         for n in t.nodes().iter().filter(|n| !n.span.is_empty()) {
             let mine: Vec<_> = t
                 .cores()
@@ -69,12 +76,67 @@ impl Machine {
             }
             per_domain.push(mine.len());
             cores.extend(mine);
+            cpu_nodes.push(n.os_id);
         }
         Machine {
             domains: Domains {
                 cores_per_domain: per_domain,
             },
             cores,
+            cpu_nodes,
+            span: t.span().clone(),
+        }
+    }
+}
+
+/// Gives every thread this policy pinned back to Linux (all the CPUs
+/// numaplace may place onto), saying why; forgets them.
+fn release_all(
+    name: &str,
+    cands: &[Candidate],
+    ours: &mut HashMap<TaskId, CpuSet>,
+    span: &CpuSet,
+    why: &str,
+    plan: &mut Plan,
+) {
+    for c in cands {
+        if ours.remove(&c.id).is_some() && c.allowed != *span {
+            plan.push(
+                Action::Pin {
+                    task: c.id,
+                    tgid: c.tgid,
+                    cpus: span.clone(),
+                },
+                format!(
+                    "{name}: thread {} of {} back to Linux (CPUs {span}): {why}",
+                    c.id.tid, c.label
+                ),
+            );
+        }
+    }
+    ours.clear();
+}
+
+/// Each process's memory per node, by pid.
+fn process_memory(
+    s: &Snapshot,
+) -> HashMap<i32, Option<&BTreeMap<u32, numaplace_model::NodeMemory>>> {
+    s.groups
+        .iter()
+        .map(|g| (g.pid, g.memory.as_ref()))
+        .collect()
+}
+
+impl Machine {
+    /// The core a thread runs on now, if that is on the node holding its
+    /// memory (or its memory is spread); else the first core of that node.
+    fn where_now(&self, last_cpu: Option<u32>, home: Option<aside::Home>) -> Option<usize> {
+        let now = last_cpu.and_then(|cpu| self.cores.iter().position(|(s, _)| s.contains(cpu)));
+        match home {
+            Some(aside::Home::Anchored(h)) => now
+                .filter(|&c| self.cores[c].1 == h)
+                .or_else(|| self.cores.iter().position(|(_, n)| *n == h)),
+            _ => now,
         }
     }
 }
@@ -87,6 +149,8 @@ struct Candidate {
     label: String,
     /// Its affinity now.
     allowed: CpuSet,
+    /// The CPU it last ran on.
+    last_cpu: Option<u32>,
 }
 
 /// The threads a DI policy may place: in scope, running, not placed by
@@ -117,6 +181,7 @@ fn candidates(
             mpki: m,
             label: labels.get(&t.tgid).cloned().unwrap_or_default(),
             allowed: t.allowed_cpus.clone(),
+            last_cpu: t.last_cpu,
         });
     }
     out
@@ -286,6 +351,8 @@ impl Policy for Dino {
             return plan;
         }
         let p = &self.params;
+        let memory = process_memory(view.snapshot);
+        let mut first = Vec::with_capacity(cands.len());
         let mut slotted = Vec::with_capacity(cands.len());
         for (i, c) in cands.iter().enumerate() {
             let seen = p.thresholds.classify(c.mpki);
@@ -295,9 +362,28 @@ impl Policy for Dino {
                 .or_insert_with(|| Hysteresis::new(seen, p.hysteresis_window, p.hysteresis_needed))
                 .observe(seen);
             // Its old place counts only if it is still there.
-            let old = self.old.get(&c.id).and_then(|&(core, class)| {
+            let placed_before = self.old.get(&c.id).and_then(|&(core, class)| {
                 (m.cores.get(core)?.0 == c.allowed).then_some(OldPlace { core, class })
             });
+            // Not placed yet: where it runs now, near its memory, is its
+            // old place, so the matching keeps it there when a slot of
+            // its class is free (§3.3.3's "minimize the number of
+            // migrations", for the first round as for every other).
+            let old = placed_before.or_else(|| {
+                let samples = view
+                    .snapshot
+                    .samples
+                    .get(&c.id.tid)
+                    .map_or(&[][..], |v| &v[..]);
+                let home = aside::home(
+                    samples,
+                    memory.get(&c.tgid).copied().flatten(),
+                    &m.cpu_nodes,
+                );
+                m.where_now(c.last_cpu, home)
+                    .map(|core| OldPlace { core, class })
+            });
+            first.push(placed_before.is_none());
             slotted.push(Slotted {
                 thread: i as u64,
                 process: i64::from(c.tgid),
@@ -334,10 +420,19 @@ impl Policy for Dino {
                 node: *node,
                 who: who.clone(),
             });
-            let moved = slotted[i].old.as_ref().is_none_or(|o| o.core != core);
+            let moved = first[i] || slotted[i].old.as_ref().is_none_or(|o| o.core != core);
             if moved {
                 let why = match &slotted[i].old {
                     None => "first placement".to_string(),
+                    Some(o) if first[i] && o.core == core => {
+                        "first placement, where it runs now".to_string()
+                    }
+                    Some(o)
+                        if first[i] && m.domains.domain_of(o.core) == m.domains.domain_of(core) =>
+                    {
+                        "first placement, on the node where it runs now".to_string()
+                    }
+                    Some(_) if first[i] => "first placement".to_string(),
                     Some(o) if o.class != class => {
                         format!("its class changed from {}", o.class.name())
                     }
@@ -367,6 +462,23 @@ impl Policy for Dino {
         }
         self.follower.plan(view.snapshot, &placed, &mut plan);
         plan
+    }
+}
+
+/// The node holding a thread's memory, when that is not `node` (where DI
+/// would put it) and its memory is anchored there ([`aside::home`]).
+fn anchored_elsewhere(
+    s: &Snapshot,
+    c: &Candidate,
+    memory: &HashMap<i32, Option<&BTreeMap<u32, numaplace_model::NodeMemory>>>,
+    m: &Machine,
+    node: u32,
+) -> Option<u32> {
+    let samples = s.samples.get(&c.id.tid).map_or(&[][..], |v| &v[..]);
+    let process = memory.get(&c.tgid).copied().flatten();
+    match aside::home(samples, process, &m.cpu_nodes)? {
+        aside::Home::Anchored(h) if h != node => Some(h),
+        _ => None,
     }
 }
 
@@ -420,7 +532,8 @@ impl Policy for DistributedIntensity {
     fn needs(&self) -> Needs {
         Needs {
             counters: true,
-            memory: self.migrate.is_some(),
+            // DI-Plain reads where memory is, to leave threads near it.
+            memory: true,
             samples: self.migrate.is_some(),
             page_sets: false,
         }
@@ -439,9 +552,14 @@ impl Policy for DistributedIntensity {
         let mut plan = Plan::default();
         let mut skipped = 0;
         let mut cands = candidates(view, &self.ours, &mut skipped);
+        let name = self.name();
         let alive: std::collections::HashSet<TaskId> = cands.iter().map(|c| c.id).collect();
         self.ours.retain(|k, _| alive.contains(k));
         if cands.is_empty() || m.cores.is_empty() {
+            return plan;
+        }
+        if let Some(why) = aside::crowding(view.snapshot, view.topology) {
+            release_all(name, &cands, &mut self.ours, &m.span, &why, &mut plan);
             return plan;
         }
         // Most intensive first; ties by tid, so a round is reproducible.
@@ -450,7 +568,7 @@ impl Policy for DistributedIntensity {
         let assigned: BTreeMap<u64, usize> = layout::distributed_intensity(&order, &m.domains)
             .into_iter()
             .collect();
-        let name = self.name();
+        let memory = process_memory(view.snapshot);
         let mut placed = Vec::new();
         for (i, c) in cands.iter().enumerate() {
             let Some(&core) = assigned.get(&(i as u64)) else {
@@ -458,6 +576,24 @@ impl Policy for DistributedIntensity {
             };
             let (cpus, node) = &m.cores[core];
             let who = format!("thread {} of {}", c.id.tid, c.label);
+            if let Some(home) = anchored_elsewhere(view.snapshot, c, &memory, &m, *node) {
+                // DI-Plain's memory stays (§3.1): moving the thread away
+                // from it is what §3.2 measured as harm.
+                if self.ours.remove(&c.id).is_some() && c.allowed != m.span {
+                    plan.push(
+                        Action::Pin {
+                            task: c.id,
+                            tgid: c.tgid,
+                            cpus: m.span.clone(),
+                        },
+                        format!(
+                            "{name}: {who} back to Linux (CPUs {}): its memory is on node {home} and does not follow it to core {core} (node {node}), where its rank would put it",
+                            m.span
+                        ),
+                    );
+                }
+                continue;
+            }
             placed.push(Placed {
                 tid: c.id.tid,
                 tgid: c.tgid,

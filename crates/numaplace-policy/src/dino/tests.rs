@@ -401,3 +401,94 @@ fn a_restricted_machine_still_places_threads_that_may_run_anywhere() {
         .collect();
     assert_eq!(cpus, ["0", "2"].map(String::from).into_iter().collect());
 }
+
+/// Issue 16: with more runnable threads than CPUs, pins would stop the
+/// kernel's balancing; DI leaves the threads to Linux and gives back the
+/// ones it pinned. (DINO keeps placing: its slots change only with classes,
+/// and the sweep measured it slower when it stepped aside.)
+#[test]
+fn a_crowded_machine_is_left_to_linux() {
+    for p in [
+        &mut DistributedIntensity::plain() as &mut dyn Policy,
+        &mut DistributedIntensity::migrate(DiParams::default()),
+    ] {
+        let mut f = Fake::new("pack:2 numa:1 l3:1 core:1 pu:1");
+        f.thread(1, 1, 50.0);
+        f.thread(2, 2, 0.5);
+        let plan = f.decide(p);
+        assert_eq!(pinned_tids(&plan).len(), 2, "{}: {plan:?}", p.name());
+        f.apply(&plan);
+        // A third runnable thread on two CPUs.
+        f.thread(3, 3, 30.0);
+        let plan = f.decide(p);
+        let all = f.topo.span().clone();
+        let back = pins(&plan);
+        assert_eq!(back.len(), 2, "{}: {plan:?}", p.name());
+        assert!(back.iter().all(|(_, cpus)| *cpus == all));
+        assert!(
+            plan.decisions
+                .iter()
+                .all(|d| d.reason.contains("back to Linux")
+                    && d.reason.contains("3 runnable threads on 2 CPUs")),
+            "{plan:?}"
+        );
+        f.apply(&plan);
+        assert!(pins(&f.decide(p)).is_empty(), "{}", p.name());
+    }
+}
+
+/// Issue 16: DI-Plain's memory stays (§3.1), so it does not take a thread
+/// away from the node holding its memory; a thread whose memory is spread
+/// is placed as DI ranks it.
+#[test]
+fn di_plain_leaves_a_thread_beside_its_memory() {
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:2 pu:1");
+    // The most intensive thread ranks first: DI deals it to node 0.
+    f.thread(1, 1, 50.0);
+    f.thread(2, 2, 0.5);
+    f.memory.insert(1, BTreeMap::from([(0, 0), (1, 1 << 30)]));
+    let mut di = DistributedIntensity::plain();
+    let plan = f.decide(&mut di);
+    assert!(!pinned_tids(&plan).contains(&1), "{plan:?}");
+    assert!(pinned_tids(&plan).contains(&2));
+    // Spread memory: nothing to leave, it is placed.
+    f.memory
+        .insert(1, BTreeMap::from([(0, 1 << 29), (1, 1 << 29)]));
+    let mut di = DistributedIntensity::plain();
+    let plan = f.decide(&mut di);
+    assert!(pinned_tids(&plan).contains(&1), "{plan:?}");
+    // Pinned by DI, then its memory is found on the other node: given back.
+    f.apply(&plan);
+    f.memory.insert(1, BTreeMap::from([(1, 1 << 30)]));
+    let plan = f.decide(&mut di);
+    let back: BTreeMap<i32, CpuSet> = pins(&plan).into_iter().collect();
+    assert_eq!(back.get(&1), Some(f.topo.span()), "{plan:?}");
+    assert!(
+        plan.decisions.iter().any(|d| d
+            .reason
+            .contains("its memory is on node 1 and does not follow it")),
+        "{plan:?}"
+    );
+}
+
+/// Issue 16: DINO's first placement counts where a thread runs beside its
+/// memory as its old place (§3.3.3 minimises migrations), so of two
+/// devils each keeps the devil slot on its memory's node.
+#[test]
+fn dino_first_places_a_thread_on_its_memorys_node() {
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:2 pu:1");
+    f.thread(1, 1, 50.0);
+    f.thread(2, 2, 40.0);
+    f.memory.insert(1, BTreeMap::from([(1, 1 << 30)]));
+    f.memory.insert(2, BTreeMap::from([(0, 1 << 30)]));
+    let mut dino = Dino::new(DinoParams::default());
+    let plan = f.decide(&mut dino);
+    f.apply(&plan);
+    assert_eq!(f.node_of(1), 1, "{plan:?}");
+    assert_eq!(f.node_of(2), 0, "{plan:?}");
+    assert!(
+        plan.decisions
+            .iter()
+            .all(|d| d.reason.contains("first placement"))
+    );
+}

@@ -1,0 +1,83 @@
+//! Where seed 004's premises do not hold, DI and DINO step aside (issue 16,
+//! "do no harm"). Each rule is a pure function of what a round saw.
+//!
+//! * **A crowded machine.** Seed 004 runs one thread per core (§2.1, §3.2:
+//!   16 applications on 16 cores). With more runnable threads than CPUs,
+//!   pinning threads to cores stops the kernel's work-conserving balancing
+//!   (a thread that finishes leaves its core idle while pinned threads
+//!   queue elsewhere until the next round), and §3.3.3 leaves fine-grained
+//!   time sharing to the kernel anyway. [`crowding`] says when.
+//! * **Memory that does not follow.** DI-Plain moves threads and leaves
+//!   their memory (§3.1); §3.2 shows what that costs on NUMA machines (up
+//!   to 36 % slower). A thread whose memory sits on one node with CPUs is
+//!   *anchored* there ([`home`]): DI-Plain does not place it on another
+//!   node. A thread whose memory is spread (interleaved, or on a node
+//!   without CPUs, equally far from every core) loses nothing by moving,
+//!   so DI-Plain's premise holds for it.
+
+use std::collections::BTreeMap;
+
+use numaplace_model::{AddressSample, NodeMemory, Snapshot, Topology};
+
+/// A thread is anchored to a node holding at least this share of its
+/// memory (sampled addresses, or its process's resident memory).
+pub const ANCHOR_SHARE: f64 = 0.6;
+
+/// Sampled addresses needed to judge one thread's memory by them.
+const MIN_SAMPLES: usize = 8;
+
+/// Runnable threads on the machine against its CPUs, when there are more
+/// threads: the reason to step aside, for the journal.
+pub fn crowding(s: &Snapshot, t: &Topology) -> Option<String> {
+    let cpus = t.span().len();
+    let runnable = s.tasks.iter().filter(|k| k.state == 'R').count();
+    (runnable > cpus).then(|| {
+        format!(
+            "{runnable} runnable threads on {cpus} CPUs: seed 004 places one thread per core \
+             (§3.2), and pinning a crowded machine stops the kernel balancing time-shared \
+             CPUs (§3.3.3 leaves that to the kernel), so threads are left to Linux"
+        )
+    })
+}
+
+/// Where a thread's memory is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Home {
+    /// At least [`ANCHOR_SHARE`] of it on this node, which has CPUs.
+    Anchored(u32),
+    /// Spread over nodes, or mostly on a node without CPUs.
+    Spread,
+}
+
+/// A thread's memory home from its sampled addresses where it has enough,
+/// else from its process's anonymous memory per node. `None`: nothing is
+/// known (no samples, no memory readings).
+pub fn home(
+    samples: &[AddressSample],
+    process: Option<&BTreeMap<u32, NodeMemory>>,
+    cpu_nodes: &[u32],
+) -> Option<Home> {
+    let mut per_node: BTreeMap<u32, f64> = BTreeMap::new();
+    let known: Vec<u32> = samples.iter().filter_map(|a| a.node).collect();
+    if known.len() >= MIN_SAMPLES {
+        for n in known {
+            *per_node.entry(n).or_default() += 1.0;
+        }
+    } else {
+        for (&n, m) in process? {
+            *per_node.entry(n).or_default() += m.anon as f64;
+        }
+    }
+    let total: f64 = per_node.values().sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let (&node, &most) = per_node.iter().max_by(|a, b| a.1.total_cmp(b.1))?;
+    Some(
+        if most / total >= ANCHOR_SHARE && cpu_nodes.contains(&node) {
+            Home::Anchored(node)
+        } else {
+            Home::Spread
+        },
+    )
+}
