@@ -28,11 +28,12 @@ pub struct NumadParams {
     pub cooldown_secs: u64,
     /// Move the process's memory with its threads.
     pub move_memory: bool,
-    /// Among the nodes a process fits, take the one whose memory is the
-    /// least busy (the fewest LLC misses per second from the threads
-    /// running there, the process's own left out: seed 004's distributed
-    /// intensity) where misses are counted, numad's roomiest otherwise:
-    /// `auto`'s choice. Off for `numad-like`, as numad.
+    /// Where the process fits on the node holding most of its memory,
+    /// that node (nothing to move); otherwise, among the nodes it fits,
+    /// the one whose memory is the least busy (the fewest LLC misses per
+    /// second from the threads running there, the process's own left out:
+    /// seed 004's distributed intensity) where misses are counted, numad's
+    /// roomiest otherwise: `auto`'s choice. Off for `numad-like`, as numad.
     pub prefer_quiet_node: bool,
 }
 
@@ -208,7 +209,16 @@ impl Policy for NumadLike {
                 .prefer_quiet_node
                 .then(|| misses_per_node(t, s, g.pid))
                 .flatten();
-            let Some(best) = t.cpu_nodes().filter(fits).max_by(|a, b| {
+            // auto's choice: where most of the memory already is, when the
+            // process fits there (nothing to move, cheap to try and undo).
+            let home_node = home
+                .map(|h| &t.nodes()[h])
+                .filter(|n| {
+                    self.params.prefer_quiet_node
+                        && fits(n)
+                        && 2 * mem.get(&n.os_id).copied().unwrap_or(0) > total
+                });
+            let Some(best) = home_node.or_else(|| t.cpu_nodes().filter(fits).max_by(|a, b| {
                 let by_room = room_for[a.id]
                     .magnitude()
                     .total_cmp(&room_for[b.id].magnitude());
@@ -218,7 +228,7 @@ impl Policy for NumadLike {
                     None => by_room,
                 }
                 .then(b.id.cmp(&a.id))
-            }) else {
+            })) else {
                 continue; // fits no node
             };
             let on_best = mem.get(&best.os_id).copied().unwrap_or(0);
