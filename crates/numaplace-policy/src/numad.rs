@@ -240,7 +240,21 @@ impl Policy for NumadLike {
             if pinned && (on_best as f64) >= 0.9 * total as f64 {
                 continue; // already where numad would put it
             }
-            let why = placement_reason(t, g, cpus, &mem, best, &room_for[best.id], home);
+            let why = if home_node.is_some_and(|h| h.id == best.id) {
+                format!(
+                    "numad-like: {} (pid {}) uses {} and {cpus:.2} CPUs; node {} holds {:.0}% of \
+                     its memory and has room for it ({:.2} CPUs free): its threads go there, \
+                     nothing to move",
+                    printable(&g.label()),
+                    g.pid,
+                    mib(total as f64),
+                    best.os_id,
+                    100.0 * on_best_share(&mem, best.os_id),
+                    room_for[best.id].cpus
+                )
+            } else {
+                placement_reason(t, g, cpus, &mem, best, &room_for[best.id], home)
+            };
             for &tid in &g.threads {
                 let Some(task) = s.task(tid) else { continue };
                 if task.allowed_cpus != best.span {
@@ -307,6 +321,12 @@ impl NumadLike {
         });
         big
     }
+}
+
+/// The share of memory `mem` (bytes per node) on `node`.
+fn on_best_share(mem: &BTreeMap<u32, u64>, node: u32) -> f64 {
+    let total: u64 = mem.values().sum();
+    *mem.get(&node).unwrap_or(&0) as f64 / total.max(1) as f64
 }
 
 /// Why numad puts `g` on `best`: its size, the node's room, and where its
