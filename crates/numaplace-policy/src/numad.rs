@@ -243,8 +243,8 @@ impl Policy for NumadLike {
             let why = if home_node.is_some_and(|h| h.id == best.id) {
                 format!(
                     "numad-like: {} (pid {}) uses {} and {cpus:.2} CPUs; node {} holds {:.0}% of \
-                     its memory and has room for it ({:.2} CPUs free): its threads go there, \
-                     nothing to move",
+                     its memory and has room for it ({:.2} CPUs free): its threads go there, the \
+                     rest of its memory after them",
                     printable(&g.label()),
                     g.pid,
                     mib(total as f64),

@@ -209,6 +209,24 @@ fn undo_of(s: &Snapshot, decisions: &[Decision]) -> Vec<Action> {
 /// kernel's base page; huge pages move as many of them).
 const PAGE: u64 = 4096;
 
+/// The nodes (dense ids) of the CPUs a group's threads last ran on, one
+/// entry per thread: those running or runnable when any is (a sleeping
+/// thread's last CPU says where it was, not where the work is), else all.
+fn thread_nodes(view: &View<'_>, g: &numaplace_model::TaskGroup) -> Vec<usize> {
+    let (t, s) = (view.topology, view.snapshot);
+    let tasks: Vec<&numaplace_model::Task> =
+        g.threads.iter().filter_map(|&tid| s.task(tid)).collect();
+    let busy = |x: &&numaplace_model::Task| matches!(x.state, 'R' | 'D');
+    let any_busy = tasks.iter().any(busy);
+    tasks
+        .iter()
+        .filter(|x| !any_busy || busy(x))
+        .filter_map(|x| x.last_cpu)
+        .filter_map(|c| t.cpu_by_os_id(c))
+        .map(|c| c.node)
+        .collect()
+}
+
 /// How far a group's threads reach for their memory: the mean over its
 /// threads of the distance to each byte of the group's memory, in units
 /// of the local distance, less one (the machine's SLIT distances: 0 when
@@ -224,16 +242,13 @@ pub fn reach(view: &View<'_>, pid: i32) -> Option<f64> {
         return None;
     }
     let n = t.nodes().len();
-    let per_thread: Vec<f64> = g
-        .threads
-        .iter()
-        .filter_map(|&tid| s.task(tid)?.last_cpu)
-        .filter_map(|cpu| t.cpu_by_os_id(cpu))
-        .map(|cpu| {
+    let per_thread: Vec<f64> = thread_nodes(view, g)
+        .into_iter()
+        .map(|from| {
             mem.iter()
                 .filter_map(|(&os, &b)| {
                     let to = t.node_by_os_id(os)?.id;
-                    let d = f64::from(t.distances()[cpu.node * n + to]) / 10.0;
+                    let d = f64::from(t.distances()[from * n + to]) / 10.0;
                     Some(b as f64 / total as f64 * (d - 1.0).max(0.0))
                 })
                 .sum()
@@ -253,12 +268,9 @@ fn spread_like_threads(view: &View<'_>, pid: i32) -> Option<f64> {
     let g = s.group(pid)?;
     let mem = g.memory_total()?;
     let total: u64 = mem.values().sum();
-    let nodes: Vec<u32> = g
-        .threads
-        .iter()
-        .filter_map(|&tid| s.task(tid)?.last_cpu)
-        .filter_map(|c| t.cpu_by_os_id(c))
-        .map(|c| t.nodes()[c.node].os_id)
+    let nodes: Vec<u32> = thread_nodes(view, g)
+        .into_iter()
+        .map(|n| t.nodes()[n].os_id)
         .collect();
     if total == 0 || nodes.is_empty() {
         return None;
