@@ -53,6 +53,19 @@
 //!   drops back once it has moved: explorations that keep confirming the
 //!   node become rarer.
 //!
+//! **Where the premise does not hold (issue 16, [`premise`]).** Seed
+//! 000's memory sits on one node whatever the threads do; with first
+//! touch it is where a thread first ran, and an exploration away from it
+//! makes every access remote. So explorations (moves to a node not
+//! measured since the last reset) step aside for a single-thread program
+//! next to its memory and for threads whose process's memory follows them
+//! over several nodes; they go first to the node holding the process's
+//! memory, else to a node drawn among those not measured with an idle
+//! CPU (Algorithm 1's first in index order sends every thread of an
+//! eight-node machine to node 0). Needs each process's memory per node;
+//! without it BRM is as above. docs/policies.md has what each rule is
+//! worth over generated mixes.
+//!
 //! **Candidates (§4.3, §8).** In the paper, the guest kernel tags a vCPU
 //! while it runs a thread whose CPU affinity was set explicitly inside the
 //! guest. That affinity lives in the guest and a host cannot see it, so
@@ -556,7 +569,7 @@ impl Policy for Brm {
     fn needs(&self) -> Needs {
         Needs {
             counters: true,
-            memory: false,
+            memory: true,
             samples: false,
             page_sets: false,
         }
@@ -609,6 +622,7 @@ impl Policy for Brm {
         };
 
         let labels = view.labels();
+        let threads_on = threads_per_domain(s, topo, &doms, &by_node);
         for c in &scored {
             let id = c.task.id();
             let st = self.threads.get_mut(&id).expect("inserted above");
@@ -623,6 +637,32 @@ impl Policy for Brm {
             let idle = |d: usize| runnable[d] < doms[d].cpus.len();
             if !idle(bias) && idle(c.here) {
                 continue;
+            }
+            // Issue 16: explorations step aside where seed 000's premise
+            // does not hold (brm/premise.rs), and go where they learn most.
+            let group = s.group(c.task.tgid);
+            let shares = group.and_then(premise::memory_shares);
+            let mut bias = bias;
+            let mut exploring = String::new();
+            if st.unc[bias].is_none() {
+                if let (Some(g), Some(m)) = (group, &shares) {
+                    let here_count = threads_on.get(&(c.task.tgid, c.here)).copied().unwrap_or(1);
+                    if premise::stays(m, doms[c.here].os_id, g.threads.len(), here_count).is_some()
+                    {
+                        continue;
+                    }
+                }
+                let home = shares
+                    .as_ref()
+                    .and_then(premise::home)
+                    .and_then(|os| doms.iter().position(|d| d.os_id == os));
+                let Some((to, why)) =
+                    exploration_target(&st.unc, c.here, home, &idle, &doms, &mut self.rng)
+                else {
+                    continue;
+                };
+                bias = to;
+                exploring = why;
             }
             // While one thread of a process explores, the others hold.
             let explore = st.unc[bias].is_none();
@@ -661,12 +701,13 @@ impl Policy for Brm {
                 format!(
                     "brm: {who} of {} from node {} to node {} (CPUs {}): \
                      system-wide uncore penalty {global:.0} cycles here, {there}{others}; \
-                     its own {:.0} cycles; migration probability {prob} > draw {draw}",
+                     its own {:.0} cycles; migration probability {prob} > draw {draw}{exploring}{}",
                     labels.get(&c.task.tgid).map_or("", String::as_str),
                     doms[c.here].os_id,
                     to.os_id,
                     to.cpus,
                     st.ewma.unwrap_or(c.sample),
+                    memory_note(shares.as_ref(), doms[c.here].os_id, to.os_id),
                 ),
             );
             self.ours.insert(id, to.cpus.clone());
@@ -727,6 +768,78 @@ impl Brm {
     }
 }
 
+/// Where an exploration goes (issue 16), with the words for its reason:
+/// the node holding the process's memory when it is not measured yet and
+/// has an idle CPU (seed 000's setting: memory on one node, the threads
+/// trying it against the others); else a node drawn among those not
+/// measured with an idle CPU. Algorithm 1 takes the first node in index
+/// order, which on a two-node machine is the only one but on eight sends
+/// every thread of the machine to node 0 first; a node without an idle
+/// CPU would measure time-sharing, not the uncore. `None`: nowhere to go.
+fn exploration_target(
+    unc: &[Option<f64>],
+    here: usize,
+    home: Option<usize>,
+    idle: &dyn Fn(usize) -> bool,
+    doms: &[Domain],
+    rng: &mut Rng,
+) -> Option<(usize, String)> {
+    let open: Vec<usize> = (0..unc.len())
+        .filter(|&d| d != here && unc[d].is_none() && idle(d))
+        .collect();
+    if let Some(h) = home.filter(|h| open.contains(h)) {
+        return Some((
+            h,
+            format!(
+                "; exploring node {} first: it holds its process's memory",
+                doms[h].os_id
+            ),
+        ));
+    }
+    match open.len() {
+        0 => None,
+        1 => Some((open[0], String::new())),
+        n => {
+            let pick = open[rng.below(n as u64) as usize];
+            Some((
+                pick,
+                format!(
+                    "; exploring node {} drawn among {n} not measured with an idle CPU",
+                    doms[pick].os_id
+                ),
+            ))
+        }
+    }
+}
+
+/// `; its process's memory a % on node x, b % on node y`, for a reason.
+fn memory_note(shares: Option<&BTreeMap<u32, f64>>, from: u32, to: u32) -> String {
+    match shares {
+        Some(m) => format!(
+            "; its process's memory {:.0} % on node {from}, {:.0} % on node {to}",
+            100.0 * m.get(&from).copied().unwrap_or(0.0),
+            100.0 * m.get(&to).copied().unwrap_or(0.0)
+        ),
+        None => String::new(),
+    }
+}
+
+/// Each process's threads per domain (pid, domain), placeable or not.
+fn threads_per_domain(
+    s: &numaplace_model::Snapshot,
+    topo: &Topology,
+    doms: &[Domain],
+    by_node: &[Option<usize>],
+) -> HashMap<(i32, usize), usize> {
+    let mut out = HashMap::new();
+    for t in &s.tasks {
+        if let Some(d) = domain_of(t, topo, doms, by_node) {
+            *out.entry((t.tgid, d)).or_insert(0) += 1;
+        }
+    }
+    out
+}
+
 /// Runnable threads per domain, by the CPU each last ran on: a domain has
 /// an idle CPU while it has fewer than CPUs (the kernel spreads runnable
 /// threads over a node's CPUs).
@@ -755,6 +868,8 @@ impl crate::Params for BrmParams {
         BrmParams::validate(self)
     }
 }
+
+pub mod premise;
 
 #[cfg(test)]
 mod tests;

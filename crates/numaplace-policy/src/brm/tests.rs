@@ -224,6 +224,9 @@ struct Fake {
     penalty: Vec<f64>,
     /// Extra runnable threads of other processes, by CPU.
     busy: Vec<u32>,
+    /// Memory per node (kernel id, bytes) of a process, by pid; a process
+    /// not here has its memory unread.
+    memory: BTreeMap<i32, BTreeMap<u32, u64>>,
 }
 
 impl Fake {
@@ -236,6 +239,7 @@ impl Fake {
             threads: BTreeMap::new(),
             penalty: vec![100.0; n],
             busy: Vec::new(),
+            memory: BTreeMap::new(),
         }
     }
 
@@ -309,6 +313,18 @@ impl Fake {
                 start_time: 100 + pid as u64,
                 ..process(pid, &format!("app{pid}"), threads)
             };
+            g.memory = self.memory.get(&pid).map(|m| {
+                m.iter()
+                    .map(|(&n, &anon)| {
+                        let mem = numaplace_model::NodeMemory {
+                            anon,
+                            file: 0,
+                            huge: 0,
+                        };
+                        (n, mem)
+                    })
+                    .collect()
+            });
             if self.threads[&g.threads[0]].vcpu.is_some() {
                 g.comm = "qemu-system-x86".into();
                 g.kind = kvm("web", "kvm-vcpu fds");
@@ -550,8 +566,15 @@ fn no_move_into_a_full_node_while_home_has_an_idle_cpu() {
     let st = brm.state(id(1)).unwrap();
     assert!(st.prob > 50, "the probability is kept: {}", st.prob);
     assert_eq!(st.bias, 1);
-    // Node 0 full as well: the move goes ahead.
+    // Node 0 full as well: node 1 is not measured yet, and an exploration
+    // into a node without an idle CPU would measure time-sharing, not the
+    // uncore (issue 16): it still waits, the probability kept.
     f.busy = vec![1, 2, 3];
+    assert!(f.decide(&mut brm).is_empty());
+    assert!(brm.state(id(1)).unwrap().prob > 50);
+    // Node 1 measured as better: with both nodes full, the move goes ahead.
+    let st = brm.threads.get_mut(&id(1)).unwrap();
+    (st.unc[1], st.prob) = (Some(50.0), 100);
     let plan = f.decide(&mut brm);
     assert_eq!(pins(&plan).len(), 1, "{plan:?}");
     assert_eq!(brm.state(id(1)).unwrap().prob, 0);
@@ -625,4 +648,139 @@ fn replays_exactly_with_a_seed() {
     assert!(!a.is_empty());
     assert_eq!(a, run(9));
     assert_ne!(a, run(10));
+}
+
+// ---- Where seed 000's premise does not hold (issue 16, brm/premise.rs) ----
+
+/// Rounds in which `f` pinned anything, with the pins.
+fn run(f: &mut Fake, brm: &mut Brm, rounds: usize) -> Vec<(i32, CpuSet, String)> {
+    let mut out = Vec::new();
+    for _ in 0..rounds {
+        let plan = f.decide(brm);
+        f.apply(&plan);
+        for (d, (tid, cpus)) in plan.decisions.iter().zip(pins(&plan)) {
+            out.push((tid, cpus, d.reason.clone()));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_single_thread_program_next_to_its_memory_does_not_explore() {
+    // Node 1 would look better, but thread 1's memory is all on node 0,
+    // where it runs (first touch): a trip makes every access remote.
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:4 pu:1");
+    f.penalty = vec![300.0, 100.0];
+    f.thread(1, 1, "mcf", None, 0);
+    f.memory.insert(1, BTreeMap::from([(0, 100 << 20)]));
+    let params = BrmParams {
+        comms: vec!["mcf".into()],
+        ..BrmParams::default()
+    };
+    let mut brm = Brm::new(params.clone());
+    assert_eq!(run(&mut f, &mut brm, 300), vec![]);
+    // Its memory on node 1 instead (seed 000's setting, memory placed
+    // elsewhere): it explores as Algorithm 1 does.
+    f.memory.insert(1, BTreeMap::from([(1, 100 << 20)]));
+    let mut brm = Brm::new(params);
+    assert!(!run(&mut f, &mut brm, 300).is_empty());
+}
+
+#[test]
+fn threads_whose_memory_follows_them_do_not_explore() {
+    // Four threads, two on each node, the memory half on each (each
+    // thread's first touch): none explores.
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:4 pu:1");
+    f.penalty = vec![300.0, 100.0];
+    for (tid, cpu) in [(1, 0), (2, 1), (3, 4), (4, 5)] {
+        f.thread(tid, 1, "lu", None, cpu);
+    }
+    f.memory
+        .insert(1, BTreeMap::from([(0, 100 << 20), (1, 100 << 20)]));
+    let params = BrmParams {
+        comms: vec!["lu".into()],
+        ..BrmParams::default()
+    };
+    let mut brm = Brm::new(params.clone());
+    assert_eq!(run(&mut f, &mut brm, 300), vec![]);
+    // All the memory on node 0 (seed 000 Fig. 3's micro-benchmark): the
+    // threads explore.
+    f.memory.insert(1, BTreeMap::from([(0, 200 << 20)]));
+    let mut brm = Brm::new(params);
+    assert!(!run(&mut f, &mut brm, 300).is_empty());
+}
+
+#[test]
+fn an_exploration_tries_the_node_holding_the_memory_first() {
+    // Four nodes; thread 1 runs on node 0, its memory is bound to node 2.
+    // Algorithm 1 would try node 1 first (the first not measured).
+    let mut f = Fake::new("pack:4 numa:1 l3:1 core:2 pu:1");
+    f.thread(1, 1, "milc", None, 0);
+    f.memory.insert(1, BTreeMap::from([(2, 100 << 20)]));
+    let mut brm = Brm::new(BrmParams {
+        comms: vec!["milc".into()],
+        ..BrmParams::default()
+    });
+    let pins = run(&mut f, &mut brm, 50);
+    let (tid, cpus, reason) = pins.first().expect("explored");
+    assert_eq!((*tid, cpus.to_list_string().as_str()), (1, "4-5"));
+    assert!(
+        reason.contains("exploring node 2 first: it holds its process's memory"),
+        "{reason}"
+    );
+    assert!(
+        reason.ends_with("its process's memory 0 % on node 0, 100 % on node 2"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn explorations_are_spread_over_the_nodes_not_measured() {
+    // Eight nodes, one single-thread program on each, memory unread:
+    // Algorithm 1's first node not measured would send seven of them to
+    // node 0 at once. Drawn among the nodes with an idle CPU, their first
+    // trips go to several nodes.
+    let mut f = Fake::new("pack:8 numa:1 l3:1 core:2 pu:1");
+    for k in 0..8 {
+        f.thread(k + 1, k + 1, "job", None, 2 * k as u32);
+    }
+    let mut brm = Brm::new(BrmParams {
+        comms: vec!["job".into()],
+        ..BrmParams::default()
+    });
+    let mut first: BTreeMap<i32, String> = BTreeMap::new();
+    for (tid, cpus, reason) in run(&mut f, &mut brm, 30) {
+        if let std::collections::btree_map::Entry::Vacant(e) = first.entry(tid) {
+            assert!(reason.contains("not measured with an idle CPU"), "{reason}");
+            e.insert(cpus.to_list_string());
+        }
+    }
+    let places: BTreeSet<&String> = first.values().collect();
+    assert!(first.len() >= 4, "{first:?}");
+    assert!(places.len() >= 3, "first trips all to {places:?}");
+}
+
+#[test]
+fn premise_rules_by_hand() {
+    use premise::{Stay, home, stays};
+    let one = BTreeMap::from([(0, 0.95), (1, 0.05)]);
+    assert_eq!(home(&one), Some(0));
+    assert_eq!(
+        stays(&one, 0, 1, 1),
+        Some(Stay::LocalSingleThread { share: 0.95 })
+    );
+    assert_eq!(stays(&one, 1, 1, 1), None, "away from its memory");
+    assert_eq!(
+        stays(&one, 0, 4, 4),
+        None,
+        "memory on one node: seed 000's setting"
+    );
+    let half = BTreeMap::from([(0, 0.5), (1, 0.5)]);
+    assert_eq!(home(&half), None);
+    assert!(stays(&half, 0, 4, 2).is_some());
+    assert_eq!(
+        stays(&half, 0, 4, 4),
+        None,
+        "all four here, half the memory away"
+    );
 }
