@@ -211,24 +211,24 @@ impl Policy for NumadLike {
                 .flatten();
             // auto's choice: where most of the memory already is, when the
             // process fits there (nothing to move, cheap to try and undo).
-            let home_node = home
-                .map(|h| &t.nodes()[h])
-                .filter(|n| {
-                    self.params.prefer_quiet_node
-                        && fits(n)
-                        && 2 * mem.get(&n.os_id).copied().unwrap_or(0) > total
-                });
-            let Some(best) = home_node.or_else(|| t.cpu_nodes().filter(fits).max_by(|a, b| {
-                let by_room = room_for[a.id]
-                    .magnitude()
-                    .total_cmp(&room_for[b.id].magnitude());
-                match &quiet {
-                    // Fewer misses is better: b's against a's.
-                    Some(m) => m[b.id].total_cmp(&m[a.id]).then(by_room),
-                    None => by_room,
-                }
-                .then(b.id.cmp(&a.id))
-            })) else {
+            let home_node = home.map(|h| &t.nodes()[h]).filter(|n| {
+                self.params.prefer_quiet_node
+                    && fits(n)
+                    && 2 * mem.get(&n.os_id).copied().unwrap_or(0) > total
+            });
+            let Some(best) = home_node.or_else(|| {
+                t.cpu_nodes().filter(fits).max_by(|a, b| {
+                    let by_room = room_for[a.id]
+                        .magnitude()
+                        .total_cmp(&room_for[b.id].magnitude());
+                    match &quiet {
+                        // Fewer misses is better: b's against a's.
+                        Some(m) => m[b.id].total_cmp(&m[a.id]).then(by_room),
+                        None => by_room,
+                    }
+                    .then(b.id.cmp(&a.id))
+                })
+            }) else {
                 continue; // fits no node
             };
             let on_best = mem.get(&best.os_id).copied().unwrap_or(0);

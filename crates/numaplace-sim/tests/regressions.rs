@@ -49,7 +49,10 @@ fn every_policy_holds_up_on_the_mixes_it_once_failed() {
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
     files.sort();
-    assert!(files.len() >= 3, "the regression mixes are missing: {dir:?}");
+    assert!(
+        files.len() >= 3,
+        "the regression mixes are missing: {dir:?}"
+    );
     let mut failures = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();

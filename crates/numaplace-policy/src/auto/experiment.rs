@@ -351,7 +351,10 @@ mod tests {
         after[0].1 = 1.1e9;
         after[5].1 = 0.995e9;
         let (v, _) = judge(&before, &after);
-        assert!(matches!(v, Verdict1::Keep { own, .. } if (own - 0.1).abs() < 1e-9), "{v:?}");
+        assert!(
+            matches!(v, Verdict1::Keep { own, .. } if (own - 0.1).abs() < 1e-9),
+            "{v:?}"
+        );
     }
 
     /// Two groups moved at once are judged each by its own change: the
@@ -389,7 +392,10 @@ mod tests {
         for _ in 0..p.measure_rounds {
             v = t.observe(&p, &progress(&[(1, 1.1e9)]));
         }
-        assert!(matches!(&v, Verdict::Judged(j) if j.keeps(1, p.margin)), "{v:?}");
+        assert!(
+            matches!(&v, Verdict::Judged(j) if j.keeps(1, p.margin)),
+            "{v:?}"
+        );
     }
 
     #[test]

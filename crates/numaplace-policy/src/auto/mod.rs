@@ -581,7 +581,8 @@ impl Auto {
         if moves.is_empty() {
             if !earlier.is_empty() {
                 // Kept verdicts wait for the next experiment's reasons.
-                self.verdicts.push(earlier.trim_end_matches("; ").to_string());
+                self.verdicts
+                    .push(earlier.trim_end_matches("; ").to_string());
             }
             return;
         }

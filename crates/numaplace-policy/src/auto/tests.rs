@@ -261,4 +261,3 @@ fn a_group_near_its_memory_or_within_the_cache_is_not_moved() {
         assert!(decide(&mut auto, &t, &s).is_empty(), "round {seq}");
     }
 }
-

@@ -350,8 +350,14 @@ fn sweep_cmd(args: &CompareArgs, n: u64) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", report.table());
-        eprintln!("({:.1} s of wall time)", took.as_secs_f64());
     }
+    // The sweep's speed, the number its benchmark reads.
+    let runs = cases.len() * opts.policies.len() * opts.seeds.len();
+    eprintln!(
+        "({:.1} s of wall time on {workers} workers: {runs} runs, {:.1} cases a minute)",
+        took.as_secs_f64(),
+        60.0 * cases.len() as f64 / took.as_secs_f64().max(1e-9)
+    );
     if !written.is_empty() {
         eprintln!(
             "worst mixes: {} files in {} (run one with --scenario FILE)",
