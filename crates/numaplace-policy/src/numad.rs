@@ -196,13 +196,15 @@ impl Policy for NumadLike {
                 .filter(|m| !m.is_empty());
             // numad places a process only where both its memory and its
             // CPU use fit (numad.c asks for as many nodes as the process
-            // needs CPUs and memory); one that fits no node is left where
+            // needs CPUs and memory): free memory, and as many CPUs as it
+            // uses (the roomiest such node is then taken, so other load
+            // counts in the choice); one that fits no node is left where
             // it is (numad would spread it over several nodes, which
             // Linux's own spreading already does).
             let fits = |n: &&numaplace_model::Node| {
                 mems.is_none_or(|m| m.contains(n.os_id))
                     && room_for[n.id].memory >= total as f64
-                    && room_for[n.id].cpus + CPU_SLACK >= cpus
+                    && n.span.intersection(t.span()).len() as f64 + CPU_SLACK >= cpus
             };
             let quiet = self
                 .params
@@ -389,7 +391,7 @@ fn misses_per_node(t: &Topology, s: &Snapshot, except: i32) -> Option<Vec<f64>> 
 }
 
 /// A process's measured CPU use may exceed its thread count by tick
-/// rounding: this much over a node's free CPUs still fits.
+/// rounding: this much over a node's CPUs still fits.
 const CPU_SLACK: f64 = 0.1;
 
 /// Free CPUs (the node's CPUs less what the threads last seen there used)

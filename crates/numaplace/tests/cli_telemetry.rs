@@ -460,17 +460,18 @@ fn replay_a_policy_on_a_recording() {
     assert!(o.status.success(), "{}", text(&o.stderr));
     let out = text(&o.stdout);
     assert!(!out.contains("the recording has no LLC misses"), "{out}");
+    // One hog per node: thread 100 to node 0; thread 101, beside its
+    // memory on node 1 already, is left there to Linux (DI steps aside
+    // where its memory would not follow, issue 16).
     let pins: Vec<&str> = out.lines().filter(|l| l.contains(": pin thread")).collect();
-    assert_eq!(pins.len(), 2, "{out}");
-    assert!(
-        pins.iter().any(|l| l.ends_with("thread 100 to CPUs 0"))
-            && pins.iter().any(|l| l.ends_with("thread 101 to CPUs 2")),
-        "one hog per node: {out}"
-    );
+    assert_eq!(pins.len(), 1, "{out}");
+    assert!(pins[0].ends_with("thread 100 to CPUs 0"), "{out}");
 
     // A config without [policy] replays auto, the daemon's default; the
-    // recording counts no instructions, so auto makes numad's moves
-    // unjudged, and says why once.
+    // recording counts no instructions, so auto would make numad's moves
+    // unjudged, and says why once. Here the hog runs beside its memory
+    // already (numad-like above moves it to the roomier node all the
+    // same): auto's premise does not hold, it moves nothing.
     let config = dir.path().join("np.toml");
     std::fs::write(&config, "[scope]\npids = [100]\n").unwrap();
     let o = numaplace(&["replay", f, "--config", config.to_str().unwrap()]);
@@ -480,10 +481,7 @@ fn replay_a_policy_on_a_recording() {
         out.contains("replaying policy auto (the default: neither --policy nor the config's [policy] names one"),
         "{out}"
     );
-    assert!(
-        out.contains("hog (pid 100): pin thread 100 to CPUs 2-3\n    because auto"),
-        "{out}"
-    );
+    assert!(out.contains("6 rounds: 0 pins"), "{out}");
     let notes: Vec<&str> = out
         .lines()
         .filter(|l| l.starts_with("Note: the recording has no"))
