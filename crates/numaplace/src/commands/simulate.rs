@@ -179,16 +179,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
         return sweep_cmd(args, n);
     }
     let (workload, machine, interval) = setup(&args.sim)?;
-    let names: Vec<String> = match &args.policies {
-        Some(list) => list.split(',').map(|s| s.trim().to_string()).collect(),
-        // `static` holds the oracle's placement, which the oracle row
-        // shows already (bound at launch rather than at the first round).
-        None => PolicyKind::NAMES
-            .iter()
-            .filter(|n| **n != "static")
-            .map(|n| n.to_string())
-            .collect(),
-    };
+    let names = policy_names(args);
     let mut policies = Vec::new();
     for n in &names {
         if n.is_empty() {
@@ -264,6 +255,20 @@ pub fn scenarios() -> Result<()> {
     Ok(())
 }
 
+/// The policies `compare` runs: `--policies`, or every one but `static`
+/// (which holds the oracle's placement, which the oracle row shows already,
+/// bound at launch rather than at the first round).
+fn policy_names(args: &CompareArgs) -> Vec<String> {
+    match &args.policies {
+        Some(list) => list.split(',').map(|s| s.trim().to_string()).collect(),
+        None => PolicyKind::NAMES
+            .iter()
+            .filter(|n| **n != "static")
+            .map(|n| n.to_string())
+            .collect(),
+    }
+}
+
 /// `compare --random N`: every policy over generated mixes (and the
 /// shipped scenarios with --shipped), the robustness report.
 fn sweep_cmd(args: &CompareArgs, n: u64) -> Result<()> {
@@ -274,14 +279,7 @@ fn sweep_cmd(args: &CompareArgs, n: u64) -> Result<()> {
         .as_deref()
         .map(|d| parse_duration(d, "--interval").map_err(InputError))
         .transpose()?;
-    let mut names: Vec<String> = match &args.policies {
-        Some(list) => list.split(',').map(|s| s.trim().to_string()).collect(),
-        None => PolicyKind::NAMES
-            .iter()
-            .filter(|n| **n != "static")
-            .map(|n| n.to_string())
-            .collect(),
-    };
+    let mut names = policy_names(args);
     if !names.iter().any(|n| n == "default") {
         names.insert(0, "default".into());
     }
