@@ -204,7 +204,7 @@ impl Policy for NumadLike {
             let fits = |n: &&numaplace_model::Node| {
                 mems.is_none_or(|m| m.contains(n.os_id))
                     && room_for[n.id].memory >= total as f64
-                    && n.span.intersection(t.span()).len() as f64 + CPU_SLACK >= cpus
+                    && room_for[n.id].cpus + CPU_SLACK >= cpus
             };
             let quiet = self
                 .params

@@ -72,7 +72,13 @@ fn bad_daemon_input_is_exit_2() {
 
 /// A busy child process that numad-like, confined to CPU 0, will pin;
 /// killed when dropped, so a test that fails leaves no busy loop behind.
-struct Busy(Child);
+/// One at a time: numad places a process only on a node with room for the
+/// CPU it uses, and another test's busy child pinned to CPU 0 would leave
+/// none.
+struct Busy(
+    Child,
+    #[allow(dead_code)] std::sync::MutexGuard<'static, ()>,
+);
 
 impl Busy {
     fn id(&self) -> u32 {
@@ -88,12 +94,17 @@ impl Drop for Busy {
 }
 
 fn busy_child() -> Busy {
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let serial = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     Busy(
         Command::new("sh")
             .args(["-c", "while :; do :; done"])
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
+        serial,
     )
 }
 

@@ -120,14 +120,19 @@ impl Judgement {
     /// When groups came or went, every group's progress changed with the
     /// machine's load: a moved group is then judged against the unmoved
     /// ones (its change over theirs must exceed the margin), and the
-    /// neighbours' change cannot be told from the load's.
+    /// neighbours' change cannot be told from the load's. It must still
+    /// have gone faster itself: the unmoved groups' progress is a poor
+    /// control when one of them changed phase (a compute phase turning
+    /// into a memory-bound one makes a moved group's loss look like a
+    /// gain beside it), and a change that left its own group slower is
+    /// no gain whatever the others did.
     pub fn keeps(&self, pid: i32, margin: f64) -> bool {
         let Some(&own) = self.own.get(&pid) else {
             return false;
         };
         match self.control {
             None => own > margin && self.all > 0.0,
-            Some(c) => (1.0 + own) / (1.0 + c) - 1.0 > margin,
+            Some(c) => own > margin && (1.0 + own) / (1.0 + c) - 1.0 > margin,
         }
     }
 }
@@ -258,6 +263,11 @@ impl Backoff {
     pub fn hold(&mut self, pid: i32, kind: &'static str, until: u64) {
         let e = self.held.entry((pid, kind)).or_insert((0, 0));
         e.1 = e.1.max(until);
+    }
+
+    /// The round until which `kind` is held on `pid`, if ever it was.
+    pub fn until(&self, pid: i32, kind: &'static str) -> Option<u64> {
+        self.held.get(&(pid, kind)).map(|&(_, until)| until)
     }
 
     /// Whether `kind` may be tried on `pid` at `round`.
@@ -407,6 +417,10 @@ mod tests {
         // Group 1 went 50 % faster, the unmoved one 20 %: the move helped.
         let (v, _) = judge(&[(1, 1e9), (2, 1e9), (3, 1e9)], &[(1, 1.5e9), (2, 1.2e9)]);
         assert!(matches!(v, Verdict1::Keep { .. }), "{v:?}");
+        // Group 1 went 60 % slower, while the unmoved group 2 (a new,
+        // memory-bound phase) went 70 % slower: a loss, not a gain.
+        let (v, _) = judge(&[(1, 1e9), (2, 1e9), (3, 1e9)], &[(1, 0.4e9), (2, 0.3e9)]);
+        assert!(matches!(v, Verdict1::RollBack { .. }), "{v:?}");
         // No unmoved group measured throughout: nothing to judge against.
         let (v, _) = judge(&[(1, 1e9), (2, 1e9)], &[(1, 1.3e9)]);
         assert_eq!(v, Verdict1::Unjudged);

@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use numaplace_model::{Action, Counter, Decision, Plan, Snapshot, TaskId};
+use numaplace_model::{Action, Counter, Decision, Plan, Snapshot, TaskId, Topology};
 
 use crate::numad::{NumadLike, NumadParams};
 use crate::{Policy, Signal, View, within};
@@ -84,13 +84,32 @@ impl AutoParams {
 
 /// The kind of move numad's placement is, in back-offs and reasons.
 const MEMORY_HOME: &str = "numad-like placement";
+/// The cheap half of numad's placement, tried first where a group's
+/// memory lies spread like its threads: the threads brought together onto
+/// the node numad chose, the memory left where it is. Threads that share
+/// written data gain at once (no cache line crosses a socket); threads
+/// whose memory is their own lose (most of it is now remote), and undoing
+/// that moves no page.
+const GATHER: &str = "gathering of threads";
+
+/// What a group's move would be, if it has a premise.
+#[derive(Debug, Clone, PartialEq)]
+enum Premise {
+    /// numad's whole placement: threads and memory. Why.
+    Whole(String),
+    /// Only the threads first ([`GATHER`]). Why.
+    ThreadsFirst(String),
+}
 
 /// One group's move in an experiment.
 struct Move {
     pid: i32,
     label: String,
-    /// What puts the group back: its threads' affinities and the node
-    /// that held most of its memory before the move.
+    /// [`MEMORY_HOME`] or [`GATHER`].
+    kind: &'static str,
+    /// What puts the group's threads back: first onto the nodes they ran
+    /// on, then (a round later) to their affinities ([`undo_of`]).
+    undo_home: Vec<Action>,
     undo: Vec<Action>,
     /// The memory move it made, carried on while the engine's rate limit
     /// spreads it over rounds: the process and the node.
@@ -123,12 +142,19 @@ pub struct Auto {
     /// limit may spread one over several rounds): process, node, the share
     /// of the process's memory that node held before, rounds left.
     undoing: Vec<(TaskId, u32, f64, usize)>,
+    /// A rollback's second step, made next round: the threads' own
+    /// affinities back (see [`undo_of`]), with the reason.
+    releasing: Vec<(Action, String)>,
     experiments: u64,
     /// Verdicts of kept moves not yet said (a kept move has no action of
     /// its own to carry its reason): told in the next experiment's reasons.
     verdicts: Vec<String>,
     /// The round each group in scope was first seen.
     first_seen: BTreeMap<i32, u64>,
+    /// Kept moves whose memory had not all arrived when they were judged
+    /// (the engine's rate limit): the rest follows while the threads stay
+    /// on that node. Process, node, experiment number, rounds left.
+    following: Vec<(TaskId, u32, u64, usize)>,
 }
 
 /// Rounds a group must have run, as a multiple of the measured rounds,
@@ -151,9 +177,11 @@ impl Auto {
             backoff: Backoff::default(),
             trial: None,
             undoing: Vec::new(),
+            releasing: Vec::new(),
             experiments: 0,
             verdicts: Vec::new(),
             first_seen: BTreeMap::new(),
+            following: Vec::new(),
         }
     }
 }
@@ -186,23 +214,48 @@ pub fn progress(view: &View<'_>) -> Option<BTreeMap<i32, f64>> {
     counted.then_some(out)
 }
 
-/// The pins that undo `decisions` on `s`: each pinned thread back to the
-/// affinity it has now. Memory is put back by [`Auto::roll_back`], from
-/// where it was before ([`Move::memory_before`]).
-fn undo_of(s: &Snapshot, decisions: &[Decision]) -> Vec<Action> {
-    let mut undo = Vec::new();
+/// The thread a pin is for.
+fn pinned(a: &Action) -> Option<TaskId> {
+    match a {
+        Action::Pin { task, .. } => Some(*task),
+        _ => None,
+    }
+}
+
+/// The pins that undo `decisions` on `s`, in two steps: first each
+/// pinned thread back onto the node it runs on now (within the affinity
+/// it has now), then, a round later, back to that affinity. Given its old
+/// affinity alone, a thread would stay where the move put it until the
+/// scheduler's balancing happened to move it, so the machine after a
+/// rollback would not be the one before the move. Memory is put back by
+/// [`Auto::roll_back`], from where it was before
+/// ([`Move::memory_before`]).
+fn undo_of(t: &Topology, s: &Snapshot, decisions: &[Decision]) -> (Vec<Action>, Vec<Action>) {
+    let (mut home, mut undo) = (Vec::new(), Vec::new());
     for d in decisions {
         if let Action::Pin { task, tgid, .. } = &d.action
-            && let Some(t) = s.task(task.tid).filter(|t| t.id() == *task)
+            && let Some(x) = s.task(task.tid).filter(|x| x.id() == *task)
         {
+            let node = x
+                .last_cpu
+                .and_then(|c| t.cpu_by_os_id(c))
+                .map(|c| t.nodes()[c.node].span.intersection(&x.allowed_cpus))
+                .filter(|n| !n.is_empty() && *n != x.allowed_cpus);
+            if let Some(cpus) = node {
+                home.push(Action::Pin {
+                    task: *task,
+                    tgid: *tgid,
+                    cpus,
+                });
+            }
             undo.push(Action::Pin {
                 task: *task,
                 tgid: *tgid,
-                cpus: t.allowed_cpus.clone(),
+                cpus: x.allowed_cpus.clone(),
             });
         }
     }
-    undo
+    (home, undo)
 }
 
 /// Bytes of a page, for moving a share of a process's memory (the
@@ -301,9 +354,12 @@ const FAR_ENOUGH: f64 = 0.2;
 /// Whether numad's placement of `pid` has a premise here: memory larger
 /// than the machine's largest last-level cache (a working set that fits
 /// the cache hardly goes to memory, wherever it lies) and threads that
-/// reach far for it ([`reach`] at least [`FAR_ENOUGH`]). `Err` says why
-/// not.
-fn worth_bringing_together(view: &View<'_>, pid: i32) -> Result<String, String> {
+/// reach far for it ([`reach`] at least [`FAR_ENOUGH`]). A group whose
+/// threads run on several nodes with its memory spread as they are may
+/// be using memory local to each thread already, or sharing it all: its
+/// threads alone are brought together first ([`Premise::ThreadsFirst`]).
+/// `Err` says why neither.
+fn worth_bringing_together(view: &View<'_>, pid: i32) -> Result<Premise, String> {
     let t = view.topology;
     let g = view.snapshot.group(pid).ok_or("gone")?;
     let total: u64 = g.memory_total().map_or(0, |m| m.values().sum());
@@ -314,6 +370,20 @@ fn worth_bringing_together(view: &View<'_>, pid: i32) -> Result<String, String> 
         .max()
         .unwrap_or(0);
     if total <= llc {
+        // Its memory hardly matters; threads that share written data
+        // still pay for every line that crosses between caches.
+        let on: BTreeSet<usize> = thread_nodes(view, g).into_iter().collect();
+        if on.len() >= 2 {
+            return Ok(Premise::ThreadsFirst(format!(
+                "its {} MiB fit the {} MiB last-level cache, so where they lie hardly \
+                 matters, but its threads run on {} nodes: if they share written data, every \
+                 line they write crosses between caches; its threads alone are brought \
+                 together, kept only if that is faster",
+                total >> 20,
+                llc >> 20,
+                on.len()
+            )));
+        }
         return Err(format!(
             "its {} MiB fit the {} MiB last-level cache",
             total >> 20,
@@ -323,17 +393,26 @@ fn worth_bringing_together(view: &View<'_>, pid: i32) -> Result<String, String> 
     if let Some(d) = spread_like_threads(view, pid)
         && d < LIKE_THREADS
     {
-        return Err(format!(
-            "its memory lies over the nodes its threads run on as they are spread there \
-             (they differ by {:.0} %), as first touch leaves each thread's own memory: what \
-             each thread uses is likely local already",
+        let on: BTreeSet<usize> = thread_nodes(view, g).into_iter().collect();
+        if on.len() < 2 {
+            return Err(format!(
+                "its memory is where its threads run (they differ by {:.0} %)",
+                100.0 * d
+            ));
+        }
+        return Ok(Premise::ThreadsFirst(format!(
+            "its memory lies over the {} nodes its threads run on as they are spread there \
+             (they differ by {:.0} %): each thread's memory may be its own, local already, or \
+             shared by all of them; its threads alone are brought together first, kept only \
+             if that is faster by itself, and the memory may follow after",
+            on.len(),
             100.0 * d
-        ));
+        )));
     }
     match reach(view, pid) {
-        Some(r) if r >= FAR_ENOUGH => Ok(format!(
+        Some(r) if r >= FAR_ENOUGH => Ok(Premise::Whole(format!(
             "its threads reach {r:.2} local distances beyond their own node for its memory"
-        )),
+        ))),
         Some(r) => Err(format!(
             "its threads reach only {r:.2} local distances beyond their own node for its memory"
         )),
@@ -422,9 +501,10 @@ impl Auto {
                             max_pages: None,
                         },
                         format!(
-                            "auto: experiment {} ({MEMORY_HOME} of {}), still moving its memory \
-                             to node {node} ({:.0} % there)",
+                            "auto: experiment {} ({} of {}), still moving its memory to node \
+                             {node} ({:.0} % there)",
                             e.number,
+                            m.kind,
                             m.label,
                             100.0 * there
                         ),
@@ -448,19 +528,26 @@ impl Auto {
                         // moved state. Said in the next experiment's
                         // reasons.
                         self.backoff
-                            .hold(m.pid, MEMORY_HOME, s.seq + self.judge.backoff_rounds);
+                            .hold(m.pid, m.kind, s.seq + self.judge.backoff_rounds);
+                        if let Some((process, node)) = m.memory_to {
+                            self.following.push((
+                                process,
+                                node,
+                                number,
+                                self.params.max_settle_rounds,
+                            ));
+                        }
                         self.verdicts.push(format!(
-                            "experiment {number} ({MEMORY_HOME} of {}) kept: it went {}, the \
-                             groups in scope together {}, over {} rounds",
+                            "experiment {number} ({} of {}) kept: it went {}, the groups in \
+                             scope together {}, over {} rounds",
+                            m.kind,
                             m.label,
                             percent(own),
                             percent(j.all),
                             self.judge.measure_rounds
                         ));
                     } else {
-                        let wait = self
-                            .backoff
-                            .rolled_back(&self.judge, m.pid, MEMORY_HOME, s.seq);
+                        let wait = self.backoff.rolled_back(&self.judge, m.pid, m.kind, s.seq);
                         let why = format!(
                             "it went {}, the groups in scope together {}, over {} rounds (a move \
                              is kept when its group gains more than {} and the groups together \
@@ -485,7 +572,7 @@ impl Auto {
                      again after {wait} rounds"
                 );
                 for m in e.moves {
-                    self.backoff.hold(m.pid, MEMORY_HOME, s.seq + wait);
+                    self.backoff.hold(m.pid, m.kind, s.seq + wait);
                     self.roll_back(s, e.number, m, &why, plan);
                 }
                 self.history.clear();
@@ -494,10 +581,36 @@ impl Auto {
     }
 
     /// Undoes move `m` of experiment `number`, saying `why` in each
-    /// undoing action's reason: the threads' affinities as they were, and
-    /// the memory back to the nodes it was on, in the shares it had there.
+    /// undoing action's reason: the threads back on the nodes they ran on
+    /// and, next round, to their affinities as they were; the memory back
+    /// to the nodes it was on, in the shares it had there. A gathering
+    /// rolled back holds numad's whole placement back as long: it showed
+    /// the threads do not gain from running together.
     fn roll_back(&mut self, s: &Snapshot, number: u64, m: Move, why: &str, plan: &mut Plan) {
-        let mut undo = m.undo;
+        let reason = format!(
+            "auto: experiment {number} ({} of {}) rolled back: {why}",
+            m.kind, m.label
+        );
+        if m.kind == GATHER
+            && let Some(until) = self.backoff.until(m.pid, GATHER)
+        {
+            self.backoff.hold(m.pid, MEMORY_HOME, until);
+        }
+        let mut undo = Vec::new();
+        for a in m.undo {
+            let home = m
+                .undo_home
+                .iter()
+                .find(|h| pinned(h).is_some() && pinned(h) == pinned(&a));
+            match home {
+                Some(h) => {
+                    undo.push(h.clone());
+                    self.releasing
+                        .push((a, format!("{reason} (second step: its own affinity back)")));
+                }
+                None => undo.push(a),
+            }
+        }
         if let Some((process, _)) = m.memory_to {
             let before: u64 = m.memory_before.values().sum();
             for (&node, &bytes) in &m.memory_before {
@@ -509,13 +622,7 @@ impl Auto {
             }
         }
         for a in undo {
-            plan.push(
-                a,
-                format!(
-                    "auto: experiment {number} ({MEMORY_HOME} of {}) rolled back: {why}",
-                    m.label
-                ),
-            );
+            plan.push(a, reason.clone());
         }
     }
 
@@ -525,7 +632,7 @@ impl Auto {
     fn try_moves(
         &mut self,
         view: &View<'_>,
-        proposals: BTreeMap<i32, Vec<Decision>>,
+        proposals: BTreeMap<i32, (&'static str, Vec<Decision>)>,
         plan: &mut Plan,
     ) {
         let s = view.snapshot;
@@ -543,8 +650,8 @@ impl Auto {
         let mut moves = Vec::new();
         let number = self.experiments + 1;
         let earlier: String = self.verdicts.drain(..).map(|v| v + "; ").collect();
-        for (pid, decisions) in proposals {
-            if !self.backoff.allows(pid, MEMORY_HOME, s.seq) || decisions.is_empty() {
+        for (pid, (kind, decisions)) in proposals {
+            if !self.backoff.allows(pid, kind, s.seq) || decisions.is_empty() {
                 continue;
             }
             let label = labels.get(&pid).cloned().unwrap_or_default();
@@ -553,7 +660,7 @@ impl Auto {
                 plan.push(
                     d.action.clone(),
                     format!(
-                        "auto: {earlier}experiment {number}: trying {MEMORY_HOME} of {label} \
+                        "auto: {earlier}experiment {number}: trying {kind} of {label} \
                          (now {before:.3e} instructions/s, {} groups in scope judged over {n} \
                          rounds, kept above {}): {}",
                         baseline.len(),
@@ -562,9 +669,12 @@ impl Auto {
                     ),
                 );
             }
+            let (undo_home, undo) = undo_of(view.topology, s, &decisions);
             moves.push(Move {
                 pid,
-                undo: undo_of(s, &decisions),
+                kind,
+                undo_home,
+                undo,
                 memory_before: s
                     .group(pid)
                     .and_then(|g| g.memory_total())
@@ -631,6 +741,10 @@ impl Policy for Auto {
         }
         let mut plan = Plan::default();
         self.finish_undoing(s, &mut plan);
+        for (a, why) in self.releasing.drain(..) {
+            plan.push(a, why);
+        }
+        let following = self.follow(view, &mut plan);
         // A move is tried only where its premise holds (the one under
         // trial goes on whatever it shows now).
         let under_trial: Vec<i32> = self
@@ -638,37 +752,48 @@ impl Policy for Auto {
             .as_ref()
             .map(|e| e.moves.iter().map(|m| m.pid).collect())
             .unwrap_or_default();
-        let mut premise: BTreeMap<i32, String> = BTreeMap::new();
-        proposals.retain(|&pid, _| {
+        let mut kinds: BTreeMap<i32, (&'static str, Vec<Decision>)> = BTreeMap::new();
+        for (pid, mut ds) in proposals {
             if under_trial.contains(&pid) {
-                return true;
+                kinds.insert(pid, (MEMORY_HOME, ds));
+                continue;
             }
-            if self
-                .first_seen
-                .get(&pid)
-                .is_none_or(|&f| s.seq < f + settled_after)
+            if following.contains(&pid)
+                || self
+                    .first_seen
+                    .get(&pid)
+                    .is_none_or(|&f| s.seq < f + settled_after)
             {
-                return false; // still starting up
+                continue; // its memory still following, or starting up
             }
-            match worth_bringing_together(view, pid) {
-                Ok(why) => {
-                    premise.insert(pid, why);
-                    true
+            let (kind, why) = match worth_bringing_together(view, pid) {
+                Ok(Premise::Whole(why)) => (MEMORY_HOME, why),
+                Ok(Premise::ThreadsFirst(why)) => {
+                    ds.retain(|d| matches!(d.action, Action::Pin { .. }));
+                    (GATHER, why)
                 }
-                Err(_) => false,
+                Err(_) => continue,
+            };
+            for d in &mut ds {
+                d.reason = match kind {
+                    GATHER => format!(
+                        "the threads only, not yet the memory, of {}; {why}",
+                        d.reason
+                    ),
+                    _ => format!("{} ({why})", d.reason),
+                };
             }
-        });
-        for (pid, ds) in proposals.iter_mut() {
-            if let Some(why) = premise.get(pid) {
-                for d in ds {
-                    d.reason = format!("{} ({why})", d.reason);
-                }
-            }
+            kinds.insert(pid, (kind, ds));
         }
         let Some(progress) = progress(view) else {
             // Nothing counted, nothing judged: numad's moves as they are,
-            // where their premise holds.
-            for d in proposals.into_values().flatten() {
+            // where their whole premise holds (a gathering is only worth
+            // it if measured).
+            for d in kinds
+                .into_values()
+                .filter(|(k, _)| *k == MEMORY_HOME)
+                .flat_map(|(_, ds)| ds)
+            {
                 plan.push(
                     d.action,
                     format!(
@@ -684,13 +809,55 @@ impl Policy for Auto {
         } else {
             self.history.push(&progress, self.judge.measure_rounds);
             let busy: BTreeSet<i32> = self.undoing.iter().map(|(p, ..)| p.tid).collect();
-            let proposals = proposals
+            let kinds = kinds
                 .into_iter()
                 .filter(|(pid, _)| !busy.contains(pid))
                 .collect();
-            self.try_moves(view, proposals, &mut plan);
+            self.try_moves(view, kinds, &mut plan);
         }
         plan
+    }
+}
+
+impl Auto {
+    /// The rest of the memory of kept moves that had not all arrived when
+    /// they were judged, moved while the threads stay on its node (at most
+    /// `max_settle_rounds` rounds more); returns the processes whose
+    /// memory is still following, not to be moved otherwise meanwhile.
+    fn follow(&mut self, view: &View<'_>, plan: &mut Plan) -> BTreeSet<i32> {
+        let (t, s) = (view.topology, view.snapshot);
+        let mut still = BTreeSet::new();
+        self.following.retain_mut(|(process, node, number, left)| {
+            let Some(g) = s.group(process.tid) else {
+                return false;
+            };
+            let stays = t.node_by_os_id(*node).is_some_and(|n| {
+                g.threads
+                    .iter()
+                    .filter_map(|&tid| s.task(tid))
+                    .all(|x| x.allowed_cpus.is_subset(&n.span))
+            });
+            let there = share_on(s, process.tid, *node).unwrap_or(1.0);
+            if !stays || there >= 0.9 || *left == 0 {
+                return false;
+            }
+            *left -= 1;
+            still.insert(process.tid);
+            plan.push(
+                Action::MoveMemory {
+                    process: *process,
+                    to_node: *node,
+                    max_pages: None,
+                },
+                format!(
+                    "auto: experiment {number} kept; the rest of its memory follows its threads \
+                     to node {node} ({:.0} % there)",
+                    100.0 * there
+                ),
+            );
+            true
+        });
+        still
     }
 }
 

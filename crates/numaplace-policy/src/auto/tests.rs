@@ -145,15 +145,32 @@ fn a_move_that_slows_the_groups_is_rolled_back_and_held_back() {
             _ => None,
         })
         .collect();
+    let node0 = t.node_by_os_id(0).unwrap().span.clone();
+    assert_eq!(
+        back,
+        vec![&node0, &node0],
+        "both threads first back on the node they ran on"
+    );
+    assert!(plan.decisions[0].reason.contains("rolled back"), "{plan:?}");
+    assert!(plan.decisions[0].reason.contains("-50.0 %"), "{plan:?}");
+    // Next round, their own affinity back.
+    let plan = decide(&mut auto, &t, &round(seq + 1, &node0, Some(1_000_000_000)));
+    let back: Vec<&CpuSet> = plan
+        .decisions
+        .iter()
+        .filter_map(|d| match &d.action {
+            Action::Pin { cpus, .. } => Some(cpus),
+            _ => None,
+        })
+        .collect();
     assert_eq!(
         back,
         vec![t.span(), t.span()],
         "both threads back where they were"
     );
-    assert!(plan.decisions[0].reason.contains("rolled back"), "{plan:?}");
-    assert!(plan.decisions[0].reason.contains("-50.0 %"), "{plan:?}");
+    assert!(plan.decisions[0].reason.contains("second step"), "{plan:?}");
     // Back where it was, it is not moved again for a while.
-    for seq in seq + 1..seq + 20 {
+    for seq in seq + 2..seq + 20 {
         let plan = decide(&mut auto, &t, &round(seq, t.span(), Some(1_000_000_000)));
         assert!(plan.is_empty(), "round {seq}: {plan:?}");
     }
@@ -260,4 +277,168 @@ fn a_group_near_its_memory_or_within_the_cache_is_not_moved() {
         }
         assert!(decide(&mut auto, &t, &s).is_empty(), "round {seq}");
     }
+}
+
+/// Round `seq` of process 200 with threads 201 on CPU 0 (node 0) and 202
+/// on CPU 2 (node 1), or wherever `pinned_to` confines both, its 2 GiB
+/// spread over the two nodes as its threads are, each thread retiring
+/// `ips` instructions per second.
+fn spread_round(seq: u64, pinned_to: Option<&CpuSet>, ips: u64) -> Snapshot {
+    let t = topo();
+    let mut s = round(seq, t.span(), Some(ips));
+    s.tasks.clear();
+    s.counters.clear();
+    for (tid, cpu) in [(201, 0u32), (202, 2u32)] {
+        let allowed = pinned_to.unwrap_or(t.span());
+        let last = if allowed.contains(cpu) {
+            cpu
+        } else {
+            allowed.first().unwrap()
+        };
+        s.tasks.push(Task {
+            utime: seq * 100,
+            last_cpu: Some(last),
+            ..task(tid, 200, allowed)
+        });
+        s.counters
+            .insert(tid, counters([(Counter::Instructions, ips)]));
+    }
+    let mut g = process(200, "spread", vec![201, 202]);
+    let half = NodeMemory {
+        anon: GIB,
+        file: 0,
+        huge: 0,
+    };
+    g.memory = Some(BTreeMap::from([(0, half), (1, half)]));
+    s.groups = vec![g];
+    s
+}
+
+fn pinned_cpus(plan: &Plan) -> Vec<CpuSet> {
+    crate::testutil::pins(plan)
+        .into_iter()
+        .map(|(_, c)| c)
+        .collect()
+}
+
+#[test]
+fn memory_spread_like_the_threads_brings_the_threads_together_first() {
+    let t = topo();
+    let mut auto = Auto::new(AutoParams::default());
+    let mut first = None;
+    for seq in 1..=20 {
+        let plan = decide(&mut auto, &t, &spread_round(seq, None, 1_000_000_000));
+        if !plan.is_empty() {
+            first = Some((seq, plan));
+            break;
+        }
+    }
+    let (moved, plan) = first.expect("auto tried something");
+    assert!(
+        plan.decisions
+            .iter()
+            .all(|d| matches!(d.action, Action::Pin { .. })),
+        "the threads only, no memory moved: {plan:?}"
+    );
+    assert!(plan.decisions[0].reason.contains(GATHER), "{plan:?}");
+    let to = pinned_cpus(&plan)[0].clone();
+    // Together they go slower (their memory was each one's own): rolled
+    // back onto their nodes, then their own affinity, and neither the
+    // gathering nor numad's whole placement is tried again for a while.
+    let mut plans = Vec::new();
+    let hold = AutoParams::default().backoff_rounds;
+    for seq in moved + 1..moved + hold {
+        let s = if plans.iter().any(|p: &Plan| !p.is_empty()) {
+            spread_round(seq, None, 1_000_000_000)
+        } else {
+            spread_round(seq, Some(&to), 600_000_000)
+        };
+        plans.push(decide(&mut auto, &t, &s));
+    }
+    let acted: Vec<&Plan> = plans.iter().filter(|p| !p.is_empty()).collect();
+    assert_eq!(
+        acted.len(),
+        2,
+        "rollback in two steps, then nothing: {plans:?}"
+    );
+    let node = |os: u32| t.node_by_os_id(os).unwrap().span.clone();
+    assert_eq!(
+        pinned_cpus(acted[0]),
+        vec![node(0), node(1)],
+        "first each back onto the node it ran on before: {:?}",
+        acted[0]
+    );
+    assert!(acted[0].decisions[0].reason.contains("rolled back"));
+    assert_eq!(
+        pinned_cpus(acted[1]),
+        vec![t.span().clone(), t.span().clone()]
+    );
+}
+
+/// [`round`] with the process's memory half on node 0, half on node 1.
+fn half_round(seq: u64, allowed: &CpuSet, ips: u64) -> Snapshot {
+    let mut s = round(seq, allowed, Some(ips));
+    let half = NodeMemory {
+        anon: GIB / 2,
+        file: 0,
+        huge: 0,
+    };
+    s.groups[0].memory = Some(BTreeMap::from([(0, half), (1, half)]));
+    s
+}
+
+#[test]
+fn a_kept_move_whose_memory_was_still_arriving_has_it_follow() {
+    let t = topo();
+    let p = AutoParams::default();
+    let mut auto = Auto::new(p.clone());
+    let mut moved = None;
+    for seq in 1..=20 {
+        let plan = decide(&mut auto, &t, &half_round(seq, t.span(), 1_000_000_000));
+        if !plan.is_empty() {
+            moved = Some((seq, plan));
+            break;
+        }
+    }
+    let (moved, plan) = moved.expect("auto moved the process");
+    let (to, node) = plan
+        .decisions
+        .iter()
+        .find_map(|d| match &d.action {
+            Action::MoveMemory { to_node, .. } => Some((*to_node, d.clone())),
+            _ => None,
+        })
+        .expect("its memory moved with it");
+    assert!(node.reason.contains(MEMORY_HOME), "{node:?}");
+    let span = t.node_by_os_id(to).unwrap().span.clone();
+    // The memory never arrives (the rate limit): after max_settle_rounds
+    // of moving it is judged anyway, faster, and kept; the rest then
+    // follows, round by round, with no new experiment.
+    let mut follows = 0;
+    for seq in moved + 1..moved + 1 + p.max_settle_rounds as u64 + 6 {
+        let plan = decide(&mut auto, &t, &half_round(seq, &span, 1_500_000_000));
+        assert!(
+            plan.decisions
+                .iter()
+                .all(|d| matches!(d.action, Action::MoveMemory { to_node, .. } if to_node == to)),
+            "only its memory, to node {to}: {plan:?}"
+        );
+        follows += plan
+            .decisions
+            .iter()
+            .filter(|d| d.reason.contains("kept; the rest of its memory follows"))
+            .count();
+        assert!(
+            !plan
+                .decisions
+                .iter()
+                .any(|d| d.reason.contains("rolled back")),
+            "{plan:?}"
+        );
+    }
+    assert!(
+        follows >= 3,
+        "the rest followed after the verdict: {follows}"
+    );
+    assert!(auto.trial.is_none(), "kept, and no new experiment");
 }
