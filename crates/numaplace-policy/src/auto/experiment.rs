@@ -137,6 +137,11 @@ impl Judgement {
     }
 }
 
+/// A loss beyond which one measured round is enough to roll a move back:
+/// several times the noise margin and the round-to-round noise of a
+/// group's progress.
+const CLEARLY_WORSE: f64 = 0.10;
+
 /// Changes under trial: every group's baseline, and its progress since.
 #[derive(Debug, Clone)]
 pub struct Trial {
@@ -181,7 +186,14 @@ impl Trial {
                 self.after.entry(*pid).or_default().push(*p);
             }
         }
-        if self.rounds < params.settle_rounds + params.measure_rounds {
+        // Every moved group clearly slower after its first measured round:
+        // judged at once, as the remaining rounds would only cost more (a
+        // gain hides behind no such loss: the move is in place, its pages
+        // moved, before a round is measured).
+        let clearly_worse = self.moved.iter().all(|&pid| {
+            self.after.contains_key(&pid) && self.gain_of(|p| p == pid) < -CLEARLY_WORSE
+        });
+        if self.rounds < params.settle_rounds + params.measure_rounds && !clearly_worse {
             return Verdict::Wait;
         }
         let own = self
@@ -326,12 +338,19 @@ mod tests {
     #[test]
     fn a_change_that_slows_the_group_is_rolled_back_within_settle_plus_measure_rounds() {
         let p = JudgeParams::default();
-        let (v, rounds) = judge(&[(1, 1e9), (2, 2e9)], &[(1, 0.8e9), (2, 2e9)]);
+        let (v, rounds) = judge(&[(1, 1e9), (2, 2e9)], &[(1, 0.95e9), (2, 2e9)]);
         assert!(
-            matches!(v, Verdict1::RollBack { own, .. } if own < -0.05),
+            matches!(v, Verdict1::RollBack { own, .. } if own < -0.04),
             "{v:?}"
         );
         assert_eq!(rounds, p.settle_rounds + p.measure_rounds);
+        // A clear loss is rolled back after its first measured round.
+        let (v, rounds) = judge(&[(1, 1e9), (2, 2e9)], &[(1, 0.8e9), (2, 2e9)]);
+        assert!(
+            matches!(v, Verdict1::RollBack { own, .. } if own < -0.15),
+            "{v:?}"
+        );
+        assert_eq!(rounds, p.settle_rounds + 1);
     }
 
     #[test]
