@@ -222,6 +222,20 @@ impl Trial {
         })
     }
 
+    /// The rounds measured since the change, as a history: the baseline
+    /// of the next trial when every change is kept (the machine measured
+    /// is then the one the next change starts from). Groups not measured
+    /// in every round are left out.
+    pub fn measured_history(&self) -> History {
+        let mut h = History::default();
+        for (&pid, rounds) in &self.after {
+            if rounds.len() == self.measured {
+                h.rounds.insert(pid, rounds.iter().copied().collect());
+            }
+        }
+        h
+    }
+
     /// exp(mean of ln(after / before)) - 1 over the groups measured both
     /// before and after that `which` takes; 0 if none.
     pub fn gain_of(&self, which: impl Fn(i32) -> bool) -> f64 {

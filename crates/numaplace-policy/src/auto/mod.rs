@@ -22,8 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use numaplace_model::{Action, Counter, Decision, Plan, Snapshot, TaskId, Topology};
 
+use crate::dino::{Dino, DinoParams};
 use crate::numad::{NumadLike, NumadParams};
-use crate::{Policy, Signal, View, within};
+use crate::{Needs, Policy, Signal, View, within};
 use experiment::{Backoff, History, JudgeParams, Trial, Verdict};
 
 /// `auto`'s parameters (`[policy]` with `name = "auto"`).
@@ -92,6 +93,11 @@ const MEMORY_HOME: &str = "numad-like placement";
 /// that moves no page.
 const GATHER: &str = "gathering of threads";
 
+/// DINO's layout of a group's threads (seed 004: memory-intensive threads
+/// spread over memory domains, each thread on one core, its memory
+/// following), tried where numad's placement has nothing to try.
+const DINO_LAYOUT: &str = "dino layout";
+
 /// What a group's move would be, if it has a premise.
 #[derive(Debug, Clone, PartialEq)]
 enum Premise {
@@ -105,8 +111,11 @@ enum Premise {
 struct Move {
     pid: i32,
     label: String,
-    /// [`MEMORY_HOME`] or [`GATHER`].
+    /// [`MEMORY_HOME`], [`GATHER`] or [`DINO_LAYOUT`].
     kind: &'static str,
+    /// It moved memory (to put back on rollback), whether or not to one
+    /// node ([`Move::memory_to`]).
+    moved_memory: bool,
     /// What puts the group's threads back: first onto the nodes they ran
     /// on, then (a round later) to their affinities ([`undo_of`]).
     undo_home: Vec<Action>,
@@ -135,6 +144,12 @@ pub struct Auto {
     /// numad's placement, asked every round (its CPU-time accounting
     /// needs every round) about every group in scope.
     numad: NumadLike,
+    /// DINO, asked every round (its classes' hysteresis needs every round).
+    dino: Dino,
+    /// Groups whose DINO layout was kept: DINO goes on managing them
+    /// (its class changes, its memory following) without experiments, and
+    /// numad's placement is not tried on them.
+    dino_kept: BTreeSet<i32>,
     history: History,
     backoff: Backoff,
     trial: Option<Experiment>,
@@ -163,6 +178,15 @@ pub struct Auto {
 /// look good.
 const SETTLED_AGE: u64 = 2;
 
+/// Rounds a group must have run, as a multiple of the measured rounds,
+/// before a move is tried on it that nothing measured says will pay (a
+/// gathering of threads, DINO's layout): such an experiment fails about as
+/// often as not, and one that fails costs its group a round or two of
+/// progress; a group that has run this long is likely to run about as long
+/// again (a process's age is the best guess of its remaining run time
+/// there is), so that cost stays a small part of its run.
+const SPECULATIVE_AGE: u64 = 8;
+
 impl Auto {
     pub fn new(params: AutoParams) -> Auto {
         Auto {
@@ -173,6 +197,8 @@ impl Auto {
                 prefer_quiet_node: true,
                 ..NumadParams::default()
             }),
+            dino: Dino::new(DinoParams::default()),
+            dino_kept: BTreeSet::new(),
             history: History::default(),
             backoff: Backoff::default(),
             trial: None,
@@ -520,6 +546,7 @@ impl Auto {
             Verdict::Wait => self.trial = Some(e),
             Verdict::Judged(j) => {
                 let number = e.number;
+                let all_kept = e.moves.iter().all(|m| j.keeps(m.pid, self.judge.margin));
                 for m in e.moves {
                     let own = j.own.get(&m.pid).copied().unwrap_or(0.0);
                     if j.keeps(m.pid, self.judge.margin) {
@@ -529,6 +556,9 @@ impl Auto {
                         // reasons.
                         self.backoff
                             .hold(m.pid, m.kind, s.seq + self.judge.backoff_rounds);
+                        if m.kind == DINO_LAYOUT {
+                            self.dino_kept.insert(m.pid);
+                        }
                         if let Some((process, node)) = m.memory_to {
                             self.following.push((
                                 process,
@@ -560,7 +590,13 @@ impl Auto {
                         self.roll_back(s, number, m, &why, plan);
                     }
                 }
-                self.history.clear();
+                if all_kept {
+                    // Nothing undone: the rounds just measured are the
+                    // next experiment's baseline.
+                    self.history = e.trial.measured_history();
+                } else {
+                    self.history.clear();
+                }
             }
             Verdict::Unjudged => {
                 // Nothing learnt about the moves themselves: held back for
@@ -611,7 +647,9 @@ impl Auto {
                 None => undo.push(a),
             }
         }
-        if let Some((process, _)) = m.memory_to {
+        if m.moved_memory
+            && let Some(process) = s.group(m.pid).map(|g| g.id())
+        {
             let before: u64 = m.memory_before.values().sum();
             for (&node, &bytes) in &m.memory_before {
                 let want = bytes as f64 / before.max(1) as f64;
@@ -673,6 +711,7 @@ impl Auto {
             moves.push(Move {
                 pid,
                 kind,
+                moved_memory: decisions.iter().any(|d| d.action.moves_memory()),
                 undo_home,
                 undo,
                 memory_before: s
@@ -711,7 +750,16 @@ impl Policy for Auto {
         "auto"
     }
 
-    // needs(): the default, counters (to judge) and memory (numad's move).
+    /// Counters (to judge, and DINO's classes), memory (numad's move) and
+    /// sampled addresses (DINO's memory following).
+    fn needs(&self) -> Needs {
+        Needs {
+            counters: true,
+            memory: true,
+            samples: true,
+            page_sets: false,
+        }
+    }
 
     fn without(&self, signal: Signal) -> Option<String> {
         match signal {
@@ -720,6 +768,11 @@ impl Policy for Auto {
                  counted here: it makes only numad's counter-free placement (a process that \
                  fits one node goes there, its memory after it), without experiments or \
                  rollbacks"
+                    .into(),
+            ),
+            Signal::Samples => Some(
+                "tries DINO's layout without its memory following (no sampled addresses \
+                 here): threads are spread by intensity, their pages left where they are"
                     .into(),
             ),
             _ => None,
@@ -734,12 +787,34 @@ impl Policy for Auto {
             self.first_seen.entry(pid).or_insert(s.seq);
         }
         let settled_after = SETTLED_AGE * self.judge.measure_rounds as u64;
+        let long_lived = SPECULATIVE_AGE * self.judge.measure_rounds as u64;
+        let ages: BTreeMap<i32, u64> = (self.first_seen.iter())
+            .map(|(&pid, &f)| (pid, s.seq.saturating_sub(f)))
+            .collect();
+        let age = |pid: &i32| ages.get(pid).copied().unwrap_or(0);
         // numad is asked every round, about every group in scope.
         let mut proposals: BTreeMap<i32, Vec<Decision>> = BTreeMap::new();
         for d in self.numad.decide(view).decisions {
             proposals.entry(d.action.pid()).or_default().push(d);
         }
         let mut plan = Plan::default();
+        self.dino_kept.retain(|&pid| s.group(pid).is_some());
+        let mut dino: BTreeMap<i32, Vec<Decision>> = BTreeMap::new();
+        for d in self.dino.decide(view).decisions {
+            let pid = d.action.pid();
+            if self.dino_kept.contains(&pid) {
+                // Its layout was kept: DINO goes on managing the group,
+                // its pages following its threads (a layout held back
+                // while its memory follows the layout DINO believes in
+                // would move pages away from the threads).
+                plan.push(
+                    d.action,
+                    format!("auto ({DINO_LAYOUT} kept for this group): {}", d.reason),
+                );
+            } else {
+                dino.entry(pid).or_default().push(d);
+            }
+        }
         self.finish_undoing(s, &mut plan);
         for (a, why) in self.releasing.drain(..) {
             plan.push(a, why);
@@ -759,6 +834,7 @@ impl Policy for Auto {
                 continue;
             }
             if following.contains(&pid)
+                || self.dino_kept.contains(&pid)
                 || self
                     .first_seen
                     .get(&pid)
@@ -768,6 +844,7 @@ impl Policy for Auto {
             }
             let (kind, why) = match worth_bringing_together(view, pid) {
                 Ok(Premise::Whole(why)) => (MEMORY_HOME, why),
+                Ok(Premise::ThreadsFirst(_)) if age(&pid) < long_lived => continue,
                 Ok(Premise::ThreadsFirst(why)) => {
                     ds.retain(|d| matches!(d.action, Action::Pin { .. }));
                     (GATHER, why)
@@ -809,10 +886,28 @@ impl Policy for Auto {
         } else {
             self.history.push(&progress, self.judge.measure_rounds);
             let busy: BTreeSet<i32> = self.undoing.iter().map(|(p, ..)| p.tid).collect();
-            let kinds = kinds
+            let ready = |pid: &i32, kind: &'static str| {
+                !busy.contains(pid)
+                    && !following.contains(pid)
+                    && self.backoff.allows(*pid, kind, s.seq)
+            };
+            let mut kinds: BTreeMap<i32, (&'static str, Vec<Decision>)> = kinds
                 .into_iter()
-                .filter(|(pid, _)| !busy.contains(pid))
+                .filter(|(pid, (kind, _))| ready(pid, kind))
                 .collect();
+            if kinds.is_empty() {
+                // numad's placement has nothing to try: DINO's layout, for
+                // the groups past their start.
+                kinds = dino
+                    .into_iter()
+                    .filter(|(pid, ds)| {
+                        ready(pid, DINO_LAYOUT)
+                            && ds.iter().any(|d| matches!(d.action, Action::Pin { .. }))
+                            && age(pid) >= long_lived
+                    })
+                    .map(|(pid, ds)| (pid, (DINO_LAYOUT, ds)))
+                    .collect();
+            }
             self.try_moves(view, kinds, &mut plan);
         }
         plan

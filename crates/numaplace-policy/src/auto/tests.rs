@@ -336,6 +336,10 @@ fn memory_spread_like_the_threads_brings_the_threads_together_first() {
     }
     let (moved, plan) = first.expect("auto tried something");
     assert!(
+        moved > SPECULATIVE_AGE * AutoParams::default().measure_rounds as u64,
+        "a move nothing measured says will pay waits for an old group: round {moved}"
+    );
+    assert!(
         plan.decisions
             .iter()
             .all(|d| matches!(d.action, Action::Pin { .. })),
@@ -442,4 +446,74 @@ fn a_kept_move_whose_memory_was_still_arriving_has_it_follow() {
         "the rest followed after the verdict: {follows}"
     );
     assert!(auto.trial.is_none(), "kept, and no new experiment");
+}
+
+/// Round `seq` of two single-thread processes, 300 and 400, each a devil
+/// (20 LLC misses per 1000 instructions) with 1 MiB on node 0, running on
+/// CPUs 0 and 1, under one LLC, as the scheduler left them.
+fn devils_round(seq: u64, ips: u64) -> Snapshot {
+    let t = topo();
+    let mut s = round(seq, t.span(), Some(ips));
+    s.tasks.clear();
+    s.counters.clear();
+    s.groups.clear();
+    for (pid, cpu) in [(300, 0u32), (400, 1u32)] {
+        s.tasks.push(Task {
+            utime: seq * 100,
+            last_cpu: Some(cpu),
+            ..task(pid, pid, t.span())
+        });
+        s.counters.insert(
+            pid,
+            counters([
+                (Counter::Instructions, ips),
+                (Counter::Cycles, ips),
+                (Counter::LlcMisses, ips / 50),
+                (Counter::LlcReferences, ips / 25),
+            ]),
+        );
+        let mut g = process(pid, "devil", vec![pid]);
+        g.memory = Some(BTreeMap::from([(
+            0,
+            NodeMemory {
+                anon: 1 << 20,
+                file: 0,
+                huge: 0,
+            },
+        )]));
+        s.groups.push(g);
+    }
+    s
+}
+
+#[test]
+fn where_numad_has_nothing_to_try_dinos_layout_is_tried_once_the_groups_are_old() {
+    let t = topo();
+    let p = AutoParams::default();
+    let mut auto = Auto::new(p.clone());
+    let mut tried = None;
+    for seq in 1..=40 {
+        let plan = decide(&mut auto, &t, &devils_round(seq, 1_000_000_000));
+        if !plan.is_empty() {
+            tried = Some((seq, plan));
+            break;
+        }
+    }
+    let (seq, plan) = tried.expect("DINO's layout tried");
+    assert!(
+        seq > SPECULATIVE_AGE * p.measure_rounds as u64,
+        "not before the groups have run long enough: round {seq}"
+    );
+    assert!(
+        plan.decisions
+            .iter()
+            .all(|d| d.reason.contains(DINO_LAYOUT)),
+        "{plan:?}"
+    );
+    // Two devils under one LLC: DINO puts them in different domains.
+    let nodes: BTreeSet<usize> = crate::testutil::pins(&plan)
+        .iter()
+        .filter_map(|(_, c)| t.cpu_by_os_id(c.first()?).map(|c| c.node))
+        .collect();
+    assert_eq!(nodes.len(), 2, "{plan:?}");
 }
