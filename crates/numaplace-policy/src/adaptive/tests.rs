@@ -563,3 +563,36 @@ fn a_package_named_twice_is_laid_out_once() {
     assert_eq!(distinct.len(), 16, "{l:?}");
     assert_eq!(l.packages, vec![0, 1]);
 }
+
+/// A core another group runs on is shared only when no whole core is
+/// left: its free sibling comes after every idle core (issue 16, mix:5,
+/// where a second group's local mapping was laid on the siblings of the
+/// first group's cores while half the package sat idle).
+#[test]
+fn a_group_gets_idle_cores_before_siblings_of_another_groups_cores() {
+    let t = Topology::synthetic("pack:2 core:4 pu:2").unwrap();
+    let cores: Vec<Vec<u32>> = t.packages()[0]
+        .cores
+        .iter()
+        .map(|&c| t.cores()[c].span.iter().collect())
+        .collect();
+    // Another group holds the first hardware thread of cores 0 and 1.
+    let taken: CpuSet = [cores[0][0], cores[1][0]].into_iter().collect();
+    let core_of = |cpu: u32| cores.iter().position(|c| c.contains(&cpu));
+    for m in [Mapping::Local, Mapping::Interleaved] {
+        let l = mapping::layout(&t, m, 2, &[0], &taken).unwrap();
+        let on_pkg0: Vec<usize> = l.cpus.iter().filter_map(|&c| core_of(c)).collect();
+        assert!(
+            on_pkg0.iter().all(|&c| c >= 2),
+            "{m}: a vcore beside the other group's on package 0: {l:?}"
+        );
+    }
+    let l = mapping::layout(&t, Mapping::Local, 2, &[0], &taken).unwrap();
+    assert_eq!(l.packages, vec![0], "still the fewest packages: {l:?}");
+    // Four vcores: the two idle cores, then the two siblings (still one
+    // package: local uses the fewest packages).
+    let l = mapping::layout(&t, Mapping::Local, 4, &[0], &taken).unwrap();
+    assert_eq!(l.packages, vec![0], "{l:?}");
+    let first_two: Vec<Option<usize>> = l.cpus[..2].iter().map(|&c| core_of(c)).collect();
+    assert_eq!(first_two, vec![Some(2), Some(3)], "{l:?}");
+}
