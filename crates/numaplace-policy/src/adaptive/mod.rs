@@ -71,8 +71,10 @@ pub struct GroupReport {
     pub last_vote: Option<Vote>,
     /// The power model of the last vote.
     pub power_model: Option<PowerModel>,
-    /// Why the group was left to Linux when first seen
-    /// ([`premise::memory_elsewhere`]).
+    /// Why the group was left to Linux: its memory elsewhere when first
+    /// seen ([`premise::memory_elsewhere`]), or no vote that applies
+    /// ([`premise::fails`]) while the local mapping doubles vcores up on
+    /// hardware threads.
     pub left_to_linux: Option<String>,
     /// Why the group holds the local mapping without voting, when seed
     /// 002's premise did not hold for it last round ([`premise`]).
@@ -116,7 +118,7 @@ struct Group {
 pub struct AdaptiveMapping {
     params: AdaptiveParams,
     groups: BTreeMap<i32, Group>,
-    /// Groups left to Linux for their life ([`premise::memory_elsewhere`]).
+    /// Groups left to Linux for their life ([`GroupReport::left_to_linux`]).
     left: std::collections::BTreeSet<i32>,
     reports: Reports,
     power: power_fit::PowerFit,
@@ -286,6 +288,36 @@ impl Policy for AdaptiveMapping {
             // not apply, the group holds the local mapping and is not probed.
             let aside = premise::fails(cfg.objective, &local, &inter, tasks.len());
             report.vote_off = aside.clone();
+            // Holding local is the safe answer only where it gives every
+            // vcore a core: doubled up on hardware threads (seed 002's local
+            // mapping) with no vote to say it pays, the group is left to
+            // Linux, and threads this policy pinned get the machine back.
+            if let Some(why) = aside.as_ref().filter(|_| local.cores.len() < tasks.len()) {
+                let why = format!(
+                    "{why}, and the local mapping would put its {} vcores on {} cores: left to Linux",
+                    tasks.len(),
+                    local.cores.len()
+                );
+                if self.groups.remove(&g.pid).is_some() {
+                    let span = view.topology.span();
+                    for t in tasks.iter().filter(|t| t.allowed_cpus != *span) {
+                        plan.push(
+                            Action::Pin {
+                                task: t.id(),
+                                tgid: g.pid,
+                                cpus: span.clone(),
+                            },
+                            format!(
+                                "adaptive-mapping: {label} vcore thread {} back to Linux (CPUs {span}): {why}",
+                                t.tid
+                            ),
+                        );
+                    }
+                }
+                report.left_to_linux = Some(why);
+                self.left.insert(g.pid);
+                continue;
+            }
             let pin = |plan: &mut Plan, m: Mapping, why: &str| {
                 let l = if m == Mapping::Local { &local } else { &inter };
                 for (t, &cpu) in tasks.iter().zip(&l.cpus) {
