@@ -1,6 +1,9 @@
 //! Where seed 002's premise does not hold, `adaptive-mapping` does not vote
 //! (issue 16, "do no harm"): the group holds the local mapping §6.2 starts
-//! it in, next to its memory.
+//! it in, next to its memory, where that gives every vcore a core of its
+//! own, and is left to Linux where it would double vcores up on hardware
+//! threads (nothing then says that pays: mix:41, 16 vcores held on two
+//! packages of 4 cores × 2, ran 54 % slower than under Linux).
 //!
 //! Seed 002 (002_9193a93568156dac.txt) chooses between two mappings of one
 //! 8-vcore VM on a two-socket machine of 4 cores × 2 hardware threads per
