@@ -31,9 +31,17 @@ pub struct Layout {
     pub packages: Vec<usize>,
 }
 
+/// One physical core as a layout sees it: its hardware threads no other
+/// group holds, and how many of its hardware threads other groups hold.
+#[derive(Debug, Clone)]
+struct FreeCore {
+    cpus: Vec<u32>,
+    held: usize,
+}
+
 /// Packages (dense ids) with their cores' CPUs (kernel ids, in core
 /// order) but those `taken`, in the given preference order, then the rest.
-fn package_cores(t: &Topology, first: &[usize], taken: &CpuSet) -> Vec<(usize, Vec<Vec<u32>>)> {
+fn package_cores(t: &Topology, first: &[usize], taken: &CpuSet) -> Vec<(usize, Vec<FreeCore>)> {
     // `first` names a package once per node of it that holds memory.
     let mut order: Vec<usize> = Vec::new();
     for &p in first {
@@ -53,17 +61,20 @@ fn package_cores(t: &Topology, first: &[usize], taken: &CpuSet) -> Vec<(usize, V
                 .cores
                 .iter()
                 .map(|&c| {
-                    t.cores()[c]
+                    let (held, cpus): (Vec<u32>, Vec<u32>) = t.cores()[c]
                         .span
                         .iter()
-                        .filter(|cpu| !taken.contains(*cpu))
-                        .collect::<Vec<u32>>()
+                        .partition(|cpu| taken.contains(*cpu));
+                    FreeCore {
+                        cpus,
+                        held: held.len(),
+                    }
                 })
-                .filter(|cpus| !cpus.is_empty())
+                .filter(|c| !c.cpus.is_empty())
                 .collect();
             (p, cores)
         })
-        .filter(|(_, c): &(usize, Vec<Vec<u32>>)| !c.is_empty())
+        .filter(|(_, c): &(usize, Vec<FreeCore>)| !c.is_empty())
         .collect()
 }
 
@@ -78,7 +89,7 @@ pub fn layout(
     taken: &CpuSet,
 ) -> Option<Layout> {
     let pkgs = package_cores(t, prefer, taken);
-    let total: usize = pkgs.iter().flat_map(|(_, c)| c).map(Vec::len).sum();
+    let total: usize = pkgs.iter().flat_map(|(_, c)| c).map(|c| c.cpus.len()).sum();
     if vcores == 0 || vcores > total {
         return None;
     }
@@ -147,15 +158,25 @@ pub fn layout(
 }
 
 /// A package's (core, CPU) slots: the first hardware thread of every
-/// core, then the second ones, and so on.
-fn smt_last(cores: &[Vec<u32>]) -> Vec<(usize, u32)> {
-    let width = cores.iter().map(Vec::len).max().unwrap_or(0);
+/// core, then the second ones, and so on. A core another group already
+/// runs on counts its held hardware threads first, so its free sibling
+/// comes after every idle core's first thread: a group is put beside
+/// another group's vcore only when no whole core is left (the siblings
+/// would share the core's pipelines and caches, which neither mapping
+/// of seed 002 §1 intends).
+fn smt_last(cores: &[FreeCore]) -> Vec<(usize, u32)> {
+    let width = cores
+        .iter()
+        .map(|c| c.held + c.cpus.len())
+        .max()
+        .unwrap_or(0);
     (0..width)
         .flat_map(|h| {
-            cores
-                .iter()
-                .enumerate()
-                .filter_map(move |(i, c)| c.get(h).map(|&cpu| (i, cpu)))
+            cores.iter().enumerate().filter_map(move |(i, c)| {
+                h.checked_sub(c.held)
+                    .and_then(|k| c.cpus.get(k))
+                    .map(|&cpu| (i, cpu))
+            })
         })
         .collect()
 }

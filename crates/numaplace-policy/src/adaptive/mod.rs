@@ -26,6 +26,11 @@
 //!
 //! A group starts in the local mapping, next to its memory (§6.2: "The
 //! original mapping is selected to local mapping").
+//!
+//! Where the paper's premise does not hold for a group (its two layouts are
+//! not the pair the models learned, [`premise`]), the models' vote does not
+//! apply: the group holds the local mapping, next to its memory, and is
+//! not probed; the reason goes with the pins.
 
 pub mod classify;
 pub mod fit;
@@ -34,6 +39,7 @@ pub mod metrics;
 pub mod models;
 pub mod params;
 pub mod power_fit;
+pub mod premise;
 mod vote;
 
 use std::collections::BTreeMap;
@@ -65,6 +71,14 @@ pub struct GroupReport {
     pub last_vote: Option<Vote>,
     /// The power model of the last vote.
     pub power_model: Option<PowerModel>,
+    /// Why the group was left to Linux: its memory elsewhere when first
+    /// seen ([`premise::memory_elsewhere`]), or no vote that applies
+    /// ([`premise::fails`]) while the local mapping doubles vcores up on
+    /// hardware threads.
+    pub left_to_linux: Option<String>,
+    /// Why the group holds the local mapping without voting, when seed
+    /// 002's premise did not hold for it last round ([`premise`]).
+    pub vote_off: Option<String>,
 }
 
 impl GroupReport {
@@ -104,6 +118,8 @@ struct Group {
 pub struct AdaptiveMapping {
     params: AdaptiveParams,
     groups: BTreeMap<i32, Group>,
+    /// Groups left to Linux for their life ([`GroupReport::left_to_linux`]).
+    left: std::collections::BTreeSet<i32>,
     reports: Reports,
     power: power_fit::PowerFit,
 }
@@ -113,6 +129,7 @@ impl AdaptiveMapping {
         AdaptiveMapping {
             params,
             groups: BTreeMap::new(),
+            left: Default::default(),
             reports: Reports::default(),
             power: power_fit::PowerFit::default(),
         }
@@ -135,6 +152,23 @@ fn memory_packages(t: &Topology, g: &numaplace_model::TaskGroup) -> Vec<usize> {
     }
     by.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     by.into_iter().map(|(_, p)| p).collect()
+}
+
+/// The share of the group's resident memory on the given packages (dense
+/// ids); `None` when none is resident or it is not known.
+fn memory_share(t: &Topology, g: &numaplace_model::TaskGroup, packages: &[usize]) -> Option<f64> {
+    let (mut on, mut total) = (0u64, 0u64);
+    for (node, m) in g.memory.iter().flatten() {
+        let bytes = m.anon + m.file + m.huge;
+        total += bytes;
+        if t.node_by_os_id(*node)
+            .and_then(|n| n.package)
+            .is_some_and(|p| packages.contains(&p))
+        {
+            on += bytes;
+        }
+    }
+    (total > 0).then(|| on as f64 / total as f64)
 }
 
 impl Policy for AdaptiveMapping {
@@ -193,8 +227,12 @@ impl Policy for AdaptiveMapping {
         };
         let live: std::collections::BTreeSet<i32> = s.groups.iter().map(|g| g.pid).collect();
         self.groups.retain(|pid, _| live.contains(pid));
+        self.left.retain(|pid| live.contains(pid));
         for g in &s.groups {
-            if !view.managed.contains(&g.pid) || g.threads.len() < cfg.min_threads.max(1) {
+            if !view.managed.contains(&g.pid)
+                || g.threads.len() < cfg.min_threads.max(1)
+                || self.left.contains(&g.pid)
+            {
                 continue;
             }
             let mut tasks: Vec<&Task> = g.threads.iter().filter_map(|&t| s.task(t)).collect();
@@ -246,6 +284,40 @@ impl Policy for AdaptiveMapping {
                 ..GroupReport::default()
             });
             report.last_s = now;
+            // Seed 002's premise (premise.rs): where the models' vote does
+            // not apply, the group holds the local mapping and is not probed.
+            let aside = premise::fails(cfg.objective, &local, &inter, tasks.len());
+            report.vote_off = aside.clone();
+            // Holding local is the safe answer only where it gives every
+            // vcore a core: doubled up on hardware threads (seed 002's local
+            // mapping) with no vote to say it pays, the group is left to
+            // Linux, and threads this policy pinned get the machine back.
+            if let Some(why) = aside.as_ref().filter(|_| local.cores.len() < tasks.len()) {
+                let why = format!(
+                    "{why}, and the local mapping would put its {} vcores on {} cores: left to Linux",
+                    tasks.len(),
+                    local.cores.len()
+                );
+                if self.groups.remove(&g.pid).is_some() {
+                    let span = view.topology.span();
+                    for t in tasks.iter().filter(|t| t.allowed_cpus != *span) {
+                        plan.push(
+                            Action::Pin {
+                                task: t.id(),
+                                tgid: g.pid,
+                                cpus: span.clone(),
+                            },
+                            format!(
+                                "adaptive-mapping: {label} vcore thread {} back to Linux (CPUs {span}): {why}",
+                                t.tid
+                            ),
+                        );
+                    }
+                }
+                report.left_to_linux = Some(why);
+                self.left.insert(g.pid);
+                continue;
+            }
             let pin = |plan: &mut Plan, m: Mapping, why: &str| {
                 let l = if m == Mapping::Local { &local } else { &inter };
                 for (t, &cpu) in tasks.iter().zip(&l.cpus) {
@@ -263,11 +335,30 @@ impl Policy for AdaptiveMapping {
                 }
             };
             let Some(st) = self.groups.get_mut(&g.pid) else {
-                pin(
-                    &mut plan,
-                    Mapping::Local,
-                    "first seen; seed 002 §6.2 starts every VM in the local mapping, next to its memory",
-                );
+                let share = memory_share(view.topology, g, &local.packages);
+                if let Some(why) = premise::memory_elsewhere(share, &local.packages) {
+                    report.left_to_linux = Some(why);
+                    self.left.insert(g.pid);
+                    continue;
+                }
+                let memory = match share {
+                    Some(f) => format!(
+                        " ({:.0} % of it on package{} {:?})",
+                        f * 100.0,
+                        if local.packages.len() == 1 { "" } else { "s" },
+                        local.packages
+                    ),
+                    None => " (none resident yet)".to_string(),
+                };
+                let why = match &aside {
+                    None => format!(
+                        "first seen; seed 002 §6.2 starts every VM in the local mapping, next to its memory{memory}"
+                    ),
+                    Some(why) => format!(
+                        "first seen; seed 002 §6.2 starts every VM in the local mapping, next to its memory{memory}, and it stays there: {why}"
+                    ),
+                };
+                pin(&mut plan, Mapping::Local, &why);
                 self.groups.insert(
                     g.pid,
                     Group {
@@ -293,6 +384,21 @@ impl Policy for AdaptiveMapping {
                 st.mapping,
                 "keeps the group in its current mapping (it had left it)",
             );
+            if let Some(why) = &aside {
+                if st.mapping != Mapping::Local {
+                    pin(
+                        &mut plan,
+                        Mapping::Local,
+                        &format!("back to the local mapping, next to its memory: {why}"),
+                    );
+                    st.mapping = Mapping::Local;
+                    st.layout = local.clone();
+                    st.phase = Phase::Steady;
+                    report.remaps += 1;
+                    report.mapping = Some(Mapping::Local);
+                }
+                continue;
+            }
             if now + 1e-9 < st.hold_until {
                 continue;
             }

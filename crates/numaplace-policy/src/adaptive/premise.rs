@@ -1,0 +1,111 @@
+//! Where seed 002's premise does not hold, `adaptive-mapping` does not vote
+//! (issue 16, "do no harm"): the group holds the local mapping §6.2 starts
+//! it in, next to its memory, where that gives every vcore a core of its
+//! own, and is left to Linux where it would double vcores up on hardware
+//! threads (nothing then says that pays: mix:41, 16 vcores held on two
+//! packages of 4 cores × 2, ran 54 % slower than under Linux).
+//!
+//! Seed 002 (002_9193a93568156dac.txt) chooses between two mappings of one
+//! 8-vcore VM on a two-socket machine of 4 cores × 2 hardware threads per
+//! socket (§2, Fig. 2; §6: "Each of them runs 8 threads in a guest with 8
+//! virtual cores"): local puts the 8 vcores on one socket's 8 hardware
+//! threads, two per core; interleaved puts them on 8 cores of both sockets,
+//! one per core. Its performance models (§5.2, and the built-in ones that
+//! `numaplace train` fits on the simulator's westmere-2s the same way) learn
+//! the run-time ratio of exactly that pair. Two things they learned do not
+//! carry over:
+//!
+//! * **Interleaving that frees no core.** Where the local mapping already
+//!   gives every vcore a core of its own (a package with as many idle cores
+//!   as vcores, or a machine without SMT), interleaving no longer frees the
+//!   shared cores that make it pay for class 1 in §6; what is left is
+//!   sending vcores away from the memory first touch put next to them. On
+//!   generated mixes the models still voted interleaved there (ratios
+//!   0.44-0.64, even for class 0) and such groups ran up to 32 % slower
+//!   than under Linux (mix:1028: 8 vcores on an 8-core package, no SMT).
+//! * **More than two sockets.** The interleaved mapping spreads over every
+//!   socket (§1), and on two sockets half the vcores stay beside the
+//!   memory; over N sockets only 1/N do, a case the models never saw
+//!   (mix:1030, barcelona-4s: a memory-bound VM interleaved over four
+//!   sockets ran 70 % slower).
+//!
+//! The rules apply to the objectives that vote with the performance model
+//! (performance and energy); the power objective votes with the power
+//! model of §5.3 (Fig. 7), which is about cores and hardware threads in
+//! use whatever the machine, and is kept.
+
+use super::mapping::Layout;
+use super::params::Objective;
+
+/// Sockets in seed 002's testbed (§2, Fig. 2).
+pub const PAPER_SOCKETS: usize = 2;
+
+/// Why the performance model does not speak for this pair of layouts of
+/// `vcores` vcores, for the journal; `None` when the premise holds.
+pub fn fails(
+    objective: Objective,
+    local: &Layout,
+    inter: &Layout,
+    vcores: usize,
+) -> Option<String> {
+    if objective == Objective::Power {
+        return None;
+    }
+    if inter.packages.len() > PAPER_SOCKETS {
+        return Some(format!(
+            "the interleaved mapping would spread its {vcores} vcores over {} sockets, leaving \
+             only 1/{} of them beside memory first touch put on one: seed 002's models were \
+             learned on {PAPER_SOCKETS} sockets (§2), where half stay there, so their vote does \
+             not apply",
+            inter.packages.len(),
+            inter.packages.len()
+        ));
+    }
+    if local.cores.len() >= inter.cores.len() {
+        return Some(format!(
+            "the local mapping already gives each of the {vcores} vcores a core of its own \
+             ({} cores either way): seed 002's models learned what interleaving gains by freeing \
+             the cores local shares between hardware threads (§6: 8 vcores on 4 cores × 2), and \
+             here it would only move vcores away from their memory, so their vote does not \
+             apply",
+            local.cores.len()
+        ));
+    }
+    None
+}
+
+/// The least share of a group's resident memory the local mapping's
+/// packages must hold for the local mapping to be "next to its memory".
+pub const LOCAL_MEMORY_SHARE: f64 = 0.9;
+
+/// Why a group first seen with `share` of its memory on the local
+/// mapping's packages is left to Linux; `None` when the memory is there
+/// (or none is resident yet: it will be first touched where §6.2's local
+/// mapping puts the vcores).
+///
+/// Seed 002 maps vcores and leaves guest memory where it is ("we have not
+/// yet considered the mappings of guest memory to physical memory", §7);
+/// its local mapping is next to the memory because the testbed's memory
+/// sits on one socket (§2: node interleaving off). A group that ran under
+/// Linux before this policy first saw it has first-touched its memory on
+/// the nodes Linux spread its threads over, and an interleave or bind
+/// policy can do the same: neither mapping is then next to its memory
+/// (local moves every vcore onto one socket, interleaved deals them with no
+/// regard for which vcore's pages are where), so the group is left where
+/// Linux keeps its threads, beside their pages (mix:1028: 8 vcores whose
+/// memory Linux had spread over both sockets ran 37 % slower held local,
+/// 32 % slower interleaved).
+pub fn memory_elsewhere(share: Option<f64>, packages: &[usize]) -> Option<String> {
+    let share = share?;
+    (share < LOCAL_MEMORY_SHARE).then(|| {
+        format!(
+            "only {:.0} % of its memory is on the local mapping's package{} {packages:?} \
+             (at least {:.0} % wanted): seed 002's local mapping is next to memory on one \
+             socket and it does not place memory (§7), so neither mapping is next to this \
+             group's pages; left to Linux, which keeps threads beside the pages they touched",
+            share * 100.0,
+            if packages.len() == 1 { "" } else { "s" },
+            LOCAL_MEMORY_SHARE * 100.0
+        )
+    })
+}
