@@ -24,7 +24,7 @@ use numaplace_model::{AddressSample, NodeMemory, Snapshot, Topology};
 pub const ANCHOR_SHARE: f64 = 0.6;
 
 /// Sampled addresses needed to judge one thread's memory by them.
-const MIN_SAMPLES: usize = 8;
+pub const MIN_SAMPLES: usize = 8;
 
 /// Runnable threads on the machine against its CPUs, when there are more
 /// threads: the reason to step aside, for the journal.

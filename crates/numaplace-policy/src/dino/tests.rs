@@ -449,7 +449,9 @@ fn di_plain_leaves_a_thread_beside_its_memory() {
     f.memory.insert(1, BTreeMap::from([(0, 0), (1, 1 << 30)]));
     let mut di = DistributedIntensity::plain();
     let plan = f.decide(&mut di);
-    assert!(!pinned_tids(&plan).contains(&1), "{plan:?}");
+    let node1 = f.topo.nodes()[1].span.clone();
+    let first: BTreeMap<i32, CpuSet> = pins(&plan).into_iter().collect();
+    assert_eq!(first.get(&1), Some(&node1), "{plan:?}");
     assert!(pinned_tids(&plan).contains(&2));
     // Spread memory: nothing to leave, it is placed.
     f.memory
@@ -457,12 +459,13 @@ fn di_plain_leaves_a_thread_beside_its_memory() {
     let mut di = DistributedIntensity::plain();
     let plan = f.decide(&mut di);
     assert!(pinned_tids(&plan).contains(&1), "{plan:?}");
-    // Pinned by DI, then its memory is found on the other node: given back.
+    // Pinned by DI, then its memory is found on the other node: left to
+    // Linux within that node.
     f.apply(&plan);
     f.memory.insert(1, BTreeMap::from([(1, 1 << 30)]));
     let plan = f.decide(&mut di);
     let back: BTreeMap<i32, CpuSet> = pins(&plan).into_iter().collect();
-    assert_eq!(back.get(&1), Some(f.topo.span()), "{plan:?}");
+    assert_eq!(back.get(&1), Some(&node1), "{plan:?}");
     assert!(
         plan.decisions.iter().any(|d| d
             .reason
@@ -491,4 +494,48 @@ fn dino_first_places_a_thread_on_its_memorys_node() {
             .iter()
             .all(|d| d.reason.contains("first placement"))
     );
+}
+
+/// Issue 16: a thread DI leaves beside its memory is left to Linux
+/// within its memory's node, not the whole machine: given the machine,
+/// Linux moved it across nodes as soon as DI pinned another thread onto
+/// the core it ran on. A node full of threads DI deals there and threads
+/// left beside their memory gives the rest back to the whole machine.
+#[test]
+fn di_leaves_a_thread_within_its_memorys_node() {
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:3 pu:1");
+    // Thread 1's memory is spread; threads 2-4 have theirs on node 0, of
+    // three cores: DI deals some of them to node 1.
+    for (tid, mpki) in [(1, 50.0), (2, 40.0), (3, 30.0), (4, 20.0)] {
+        f.thread(tid, tid, mpki);
+        if tid > 1 {
+            f.memory.insert(tid, BTreeMap::from([(0, 1 << 30)]));
+        }
+    }
+    let node0 = f.topo.nodes()[0].span.clone();
+    let mut di = DistributedIntensity::plain();
+    let plan = f.decide(&mut di);
+    f.apply(&plan);
+    let within: Vec<i32> = (2..=4).filter(|&t| f.threads[&t].2 == node0).collect();
+    assert!(!within.is_empty(), "{plan:?}");
+    assert!(
+        plan.decisions
+            .iter()
+            .any(|d| d.reason.contains("to node 0's CPUs")
+                && d.reason.contains("left to Linux within them")),
+        "{plan:?}"
+    );
+    // No anchored thread is on node 1; node 0 holds no more threads
+    // than its cores (the others stay with Linux on the whole machine).
+    for t in 2..=4 {
+        let cpus = &f.threads[&t].2;
+        assert!(
+            cpus.is_subset(&node0) || cpus == f.topo.span(),
+            "{t}: {plan:?}"
+        );
+    }
+    let on0 = (1..=4).filter(|t| f.threads[t].2.is_subset(&node0)).count();
+    assert!(on0 <= 3, "{plan:?}");
+    // Kept there next round: nothing moves.
+    assert!(f.decide(&mut di).is_empty());
 }
