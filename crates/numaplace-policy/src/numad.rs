@@ -213,9 +213,16 @@ impl Policy for NumadLike {
                 .flatten();
             // auto's choice: where most of the memory already is, when the
             // process fits there (nothing to move, cheap to try and undo).
+            // There it need only fit the node's CPUs, not their room: its
+            // threads go to where their memory already is, so nothing
+            // moves but them, and a node that holds as many CPUs as the
+            // process uses is never refused for the daemon's own or a
+            // shell's load on it.
             let home_node = home.map(|h| &t.nodes()[h]).filter(|n| {
                 self.params.prefer_quiet_node
-                    && fits(n)
+                    && mems.is_none_or(|m| m.contains(n.os_id))
+                    && room_for[n.id].memory >= total as f64
+                    && n.span.intersection(t.span()).len() as f64 + CPU_SLACK >= cpus
                     && 2 * mem.get(&n.os_id).copied().unwrap_or(0) > total
             });
             let Some(best) = home_node.or_else(|| {

@@ -517,3 +517,33 @@ fn where_numad_has_nothing_to_try_dinos_layout_is_tried_once_the_groups_are_old(
         .collect();
     assert_eq!(nodes.len(), 2, "{plan:?}");
 }
+
+#[test]
+fn a_process_goes_beside_its_memory_when_the_node_holds_its_cpus_though_something_else_runs_there()
+{
+    let t = topo();
+    let mut auto = Auto::new(AutoParams::default());
+    let mut moved = None;
+    for seq in 1..=20 {
+        let mut s = round(seq, t.span(), None);
+        // A busy task of some other process on node 1's CPU 2: node 1 has
+        // no room for the 2 CPUs the process uses, but it has 2 CPUs.
+        s.tasks.push(Task {
+            utime: seq * 100,
+            last_cpu: Some(2),
+            ..task(900, 900, t.span())
+        });
+        let plan = decide(&mut auto, &t, &s);
+        if !plan.is_empty() {
+            moved = Some(plan);
+            break;
+        }
+    }
+    let plan = moved.expect("auto moved the process");
+    assert!(
+        crate::testutil::pins(&plan)
+            .iter()
+            .all(|(_, cpus)| *cpus == node1(&t)),
+        "beside its memory on node 1: {plan:?}"
+    );
+}
