@@ -138,35 +138,21 @@ fn a_move_that_slows_the_groups_is_rolled_back_and_held_back() {
     }
     let (seq, plan) = rollback.expect("rolled back within measure_rounds rounds");
     assert_eq!(seq, moved + 1, "a clear loss: after one measured round");
-    let back: Vec<&CpuSet> = plan
-        .decisions
-        .iter()
-        .filter_map(|d| match &d.action {
-            Action::Pin { cpus, .. } => Some(cpus),
-            _ => None,
-        })
-        .collect();
+    let back = pinned_cpus(&plan);
     let node0 = t.node_by_os_id(0).unwrap().span.clone();
     assert_eq!(
         back,
-        vec![&node0, &node0],
+        vec![node0.clone(), node0.clone()],
         "both threads first back on the node they ran on"
     );
     assert!(plan.decisions[0].reason.contains("rolled back"), "{plan:?}");
     assert!(plan.decisions[0].reason.contains("-50.0 %"), "{plan:?}");
     // Next round, their own affinity back.
     let plan = decide(&mut auto, &t, &round(seq + 1, &node0, Some(1_000_000_000)));
-    let back: Vec<&CpuSet> = plan
-        .decisions
-        .iter()
-        .filter_map(|d| match &d.action {
-            Action::Pin { cpus, .. } => Some(cpus),
-            _ => None,
-        })
-        .collect();
+    let back = pinned_cpus(&plan);
     assert_eq!(
         back,
-        vec![t.span(), t.span()],
+        vec![t.span().clone(), t.span().clone()],
         "both threads back where they were"
     );
     assert!(plan.decisions[0].reason.contains("second step"), "{plan:?}");
