@@ -201,11 +201,13 @@ impl Policy for NumadLike {
             // counts in the choice); one that fits no node is left where
             // it is (numad would spread it over several nodes, which
             // Linux's own spreading already does).
-            let fits = |n: &&numaplace_model::Node| {
+            // Its memory fits, and `free` CPUs of the node hold its CPU use.
+            let fits_with = |n: &numaplace_model::Node, free: f64| {
                 mems.is_none_or(|m| m.contains(n.os_id))
                     && room_for[n.id].memory >= total as f64
-                    && room_for[n.id].cpus + CPU_SLACK >= cpus
+                    && free + CPU_SLACK >= cpus
             };
+            let fits = |n: &&numaplace_model::Node| fits_with(n, room_for[n.id].cpus);
             let quiet = self
                 .params
                 .prefer_quiet_node
@@ -220,9 +222,7 @@ impl Policy for NumadLike {
             // shell's load on it.
             let home_node = home.map(|h| &t.nodes()[h]).filter(|n| {
                 self.params.prefer_quiet_node
-                    && mems.is_none_or(|m| m.contains(n.os_id))
-                    && room_for[n.id].memory >= total as f64
-                    && n.span.intersection(t.span()).len() as f64 + CPU_SLACK >= cpus
+                    && fits_with(n, n.span.intersection(t.span()).len() as f64)
                     && 2 * mem.get(&n.os_id).copied().unwrap_or(0) > total
             });
             let Some(best) = home_node.or_else(|| {
