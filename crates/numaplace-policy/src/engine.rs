@@ -283,6 +283,10 @@ impl Engine {
             / self.config.page_size.max(1) as f64) as u64;
 
         let start = Instant::now();
+        // Threads pinned this round: a second pin of one in the same plan
+        // is refused (the snapshot still shows the affinity before the
+        // first, which would read as the thread having set its own).
+        let mut pinned_now: HashSet<TaskId> = HashSet::new();
         for d in plan.decisions {
             let pid = d.action.pid();
             let key = RetryKey::of(&d.action);
@@ -292,9 +296,17 @@ impl Engine {
                 report.held_back += 1;
                 continue;
             }
+            let again = match &d.action {
+                Action::Pin { task, .. } => !pinned_now.insert(*task),
+                _ => false,
+            };
             let mut outcome = if !managed.contains(&pid) {
                 Outcome::Skipped {
                     why: "outside the scope".into(),
+                }
+            } else if again {
+                Outcome::Skipped {
+                    why: "pinned already this round by an earlier action of the same plan".into(),
                 }
             } else {
                 self.carry_out(topology, s, &d.action, actuator, guard, &mut page_budget)

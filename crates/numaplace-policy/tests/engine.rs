@@ -554,3 +554,62 @@ fn memory_stays_on_the_nodes_the_cpuset_allows() {
         other => panic!("{other:#?}"),
     }
 }
+
+/// Two pins of one thread in one plan: the first is made, the second is
+/// refused with its reason, and the thread stays ours (the snapshot still
+/// shows the affinity before the first pin, which must not read as the
+/// thread having chosen its own CPUs).
+#[test]
+fn a_second_pin_of_a_thread_in_one_plan_is_refused_and_the_thread_stays_ours() {
+    struct PinTwice(&'static str, &'static str);
+    impl numaplace_policy::Policy for PinTwice {
+        fn name(&self) -> &'static str {
+            "pin-twice"
+        }
+        fn decide(&mut self, v: &numaplace_policy::View<'_>) -> Plan {
+            let mut p = Plan::default();
+            let t = v.snapshot.task(100).unwrap();
+            for cpus in [self.0, self.1] {
+                p.push(
+                    Action::Pin {
+                        task: t.id(),
+                        tgid: 100,
+                        cpus: CpuSet::parse_list(cpus).unwrap(),
+                    },
+                    format!("to {cpus}"),
+                );
+            }
+            p
+        }
+    }
+    let mut e = Engine::new(
+        Box::new(PinTwice("2-3", "0-1")),
+        every_process(),
+        EngineConfig::default(),
+    );
+    let (j, acts) = run(&mut e, &snapshot(1, 100, "0-3"));
+    assert_eq!(
+        acts,
+        [Action::Pin {
+            task: TaskId {
+                tid: 100,
+                start_time: 1100
+            },
+            tgid: 100,
+            cpus: CpuSet::parse_list("2-3").unwrap()
+        }]
+    );
+    assert!(
+        matches!(&j[1].outcome, Outcome::Skipped { why } if why.contains("pinned already this round")),
+        "{j:#?}"
+    );
+    // Next round it runs where the first pin put it: still ours (not
+    // "left alone"), and there already.
+    let (j, _) = run(&mut e, &snapshot(2, 200, "2-3"));
+    assert_eq!(
+        j[0].outcome,
+        Outcome::Skipped {
+            why: "already there".into()
+        }
+    );
+}

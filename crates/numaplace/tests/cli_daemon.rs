@@ -425,7 +425,7 @@ fn policies_say_what_they_do_without_missing_signals() {
     assert!(!out.contains("sampled data addresses"), "{out}");
     // auto judges by instructions, which LLC misses and CPI both need: it
     // says what it does without them once, not once per signal; and what
-    // DINO's layout does without sampled addresses.
+    // DI-Migrate's layout does without sampled addresses.
     let out = advise("auto");
     let notes: Vec<&str> = out
         .lines()

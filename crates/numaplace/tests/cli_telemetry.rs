@@ -491,7 +491,7 @@ fn replay_a_policy_on_a_recording() {
         .filter(|l| l.starts_with("Note: the recording has no"))
         .collect();
     // One note for the counters auto judges by, one for the sampled
-    // addresses DINO's layout follows with.
+    // addresses DI-Migrate's layout follows with.
     assert_eq!(notes.len(), 2, "{out}");
     assert!(
         notes[0].starts_with("Note: the recording has no LLC misses per 1000 instructions and cycles per instruction: policy auto "),

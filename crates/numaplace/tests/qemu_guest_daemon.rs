@@ -313,7 +313,7 @@ fn check_auto(v: &Value, all: &str, node0: &str) {
         "auto's start line: {log}"
     );
     // One note for what auto does without instructions counted, one for
-    // DINO's layout without sampled addresses: each said once.
+    // DI-Migrate's layout without sampled addresses: each said once.
     let fallback: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("policy auto without") && !l.contains("sampled"))

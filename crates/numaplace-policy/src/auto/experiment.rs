@@ -108,6 +108,10 @@ pub struct Judgement {
     /// left unmoved that were measured throughout (the machine's own
     /// change, which the moved groups' changes are judged against).
     pub control: Option<f64>,
+    /// A group measured in the baseline went during the trial (its CPUs
+    /// and memory bandwidth freed for the others): the others' gains are
+    /// then partly its going.
+    pub departed: bool,
 }
 
 impl Judgement {
@@ -137,6 +141,41 @@ impl Judgement {
     }
 }
 
+impl Judgement {
+    /// The moved groups' change taken together (the same mean of
+    /// logarithms as [`Judgement::all`]); 0 if none was measured.
+    pub fn moved(&self) -> f64 {
+        if self.own.is_empty() {
+            return 0.0;
+        }
+        let logs: f64 = self.own.values().map(|g| (1.0 + g).max(1e-9).ln()).sum();
+        (logs / self.own.len() as f64).exp() - 1.0
+    }
+
+    /// Moves made as one layout of several groups are kept or rolled back
+    /// together: a layout's gain is the machine's (each group's
+    /// contention eased a little by where the others went), so judged one
+    /// by one most of its groups would show gains within the noise and be
+    /// rolled back, taking the layout apart. Kept when the groups in scope
+    /// together went faster by more than the margin; when groups came or
+    /// went, when the moved ones together did, and by more than the
+    /// unmoved ones (the control). Groups that only came during the trial
+    /// added load, so the groups' own gain over their baseline understates
+    /// the layout's, and is what is judged: the unmoved groups gain from a
+    /// layout too (the contention it eased was theirs as well), so judged
+    /// against them a layout would be rolled back whenever a group came.
+    pub fn keeps_jointly(&self, margin: f64) -> bool {
+        match self.control {
+            None => self.all > margin,
+            Some(_) if !self.departed => self.all > margin,
+            Some(c) => {
+                let moved = self.moved();
+                moved > margin && (1.0 + moved) / (1.0 + c) - 1.0 > margin
+            }
+        }
+    }
+}
+
 /// A loss beyond which one measured round is enough to roll a move back:
 /// several times the noise margin and the round-to-round noise of a
 /// group's progress.
@@ -154,6 +193,8 @@ pub struct Trial {
     measured: usize,
     /// A group came or went since the baseline.
     changed: bool,
+    /// A group of the baseline went (ended or left scope) since.
+    departed: bool,
 }
 
 impl Trial {
@@ -168,6 +209,7 @@ impl Trial {
             after: BTreeMap::new(),
             measured: 0,
             changed: false,
+            departed: false,
         }
     }
 
@@ -177,6 +219,7 @@ impl Trial {
         let same = self.baseline.len() == progress.len()
             && progress.keys().all(|pid| self.baseline.contains_key(pid));
         self.changed |= !same;
+        self.departed |= self.baseline.keys().any(|pid| !progress.contains_key(pid));
         if self.rounds <= params.settle_rounds {
             return Verdict::Wait;
         }
@@ -209,9 +252,16 @@ impl Trial {
                     && self.after.get(&p).is_some_and(|a| a.len() == self.measured)
             };
             if !self.baseline.keys().any(|&p| steady(p)) {
-                return Verdict::Unjudged;
+                if self.departed {
+                    return Verdict::Unjudged;
+                }
+                // Groups only came: they added load, so the groups'
+                // gain over their baseline understates the moves'; it is
+                // judged as it is.
+                None
+            } else {
+                Some(self.gain_of(steady))
             }
-            Some(self.gain_of(steady))
         } else {
             None
         };
@@ -219,6 +269,7 @@ impl Trial {
             own,
             all: self.gain_of(|_| true),
             control,
+            departed: self.departed,
         })
     }
 
@@ -457,8 +508,43 @@ mod tests {
         // No unmoved group measured throughout: nothing to judge against.
         let (v, _) = judge(&[(1, 1e9), (2, 1e9)], &[(1, 1.3e9)]);
         assert_eq!(v, Verdict1::Unjudged);
+        // A group only came (group 3): it added load, so group 1's gain
+        // over its own baseline is judged as it is.
         let (v, _) = judge(&[(1, 1e9)], &[(1, 1.3e9), (3, 1e9)]);
-        assert_eq!(v, Verdict1::Unjudged);
+        assert!(matches!(v, Verdict1::Keep { .. }), "{v:?}");
+        let (v, _) = judge(&[(1, 1e9)], &[(1, 0.9e9), (3, 1e9)]);
+        assert!(matches!(v, Verdict1::RollBack { .. }), "{v:?}");
+    }
+
+    fn judgement(own: &[(i32, f64)], all: f64, control: Option<f64>, departed: bool) -> Judgement {
+        Judgement {
+            own: own.iter().copied().collect(),
+            all,
+            control,
+            departed,
+        }
+    }
+
+    #[test]
+    fn a_layout_is_judged_as_one_by_the_groups_together() {
+        let m = JudgeParams::default().margin;
+        // Most groups within the noise, one much faster: the machine
+        // gained, so the layout stays, though one by one most would go.
+        let j = judgement(&[(1, 0.01), (2, -0.01), (3, 0.30)], 0.09, None, false);
+        assert!(j.keeps_jointly(m));
+        assert!(!j.keeps(1, m) && !j.keeps(2, m));
+        // Together within the margin: not kept.
+        let j = judgement(&[(1, 0.03), (2, -0.02)], 0.005, None, false);
+        assert!(!j.keeps_jointly(m));
+        // Groups only came: the gain over the baseline is judged as it is,
+        // not against unmoved groups that gained from the layout too.
+        let j = judgement(&[(1, 0.06), (2, 0.05)], 0.05, Some(0.05), false);
+        assert!(j.keeps_jointly(m));
+        // A group went: the moved ones must beat the unmoved ones.
+        let j = judgement(&[(1, 0.06), (2, 0.05)], 0.05, Some(0.05), true);
+        assert!(!j.keeps_jointly(m));
+        let j = judgement(&[(1, 0.20), (2, 0.15)], 0.12, Some(0.02), true);
+        assert!(j.keeps_jointly(m));
     }
 
     #[test]

@@ -7,12 +7,21 @@
 //! Every trial, verdict and rollback is in the journal with its numbers
 //! (the reasons of the actions that start and undo it).
 //!
-//! Its moves today: numad's placement (`numad-like`: a process that fits
-//! one node goes to the node with the most free CPU and memory, its memory
-//! after it), which needs no counters. Where the machine counts no
-//! instructions (a VM without a virtual PMU), nothing can be judged, so
-//! `auto` makes only that counter-free move, as numad does, without
-//! experiments, and says so ([`Policy::without`]).
+//! Its moves, in the order it tries them:
+//! - DI-Migrate's layout of the whole machine ([`LAYOUT`], seed 004
+//!   §3.2), once the groups are past their start: one experiment over
+//!   every group, judged as one (a layout's gain is the machine's, spread
+//!   thin over its groups). Kept, DI-Migrate manages the machine from then
+//!   on; rolled back, it waits out a doubling back-off.
+//! - numad's placement (`numad-like`: a process that fits one node goes to
+//!   the node with the most free CPU and memory, its memory after it),
+//!   which needs no counters, per group, where its premise holds.
+//! - The threads of a group brought together alone ([`GATHER`]) where its
+//!   memory lies spread like them.
+//!
+//! Where the machine counts no instructions (a VM without a virtual PMU),
+//! nothing can be judged, so `auto` makes only numad's counter-free move,
+//! as numad does, without experiments, and says so ([`Policy::without`]).
 
 pub mod experiment;
 
@@ -22,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use numaplace_model::{Action, Counter, Decision, Plan, Snapshot, TaskId, Topology};
 
-use crate::dino::{Dino, DinoParams};
+use crate::dino::{DiParams, DistributedIntensity};
 use crate::numad::{NumadLike, NumadParams};
 use crate::{Needs, Policy, Signal, View, within};
 use experiment::{Backoff, History, JudgeParams, Trial, Verdict};
@@ -93,10 +102,13 @@ const MEMORY_HOME: &str = "numad-like placement";
 /// that moves no page.
 const GATHER: &str = "gathering of threads";
 
-/// DINO's layout of a group's threads (seed 004: memory-intensive threads
-/// spread over memory domains, each thread on one core, its memory
-/// following), tried where numad's placement has nothing to try.
-const DINO_LAYOUT: &str = "dino layout";
+/// Distributed Intensity's layout of the whole machine, DI-Migrate (seed
+/// 004 §3.2: threads ranked by last-level cache misses and dealt over the
+/// memory domains so each domain gets as many intensive ones as the
+/// others, each thread on one core, its memory following it): one
+/// experiment over every group at once, judged as one ([`LAYOUT`]'s
+/// verdict is [`experiment::Judgement::keeps_jointly`]).
+const LAYOUT: &str = "distributed-intensity layout";
 
 /// What a group's move would be, if it has a premise.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,7 +123,7 @@ enum Premise {
 struct Move {
     pid: i32,
     label: String,
-    /// [`MEMORY_HOME`], [`GATHER`] or [`DINO_LAYOUT`].
+    /// [`MEMORY_HOME`], [`GATHER`] or [`LAYOUT`].
     kind: &'static str,
     /// It moved memory (to put back on rollback), whether or not to one
     /// node ([`Move::memory_to`]).
@@ -136,6 +148,21 @@ struct Experiment {
     trial: Trial,
     /// Rounds since the moves were made.
     rounds: usize,
+    /// A trial of the machine's layout ([`LAYOUT`]): every thread's
+    /// affinity and node before it, by tid, to put back on rollback (the
+    /// layout re-pins threads every round, so the first round's pins do
+    /// not say what it changed).
+    layout: Option<BTreeMap<i32, Before>>,
+}
+
+/// A thread's affinity and the node it ran on before a layout.
+#[derive(Debug, Clone)]
+struct Before {
+    task: TaskId,
+    tgid: i32,
+    allowed: numaplace_model::CpuSet,
+    /// Its node's CPUs within `allowed`, when narrower than it.
+    node: Option<numaplace_model::CpuSet>,
 }
 
 pub struct Auto {
@@ -144,12 +171,19 @@ pub struct Auto {
     /// numad's placement, asked every round (its CPU-time accounting
     /// needs every round) about every group in scope.
     numad: NumadLike,
-    /// DINO, asked every round (its classes' hysteresis needs every round).
-    dino: Dino,
-    /// Groups whose DINO layout was kept: DINO goes on managing them
-    /// (its class changes, its memory following) without experiments, and
-    /// numad's placement is not tried on them.
-    dino_kept: BTreeSet<i32>,
+    /// DI-Migrate, asked every round (its memory following needs every
+    /// round's samples), acted on while its layout is under trial or kept.
+    layout: DistributedIntensity,
+    /// The layout was kept: DI-Migrate manages the machine from then on
+    /// (groups that come are placed at once, their memory first touched
+    /// where their threads run), numad's placement is not tried.
+    layout_kept: bool,
+    /// Layout rollbacks so far and the round until which it is not tried
+    /// again.
+    layout_held: (u32, u64),
+    /// Each thread's affinity when first seen, for threads that came while
+    /// a layout was under trial (what a rollback gives back to them).
+    first_affinity: BTreeMap<i32, (TaskId, i32, numaplace_model::CpuSet)>,
     history: History,
     backoff: Backoff,
     trial: Option<Experiment>,
@@ -180,7 +214,7 @@ const SETTLED_AGE: u64 = 2;
 
 /// Rounds a group must have run, as a multiple of the measured rounds,
 /// before a move is tried on it that nothing measured says will pay (a
-/// gathering of threads, DINO's layout): such an experiment fails about as
+/// gathering of threads): such an experiment fails about as
 /// often as not, and one that fails costs its group a round or two of
 /// progress; a group that has run this long is likely to run about as long
 /// again (a process's age is the best guess of its remaining run time
@@ -197,8 +231,10 @@ impl Auto {
                 prefer_quiet_node: true,
                 ..NumadParams::default()
             }),
-            dino: Dino::new(DinoParams::default()),
-            dino_kept: BTreeSet::new(),
+            layout: DistributedIntensity::migrate(DiParams::default()),
+            layout_kept: false,
+            layout_held: (0, 0),
+            first_affinity: BTreeMap::new(),
             history: History::default(),
             backoff: Backoff::default(),
             trial: None,
@@ -499,13 +535,19 @@ impl Auto {
 
     /// One round of the experiment under way: the moves' memory carried
     /// on while it settles, then the verdict on each move.
-    fn go_on(&mut self, s: &Snapshot, progress: &BTreeMap<i32, f64>, plan: &mut Plan) {
+    fn go_on(&mut self, view: &View<'_>, progress: &BTreeMap<i32, f64>, plan: &mut Plan) {
+        let s = view.snapshot;
         let Some(mut e) = self.trial.take() else {
             return;
         };
         e.rounds += 1;
         e.moves.retain(|m| s.group(m.pid).is_some()); // exited: nothing to undo
         if e.moves.is_empty() {
+            if e.layout.is_some() {
+                // Every group it moved is gone: nothing judged, nothing to
+                // undo but the pins of groups that came meanwhile.
+                self.roll_back_layout(view, e, "every group it moved ended before it was judged", plan);
+            }
             return;
         }
         // Still carrying a move out (memory at the rate limit): that is
@@ -544,6 +586,37 @@ impl Auto {
         }
         match e.trial.observe(&self.judge, progress) {
             Verdict::Wait => self.trial = Some(e),
+            Verdict::Judged(j) if e.layout.is_some() => {
+                let margin = self.judge.margin;
+                let numbers = format!(
+                    "the groups in scope together went {}, the {} moved {}{}, over {} rounds",
+                    percent(j.all),
+                    j.own.len(),
+                    percent(j.moved()),
+                    j.control
+                        .map(|c| format!(", those left alone {}", percent(c)))
+                        .unwrap_or_default(),
+                    self.judge.measure_rounds
+                );
+                if j.keeps_jointly(margin) {
+                    self.layout_kept = true;
+                    self.verdicts.push(format!(
+                        "experiment {} ({LAYOUT}) kept: {numbers}; DI-Migrate manages the \
+                         machine from now on",
+                        e.number
+                    ));
+                    self.history = e.trial.measured_history();
+                } else {
+                    let wait = self.hold_layout(s.seq);
+                    let why = format!(
+                        "{numbers} (a layout is kept when the groups together gain more than \
+                         {}); not tried again for {wait} rounds",
+                        percent(margin)
+                    );
+                    self.roll_back_layout(view, e, &why, plan);
+                    self.history.clear();
+                }
+            }
             Verdict::Judged(j) => {
                 let number = e.number;
                 let all_kept = e.moves.iter().all(|m| j.keeps(m.pid, self.judge.margin));
@@ -556,9 +629,6 @@ impl Auto {
                         // reasons.
                         self.backoff
                             .hold(m.pid, m.kind, s.seq + self.judge.backoff_rounds);
-                        if m.kind == DINO_LAYOUT {
-                            self.dino_kept.insert(m.pid);
-                        }
                         if let Some((process, node)) = m.memory_to {
                             self.following.push((
                                 process,
@@ -607,6 +677,12 @@ impl Auto {
                      measured throughout to judge the moves against; undone as unproven, tried \
                      again after {wait} rounds"
                 );
+                if e.layout.is_some() {
+                    self.layout_held.1 = s.seq + wait;
+                    self.roll_back_layout(view, e, &why, plan);
+                    self.history.clear();
+                    return;
+                }
                 for m in e.moves {
                     self.backoff.hold(m.pid, m.kind, s.seq + wait);
                     self.roll_back(s, e.number, m, &why, plan);
@@ -662,6 +738,148 @@ impl Auto {
         for a in undo {
             plan.push(a, reason.clone());
         }
+    }
+
+    /// Notes a rollback of the layout at `round`; returns the rounds it
+    /// waits before it is tried again (doubling, as [`Backoff`]'s).
+    fn hold_layout(&mut self, round: u64) -> u64 {
+        self.layout_held.0 += 1;
+        let wait = self
+            .judge
+            .backoff_rounds
+            .saturating_mul(1 << (self.layout_held.0 - 1).min(20))
+            .min(self.judge.max_backoff_rounds);
+        self.layout_held.1 = round + wait;
+        wait
+    }
+
+    /// Undoes a layout's trial: every thread it re-pinned back onto the
+    /// node it ran on before and, next round, to its affinity as it was
+    /// (threads that came during the trial: to the affinity they came
+    /// with); every moved group's memory back in its shares per node.
+    fn roll_back_layout(&mut self, view: &View<'_>, e: Experiment, why: &str, plan: &mut Plan) {
+        let s = view.snapshot;
+        let reason = format!("auto: experiment {} ({LAYOUT}) rolled back: {why}", e.number);
+        let before = e.layout.unwrap_or_default();
+        for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
+            for x in g.threads.iter().filter_map(|&tid| s.task(tid)) {
+                let (home, to) = match before.get(&x.tid).filter(|b| b.task == x.id()) {
+                    Some(b) => (b.node.clone(), (b.task, b.tgid, b.allowed.clone())),
+                    None => match self.first_affinity.get(&x.tid).filter(|f| f.0 == x.id()) {
+                        Some(f) => (None, f.clone()),
+                        None => continue,
+                    },
+                };
+                if x.allowed_cpus == to.2 {
+                    continue; // the layout left it as it was
+                }
+                let release = Action::Pin {
+                    task: to.0,
+                    tgid: to.1,
+                    cpus: to.2,
+                };
+                match home {
+                    Some(cpus) => {
+                        plan.push(
+                            Action::Pin {
+                                task: to.0,
+                                tgid: to.1,
+                                cpus,
+                            },
+                            reason.clone(),
+                        );
+                        self.releasing
+                            .push((release, format!("{reason} (second step: its own affinity back)")));
+                    }
+                    None => plan.push(release, reason.clone()),
+                }
+            }
+        }
+        for m in e.moves {
+            let Some(process) = s.group(m.pid).map(|g| g.id()) else {
+                continue;
+            };
+            let total: u64 = m.memory_before.values().sum();
+            for (&node, &bytes) in &m.memory_before {
+                let want = bytes as f64 / total.max(1) as f64;
+                if let Some(a) = restore(s, process, node, want) {
+                    self.undoing.push((process, node, want, 4));
+                    plan.push(a, reason.clone());
+                }
+            }
+        }
+    }
+
+    /// Starts a trial of DI-Migrate's layout of the whole machine, once
+    /// every group in scope has a baseline: its plan this round, for every
+    /// group, judged as one.
+    fn try_layout(&mut self, view: &View<'_>, decisions: Vec<Decision>, plan: &mut Plan) {
+        let (t, s) = (view.topology, view.snapshot);
+        let n = self.judge.measure_rounds;
+        let baseline: Option<BTreeMap<i32, f64>> = view
+            .managed
+            .iter()
+            .filter(|pid| s.group(**pid).is_some())
+            .map(|&pid| self.history.mean(pid, n).map(|m| (pid, m)))
+            .collect();
+        let Some(baseline) = baseline else {
+            return;
+        };
+        if baseline.is_empty() || !decisions.iter().any(|d| matches!(d.action, Action::Pin { .. })) {
+            return;
+        }
+        let number = self.experiments + 1;
+        self.experiments = number;
+        let earlier: String = self.verdicts.drain(..).map(|v| v + "; ").collect();
+        let mut before = BTreeMap::new();
+        let mut moves = Vec::new();
+        for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
+            for x in g.threads.iter().filter_map(|&tid| s.task(tid)) {
+                let node = x
+                    .last_cpu
+                    .and_then(|c| t.cpu_by_os_id(c))
+                    .map(|c| t.nodes()[c.node].span.intersection(&x.allowed_cpus))
+                    .filter(|n| !n.is_empty() && *n != x.allowed_cpus);
+                before.insert(
+                    x.tid,
+                    Before {
+                        task: x.id(),
+                        tgid: g.pid,
+                        allowed: x.allowed_cpus.clone(),
+                        node,
+                    },
+                );
+            }
+            moves.push(Move {
+                pid: g.pid,
+                label: String::new(),
+                kind: LAYOUT,
+                moved_memory: true,
+                undo_home: Vec::new(),
+                undo: Vec::new(),
+                memory_to: None,
+                memory_before: g.memory_total().unwrap_or_default(),
+            });
+        }
+        let groups = baseline.len();
+        for d in decisions {
+            plan.push(
+                d.action,
+                format!(
+                    "auto: {earlier}experiment {number}: trying {LAYOUT} of the {groups} groups in \
+                     scope, judged together over {n} rounds, kept above {}: {}",
+                    percent(self.judge.margin),
+                    d.reason
+                ),
+            );
+        }
+        self.trial = Some(Experiment {
+            number,
+            trial: Trial::new(moves.iter().map(|m| m.pid).collect(), baseline),
+            moves,
+            rounds: 0,
+            layout: Some(before),
+        });
     }
 
     /// Once every group in scope has a baseline, starts an experiment of
@@ -741,6 +959,7 @@ impl Auto {
             trial: Trial::new(moves.iter().map(|m| m.pid).collect(), baseline),
             moves,
             rounds: 0,
+            layout: None,
         });
     }
 }
@@ -750,8 +969,8 @@ impl Policy for Auto {
         "auto"
     }
 
-    /// Counters (to judge, and DINO's classes), memory (numad's move) and
-    /// sampled addresses (DINO's memory following).
+    /// Counters (to judge, and DI's ranking), memory (numad's move) and
+    /// sampled addresses (DI-Migrate's memory following).
     fn needs(&self) -> Needs {
         Needs {
             counters: true,
@@ -771,8 +990,9 @@ impl Policy for Auto {
                     .into(),
             ),
             Signal::Samples => Some(
-                "tries DINO's layout without its memory following (no sampled addresses \
-                 here): threads are spread by intensity, their pages left where they are"
+                "tries Distributed Intensity's layout without its memory following (no \
+                 sampled addresses here): threads are dealt over the memory domains by \
+                 intensity, their pages left where they are"
                     .into(),
             ),
             _ => None,
@@ -786,45 +1006,50 @@ impl Policy for Auto {
         for &pid in view.managed {
             self.first_seen.entry(pid).or_insert(s.seq);
         }
+        self.first_affinity
+            .retain(|tid, (id, ..)| s.task(*tid).is_some_and(|x| x.id() == *id));
+        for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
+            for x in g.threads.iter().filter_map(|&tid| s.task(tid)) {
+                self.first_affinity
+                    .entry(x.tid)
+                    .or_insert_with(|| (x.id(), g.pid, x.allowed_cpus.clone()));
+            }
+        }
         let settled_after = SETTLED_AGE * self.judge.measure_rounds as u64;
         let long_lived = SPECULATIVE_AGE * self.judge.measure_rounds as u64;
         let ages: BTreeMap<i32, u64> = (self.first_seen.iter())
             .map(|(&pid, &f)| (pid, s.seq.saturating_sub(f)))
             .collect();
         let age = |pid: &i32| ages.get(pid).copied().unwrap_or(0);
+        let mut plan = Plan::default();
+        // DI-Migrate is asked every round; its plan is acted on while its
+        // layout is under trial or kept.
+        let layout = self.layout.decide(view).decisions;
+        let layout_trial = self.trial.as_ref().is_some_and(|e| e.layout.is_some());
+        if self.layout_kept {
+            for d in &layout {
+                plan.push(d.action.clone(), format!("auto ({LAYOUT} kept): {}", d.reason));
+            }
+        }
         // numad is asked every round, about every group in scope.
         let mut proposals: BTreeMap<i32, Vec<Decision>> = BTreeMap::new();
         for d in self.numad.decide(view).decisions {
             proposals.entry(d.action.pid()).or_default().push(d);
-        }
-        let mut plan = Plan::default();
-        self.dino_kept.retain(|&pid| s.group(pid).is_some());
-        let mut dino: BTreeMap<i32, Vec<Decision>> = BTreeMap::new();
-        for d in self.dino.decide(view).decisions {
-            let pid = d.action.pid();
-            if self.dino_kept.contains(&pid) {
-                // Its layout was kept: DINO goes on managing the group,
-                // its pages following its threads (a layout held back
-                // while its memory follows the layout DINO believes in
-                // would move pages away from the threads).
-                plan.push(
-                    d.action,
-                    format!("auto ({DINO_LAYOUT} kept for this group): {}", d.reason),
-                );
-            } else {
-                dino.entry(pid).or_default().push(d);
-            }
         }
         self.finish_undoing(s, &mut plan);
         for (a, why) in self.releasing.drain(..) {
             plan.push(a, why);
         }
         let following = self.follow(view, &mut plan);
+        if self.layout_kept {
+            return plan;
+        }
         // A move is tried only where its premise holds (the one under
         // trial goes on whatever it shows now).
         let under_trial: Vec<i32> = self
             .trial
             .as_ref()
+            .filter(|e| e.layout.is_none())
             .map(|e| e.moves.iter().map(|m| m.pid).collect())
             .unwrap_or_default();
         let mut kinds: BTreeMap<i32, (&'static str, Vec<Decision>)> = BTreeMap::new();
@@ -834,7 +1059,6 @@ impl Policy for Auto {
                 continue;
             }
             if following.contains(&pid)
-                || self.dino_kept.contains(&pid)
                 || self
                     .first_seen
                     .get(&pid)
@@ -882,34 +1106,43 @@ impl Policy for Auto {
             return plan;
         };
         if self.trial.is_some() {
-            self.go_on(s, &progress, &mut plan);
-        } else {
-            self.history.push(&progress, self.judge.measure_rounds);
-            let busy: BTreeSet<i32> = self.undoing.iter().map(|(p, ..)| p.tid).collect();
-            let ready = |pid: &i32, kind: &'static str| {
-                !busy.contains(pid)
-                    && !following.contains(pid)
-                    && self.backoff.allows(*pid, kind, s.seq)
-            };
-            let mut kinds: BTreeMap<i32, (&'static str, Vec<Decision>)> = kinds
-                .into_iter()
-                .filter(|(pid, (kind, _))| ready(pid, kind))
-                .collect();
-            if kinds.is_empty() {
-                // numad's placement has nothing to try: DINO's layout, for
-                // the groups past their start.
-                kinds = dino
-                    .into_iter()
-                    .filter(|(pid, ds)| {
-                        ready(pid, DINO_LAYOUT)
-                            && ds.iter().any(|d| matches!(d.action, Action::Pin { .. }))
-                            && age(pid) >= long_lived
-                    })
-                    .map(|(pid, ds)| (pid, (DINO_LAYOUT, ds)))
-                    .collect();
+            self.go_on(view, &progress, &mut plan);
+            let how = if self.layout_kept { "kept" } else { "under trial" };
+            if layout_trial && (self.layout_kept || self.trial.is_some()) {
+                // Still under trial, or kept now: the layout goes on (not
+                // in the round it is rolled back in, whose pins undo it).
+                for d in layout {
+                    plan.push(d.action, format!("auto ({LAYOUT} {how}): {}", d.reason));
+                }
             }
-            self.try_moves(view, kinds, &mut plan);
+            return plan;
         }
+        self.history.push(&progress, self.judge.measure_rounds);
+        let busy: BTreeSet<i32> = self.undoing.iter().map(|(p, ..)| p.tid).collect();
+        // The layout first, once the machine has run long enough for a
+        // baseline of its groups past their start: it is where most is to
+        // gain (DI-Migrate's mean over generated mixes is the best of the
+        // seeds'), and the sooner it is in place the more of each group's
+        // memory is first touched where its threads run.
+        let started = self.first_seen.values().min().copied().unwrap_or(s.seq);
+        if s.seq >= self.layout_held.1
+            && s.seq >= started + settled_after
+            && busy.is_empty()
+            && following.is_empty()
+        {
+            self.try_layout(view, layout, &mut plan);
+            if self.trial.is_some() {
+                return plan;
+            }
+        }
+        let ready = |pid: &i32, kind: &'static str| {
+            !busy.contains(pid) && !following.contains(pid) && self.backoff.allows(*pid, kind, s.seq)
+        };
+        let kinds: BTreeMap<i32, (&'static str, Vec<Decision>)> = kinds
+            .into_iter()
+            .filter(|(pid, (kind, _))| ready(pid, kind))
+            .collect();
+        self.try_moves(view, kinds, &mut plan);
         plan
     }
 }

@@ -434,20 +434,37 @@ fn a_kept_move_whose_memory_was_still_arriving_has_it_follow() {
     assert!(auto.trial.is_none(), "kept, and no new experiment");
 }
 
-/// Round `seq` of two single-thread processes, 300 and 400, each a devil
-/// (20 LLC misses per 1000 instructions) with 1 MiB on node 0, running on
-/// CPUs 0 and 1, under one LLC, as the scheduler left them.
-fn devils_round(seq: u64, ips: u64) -> Snapshot {
+/// Round `seq` of two devils (processes 300 and 400, one thread each,
+/// 20 LLC misses per 1000 instructions, 1 MiB on node 0) on package 0's
+/// CPUs 0 and 1 under one LLC, each retiring `ips` instructions a
+/// second, each allowed where `allowed` says (the whole machine if it says
+/// nothing); a third, process 500 on CPU 2, from round `third` on if
+/// given.
+fn devils_round(
+    seq: u64,
+    ips: u64,
+    allowed: &BTreeMap<i32, CpuSet>,
+    third: Option<u64>,
+) -> Snapshot {
     let t = topo();
     let mut s = round(seq, t.span(), Some(ips));
     s.tasks.clear();
     s.counters.clear();
     s.groups.clear();
-    for (pid, cpu) in [(300, 0u32), (400, 1u32)] {
+    let mut who = vec![(300, 0u32), (400, 1u32)];
+    if third.is_some_and(|r| seq >= r) {
+        who.push((500, 2));
+    }
+    for (pid, cpu) in who {
+        let cpus = allowed.get(&pid).unwrap_or(t.span());
         s.tasks.push(Task {
             utime: seq * 100,
-            last_cpu: Some(cpu),
-            ..task(pid, pid, t.span())
+            last_cpu: Some(if cpus.contains(cpu) {
+                cpu
+            } else {
+                cpus.first().unwrap()
+            }),
+            ..task(pid, pid, cpus)
         });
         s.counters.insert(
             pid,
@@ -472,36 +489,116 @@ fn devils_round(seq: u64, ips: u64) -> Snapshot {
     s
 }
 
+/// Runs `auto` on the devils for `rounds` rounds, each round's pins
+/// applied to the next round's affinities, at `before` instructions a
+/// second until it tries the layout and `after` from then on; returns the
+/// plans by round and the affinities at the end.
+fn devils(
+    before: u64,
+    after: u64,
+    rounds: u64,
+    third: Option<u64>,
+) -> (Vec<(u64, Plan)>, BTreeMap<i32, CpuSet>) {
+    let t = topo();
+    let mut auto = Auto::new(AutoParams::default());
+    let mut allowed = BTreeMap::new();
+    let mut plans = Vec::new();
+    let mut tried = false;
+    for seq in 1..=rounds {
+        let ips = if tried { after } else { before };
+        let plan = decide(&mut auto, &t, &devils_round(seq, ips, &allowed, third));
+        tried |= plan.decisions.iter().any(|d| d.reason.contains(LAYOUT));
+        for (tid, cpus) in crate::testutil::pins(&plan) {
+            allowed.insert(tid, cpus);
+        }
+        plans.push((seq, plan));
+    }
+    (plans, allowed)
+}
+
+fn rolled_back(plans: &[(u64, Plan)]) -> Option<u64> {
+    plans
+        .iter()
+        .find(|(_, p)| p.decisions.iter().any(|d| d.reason.contains("rolled back")))
+        .map(|(s, _)| *s)
+}
+
 #[test]
-fn where_numad_has_nothing_to_try_dinos_layout_is_tried_once_the_groups_are_old() {
+fn the_layout_is_tried_on_the_whole_machine_once_its_groups_are_past_their_start() {
     let t = topo();
     let p = AutoParams::default();
-    let mut auto = Auto::new(p.clone());
-    let mut tried = None;
-    for seq in 1..=40 {
-        let plan = decide(&mut auto, &t, &devils_round(seq, 1_000_000_000));
-        if !plan.is_empty() {
-            tried = Some((seq, plan));
-            break;
-        }
-    }
-    let (seq, plan) = tried.expect("DINO's layout tried");
+    let (plans, _) = devils(1_000_000_000, 1_000_000_000, 40, None);
+    let (seq, plan) = plans
+        .iter()
+        .find(|(_, p)| !p.is_empty())
+        .expect("the layout tried");
     assert!(
-        seq > SPECULATIVE_AGE * p.measure_rounds as u64,
-        "not before the groups have run long enough: round {seq}"
+        *seq > SETTLED_AGE * p.measure_rounds as u64,
+        "not before the groups are past their start: round {seq}"
     );
+    assert!(
+        plan.decisions.iter().all(|d| d.reason.contains(LAYOUT)),
+        "{plan:?}"
+    );
+    // Both groups' threads in the one experiment, the more intensive on
+    // a core of its own.
+    let pins = crate::testutil::pins(plan);
+    let tids: BTreeSet<i32> = pins.iter().map(|(tid, _)| *tid).collect();
+    assert_eq!(tids, BTreeSet::from([300, 400]), "{plan:?}");
+    assert!(pins.iter().any(|(_, c)| c.len() == 1), "{plan:?}");
+    assert!(pins.iter().all(|(_, c)| c != t.span()), "{plan:?}");
+}
+
+#[test]
+fn a_layout_that_slows_the_groups_is_rolled_back_whole_and_every_thread_gets_its_affinity_back()
+{
+    let t = topo();
+    let p = AutoParams::default();
+    let (plans, allowed) = devils(1_000_000_000, 900_000_000, 30, None);
+    let tried = plans
+        .iter()
+        .find(|(_, p)| !p.is_empty())
+        .map(|(s, _)| *s)
+        .expect("the layout tried");
+    let back = rolled_back(&plans).expect("the layout rolled back");
+    assert!(
+        back <= tried + p.measure_rounds as u64,
+        "rolled back within the measured rounds: tried {tried}, back {back}"
+    );
+    assert!(
+        allowed.values().all(|c| c == t.span()),
+        "every thread back on the whole machine: {allowed:?}"
+    );
+    let again = plans
+        .iter()
+        .filter(|(s, _)| *s > back + 1)
+        .any(|(_, p)| !p.is_empty());
+    assert!(!again, "nothing tried within the back-off");
+}
+
+#[test]
+fn a_kept_layout_places_a_group_that_comes_later_in_the_round_it_comes() {
+    let (plans, allowed) = devils(1_000_000_000, 1_200_000_000, 20, Some(14));
+    assert_eq!(rolled_back(&plans), None, "kept");
+    let (seq, plan) = plans
+        .iter()
+        .find(|(_, p)| crate::testutil::pinned_tids(p).contains(&500))
+        .expect("the third devil placed");
+    assert_eq!(*seq, 14, "placed in the round it came: {plan:?}");
     assert!(
         plan.decisions
             .iter()
-            .all(|d| d.reason.contains(DINO_LAYOUT)),
+            .all(|d| d.reason.contains(&format!("{LAYOUT} kept"))),
         "{plan:?}"
     );
-    // Two devils under one LLC: DINO puts them in different domains.
-    let nodes: BTreeSet<usize> = crate::testutil::pins(&plan)
-        .iter()
-        .filter_map(|(_, c)| t.cpu_by_os_id(c.first()?).map(|c| c.node))
-        .collect();
-    assert_eq!(nodes.len(), 2, "{plan:?}");
+    assert_eq!(allowed.len(), 3, "{allowed:?}");
+}
+
+#[test]
+fn a_layout_whose_gain_is_within_the_noise_margin_is_not_kept() {
+    // +1 %, inside the 2 % margin.
+    let (plans, _) = devils(1_000_000_000, 1_010_000_000, 20, None);
+    assert!(rolled_back(&plans).is_some(), "rolled back");
 }
 
 #[test]
