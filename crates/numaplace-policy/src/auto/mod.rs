@@ -546,7 +546,12 @@ impl Auto {
             if e.layout.is_some() {
                 // Every group it moved is gone: nothing judged, nothing to
                 // undo but the pins of groups that came meanwhile.
-                self.roll_back_layout(view, e, "every group it moved ended before it was judged", plan);
+                self.roll_back_layout(
+                    view,
+                    e,
+                    "every group it moved ended before it was judged",
+                    plan,
+                );
             }
             return;
         }
@@ -759,7 +764,10 @@ impl Auto {
     /// with); every moved group's memory back in its shares per node.
     fn roll_back_layout(&mut self, view: &View<'_>, e: Experiment, why: &str, plan: &mut Plan) {
         let s = view.snapshot;
-        let reason = format!("auto: experiment {} ({LAYOUT}) rolled back: {why}", e.number);
+        let reason = format!(
+            "auto: experiment {} ({LAYOUT}) rolled back: {why}",
+            e.number
+        );
         let before = e.layout.unwrap_or_default();
         for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
             for x in g.threads.iter().filter_map(|&tid| s.task(tid)) {
@@ -788,8 +796,10 @@ impl Auto {
                             },
                             reason.clone(),
                         );
-                        self.releasing
-                            .push((release, format!("{reason} (second step: its own affinity back)")));
+                        self.releasing.push((
+                            release,
+                            format!("{reason} (second step: its own affinity back)"),
+                        ));
                     }
                     None => plan.push(release, reason.clone()),
                 }
@@ -825,7 +835,11 @@ impl Auto {
         let Some(baseline) = baseline else {
             return;
         };
-        if baseline.is_empty() || !decisions.iter().any(|d| matches!(d.action, Action::Pin { .. })) {
+        if baseline.is_empty()
+            || !decisions
+                .iter()
+                .any(|d| matches!(d.action, Action::Pin { .. }))
+        {
             return;
         }
         let number = self.experiments + 1;
@@ -1028,7 +1042,10 @@ impl Policy for Auto {
         let layout_trial = self.trial.as_ref().is_some_and(|e| e.layout.is_some());
         if self.layout_kept {
             for d in &layout {
-                plan.push(d.action.clone(), format!("auto ({LAYOUT} kept): {}", d.reason));
+                plan.push(
+                    d.action.clone(),
+                    format!("auto ({LAYOUT} kept): {}", d.reason),
+                );
             }
         }
         // numad is asked every round, about every group in scope.
@@ -1107,7 +1124,11 @@ impl Policy for Auto {
         };
         if self.trial.is_some() {
             self.go_on(view, &progress, &mut plan);
-            let how = if self.layout_kept { "kept" } else { "under trial" };
+            let how = if self.layout_kept {
+                "kept"
+            } else {
+                "under trial"
+            };
             if layout_trial && (self.layout_kept || self.trial.is_some()) {
                 // Still under trial, or kept now: the layout goes on (not
                 // in the round it is rolled back in, whose pins undo it).
@@ -1136,7 +1157,9 @@ impl Policy for Auto {
             }
         }
         let ready = |pid: &i32, kind: &'static str| {
-            !busy.contains(pid) && !following.contains(pid) && self.backoff.allows(*pid, kind, s.seq)
+            !busy.contains(pid)
+                && !following.contains(pid)
+                && self.backoff.allows(*pid, kind, s.seq)
         };
         let kinds: BTreeMap<i32, (&'static str, Vec<Decision>)> = kinds
             .into_iter()

@@ -550,8 +550,7 @@ fn the_layout_is_tried_on_the_whole_machine_once_its_groups_are_past_their_start
 }
 
 #[test]
-fn a_layout_that_slows_the_groups_is_rolled_back_whole_and_every_thread_gets_its_affinity_back()
-{
+fn a_layout_that_slows_the_groups_is_rolled_back_whole_and_every_thread_gets_its_affinity_back() {
     let t = topo();
     let p = AutoParams::default();
     let (plans, allowed) = devils(1_000_000_000, 900_000_000, 30, None);
