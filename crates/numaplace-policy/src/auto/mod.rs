@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use numaplace_model::{Action, Counter, Decision, Plan, Snapshot, TaskId, Topology};
 
-use crate::dino::{DiParams, DistributedIntensity};
+use crate::dino::{DiParams, Dino, DinoParams, DistributedIntensity};
 use crate::numad::{NumadLike, NumadParams};
 use crate::{Needs, Policy, Signal, View, within};
 use experiment::{Backoff, History, JudgeParams, Trial, Verdict};
@@ -110,6 +110,13 @@ const GATHER: &str = "gathering of threads";
 /// verdict is [`experiment::Judgement::keeps_jointly`]).
 const LAYOUT: &str = "distributed-intensity layout";
 
+/// DINO's layout of one group's threads (seed 004 §3.3: threads classed
+/// by LLC misses, devils spread over the memory domains, each thread on
+/// one core, its memory following), where the machine's layout has no
+/// premise (a lone group): tried on a group that has run long, judged by
+/// its own progress.
+const DINO_LAYOUT: &str = "dino layout";
+
 /// What a group's move would be, if it has a premise.
 #[derive(Debug, Clone, PartialEq)]
 enum Premise {
@@ -123,7 +130,7 @@ enum Premise {
 struct Move {
     pid: i32,
     label: String,
-    /// [`MEMORY_HOME`], [`GATHER`] or [`LAYOUT`].
+    /// [`MEMORY_HOME`], [`GATHER`], [`LAYOUT`] or [`DINO_LAYOUT`].
     kind: &'static str,
     /// It moved memory (to put back on rollback), whether or not to one
     /// node ([`Move::memory_to`]).
@@ -181,6 +188,13 @@ pub struct Auto {
     /// Layout rollbacks so far and the round until which it is not tried
     /// again.
     layout_held: (u32, u64),
+    /// DINO, asked every round (its classes' hysteresis needs every
+    /// round), acted on for a lone group ([`DINO_LAYOUT`]).
+    dino: Dino,
+    /// Groups whose DINO layout was kept: DINO goes on managing them (its
+    /// class changes, its memory following) without experiments; neither
+    /// numad's placement nor the machine's layout is tried meanwhile.
+    dino_kept: BTreeSet<i32>,
     /// Each thread's affinity when first seen, for threads that came while
     /// a layout was under trial (what a rollback gives back to them).
     first_affinity: BTreeMap<i32, (TaskId, i32, numaplace_model::CpuSet)>,
@@ -234,6 +248,8 @@ impl Auto {
             layout: DistributedIntensity::migrate(DiParams::default()),
             layout_kept: false,
             layout_held: (0, 0),
+            dino: Dino::new(DinoParams::default()),
+            dino_kept: BTreeSet::new(),
             first_affinity: BTreeMap::new(),
             history: History::default(),
             backoff: Backoff::default(),
@@ -634,6 +650,9 @@ impl Auto {
                         // reasons.
                         self.backoff
                             .hold(m.pid, m.kind, s.seq + self.judge.backoff_rounds);
+                        if m.kind == DINO_LAYOUT {
+                            self.dino_kept.insert(m.pid);
+                        }
                         if let Some((process, node)) = m.memory_to {
                             self.following.push((
                                 process,
@@ -1058,6 +1077,21 @@ impl Policy for Auto {
                 );
             }
         }
+        self.dino_kept.retain(|&pid| s.group(pid).is_some());
+        let mut dino: BTreeMap<i32, Vec<Decision>> = BTreeMap::new();
+        for d in self.dino.decide(view).decisions {
+            let pid = d.action.pid();
+            if self.dino_kept.contains(&pid) {
+                // Its layout was kept: DINO goes on managing the group,
+                // its pages following its threads.
+                plan.push(
+                    d.action,
+                    format!("auto ({DINO_LAYOUT} kept for this group): {}", d.reason),
+                );
+            } else {
+                dino.entry(pid).or_default().push(d);
+            }
+        }
         // numad is asked every round, about every group in scope.
         let mut proposals: BTreeMap<i32, Vec<Decision>> = BTreeMap::new();
         for d in self.numad.decide(view).decisions {
@@ -1086,6 +1120,7 @@ impl Policy for Auto {
                 continue;
             }
             if following.contains(&pid)
+                || self.dino_kept.contains(&pid)
                 || self
                     .first_seen
                     .get(&pid)
@@ -1162,6 +1197,7 @@ impl Policy for Auto {
         // in its run (mix:1028, +9 % on one seed).
         if s.seq >= self.layout_held.1
             && self.first_seen.len() >= 2
+            && self.dino_kept.is_empty()
             && busy.is_empty()
             && following.is_empty()
         {
@@ -1175,10 +1211,23 @@ impl Policy for Auto {
                 && !following.contains(pid)
                 && self.backoff.allows(*pid, kind, s.seq)
         };
-        let kinds: BTreeMap<i32, (&'static str, Vec<Decision>)> = kinds
+        let mut kinds: BTreeMap<i32, (&'static str, Vec<Decision>)> = kinds
             .into_iter()
             .filter(|(pid, (kind, _))| ready(pid, kind))
             .collect();
+        if kinds.is_empty() && self.first_seen.len() == 1 {
+            // A lone group, numad's placement with nothing to try: DINO's
+            // layout of its threads, once it has run long.
+            kinds = dino
+                .into_iter()
+                .filter(|(pid, ds)| {
+                    ready(pid, DINO_LAYOUT)
+                        && ds.iter().any(|d| matches!(d.action, Action::Pin { .. }))
+                        && age(pid) >= long_lived
+                })
+                .map(|(pid, ds)| (pid, (DINO_LAYOUT, ds)))
+                .collect();
+        }
         self.try_moves(view, kinds, &mut plan);
         plan
     }

@@ -446,16 +446,22 @@ fn devils_round(
     allowed: &BTreeMap<i32, CpuSet>,
     third: Option<u64>,
 ) -> Snapshot {
+    let mut who = vec![(300, 0u32), (400, 1u32)];
+    if third.is_some_and(|r| seq >= r) {
+        who.push((500, 2));
+    }
+    devils_of(seq, ips, allowed, &who)
+}
+
+/// Round `seq` of a devil per (process, CPU it runs on) of `who`, as
+/// [`devils_round`]'s.
+fn devils_of(seq: u64, ips: u64, allowed: &BTreeMap<i32, CpuSet>, who: &[(i32, u32)]) -> Snapshot {
     let t = topo();
     let mut s = round(seq, t.span(), Some(ips));
     s.tasks.clear();
     s.counters.clear();
     s.groups.clear();
-    let mut who = vec![(300, 0u32), (400, 1u32)];
-    if third.is_some_and(|r| seq >= r) {
-        who.push((500, 2));
-    }
-    for (pid, cpu) in who {
+    for &(pid, cpu) in who {
         let cpus = allowed.get(&pid).unwrap_or(t.span());
         s.tasks.push(Task {
             utime: seq * 100,
@@ -627,5 +633,41 @@ fn a_process_goes_beside_its_memory_when_the_node_holds_its_cpus_though_somethin
             .iter()
             .all(|(_, cpus)| *cpus == node1(&t)),
         "beside its memory on node 1: {plan:?}"
+    );
+}
+
+/// A lone group: the machine's layout has no premise (Linux's balancing
+/// already spreads one group's threads), so DINO's layout of its threads
+/// is tried instead, once it has run long, judged by its own progress.
+#[test]
+fn a_lone_group_gets_dinos_layout_once_it_has_run_long_never_the_machines() {
+    let t = topo();
+    let p = AutoParams::default();
+    let mut auto = Auto::new(p.clone());
+    let mut first = None;
+    for seq in 1..=40 {
+        let plan = decide(
+            &mut auto,
+            &t,
+            &devils_of(seq, 1_000_000_000, &BTreeMap::new(), &[(300, 0)]),
+        );
+        assert!(
+            plan.decisions.iter().all(|d| !d.reason.contains(LAYOUT)),
+            "{plan:?}"
+        );
+        if first.is_none() && !plan.is_empty() {
+            first = Some((seq, plan));
+        }
+    }
+    let (seq, plan) = first.expect("DINO's layout tried");
+    assert!(
+        seq > SPECULATIVE_AGE * p.measure_rounds as u64,
+        "only once it has run long: round {seq}"
+    );
+    assert!(
+        plan.decisions
+            .iter()
+            .all(|d| d.reason.contains(DINO_LAYOUT)),
+        "{plan:?}"
     );
 }
