@@ -45,6 +45,32 @@ impl Default for JudgeParams {
     }
 }
 
+impl JudgeParams {
+    /// The rounds a change waits after its `rollbacks`-th rollback (at
+    /// least 1): `backoff_rounds` doubled after each rollback but the
+    /// first, at most `max_backoff_rounds`.
+    pub fn backoff_after(&self, rollbacks: u32) -> u64 {
+        self.backoff_rounds
+            .saturating_mul(1 << (rollbacks.max(1) - 1).min(20))
+            .min(self.max_backoff_rounds)
+    }
+}
+
+/// exp(mean of ln(ratio)) - 1 over `ratios` (after / before, each
+/// positive): groups' changes taken together so that +10 % and -10 %
+/// cancel whatever the groups' sizes; 0 if there are none.
+fn together(ratios: impl Iterator<Item = f64>) -> f64 {
+    let (mut sum, mut n) = (0.0, 0usize);
+    for r in ratios {
+        sum += r.ln();
+        n += 1;
+    }
+    if n == 0 {
+        return 0.0;
+    }
+    (sum / n as f64).exp() - 1.0
+}
+
 /// The last rounds' progress of every group, the baseline of the next
 /// experiment.
 #[derive(Debug, Default)]
@@ -145,11 +171,7 @@ impl Judgement {
     /// The moved groups' change taken together (the same mean of
     /// logarithms as [`Judgement::all`]); 0 if none was measured.
     pub fn moved(&self) -> f64 {
-        if self.own.is_empty() {
-            return 0.0;
-        }
-        let logs: f64 = self.own.values().map(|g| (1.0 + g).max(1e-9).ln()).sum();
-        (logs / self.own.len() as f64).exp() - 1.0
+        together(self.own.values().map(|g| (1.0 + g).max(1e-9)))
     }
 
     /// Moves made as one layout of several groups are kept or rolled back
@@ -290,20 +312,16 @@ impl Trial {
     /// exp(mean of ln(after / before)) - 1 over the groups measured both
     /// before and after that `which` takes; 0 if none.
     pub fn gain_of(&self, which: impl Fn(i32) -> bool) -> f64 {
-        let logs: Vec<f64> = self
-            .baseline
-            .iter()
-            .filter(|(pid, b)| **b > 0.0 && which(**pid))
-            .filter_map(|(pid, b)| {
-                let a = self.after.get(pid)?;
-                let mean = a.iter().sum::<f64>() / a.len().max(1) as f64;
-                (mean > 0.0).then(|| (mean / b).ln())
-            })
-            .collect();
-        if logs.is_empty() {
-            return 0.0;
-        }
-        (logs.iter().sum::<f64>() / logs.len() as f64).exp() - 1.0
+        together(
+            self.baseline
+                .iter()
+                .filter(|(pid, b)| **b > 0.0 && which(**pid))
+                .filter_map(|(pid, b)| {
+                    let a = self.after.get(pid)?;
+                    let mean = a.iter().sum::<f64>() / a.len().max(1) as f64;
+                    (mean > 0.0).then(|| mean / b)
+                }),
+        )
     }
 }
 
@@ -327,10 +345,7 @@ impl Backoff {
     ) -> u64 {
         let e = self.held.entry((pid, kind)).or_insert((0, 0));
         e.0 += 1;
-        let wait = params
-            .backoff_rounds
-            .saturating_mul(1 << (e.0 - 1).min(20))
-            .min(params.max_backoff_rounds);
+        let wait = params.backoff_after(e.0);
         e.1 = round + wait;
         wait
     }

@@ -300,6 +300,16 @@ fn pinned(a: &Action) -> Option<TaskId> {
     }
 }
 
+/// The CPUs of the node thread `x` last ran on within its affinity, when
+/// that is narrower than its affinity: where a rollback's first step puts
+/// it ([`undo_of`]).
+fn node_within(t: &Topology, x: &numaplace_model::Task) -> Option<numaplace_model::CpuSet> {
+    x.last_cpu
+        .and_then(|c| t.cpu_by_os_id(c))
+        .map(|c| t.nodes()[c.node].span.intersection(&x.allowed_cpus))
+        .filter(|n| !n.is_empty() && *n != x.allowed_cpus)
+}
+
 /// The pins that undo `decisions` on `s`, in two steps: first each
 /// pinned thread back onto the node it runs on now (within the affinity
 /// it has now), then, a round later, back to that affinity. Given its old
@@ -314,12 +324,7 @@ fn undo_of(t: &Topology, s: &Snapshot, decisions: &[Decision]) -> (Vec<Action>, 
         if let Action::Pin { task, tgid, .. } = &d.action
             && let Some(x) = s.task(task.tid).filter(|x| x.id() == *task)
         {
-            let node = x
-                .last_cpu
-                .and_then(|c| t.cpu_by_os_id(c))
-                .map(|c| t.nodes()[c.node].span.intersection(&x.allowed_cpus))
-                .filter(|n| !n.is_empty() && *n != x.allowed_cpus);
-            if let Some(cpus) = node {
+            if let Some(cpus) = node_within(t, x) {
                 home.push(Action::Pin {
                     task: *task,
                     tgid: *tgid,
@@ -732,6 +737,11 @@ impl Auto {
         {
             self.backoff.hold(m.pid, MEMORY_HOME, until);
         }
+        let memory = if m.moved_memory {
+            self.memory_back(s, &m)
+        } else {
+            Vec::new()
+        };
         let mut undo = Vec::new();
         for a in m.undo {
             let home = m
@@ -747,18 +757,7 @@ impl Auto {
                 None => undo.push(a),
             }
         }
-        if m.moved_memory
-            && let Some(process) = s.group(m.pid).map(|g| g.id())
-        {
-            let before: u64 = m.memory_before.values().sum();
-            for (&node, &bytes) in &m.memory_before {
-                let want = bytes as f64 / before.max(1) as f64;
-                if let Some(a) = restore(s, process, node, want) {
-                    self.undoing.push((process, node, want, 4));
-                    undo.push(a);
-                }
-            }
-        }
+        undo.extend(memory);
         for a in undo {
             plan.push(a, reason.clone());
         }
@@ -768,11 +767,7 @@ impl Auto {
     /// waits before it is tried again (doubling, as [`Backoff`]'s).
     fn hold_layout(&mut self, round: u64) -> u64 {
         self.layout_held.0 += 1;
-        let wait = self
-            .judge
-            .backoff_rounds
-            .saturating_mul(1 << (self.layout_held.0 - 1).min(20))
-            .min(self.judge.max_backoff_rounds);
+        let wait = self.judge.backoff_after(self.layout_held.0);
         self.layout_held.1 = round + wait;
         wait
     }
@@ -825,18 +820,30 @@ impl Auto {
             }
         }
         for m in e.moves {
-            let Some(process) = s.group(m.pid).map(|g| g.id()) else {
-                continue;
-            };
-            let total: u64 = m.memory_before.values().sum();
-            for (&node, &bytes) in &m.memory_before {
-                let want = bytes as f64 / total.max(1) as f64;
-                if let Some(a) = restore(s, process, node, want) {
-                    self.undoing.push((process, node, want, 4));
-                    plan.push(a, reason.clone());
-                }
+            for a in self.memory_back(s, &m) {
+                plan.push(a, reason.clone());
             }
         }
+    }
+
+    /// The moves that put move `m`'s group's memory back on the nodes it
+    /// was on, in the shares it had there ([`Move::memory_before`]); each
+    /// is asked again for up to four rounds while the rate limit spreads
+    /// it ([`Auto::finish_undoing`]).
+    fn memory_back(&mut self, s: &Snapshot, m: &Move) -> Vec<Action> {
+        let Some(process) = s.group(m.pid).map(|g| g.id()) else {
+            return Vec::new();
+        };
+        let total: u64 = m.memory_before.values().sum();
+        let mut back = Vec::new();
+        for (&node, &bytes) in &m.memory_before {
+            let want = bytes as f64 / total.max(1) as f64;
+            if let Some(a) = restore(s, process, node, want) {
+                self.undoing.push((process, node, want, 4));
+                back.push(a);
+            }
+        }
+        back
     }
 
     /// Starts a trial of DI-Migrate's layout of the whole machine, once
@@ -849,19 +856,7 @@ impl Auto {
         // slower than it will, so its baseline would make any layout look
         // good: one kept so on mix:1030 went on costing 4 %); the younger
         // ones are laid out too, and judged by no one.
-        let settled = SETTLED_AGE * n as u64;
-        let baseline: Option<BTreeMap<i32, f64>> = view
-            .managed
-            .iter()
-            .filter(|pid| s.group(**pid).is_some())
-            .filter(|pid| {
-                self.first_seen
-                    .get(pid)
-                    .is_some_and(|&f| s.seq >= f + settled)
-            })
-            .map(|&pid| self.history.mean(pid, n).map(|m| (pid, m)))
-            .collect();
-        let Some(baseline) = baseline else {
+        let Some(baseline) = self.baseline(view, SETTLED_AGE * n as u64) else {
             return;
         };
         if baseline.is_empty()
@@ -878,18 +873,13 @@ impl Auto {
         let mut moves = Vec::new();
         for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
             for x in g.threads.iter().filter_map(|&tid| s.task(tid)) {
-                let node = x
-                    .last_cpu
-                    .and_then(|c| t.cpu_by_os_id(c))
-                    .map(|c| t.nodes()[c.node].span.intersection(&x.allowed_cpus))
-                    .filter(|n| !n.is_empty() && *n != x.allowed_cpus);
                 before.insert(
                     x.tid,
                     Before {
                         task: x.id(),
                         tgid: g.pid,
                         allowed: x.allowed_cpus.clone(),
-                        node,
+                        node: node_within(t, x),
                     },
                 );
             }
@@ -925,6 +915,20 @@ impl Auto {
         });
     }
 
+    /// Each group in scope that has run at least `age` rounds, with the
+    /// mean of its last measured rounds; `None` while one of them has too
+    /// few rounds measured.
+    fn baseline(&self, view: &View<'_>, age: u64) -> Option<BTreeMap<i32, f64>> {
+        let s = view.snapshot;
+        let n = self.judge.measure_rounds;
+        view.managed
+            .iter()
+            .filter(|pid| s.group(**pid).is_some())
+            .filter(|pid| self.first_seen.get(pid).is_some_and(|&f| s.seq >= f + age))
+            .map(|&pid| self.history.mean(pid, n).map(|m| (pid, m)))
+            .collect()
+    }
+
     /// Once every group in scope has a baseline, starts an experiment of
     /// every move numad proposes that is not held back: tried together
     /// (numad would make them all at once), judged one by one.
@@ -936,13 +940,7 @@ impl Auto {
     ) {
         let s = view.snapshot;
         let n = self.judge.measure_rounds;
-        let baseline: Option<BTreeMap<i32, f64>> = view
-            .managed
-            .iter()
-            .filter(|pid| s.group(**pid).is_some())
-            .map(|&pid| self.history.mean(pid, n).map(|m| (pid, m)))
-            .collect();
-        let Some(baseline) = baseline else {
+        let Some(baseline) = self.baseline(view, 0) else {
             return; // some group's baseline is not measured yet
         };
         let labels = view.labels();
