@@ -3,8 +3,11 @@
 //! least 300 MB of memory or half a CPU (`MEMORY_THRESHOLD`,
 //! `CPU_THRESHOLD`) — are each placed on the node with the most free CPU
 //! and free memory (numad ranks nodes by the product of the two, its
-//! "magnitude") among the nodes where both its memory and its CPU use fit, their threads bound to that node's CPUs and their memory
-//! moved there; a process moved is not looked at again for a while
+//! "magnitude") among the nodes where both its memory and its CPU use fit
+//! (a core's further hardware threads count a fifth of a CPU each, numad's
+//! `-t 20`: without that, a 4-vCPU memory-bound VM was packed onto the two
+//! cores of one node, 30 % slower than Linux on mix:186), their threads
+//! bound to that node's CPUs and their memory moved there; a process moved is not looked at again for a while
 //! (numad's "done too recently"), so placements stay put.
 
 use std::collections::{BTreeMap, HashMap};
@@ -24,6 +27,12 @@ pub struct NumadParams {
     pub min_memory_mib: u64,
     /// ... or from this share of one CPU, percent (numad: 50).
     pub min_cpu_percent: u64,
+    /// What a core's second (third, ...) hardware thread adds to a node's
+    /// CPU room, percent of a core (numad's `-t`, default 20: "hardware
+    /// threads typically share most core resources", numad(8); numad.c
+    /// discounts each node's free CPU by the rest). 100 counts every
+    /// hardware thread as a CPU.
+    pub htt_percent: u64,
     /// A process placed is left alone this long, seconds.
     pub cooldown_secs: u64,
     /// Move the process's memory with its threads.
@@ -42,6 +51,7 @@ impl Default for NumadParams {
         NumadParams {
             min_memory_mib: 300,
             min_cpu_percent: 50,
+            htt_percent: 20,
             cooldown_secs: 60,
             move_memory: true,
             prefer_quiet_node: false,
@@ -131,7 +141,7 @@ impl Policy for NumadLike {
         if s.interval_ns == 0 {
             return plan; // no CPU usage known yet
         }
-        let mut room = node_room(t, s, &usage);
+        let mut room = node_room(t, s, &usage, self.params.htt_percent);
 
         for (g, cpus, mem) in self.big_enough(view, &usage) {
             let total: u64 = mem.values().sum();
@@ -222,7 +232,7 @@ impl Policy for NumadLike {
             // shell's load on it.
             let home_node = home.map(|h| &t.nodes()[h]).filter(|n| {
                 self.params.prefer_quiet_node
-                    && fits_with(n, n.span.intersection(t.span()).len() as f64)
+                    && fits_with(n, node_cpus(t, n, self.params.htt_percent))
                     && 2 * mem.get(&n.os_id).copied().unwrap_or(0) > total
             });
             let Some(best) = home_node.or_else(|| {
@@ -401,14 +411,33 @@ fn misses_per_node(t: &Topology, s: &Snapshot, except: i32) -> Option<Vec<f64>> 
 /// rounding: this much over a node's CPUs still fits.
 const CPU_SLACK: f64 = 0.1;
 
-/// Free CPUs (the node's CPUs less what the threads last seen there used)
-/// and free memory of every node.
-fn node_room(t: &Topology, s: &Snapshot, usage: &HashMap<i32, f64>) -> Vec<NodeRoom> {
+/// The CPUs node `n` offers, as numad counts them: a core is one CPU and
+/// each further hardware thread of it `htt_percent` % of one (numad.c's
+/// `CPUs_total`); only the machine's CPUs (those in scope) count.
+fn node_cpus(t: &Topology, n: &numaplace_model::Node, htt_percent: u64) -> f64 {
+    let extra = htt_percent.min(100) as f64 / 100.0;
+    n.cores
+        .iter()
+        .map(|&c| t.cores()[c].span.intersection(t.span()).len())
+        .filter(|&k| k > 0)
+        .map(|k| 1.0 + (k - 1) as f64 * extra)
+        .sum()
+}
+
+/// Free CPUs (the node's CPUs, hardware threads discounted as numad does,
+/// less what the threads last seen there used) and free memory of every
+/// node.
+fn node_room(
+    t: &Topology,
+    s: &Snapshot,
+    usage: &HashMap<i32, f64>,
+    htt_percent: u64,
+) -> Vec<NodeRoom> {
     let mut room: Vec<NodeRoom> = t
         .nodes()
         .iter()
         .map(|n| NodeRoom {
-            cpus: n.span.len() as f64,
+            cpus: node_cpus(t, n, htt_percent),
             memory: s.machine.nodes.get(&n.os_id).map_or(0.0, |m| m.free as f64),
         })
         .collect();
@@ -429,6 +458,7 @@ impl crate::Params for NumadParams {
         // overflowing: 1 PiB of memory, a day of cool-down.
         crate::within("min_memory_mib", self.min_memory_mib, 0, 1 << 30)?;
         crate::within("min_cpu_percent", self.min_cpu_percent, 0, 100 * 65_536)?;
+        crate::within("htt_percent", self.htt_percent, 0, 100)?;
         crate::within("cooldown_secs", self.cooldown_secs, 0, 86_400)
     }
 }

@@ -613,3 +613,43 @@ fn a_second_pin_of_a_thread_in_one_plan_is_refused_and_the_thread_stays_ours() {
         }
     );
 }
+
+/// numad counts a core's second hardware thread as a fifth of a CPU
+/// (numad's `-t 20`): on a machine of one two-thread core a node, a
+/// process busy on two CPUs fits no node and stays where Linux put it;
+/// counting every hardware thread (`htt_percent = 100`), it is placed.
+#[test]
+fn numad_like_counts_hardware_threads_as_a_fifth_of_a_core() {
+    use numaplace_policy::numad::{NumadLike, NumadParams};
+    // Node 0 = CPUs 0-1, one core; node 1 = CPUs 2-3, one core.
+    let smt = Topology::synthetic("pack:2 numa:1 core:1 pu:2").unwrap();
+    let place = |htt_percent: u64| {
+        let policy = NumadLike::new(NumadParams {
+            htt_percent,
+            ..NumadParams::default()
+        });
+        let mut e = Engine::new(Box::new(policy), every_process(), EngineConfig::default());
+        let mut pins = Vec::new();
+        for (seq, ticks) in [(0, 0), (1, 100)] {
+            let mut act = RecordingActuator::default();
+            e.round(
+                &smt,
+                &snapshot(seq, ticks, "0-3"),
+                &mut act,
+                &mut NoGuard,
+                &mut |_| {},
+            );
+            pins.extend(act.actions.into_iter().filter_map(|a| match a {
+                Action::Pin { cpus, .. } => Some(cpus.to_string()),
+                _ => None,
+            }));
+        }
+        pins
+    };
+    assert_eq!(
+        place(20),
+        Vec::<String>::new(),
+        "1.2 CPUs a node hold no 2-CPU process"
+    );
+    assert_eq!(place(100), vec!["2-3".to_string(), "2-3".to_string()]);
+}
