@@ -29,6 +29,7 @@ fn workload(domains: &Domains) -> Vec<Slotted> {
             process: (splitmix64(&mut s) % PROCESSES) as i64,
             class: class(splitmix64(&mut s)),
             old: None,
+            home: None,
         })
         .collect();
     let first = solve(&threads, domains);

@@ -374,21 +374,21 @@ impl Policy for Dino {
             let placed_before = self.old.get(&c.id).and_then(|&(core, class)| {
                 (m.cores.get(core)?.0 == c.allowed).then_some(OldPlace { core, class })
             });
+            let samples = view
+                .snapshot
+                .samples
+                .get(&c.id.tid)
+                .map_or(&[][..], |v| &v[..]);
+            let home = aside::home(
+                samples,
+                memory.get(&c.tgid).copied().flatten(),
+                &m.cpu_nodes,
+            );
             // Not placed yet: where it runs now, near its memory, is its
             // old place, so the matching keeps it there when a slot of
             // its class is free (§3.3.3's "minimize the number of
             // migrations", for the first round as for every other).
             let old = placed_before.or_else(|| {
-                let samples = view
-                    .snapshot
-                    .samples
-                    .get(&c.id.tid)
-                    .map_or(&[][..], |v| &v[..]);
-                let home = aside::home(
-                    samples,
-                    memory.get(&c.tgid).copied().flatten(),
-                    &m.cpu_nodes,
-                );
                 m.where_now(c.last_cpu, home)
                     .map(|core| OldPlace { core, class })
             });
@@ -398,6 +398,10 @@ impl Policy for Dino {
                 process: i64::from(c.tgid),
                 class,
                 old,
+                home: match home {
+                    Some(aside::Home::Anchored(n)) => m.cpu_nodes.iter().position(|&x| x == n),
+                    _ => None,
+                },
             });
         }
         let solution = layout::solve(&slotted, &m.domains);

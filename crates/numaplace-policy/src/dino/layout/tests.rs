@@ -41,6 +41,7 @@ fn paper_threads() -> Vec<Slotted> {
                 core,
                 class: old_class,
             }),
+            home: None,
         })
         .collect()
 }
@@ -168,6 +169,7 @@ fn class_change_may_cross_domains() {
         process: 1,
         class: T,
         old: Some(OldPlace { core: 3, class: D }),
+        home: None,
     }];
     let s = solve(&moved, &doms);
     assert_eq!(s.layout[0], vec![T]);
@@ -186,6 +188,7 @@ fn old_domain_preference_skips_lower_cores() {
         process: thread as i64,
         class,
         old: old.map(|core| OldPlace { core, class: T }),
+        home: None,
     };
     let threads = [
         mk(0, D, None),
@@ -217,6 +220,7 @@ fn multithreaded_pass_gathers_a_process() {
         process,
         class: T,
         old: Some(OldPlace { core, class: T }),
+        home: None,
     };
     let threads = [mk(0, 7, 0), mk(1, 7, 2), mk(2, 8, 1), mk(3, 9, 3)];
     let s = solve(&threads, &doms);
@@ -233,6 +237,52 @@ fn multithreaded_pass_gathers_a_process() {
     let s = solve(&threads, &doms);
     assert_eq!(flat(&s.filled), some(&[1, 2, 0, 3]));
     assert_eq!(flat(&s.final_), some(&[1, 0, 2, 3]));
+}
+
+#[test]
+fn multithreaded_pass_moves_no_thread_off_its_memory() {
+    // As above: threads 0 and 1 of process 7 on cores 0 and 2; the pass
+    // would gather them by swapping thread 1 with thread 2 (process 8,
+    // dom0) or thread 0 with thread 3 (process 9, dom1).
+    let doms = Domains {
+        cores_per_domain: vec![2, 2],
+    };
+    let mk = |thread, process, core, home| Slotted {
+        thread,
+        process,
+        class: T,
+        old: Some(OldPlace { core, class: T }),
+        home,
+    };
+    // Thread 0 is visited first and pulls thread 1 into dom0, swapping it
+    // with thread 2, the only other thread there: not when thread 2's
+    // memory is in dom0, so process 7 stays split.
+    let threads = [
+        mk(0, 7, 0, None),
+        mk(1, 7, 2, None),
+        mk(2, 8, 1, Some(0)),
+        mk(3, 9, 3, Some(1)),
+    ];
+    let s = solve(&threads, &doms);
+    assert_eq!(flat(&s.final_), some(&[0, 2, 1, 3]));
+    // Thread 2's memory spread: the swap is made.
+    let threads = [
+        mk(0, 7, 0, None),
+        mk(1, 7, 2, None),
+        mk(2, 8, 1, None),
+        mk(3, 9, 3, Some(1)),
+    ];
+    let s = solve(&threads, &doms);
+    assert_eq!(flat(&s.final_), some(&[0, 1, 2, 3]));
+    // Thread 1's own memory in dom1 keeps it there as well.
+    let threads = [
+        mk(0, 7, 0, None),
+        mk(1, 7, 2, Some(1)),
+        mk(2, 8, 1, None),
+        mk(3, 9, 3, Some(1)),
+    ];
+    let s = solve(&threads, &doms);
+    assert_eq!(flat(&s.final_), some(&[0, 2, 1, 3]));
 }
 
 #[test]
@@ -371,6 +421,7 @@ fn arb_case() -> impl Strategy<Value = (Domains, Vec<Slotted>)> {
                         process,
                         class,
                         old,
+                        home: None,
                     })
                     .collect()
             }),
