@@ -142,6 +142,9 @@ impl Policy for NumadLike {
             return plan; // no CPU usage known yet
         }
         let mut room = node_room(t, s, &usage, self.params.htt_percent);
+        let runnable = (s.tasks.iter())
+            .filter(|k| k.state == 'R' && k.last_cpu.is_none_or(|c| t.span().contains(c)))
+            .count();
 
         for (g, cpus, mem) in self.big_enough(view, &usage) {
             let total: u64 = mem.values().sum();
@@ -225,14 +228,36 @@ impl Policy for NumadLike {
                 .flatten();
             // auto's choice: where most of the memory already is, when the
             // process fits there (nothing to move, cheap to try and undo).
-            // There it need only fit the node's CPUs, not their room: its
-            // threads go to where their memory already is, so nothing
-            // moves but them, and a node that holds as many CPUs as the
-            // process uses is never refused for the daemon's own or a
-            // shell's load on it.
+            // There the others' load on it need not leave it room, as
+            // long as the rest of the machine has idle CPUs to take that
+            // load (Linux's balancing moves the unpinned work off the
+            // CPUs the process is pinned to), give or take `SMALL_LOAD`
+            // (the daemon's own or a shell's): its threads go to where
+            // their memory already is, so nothing moves but them. On a
+            // crowded machine (more runnable threads than CPUs, the
+            // premise DI steps aside on too) the process's threads
+            // would time-share the node's CPUs with the work already
+            // there (mix:143, barcelona-4s with 23 runnable threads on 16
+            // CPUs: a 6-thread process pinned to the 4 CPUs of a busy node
+            // went 37 % slower while it was tried). Crowded, no CPU is
+            // counted spare, whatever the last interval's CPU use says (it
+            // misses threads that just started).
+            let crowded = runnable > t.span().len();
             let home_node = home.map(|h| &t.nodes()[h]).filter(|n| {
+                let spare: f64 = if crowded {
+                    0.0
+                } else {
+                    (t.cpu_nodes().filter(|m| m.id != n.id))
+                        .map(|m| room_for[m.id].cpus.max(0.0))
+                        .sum()
+                };
+                let free = (room_for[n.id].cpus + spare + SMALL_LOAD).min(node_cpus(
+                    t,
+                    n,
+                    self.params.htt_percent,
+                ));
                 self.params.prefer_quiet_node
-                    && fits_with(n, node_cpus(t, n, self.params.htt_percent))
+                    && fits_with(n, free)
                     && 2 * mem.get(&n.os_id).copied().unwrap_or(0) > total
             });
             let Some(best) = home_node.or_else(|| {
@@ -410,6 +435,11 @@ fn misses_per_node(t: &Topology, s: &Snapshot, except: i32) -> Option<Vec<f64>> 
 /// A process's measured CPU use may exceed its thread count by tick
 /// rounding: this much over a node's CPUs still fits.
 const CPU_SLACK: f64 = 0.1;
+
+/// Other load on the node holding a process's memory that does not keep
+/// the process from going there (`prefer_quiet_node`): a daemon's or a
+/// shell's, CPUs.
+const SMALL_LOAD: f64 = 0.5;
 
 /// The CPUs node `n` offers, as numad counts them: a core is one CPU and
 /// each further hardware thread of it `htt_percent` % of one (numad.c's

@@ -653,3 +653,59 @@ fn numad_like_counts_hardware_threads_as_a_fifth_of_a_core() {
     );
     assert_eq!(place(100), vec!["2-3".to_string(), "2-3".to_string()]);
 }
+
+/// auto's numad (`prefer_quiet_node`) takes a process to the node holding
+/// its memory even where other work leaves it no room, when the rest of
+/// the machine has idle CPUs for that work; on a crowded machine (more
+/// runnable threads than CPUs) it does not: the process would time-share
+/// that node's CPUs with the work already there.
+#[test]
+fn numads_home_node_is_refused_on_a_crowded_machine() {
+    use numaplace_policy::numad::{NumadLike, NumadParams};
+    // Process 100 (threads 100-101) runs on node 0, its memory on node 1;
+    // process 200 has one busy thread on node 1 (CPU 2) and has just
+    // started `new` more there (no CPU use measured yet: on paper, node 1
+    // has one CPU of room, node 0 two).
+    let placed = |new: i32| {
+        let policy = NumadLike::new(NumadParams {
+            cooldown_secs: 0,
+            prefer_quiet_node: true,
+            htt_percent: 100,
+            ..NumadParams::default()
+        });
+        let mut e = Engine::new(Box::new(policy), every_process(), EngineConfig::default());
+        let mut pins = Vec::new();
+        for (seq, ticks) in [(0, 0), (1, 100)] {
+            let mut s = snapshot(seq, ticks, "0-3");
+            if let Some(m) = s.groups[0].memory.as_mut() {
+                let on0 = m.remove(&0).unwrap();
+                m.insert(1, on0);
+            }
+            let threads: Vec<i32> = (0..1 + if seq == 0 { 0 } else { new })
+                .map(|i| 200 + i)
+                .collect();
+            for &tid in &threads {
+                let t = if tid == 200 { ticks } else { 0 };
+                s.tasks.push(task(tid, 200, 2 + (tid % 2) as u32, "0-3", t));
+            }
+            s.groups.push(TaskGroup {
+                pid: 200,
+                threads,
+                memory: None,
+                ..s.groups[0].clone()
+            });
+            let mut act = RecordingActuator::default();
+            e.round(&topo(), &s, &mut act, &mut NoGuard, &mut |_| {});
+            pins.extend(act.actions.into_iter().filter_map(|a| match a {
+                Action::Pin { task, cpus, .. } if task.tid < 200 => Some(cpus.to_string()),
+                _ => None,
+            }));
+        }
+        pins
+    };
+    // No new thread: 3 runnable threads on 4 CPUs, and node 0, left by
+    // the process, can take the other one.
+    assert_eq!(placed(0), vec!["2-3".to_string(), "2-3".to_string()]);
+    // Two: 5 runnable threads on 4 CPUs, no CPU to spare.
+    assert!(!placed(2).contains(&"2-3".to_string()), "{:?}", placed(2));
+}

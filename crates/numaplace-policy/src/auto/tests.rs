@@ -671,3 +671,44 @@ fn a_lone_group_gets_dinos_layout_once_it_has_run_long_never_the_machines() {
         "{plan:?}"
     );
 }
+
+/// On a machine of one node, none of auto's moves (numad's node, DI's and
+/// DINO's memory domains) has a premise: nothing is tried, however long
+/// the group runs. On two nodes the same group is laid out by DINO once
+/// it has run long (a lone group), so the check can fail.
+#[test]
+fn one_node_machine_is_left_to_linux() {
+    let rounds = 1 + SPECULATIVE_AGE * AutoParams::default().measure_rounds as u64 * 3;
+    let tried = |t: &Topology| {
+        let mut auto = Auto::new(AutoParams::default());
+        (1..=rounds).any(|seq| {
+            let mut s = round(seq, t.span(), Some(1_000_000_000));
+            // Memory on node 0, the node every machine here has; the
+            // threads on CPUs 0 and 1, both busy.
+            if let Some(m) = s.groups[0].memory.as_mut() {
+                *m = BTreeMap::from([(
+                    0,
+                    NodeMemory {
+                        anon: GIB,
+                        file: 0,
+                        huge: 0,
+                    },
+                )]);
+            }
+            for (x, cpu) in s.tasks.iter_mut().zip([0, 1]) {
+                x.last_cpu = Some(cpu);
+                x.state = 'R';
+            }
+            s.counters.values_mut().for_each(|c| {
+                *c = counters([
+                    (Counter::Instructions, 1_000_000_000),
+                    (Counter::LlcMisses, 20_000_000),
+                ])
+            });
+            !decide(&mut auto, t, &s).is_empty()
+        })
+    };
+    assert!(tried(&topo()), "on two nodes DINO lays the group out");
+    let one = Topology::synthetic("pack:1 numa:1 l3:1 core:4 pu:1").unwrap();
+    assert!(!tried(&one));
+}
