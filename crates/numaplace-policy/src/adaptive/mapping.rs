@@ -49,11 +49,20 @@ fn package_cores(t: &Topology, first: &[usize], taken: &CpuSet) -> Vec<(usize, V
             order.push(p);
         }
     }
-    for p in 0..t.packages().len() {
-        if !order.contains(&p) {
-            order.push(p);
-        }
-    }
+    // The rest, those with the most CPUs no other group holds first: a
+    // group with no memory resident yet goes to an idle package before
+    // the siblings of another group's cores (mix:90, westmere-2s: a
+    // 4-vcore VM laid on the free hardware threads of a 3-thread process's
+    // cores beside an idle socket, 7.8 % slower than under Linux).
+    let free = |p: usize| {
+        let span = &t.packages()[p].span;
+        span.len() - span.iter().filter(|c| taken.contains(*c)).count()
+    };
+    let mut rest: Vec<usize> = (0..t.packages().len())
+        .filter(|p| !order.contains(p))
+        .collect();
+    rest.sort_by_key(|&p| (std::cmp::Reverse(free(p)), p));
+    order.extend(rest);
     order
         .into_iter()
         .map(|p| {

@@ -106,6 +106,9 @@ struct Group {
     /// Where its vcores are pinned now: kept while no other group needs
     /// those CPUs, so a group moves only when its mapping changes.
     layout: mapping::Layout,
+    /// Placed in the local mapping before any of its memory was resident
+    /// ([`premise::too_early`]): its memory is judged once it shows.
+    placed_blind: bool,
     phase: Phase,
     /// Interim (§5.3): tsc_prev, the overhead since, and no probe before
     /// `hold_until` (seconds).
@@ -142,12 +145,16 @@ impl AdaptiveMapping {
     }
 }
 
-/// The packages (dense ids) holding the group's memory, most first.
+/// The packages (dense ids) holding some of the group's memory, most
+/// first (a node listed with nothing resident on it names no package).
 fn memory_packages(t: &Topology, g: &numaplace_model::TaskGroup) -> Vec<usize> {
     let mut by: Vec<(u64, usize)> = Vec::new();
     for (node, m) in g.memory.iter().flatten() {
+        let bytes = m.anon + m.file + m.huge;
         if let Some(p) = t.node_by_os_id(*node).and_then(|n| n.package) {
-            by.push((m.anon + m.file + m.huge, p));
+            if bytes > 0 {
+                by.push((bytes, p));
+            }
         }
     }
     by.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -228,6 +235,8 @@ impl Policy for AdaptiveMapping {
         let live: std::collections::BTreeSet<i32> = s.groups.iter().map(|g| g.pid).collect();
         self.groups.retain(|pid, _| live.contains(pid));
         self.left.retain(|pid| live.contains(pid));
+        // A crowded machine: no group is pinned (premise::crowding).
+        let crowded = premise::crowding(s, view.topology);
         for g in &s.groups {
             if !view.managed.contains(&g.pid)
                 || g.threads.len() < cfg.min_threads.max(1)
@@ -284,6 +293,16 @@ impl Policy for AdaptiveMapping {
                 ..GroupReport::default()
             });
             report.last_s = now;
+            if let Some(why) = crowded
+                .as_ref()
+                .filter(|_| cfg.objective != Objective::Power)
+            {
+                if self.groups.remove(&g.pid).is_some() {
+                    back_to_linux(&mut plan, view.topology.span(), &tasks, g.pid, &label, why);
+                }
+                report.vote_off = Some(why.clone());
+                continue;
+            }
             // Seed 002's premise (premise.rs): where the models' vote does
             // not apply, the group holds the local mapping and is not probed.
             let aside = premise::fails(cfg.objective, &local, &inter, tasks.len());
@@ -299,20 +318,7 @@ impl Policy for AdaptiveMapping {
                     local.cores.len()
                 );
                 if self.groups.remove(&g.pid).is_some() {
-                    let span = view.topology.span();
-                    for t in tasks.iter().filter(|t| t.allowed_cpus != *span) {
-                        plan.push(
-                            Action::Pin {
-                                task: t.id(),
-                                tgid: g.pid,
-                                cpus: span.clone(),
-                            },
-                            format!(
-                                "adaptive-mapping: {label} vcore thread {} back to Linux (CPUs {span}): {why}",
-                                t.tid
-                            ),
-                        );
-                    }
+                    back_to_linux(&mut plan, view.topology.span(), &tasks, g.pid, &label, &why);
                 }
                 report.left_to_linux = Some(why);
                 self.left.insert(g.pid);
@@ -341,6 +347,13 @@ impl Policy for AdaptiveMapping {
                     self.left.insert(g.pid);
                     continue;
                 }
+                let known = g.memory.is_some();
+                if let Some(why) =
+                    premise::too_early(cfg.objective, share, known, &local, tasks.len())
+                {
+                    report.vote_off = Some(why);
+                    continue;
+                }
                 let memory = match share {
                     Some(f) => format!(
                         " ({:.0} % of it on package{} {:?})",
@@ -364,6 +377,7 @@ impl Policy for AdaptiveMapping {
                     Group {
                         mapping: Mapping::Local,
                         layout: local.clone(),
+                        placed_blind: share.is_none(),
                         phase: Phase::Steady,
                         window_start: now,
                         overhead: 0.0,
@@ -373,6 +387,20 @@ impl Policy for AdaptiveMapping {
                 report.mapping = Some(Mapping::Local);
                 continue;
             };
+            if st.placed_blind {
+                let share = memory_share(view.topology, g, &st.layout.packages);
+                if let Some(why) = premise::memory_elsewhere(share, &st.layout.packages)
+                    .filter(|_| st.mapping == Mapping::Local)
+                {
+                    let why = format!("placed before its memory was resident, and now {why}");
+                    self.groups.remove(&g.pid);
+                    back_to_linux(&mut plan, view.topology.span(), &tasks, g.pid, &label, &why);
+                    report.left_to_linux = Some(why);
+                    self.left.insert(g.pid);
+                    continue;
+                }
+                st.placed_blind = share.is_none();
+            }
             st.layout = if st.mapping == Mapping::Local {
                 local.clone()
             } else {
@@ -471,3 +499,28 @@ fn interim(st: &mut Group, now: f64, ceiling: f64) {
 
 #[cfg(test)]
 mod tests;
+
+/// Gives every thread of the group this policy had pinned the whole
+/// machine back, with the reason.
+fn back_to_linux(
+    plan: &mut Plan,
+    span: &CpuSet,
+    tasks: &[&Task],
+    pid: i32,
+    label: &str,
+    why: &str,
+) {
+    for t in tasks.iter().filter(|t| t.allowed_cpus != *span) {
+        plan.push(
+            Action::Pin {
+                task: t.id(),
+                tgid: pid,
+                cpus: span.clone(),
+            },
+            format!(
+                "adaptive-mapping: {label} vcore thread {} back to Linux (CPUs {span}): {why}",
+                t.tid
+            ),
+        );
+    }
+}

@@ -28,6 +28,12 @@
 //!   memory; over N sockets only 1/N do, a case the models never saw
 //!   (mix:1030, barcelona-4s: a memory-bound VM interleaved over four
 //!   sockets ran 70 % slower).
+//! * **A group larger than a socket.** The local mapping of a group that
+//!   does not fit one socket's free hardware threads already spans
+//!   several: the pair the models learned (one socket against two) is not
+//!   there to choose between (mix:156: 11 threads on westmere-2s, voted
+//!   interleaved with their memory first touched on one node, ran 14 %
+//!   slower).
 //!
 //! The rules apply to the objectives that vote with the performance model
 //! (performance and energy); the power objective votes with the power
@@ -61,6 +67,15 @@ pub fn fails(
             inter.packages.len()
         ));
     }
+    if local.packages.len() > 1 {
+        return Some(format!(
+            "its {vcores} vcores do not fit one socket's free hardware threads, so the local \
+             mapping already spans {} sockets: seed 002's models learned one socket's hardware \
+             threads against both sockets' cores (§2, §6: 8 vcores on a socket of 4 cores × 2), \
+             and neither mapping is that here, so their vote does not apply",
+            local.packages.len()
+        ));
+    }
     if local.cores.len() >= inter.cores.len() {
         return Some(format!(
             "the local mapping already gives each of the {vcores} vcores a core of its own \
@@ -72,6 +87,46 @@ pub fn fails(
         ));
     }
     None
+}
+
+/// Why a group first seen with none of its memory resident yet is not
+/// placed this round; `None` when it may be.
+///
+/// Placed in a local mapping that doubles vcores up on one socket's
+/// hardware threads, every page the group touches first lands on that
+/// socket's node; the vote that follows (interleaved for class 1) then
+/// sends half the vcores a hop away from all of it, and holding the
+/// local mapping or leaving the group to Linux leaves one node serving
+/// the whole group (mix:186: a memory-bound 4-vcore VM ran 39 % slower
+/// than under Linux, mix:79 +14 %). Seed 002 starts a VM local beside
+/// memory already there (§6.2; its VMs' memory sits on one socket, §2).
+/// Left to Linux for a round, the group's first touch says where its
+/// memory is, and [`memory_elsewhere`] decides from that.
+///
+/// A group placed before any of its memory was resident (each vcore on a
+/// core of its own) is judged by [`memory_elsewhere`] once its memory
+/// shows: an interleave or bind policy can put it away from the packages
+/// the local mapping chose blind (mix:145, barcelona-4s: 7 threads held on
+/// two sockets, their memory interleaved over four nodes, ran 12.5 %
+/// slower than under Linux).
+pub fn too_early(
+    objective: Objective,
+    share: Option<f64>,
+    memory_known: bool,
+    local: &Layout,
+    vcores: usize,
+) -> Option<String> {
+    if objective == Objective::Power || share.is_some() || !memory_known {
+        return None;
+    }
+    (local.cores.len() < vcores).then(|| {
+        format!(
+            "none of its memory is resident yet and the local mapping would double its {vcores} \
+             vcores up on {} cores, so first touch would put all of it on one node: not placed \
+             until its memory shows where Linux's first touch put it",
+            local.cores.len()
+        )
+    })
 }
 
 /// The least share of a group's resident memory the local mapping's
@@ -106,6 +161,29 @@ pub fn memory_elsewhere(share: Option<f64>, packages: &[usize]) -> Option<String
             share * 100.0,
             if packages.len() == 1 { "" } else { "s" },
             LOCAL_MEMORY_SHARE * 100.0
+        )
+    })
+}
+
+/// Why no group is placed on a crowded machine (more runnable threads
+/// than CPUs); `None` when it is not crowded.
+///
+/// Seed 002 runs one 8-vcore VM on the 16 hardware threads of its testbed
+/// (§2, §6): its mappings pin every vcore to a CPU of its own beside idle
+/// ones. On a machine with more runnable threads than CPUs, a pinned vcore
+/// cannot be moved off a CPU that other threads share, and the kernel's
+/// balancing of the time-shared CPUs stops where the pins are (mix:1062,
+/// barcelona-4s: 14 threads of one process held on 14 of the 16 cores
+/// beside six single-thread programs, 14.6 % slower than under Linux).
+/// The power objective packs whatever the load, as its model does.
+pub fn crowding(s: &numaplace_model::Snapshot, t: &numaplace_model::Topology) -> Option<String> {
+    let cpus = t.span().len();
+    let runnable = s.tasks.iter().filter(|k| k.state == 'R').count();
+    (runnable > cpus).then(|| {
+        format!(
+            "{runnable} runnable threads on {cpus} CPUs: seed 002 pins one VM's vcores beside \
+             idle CPUs (§2, §6), and pins on a crowded machine stop the kernel balancing the \
+             time-shared CPUs, so the group is left to Linux while it is crowded"
         )
     })
 }
