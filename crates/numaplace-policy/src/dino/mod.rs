@@ -501,12 +501,19 @@ fn anchored_elsewhere(
 pub struct DiParams {
     /// Pages moved around each sampled address (DI-Migrate; §4).
     pub window_pages: u64,
+    /// Two threads keep last round's order in the ranking unless their
+    /// LLC miss rates differ by more than this percentage. 0 (the
+    /// default) is seed 004's DI, which ranks afresh every round, so two
+    /// threads of about the same intensity trade places, cores and memory
+    /// whenever their rates cross; `auto` ranks with 10 %.
+    pub rank_hysteresis_percent: f64,
 }
 
 impl Default for DiParams {
     fn default() -> Self {
         DiParams {
             window_pages: DEFAULT_WINDOW_PAGES,
+            rank_hysteresis_percent: 0.0,
         }
     }
 }
@@ -515,6 +522,10 @@ impl Default for DiParams {
 pub struct DistributedIntensity {
     migrate: Option<MemoryFollower>,
     ours: HashMap<TaskId, CpuSet>,
+    /// [`DiParams::rank_hysteresis_percent`] as a fraction.
+    hysteresis: f64,
+    /// Each thread's rank last round.
+    ranks: HashMap<TaskId, usize>,
 }
 
 impl DistributedIntensity {
@@ -522,6 +533,8 @@ impl DistributedIntensity {
         DistributedIntensity {
             migrate: None,
             ours: HashMap::new(),
+            hysteresis: 0.0,
+            ranks: HashMap::new(),
         }
     }
 
@@ -529,6 +542,28 @@ impl DistributedIntensity {
         DistributedIntensity {
             migrate: Some(MemoryFollower::new(p.window_pages, false)),
             ours: HashMap::new(),
+            hysteresis: p.rank_hysteresis_percent / 100.0,
+            ranks: HashMap::new(),
+        }
+    }
+}
+
+/// Puts back last round's order (`ranks`) between neighbours in `cands`
+/// (sorted most intensive first) whose miss rates are within `hysteresis`
+/// of each other, so that a crossing of two about equal rates moves no
+/// thread: swaps of adjacent pairs only, each undoing one inversion of
+/// last round's order, so it ends.
+fn keep_order(cands: &mut [Candidate], ranks: &HashMap<TaskId, usize>, hysteresis: f64) {
+    let rank = |c: &Candidate| ranks.get(&c.id).copied().unwrap_or(usize::MAX);
+    let mut swapped = true;
+    while swapped {
+        swapped = false;
+        for i in 1..cands.len() {
+            let (a, b) = (&cands[i - 1], &cands[i]);
+            if rank(b) < rank(a) && a.mpki <= b.mpki * (1.0 + hysteresis) {
+                cands.swap(i - 1, i);
+                swapped = true;
+            }
         }
     }
 }
@@ -577,6 +612,10 @@ impl Policy for DistributedIntensity {
         }
         // Most intensive first; ties by tid, so a round is reproducible.
         cands.sort_by(|a, b| b.mpki.total_cmp(&a.mpki).then(a.id.tid.cmp(&b.id.tid)));
+        if self.hysteresis > 0.0 {
+            keep_order(&mut cands, &self.ranks, self.hysteresis);
+            self.ranks = cands.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+        }
         let order: Vec<u64> = (0..cands.len() as u64).collect();
         let assigned: BTreeMap<u64, usize> = layout::distributed_intensity(&order, &m.domains)
             .into_iter()
@@ -684,7 +723,19 @@ impl crate::Params for DinoParams {
 
 impl crate::Params for DiParams {
     fn validate(&self) -> Result<(), String> {
-        crate::within("window-pages", self.window_pages, 1, MAX_WINDOW_PAGES)
+        crate::within("window-pages", self.window_pages, 1, MAX_WINDOW_PAGES)?;
+        if !self.rank_hysteresis_percent.is_finite() {
+            return Err(format!(
+                "rank-hysteresis-percent = {}: must be a number from 0 to 100",
+                self.rank_hysteresis_percent
+            ));
+        }
+        crate::within(
+            "rank-hysteresis-percent",
+            self.rank_hysteresis_percent,
+            0.0,
+            100.0,
+        )
     }
 }
 

@@ -160,6 +160,64 @@ fn dino_spreads_devils_and_then_leaves_a_stable_world_alone() {
     );
 }
 
+/// Seed 004's DI ranks afresh every round: two threads of about the same
+/// miss rate trade cores (and, under DI-Migrate, memory) whenever their
+/// rates cross. With hysteresis they keep last round's order until their
+/// rates differ by more than it; a clear change still moves them.
+#[test]
+fn rank_hysteresis_keeps_threads_of_about_equal_intensity_in_place() {
+    let di = |hysteresis: f64| {
+        DistributedIntensity::migrate(DiParams {
+            rank_hysteresis_percent: hysteresis,
+            ..DiParams::default()
+        })
+    };
+    let world = || {
+        let mut f = Fake::new("pack:2 numa:1 l3:1 core:2 pu:1");
+        for (tid, mpki) in [(10, 30.0), (11, 8.3), (12, 8.0), (13, 0.5)] {
+            f.thread(tid, tid, mpki);
+        }
+        f
+    };
+    for (hysteresis, crossing_moves) in [(0.0, true), (10.0, false)] {
+        let mut f = world();
+        let mut p = di(hysteresis);
+        let plan = f.decide(&mut p);
+        f.apply(&plan);
+        let cpus = |f: &Fake| (f.threads[&11].2.clone(), f.threads[&12].2.clone());
+        let (a, b) = cpus(&f);
+        assert_ne!(a, b, "{plan:?}");
+        // The two middle threads' rates cross by 4 %.
+        f.threads.get_mut(&11).unwrap().1 = Some(8.0);
+        f.threads.get_mut(&12).unwrap().1 = Some(8.3);
+        let plan = f.decide(&mut p);
+        assert_eq!(
+            !pinned_tids(&plan).is_empty(),
+            crossing_moves,
+            "hysteresis {hysteresis}: {plan:?}"
+        );
+        f.apply(&plan);
+        if !crossing_moves {
+            assert_eq!(cpus(&f), (a.clone(), b.clone()));
+            // A clear change (8.0 against 20.0) is followed.
+            f.threads.get_mut(&12).unwrap().1 = Some(20.0);
+            let plan = f.decide(&mut p);
+            assert!(!pinned_tids(&plan).is_empty(), "{plan:?}");
+            f.apply(&plan);
+            assert_eq!(cpus(&f), (b, a));
+        }
+    }
+    let bad = DiParams {
+        rank_hysteresis_percent: f64::NAN,
+        ..DiParams::default()
+    };
+    assert!(
+        crate::Params::validate(&bad)
+            .unwrap_err()
+            .contains("rank-hysteresis-percent")
+    );
+}
+
 #[test]
 fn a_class_change_needs_seven_of_ten_intervals() {
     let mut f = Fake::new("pack:2 numa:1 l3:1 core:2 pu:1");
