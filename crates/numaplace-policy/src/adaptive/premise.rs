@@ -177,9 +177,7 @@ pub fn memory_elsewhere(share: Option<f64>, packages: &[usize]) -> Option<String
 /// beside six single-thread programs, 14.6 % slower than under Linux).
 /// The power objective packs whatever the load, as its model does.
 pub fn crowding(s: &numaplace_model::Snapshot, t: &numaplace_model::Topology) -> Option<String> {
-    let cpus = t.span().len();
-    let runnable = s.tasks.iter().filter(|k| k.state == 'R').count();
-    (runnable > cpus).then(|| {
+    crate::dino::aside::crowded(s, t).map(|(runnable, cpus)| {
         format!(
             "{runnable} runnable threads on {cpus} CPUs: seed 002 pins one VM's vcores beside \
              idle CPUs (§2, §6), and pins on a crowded machine stop the kernel balancing the \

@@ -26,12 +26,18 @@ pub const ANCHOR_SHARE: f64 = 0.6;
 /// Sampled addresses needed to judge one thread's memory by them.
 pub const MIN_SAMPLES: usize = 8;
 
+/// Runnable threads on the machine and its CPUs, when there are more
+/// threads than CPUs.
+pub fn crowded(s: &Snapshot, t: &Topology) -> Option<(usize, usize)> {
+    let cpus = t.span().len();
+    let runnable = s.tasks.iter().filter(|k| k.state == 'R').count();
+    (runnable > cpus).then_some((runnable, cpus))
+}
+
 /// Runnable threads on the machine against its CPUs, when there are more
 /// threads: the reason to step aside, for the journal.
 pub fn crowding(s: &Snapshot, t: &Topology) -> Option<String> {
-    let cpus = t.span().len();
-    let runnable = s.tasks.iter().filter(|k| k.state == 'R').count();
-    (runnable > cpus).then(|| {
+    crowded(s, t).map(|(runnable, cpus)| {
         format!(
             "{runnable} runnable threads on {cpus} CPUs: seed 004 places one thread per core \
              (§3.2), and pinning a crowded machine stops the kernel balancing time-shared \
