@@ -77,7 +77,10 @@ pub struct GroupReport {
     /// hardware threads.
     pub left_to_linux: Option<String>,
     /// Why the group holds the local mapping without voting, when seed
-    /// 002's premise did not hold for it last round ([`premise`]).
+    /// 002's premise did not hold for it last round ([`premise`]), or why
+    /// it was not placed that round: none of its memory resident yet
+    /// ([`premise::too_early`]), or a crowded machine
+    /// ([`premise::crowding`]).
     pub vote_off: Option<String>,
 }
 
