@@ -55,8 +55,11 @@ fn package_cores(t: &Topology, first: &[usize], taken: &CpuSet) -> Vec<(usize, V
     // 4-vcore VM laid on the free hardware threads of a 3-thread process's
     // cores beside an idle socket, 7.8 % slower than under Linux).
     let free = |p: usize| {
-        let span = &t.packages()[p].span;
-        span.len() - span.iter().filter(|c| taken.contains(*c)).count()
+        t.packages()[p]
+            .span
+            .iter()
+            .filter(|c| !taken.contains(*c))
+            .count()
     };
     let mut rest: Vec<usize> = (0..t.packages().len())
         .filter(|p| !order.contains(p))

@@ -261,6 +261,14 @@ fn a_group_with_no_memory_goes_to_the_idlest_package() {
     // Memory on package 0 still wins: the siblings beside it.
     let near = mapping::layout(&t, Mapping::Local, 4, &[0], &taken).unwrap();
     assert_eq!(near.packages, vec![0], "{near:?}");
+    // A node listed with nothing resident on it names no package.
+    let mut vm = Vm::new();
+    vm.memory = [(0, 0), (1, 0)].into_iter().collect();
+    let s = vm.snapshot(100, 1.0);
+    assert!(super::memory_packages(&vm.topo, &s.groups[0]).is_empty());
+    vm.memory = [(0, 0), (1, 1 << 30)].into_iter().collect();
+    let s = vm.snapshot(100, 1.0);
+    assert_eq!(super::memory_packages(&vm.topo, &s.groups[0]), vec![1]);
 }
 
 #[test]
