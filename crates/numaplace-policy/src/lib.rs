@@ -190,12 +190,18 @@ impl Signal {
 }
 
 /// Leaves Linux alone: the baseline every other policy is measured against.
+/// As `autonuma` it is the same nothing, named for the kernel it runs on:
+/// Linux's automatic NUMA balancing on (`kernel.numa_balancing=1`), the
+/// other yardstick, which the simulator turns on under it.
 #[derive(Debug, Default)]
-pub struct DefaultPolicy;
+pub struct DefaultPolicy {
+    /// Named `autonuma`.
+    pub autonuma: bool,
+}
 
 impl Policy for DefaultPolicy {
     fn name(&self) -> &'static str {
-        "default"
+        if self.autonuma { "autonuma" } else { "default" }
     }
 
     fn needs(&self) -> Needs {

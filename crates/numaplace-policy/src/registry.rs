@@ -72,7 +72,12 @@ macro_rules! policies {
 
 policies! {
     /// Leave Linux alone: no action ever.
-    Default = "default", |p| Box::new(DefaultPolicy);
+    Default = "default", |p| Box::new(DefaultPolicy::default());
+    /// Leave placement to the kernel's automatic NUMA balancing
+    /// (`kernel.numa_balancing=1`, on by default in the distributions):
+    /// no action ever; the simulator runs its Linux with balancing on, and
+    /// the daemon says whether the kernel has it on.
+    Autonuma = "autonuma", |p| Box::new(DefaultPolicy { autonuma: true });
     /// numad's documented behaviour: put each big process on the node with
     /// the most free CPU and memory, move its memory there, look again
     /// rarely.
@@ -145,7 +150,7 @@ mod tests {
         let e = PolicyKind::from_name("dino2").unwrap_err().to_string();
         assert_eq!(
             e,
-            "unknown policy \"dino2\": numaplace has default, numad-like, static, di-plain, di-migrate, dino, brm, symbiosis, adaptive-mapping, auto"
+            "unknown policy \"dino2\": numaplace has default, autonuma, numad-like, static, di-plain, di-migrate, dino, brm, symbiosis, adaptive-mapping, auto"
         );
     }
 

@@ -188,6 +188,7 @@ fn compare_6x10(c: &mut Criterion) {
             oracle_budget: 0,
             interval: None,
             workers,
+            numa_balancing: None,
         };
         let start = Instant::now();
         black_box(compare(&machine, &w, &opts));

@@ -1,6 +1,12 @@
 //! The oracle for a scenario: the best launch-time binding of its threads
-//! to CPUs, judged by simulating each candidate (seed 000's
-//! "hand-optimized" binding, seed 004's best static placement).
+//! to CPUs and of their memory, judged by simulating each candidate (seed
+//! 000's "hand-optimized" binding, seed 004's best static placement).
+//!
+//! Memory is part of the placement, or policies that move it would beat
+//! the yardstick: each application's memory goes on its threads' nodes
+//! (first touch under the binding: each thread's private memory on its
+//! node, the shared area on the first thread's), or, where its threads
+//! span several nodes and that is faster, interleaved over those nodes.
 
 use crate::machine::Machine;
 use crate::oracle::{OracleProblem, search};
@@ -12,6 +18,9 @@ use crate::workload::{MemoryPlacement, Workload};
 pub struct Best {
     /// `cpus[app][thread]`: dense CPU ids.
     pub cpus: Vec<Vec<usize>>,
+    /// Per application: where its memory goes (first touch under the
+    /// binding, or interleaved over its threads' nodes).
+    pub memory: Vec<MemoryPlacement>,
     /// Mean run time it gives, seconds.
     pub runtime_s: f64,
     pub method: String,
@@ -21,9 +30,14 @@ pub struct Best {
 ///
 /// Threads of one application are interchangeable except its first, which
 /// allocates the shared area. Packages count as interchangeable only when
-/// no memory is bound to a node and every pair of distinct nodes is as
-/// far as every other (a 2-socket machine): then swapping sockets changes
-/// nothing.
+/// no application has a cpuset and every pair of distinct nodes is as far
+/// as every other (a 2-socket machine): then swapping sockets changes
+/// nothing, since the memory follows the threads.
+///
+/// A workload with more threads than CPUs that run at the same time
+/// (seed 003's pairs and pools) time-shares CPUs under any placement: its
+/// oracle is the best balanced assignment of threads to CPUs
+/// ([`search_shared`]).
 ///
 /// A workload with more threads than CPUs whose applications run one
 /// after the other (seed 000's NPB and SPEC sequences) is split into
@@ -38,12 +52,37 @@ pub fn best_static(
     machine: &Machine,
     workload: &Workload,
     budget: usize,
+    workers: usize,
+) -> Result<Best, String> {
+    search_placements(machine, workload, budget, workers, true)
+}
+
+/// The best launch-time binding of the threads alone, their memory where
+/// the scenario puts it: seed 000's "hand-optimized" binding, which kept
+/// everything on node 0 as its experiments did. A yardstick for a policy
+/// that moves threads only (BRM); [`best_static`] bounds every policy.
+pub fn best_binding(
+    machine: &Machine,
+    workload: &Workload,
+    budget: usize,
+    workers: usize,
+) -> Result<Best, String> {
+    search_placements(machine, workload, budget, workers, false)
+}
+
+/// `free_memory`: memory is part of the placement (local or interleaved
+/// over the threads' nodes); otherwise it stays as the scenario says.
+fn search_placements(
+    machine: &Machine,
+    workload: &Workload,
+    budget: usize,
     _workers: usize,
+    free_memory: bool,
 ) -> Result<Best, String> {
     let cpus = machine.topology.cpus().len();
     let threads = workload.threads();
     if threads <= cpus {
-        return search_together(machine, workload, budget);
+        return search_together(machine, workload, budget, free_memory);
     }
     let groups = time_groups(machine, workload);
     let widest = groups
@@ -56,12 +95,10 @@ pub fn best_static(
         .max()
         .unwrap_or(0);
     if groups.len() < 2 || widest > cpus {
-        return Err(format!(
-            "{threads} threads do not fit {cpus} CPUs one per CPU, and {widest} of them run \
-             at the same time"
-        ));
+        return search_shared(machine, workload, budget, free_memory);
     }
     let mut binding = vec![Vec::new(); workload.apps.len()];
+    let mut memory: Vec<MemoryPlacement> = workload.apps.iter().map(|a| a.memory).collect();
     let mut methods = Vec::new();
     let share = (budget / groups.len()).max(1);
     for g in &groups {
@@ -80,16 +117,17 @@ pub fn best_static(
                 .collect(),
             ..workload.clone()
         };
-        let best = search_together(machine, &sub, share)?;
-        for (&a, c) in g.iter().zip(best.cpus) {
+        let best = search_together(machine, &sub, share, free_memory)?;
+        for ((&a, c), m) in g.iter().zip(best.cpus).zip(best.memory) {
             binding[a] = c;
+            memory[a] = m;
         }
         methods.push(best.method);
     }
     methods.dedup();
     let r = run(
         machine,
-        workload,
+        &with_memory(workload, &memory),
         Driver::Binding {
             name: "oracle",
             cpus: binding.clone(),
@@ -99,6 +137,7 @@ pub fn best_static(
     );
     Ok(Best {
         cpus: binding,
+        memory,
         runtime_s: r.mean_runtime_s().unwrap_or(f64::MAX),
         method: format!(
             "{} groups of applications that run at different times, each searched alone ({})",
@@ -148,7 +187,12 @@ fn time_groups(machine: &Machine, workload: &Workload) -> Vec<Vec<usize>> {
 }
 
 /// The search over placements of all the workload's threads at once.
-fn search_together(machine: &Machine, workload: &Workload, budget: usize) -> Result<Best, String> {
+fn search_together(
+    machine: &Machine,
+    workload: &Workload,
+    budget: usize,
+    free_memory: bool,
+) -> Result<Best, String> {
     let t = &machine.topology;
     let threads = workload.threads();
     if threads > t.cpus().len() {
@@ -171,10 +215,11 @@ fn search_together(machine: &Machine, workload: &Workload, budget: usize) -> Res
         .map(|(a, b)| t.distance(a, b))
         .collect();
     let uniform = off.windows(2).all(|w| w[0] == w[1]);
-    let unbound = workload
-        .apps
-        .iter()
-        .all(|a| !matches!(a.memory, MemoryPlacement::Node(_)) && a.cpus.is_none());
+    // With the memory free it follows the binding (first touch), so only
+    // cpusets tie an application to a package; else bound memory does too.
+    let unbound = workload.apps.iter().all(|a| {
+        a.cpus.is_none() && (free_memory || !matches!(a.memory, MemoryPlacement::Node(_)))
+    });
     let problem = OracleProblem {
         topology: t,
         classes,
@@ -182,37 +227,100 @@ fn search_together(machine: &Machine, workload: &Workload, budget: usize) -> Res
         packages_symmetric: uniform && unbound,
         one_per_core: threads <= t.cores().len(),
     };
-    let split = |placement: &[u32]| -> Vec<Vec<usize>> {
-        let mut it = placement.iter();
-        workload
-            .apps
-            .iter()
-            .map(|a| {
-                (0..a.threads)
-                    .map(|_| *it.next().expect("one CPU per thread") as usize)
-                    .collect()
-            })
-            .collect()
-    };
-    let mut cost = |placement: &[u32]| -> f64 {
+    let split = |placement: &[u32]| per_app(workload, placement.iter().map(|&c| c as usize));
+    let judge = |cpus: Vec<Vec<usize>>, memory: &[MemoryPlacement]| -> f64 {
         let r = run(
             machine,
-            workload,
+            &with_memory(workload, memory),
             Driver::Binding {
                 name: "oracle",
-                cpus: split(placement),
+                cpus,
             },
             &RunOptions::default(),
             &mut |_| {},
         );
         r.mean_runtime_s().unwrap_or(f64::MAX)
     };
+    // The binding is searched with every application's memory local (or
+    // where the scenario puts it).
+    let local = start_memory(workload, free_memory);
+    let mut cost = |placement: &[u32]| judge(split(placement), &local);
     let found = search(&problem, &mut cost, budget, 0).map_err(|e| e.to_string())?;
+    let cpus = split(&found.placement);
+    // Then each application spread over several nodes tries its memory
+    // interleaved over them, kept where that is faster.
+    let mut memory = local;
+    let mut runtime = found.cost;
+    let mut interleaved = 0;
+    for (a, app_cpus) in cpus.iter().enumerate().filter(|_| free_memory) {
+        let nodes = app_cpus.iter().fold(0u64, |m, &c| {
+            m | 1 << machine.topology.cpus()[c].node.min(63)
+        });
+        if nodes.count_ones() < 2 {
+            continue;
+        }
+        let mut trial = memory.clone();
+        trial[a] = MemoryPlacement::InterleaveNodes(nodes);
+        let t = judge(cpus.clone(), &trial);
+        if t < runtime {
+            memory = trial;
+            runtime = t;
+            interleaved += 1;
+        }
+    }
+    let method = match interleaved {
+        _ if !free_memory => format!("{}; memory where the scenario puts it", found.method),
+        0 => format!("{}; memory on its threads' nodes", found.method),
+        n => format!(
+            "{}; memory on its threads' nodes, interleaved over them for {n} application{}",
+            found.method,
+            if n == 1 { "" } else { "s" }
+        ),
+    };
     Ok(Best {
-        cpus: split(&found.placement),
-        runtime_s: found.cost,
-        method: found.method,
+        cpus,
+        memory,
+        runtime_s: runtime,
+        method,
     })
+}
+
+/// A placement of every thread in order, as `cpus[app][thread]`.
+fn per_app(workload: &Workload, mut cpus: impl Iterator<Item = usize>) -> Vec<Vec<usize>> {
+    workload
+        .apps
+        .iter()
+        .map(|a| {
+            (0..a.threads)
+                .map(|_| cpus.next().expect("one CPU per thread"))
+                .collect()
+        })
+        .collect()
+}
+
+/// Where the search starts each application's memory: first touch under
+/// the binding (on its threads' nodes), or the scenario's placement.
+fn start_memory(workload: &Workload, free_memory: bool) -> Vec<MemoryPlacement> {
+    workload
+        .apps
+        .iter()
+        .map(|a| {
+            if free_memory {
+                MemoryPlacement::FirstTouch
+            } else {
+                a.memory
+            }
+        })
+        .collect()
+}
+
+/// `workload` with each application's memory placed as `memory` says.
+pub fn with_memory(workload: &Workload, memory: &[MemoryPlacement]) -> Workload {
+    let mut w = workload.clone();
+    for (a, m) in w.apps.iter_mut().zip(memory) {
+        a.memory = *m;
+    }
+    w
 }
 
 /// The `static` policy's parameters that hold `best`'s placement: each
@@ -239,4 +347,122 @@ pub fn static_params(
         pins,
         memory: Vec::new(),
     }
+}
+
+/// The oracle where threads outnumber CPUs at once: each thread bound to
+/// one CPU, the CPUs holding as equal a number of threads as can be (the
+/// floor or the ceiling of threads / CPUs), memory on first touch. The
+/// search is first-improvement hill climbing over swaps of two threads on
+/// different CPUs (which keeps the balance), from a round-robin start and
+/// random balanced ones, within `budget` simulations. Threads of an
+/// application other than its first are interchangeable, so swapping two
+/// of them is not tried.
+fn search_shared(
+    machine: &Machine,
+    workload: &Workload,
+    budget: usize,
+    free_memory: bool,
+) -> Result<Best, String> {
+    let ncpu = machine.topology.cpus().len();
+    let mut class = Vec::new();
+    let mut allowed = Vec::new();
+    for (ai, a) in workload.apps.iter().enumerate() {
+        for k in 0..a.threads {
+            class.push((ai, k == 0));
+            allowed.push(a.cpus.clone());
+        }
+    }
+    let n = class.len();
+    if allowed.iter().any(Option::is_some) {
+        return Err(format!(
+            "{n} threads share {ncpu} CPUs and some applications have cpusets: the \
+             time-shared oracle searches whole-machine placements only"
+        ));
+    }
+    let local = start_memory(workload, free_memory);
+    let split = |placement: &[usize]| per_app(workload, placement.iter().copied());
+    // Assignments already judged are not run again; a start that judges
+    // nothing new ends the search (small problems are then exhausted).
+    let seen = std::cell::RefCell::new(std::collections::HashMap::<Vec<usize>, f64>::new());
+    let spent = std::cell::Cell::new(0usize);
+    let cost = |placement: &[usize]| -> f64 {
+        if let Some(&c) = seen.borrow().get(placement) {
+            return c;
+        }
+        spent.set(spent.get() + 1);
+        let c = run(
+            machine,
+            &with_memory(workload, &local),
+            Driver::Binding {
+                name: "oracle",
+                cpus: split(placement),
+            },
+            &RunOptions::default(),
+            &mut |_| {},
+        )
+        .mean_runtime_s()
+        .unwrap_or(f64::MAX);
+        seen.borrow_mut().insert(placement.to_vec(), c);
+        c
+    };
+    let budget = budget.max(1);
+    let mut rng = crate::rng::Rng::new(0x0ac1e);
+    let mut best: Option<(f64, Vec<usize>)> = None;
+    let mut starts = 0;
+    while spent.get() < budget {
+        // Round robin first (thread i on CPU i mod CPUs), then shuffled.
+        let mut p: Vec<usize> = (0..n).map(|i| i % ncpu).collect();
+        if starts > 0 {
+            rng.shuffle(&mut p);
+        }
+        starts += 1;
+        let before = spent.get();
+        let mut here = cost(&p);
+        let mut improved = true;
+        while improved && spent.get() < budget {
+            improved = false;
+            'pairs: for i in 0..n {
+                for j in i + 1..n {
+                    if p[i] == p[j] || (class[i] == class[j] && !class[i].1) {
+                        continue;
+                    }
+                    if spent.get() >= budget {
+                        break 'pairs;
+                    }
+                    p.swap(i, j);
+                    let c = cost(&p);
+                    if c < here {
+                        here = c;
+                        improved = true;
+                    } else {
+                        p.swap(i, j);
+                    }
+                }
+            }
+        }
+        if best.as_ref().is_none_or(|b| here < b.0) {
+            best = Some((here, p));
+        }
+        if spent.get() == before {
+            break;
+        }
+    }
+    let (runtime, p) = best.expect("at least one start");
+    Ok(Best {
+        cpus: split(&p),
+        memory: local,
+        runtime_s: runtime,
+        method: format!(
+            "{n} threads time-share {ncpu} CPUs: balanced assignments, first-improvement hill \
+             climbing over swaps from {starts} start{} (round robin, then random), {spent} \
+             evaluations; memory {}",
+            if starts == 1 { "" } else { "s" },
+            if free_memory {
+                "on its threads' nodes"
+            } else {
+                "where the scenario puts it"
+            },
+            spent = spent.get()
+        ),
+    })
 }

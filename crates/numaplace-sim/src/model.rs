@@ -57,6 +57,12 @@ pub struct Constants {
     /// Time a thread is stalled per 4 KiB page of its memory migrated
     /// (M7).
     pub page_migration_us: Param,
+    /// Time a NUMA hinting fault costs the thread that takes it (automatic
+    /// NUMA balancing, `world/autonuma.rs`).
+    pub hinting_fault_us: Param,
+    /// Time the scanner spends per page it marks (`change_prot_numa`),
+    /// charged to the process's first running thread.
+    pub numa_scan_ns_per_page: Param,
 }
 
 impl Default for Constants {
@@ -84,6 +90,22 @@ impl Default for Constants {
             page_migration_us: p(
                 2.0,
                 Assumed("move_pages copies a 4 KiB page and remaps it: about 2 µs".into()),
+            ),
+            hinting_fault_us: p(
+                1.0,
+                Assumed(
+                    "a NUMA hinting fault is a minor fault that restores one PTE \
+                     (do_numa_page): about 1 µs with the trap"
+                        .into(),
+                ),
+            ),
+            numa_scan_ns_per_page: p(
+                10.0,
+                Assumed(
+                    "change_prot_numa rewrites one PTE per page and flushes the TLB once \
+                     per range: about 10 ns a page"
+                        .into(),
+                ),
             ),
         }
     }

@@ -86,6 +86,15 @@ pub struct RunResult {
     /// Threads moved to another node (the costly ones).
     pub node_migrations: u64,
     pub pages_migrated: u64,
+    /// The kernel it ran on: automatic NUMA balancing on or off.
+    #[serde(default)]
+    pub numa_balancing: bool,
+    /// Automatic NUMA balancing's hinting faults and the threads it moved
+    /// toward their memory (0 when it was off).
+    #[serde(default)]
+    pub hinting_faults: u64,
+    #[serde(default)]
+    pub numa_task_moves: u64,
     /// Over the whole run and all threads: the uncore penalty (cycles an
     /// uncore request is outstanding, divided by the memory-level
     /// parallelism; seed 000 §3.1) and LLC misses per 1000 instructions.
@@ -133,6 +142,11 @@ impl RunResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicySummary {
     pub policy: String,
+    /// The kernel the policy ran on: automatic NUMA balancing on
+    /// (`autonuma`, or a scenario or `--numa-balancing on` that asks for
+    /// it) or off (the seeds' Linux).
+    #[serde(default)]
+    pub numa_balancing: bool,
     /// Mean over seeds of the run's mean runtime, seconds.
     pub mean_runtime_s: f64,
     /// The worst seed's mean runtime.
@@ -162,6 +176,11 @@ pub struct Comparison {
     /// How the oracle's placement was found (exhaustive, or the search
     /// used), if it ran.
     pub oracle: Option<String>,
+    /// Where a policy's mean beat the oracle's by more than 1 %: the
+    /// search fell short of the best static placement, and the gaps
+    /// against it are no bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oracle_short: Option<String>,
     /// One run per policy (the first seed), with its trace, for the plots.
     pub examples: Vec<RunResult>,
 }

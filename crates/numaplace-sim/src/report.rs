@@ -19,8 +19,9 @@ const WIDTH: f64 = 880.0;
 /// More threads than this are coloured (and listed) by application.
 const MAX_THREAD_COLOURS: usize = 12;
 
-const HEADERS: [&str; 10] = [
+const HEADERS: [&str; 11] = [
     "policy",
+    "autonuma",
     "mean s",
     "vs default %",
     "vs oracle %",
@@ -32,10 +33,12 @@ const HEADERS: [&str; 10] = [
     "power W",
 ];
 
-const FOOTER: &str = "mean: mean application run time over the seeds; vs default / vs oracle: \
-change of the mean against `default` and the oracle's static placement (negative % = faster); \
-worst: slowest seed; RSD: relative standard deviation over the seeds; migr/h: per simulated \
-hour; energy, power: from the machine's power model; -: not available.";
+const FOOTER: &str = "mean: mean application run time over the seeds; autonuma: whether the \
+simulated kernel under the policy ran its automatic NUMA balancing (`default` is Linux with it \
+off, as the seeds measured; `autonuma` with it on, as distributions ship); vs default / vs \
+oracle: change of the mean against `default` and the oracle's static placement (negative % = \
+faster); worst: slowest seed; RSD: relative standard deviation over the seeds; migr/h: per \
+simulated hour; energy, power: from the machine's power model; -: not available.";
 
 fn fixed(v: Option<f64>, decimals: usize) -> String {
     match v {
@@ -52,9 +55,10 @@ fn signed(v: Option<f64>) -> String {
 }
 
 /// A policy's row: the cells under [`HEADERS`] (the policy name raw).
-fn cells(p: &PolicySummary) -> [String; 10] {
+fn cells(p: &PolicySummary) -> [String; 11] {
     [
         p.policy.clone(),
+        if p.numa_balancing { "on" } else { "off" }.into(),
         fixed(Some(p.mean_runtime_s), 2),
         signed(p.vs_default_percent),
         signed(p.vs_oracle_percent),
@@ -106,7 +110,7 @@ fn unfinished_notes(c: &Comparison) -> Vec<String> {
 
 /// The terminal table: one row per policy; `-` where a value is missing.
 pub fn table(c: &Comparison) -> String {
-    let rows: Vec<[String; 10]> = c
+    let rows: Vec<[String; 11]> = c
         .policies
         .iter()
         .map(|p| {
@@ -150,6 +154,9 @@ pub fn table(c: &Comparison) -> String {
     for n in unfinished_notes(c) {
         let _ = writeln!(out, "! {}", printable(&n));
     }
+    if let Some(n) = &c.oracle_short {
+        let _ = writeln!(out, "! {}", printable(n));
+    }
     let _ = writeln!(out, "{FOOTER}");
     out
 }
@@ -185,8 +192,8 @@ fn table_html(c: &Comparison) -> String {
         s.push_str("</tr>\n");
     }
     s.push_str("</table>\n");
-    for n in unfinished_notes(c) {
-        let _ = writeln!(s, "<p class=\"note\">{}</p>", esc(&n));
+    for n in unfinished_notes(c).iter().chain(&c.oracle_short) {
+        let _ = writeln!(s, "<p class=\"note\">{}</p>", esc(n));
     }
     let _ = writeln!(s, "<p class=\"note\">{}</p>", esc(FOOTER));
     s

@@ -22,7 +22,7 @@
 //! kind = "process"             # "process" (default) or "vm"
 //! threads = 1                  # 1..=4096, default 1
 //! copies = 1                   # 1..=1024, default 1: that many identical apps named mcf.0, mcf.1, ... when > 1
-//! memory = "first-touch"       # "first-touch" (default) | "interleave" | "node:N" (dense node id)
+//! memory = "first-touch"       # "first-touch" (default) | "interleave" | "interleave:LIST" | "node:N" (dense node ids)
 //! cpus = "0-3"                 # optional cpuset, kernel list syntax, dense CPU ids; threads <= its CPUs
 //! start_s = 0.0                # >= 0, default 0, below max_seconds
 //! runs = 1                     # 1..=10000, default 1: runs back to back

@@ -70,6 +70,9 @@ pub struct SweepOptions {
     pub workers: usize,
     /// Worst cases named per policy.
     pub worst: usize,
+    /// The kernel the policies other than the two yardsticks run on
+    /// ([`crate::run::numa_balancing`]).
+    pub numa_balancing: Option<bool>,
 }
 
 /// One case's outcome.
@@ -83,6 +86,11 @@ pub struct CaseOutcome {
     pub mean_runtime_s: Vec<f64>,
     /// Per policy: change against `default`, percent (negative: faster).
     pub vs_default_percent: Vec<f64>,
+    /// Per policy: change against the faster of Linux's two yardsticks on
+    /// this case, `default` and `autonuma`; empty when `autonuma` did not
+    /// run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub vs_linux_percent: Vec<f64>,
 }
 
 /// One policy over every case.
@@ -101,6 +109,20 @@ pub struct Robustness {
     pub best: usize,
     /// The worst cases, worst first: (case, change %).
     pub worst_cases: Vec<(String, f64)>,
+    /// Against the faster of `default` and `autonuma` on each case (when
+    /// `autonuma` ran): the mean change, the worst and where, and the
+    /// share of cases more than 1 % slower.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vs_linux: Option<VsLinux>,
+}
+
+/// A policy against the better Linux of each case.
+#[derive(Debug, Clone, Serialize)]
+pub struct VsLinux {
+    pub mean_percent: f64,
+    pub worst_percent: f64,
+    pub worst_case: String,
+    pub over_1_percent: f64,
 }
 
 /// The report.
@@ -124,6 +146,7 @@ pub fn sweep(
         .iter()
         .position(|n| n == "default")
         .ok_or("the sweep judges against `default`: include it in the policies")?;
+    let autonuma = names.iter().position(|n| n == "autonuma");
     let (np, ns) = (opts.policies.len(), opts.seeds.len());
     let mut jobs = Vec::with_capacity(cases.len() * np * ns);
     for ci in 0..cases.len() {
@@ -140,6 +163,7 @@ pub fn sweep(
         let o = RunOptions {
             seed,
             interval: opts.interval,
+            numa_balancing: opts.numa_balancing,
             ..RunOptions::default()
         };
         let r = run(
@@ -163,12 +187,20 @@ pub fn sweep(
             .iter()
             .map(|m| 100.0 * (m / mean[base] - 1.0))
             .collect();
+        let vs_linux = match autonuma {
+            Some(a) => {
+                let linux = mean[base].min(mean[a]);
+                mean.iter().map(|m| 100.0 * (m / linux - 1.0)).collect()
+            }
+            None => Vec::new(),
+        };
         outcomes.push(CaseOutcome {
             name: c.name.clone(),
             machine: c.machine.name.clone(),
             threads: c.workload.threads(),
             mean_runtime_s: mean,
             vs_default_percent: change,
+            vs_linux_percent: vs_linux,
         });
     }
     let summary = (0..np)
@@ -197,7 +229,26 @@ fn robustness(policy: &str, pi: usize, cases: &[CaseOutcome], worst: usize) -> R
             c.mean_runtime_s.iter().all(|&o| m <= o * (1.0 + 1e-9))
         })
         .count();
+    let vs_linux = (!cases.is_empty() && cases.iter().all(|c| !c.vs_linux_percent.is_empty()))
+        .then(|| {
+            let v: Vec<(&str, f64)> = cases
+                .iter()
+                .map(|c| (c.name.as_str(), c.vs_linux_percent[pi]))
+                .collect();
+            let worst = v
+                .iter()
+                .copied()
+                .max_by(|a, b| a.1.total_cmp(&b.1))
+                .expect("cases");
+            VsLinux {
+                mean_percent: v.iter().map(|x| x.1).sum::<f64>() / n,
+                worst_percent: worst.1,
+                worst_case: worst.0.to_string(),
+                over_1_percent: v.iter().filter(|x| x.1 > 1.0).count() as f64 / n,
+            }
+        });
     Robustness {
+        vs_linux,
         policy: policy.to_string(),
         mean_percent: changes.iter().map(|(_, x)| x).sum::<f64>() / n,
         worst_percent: changes.first().map_or(0.0, |w| w.1),
@@ -245,6 +296,31 @@ impl Sweep {
              faster), over the cases; >1 % / >5 %: share of cases that much slower than default; \
              best: cases where the policy was the fastest.\n",
         );
+        if self.summary.iter().any(|r| r.vs_linux.is_some()) {
+            let _ = writeln!(
+                s,
+                "\nagainst the faster Linux of each case (`default` or `autonuma`):\n\
+                 {:<17} {:>7} {:>8} {:>7}  worst case",
+                "policy", "mean %", "worst %", ">1 %"
+            );
+            for r in &self.summary {
+                if let Some(v) = &r.vs_linux {
+                    let _ = writeln!(
+                        s,
+                        "{:<17} {:>+7.1} {:>+8.1} {:>6.1}%  {}",
+                        r.policy,
+                        v.mean_percent,
+                        v.worst_percent,
+                        100.0 * v.over_1_percent,
+                        if v.worst_percent > 0.0 {
+                            v.worst_case.as_str()
+                        } else {
+                            "-"
+                        }
+                    );
+                }
+            }
+        }
         s
     }
 }
@@ -273,24 +349,42 @@ mod tests {
             policies: vec![
                 PolicyKind::Default,
                 PolicyKind::from_name("numad-like").unwrap(),
+                PolicyKind::Autonuma,
             ],
             seeds: vec![0, 1],
             interval: None,
             workers: 2,
             worst: 1,
+            numa_balancing: None,
         };
         let calls = AtomicUsize::new(0);
         let s = sweep(&cases, &opts, &|_, total| {
-            assert_eq!(total, 8);
+            assert_eq!(total, 12);
             calls.fetch_add(1, Ordering::Relaxed);
         })
         .unwrap();
-        assert_eq!(calls.into_inner(), 8);
+        assert_eq!(calls.into_inner(), 12);
         assert_eq!(s.cases.len(), 2);
         for c in &s.cases {
             assert_eq!(c.vs_default_percent[0], 0.0);
             assert!(c.mean_runtime_s.iter().all(|m| *m > 0.0));
+            // Against the faster Linux: one yardstick is it, the other no
+            // faster; every policy's change is at least its change
+            // against default.
+            let (d, a) = (c.vs_linux_percent[0], c.vs_linux_percent[2]);
+            assert!(d.min(a) == 0.0 && d.max(a) >= 0.0, "{d} {a}");
+            for p in 0..3 {
+                assert!(c.vs_linux_percent[p] >= c.vs_default_percent[p] - 1e-9);
+            }
         }
+        let linux = s.summary[1].vs_linux.as_ref().unwrap();
+        let worst = s
+            .cases
+            .iter()
+            .map(|c| c.vs_linux_percent[1])
+            .fold(f64::MIN, f64::max);
+        assert_eq!(linux.worst_percent, worst);
+        assert!(s.table().contains("against the faster Linux"));
         let numad = &s.summary[1];
         let worst = s
             .cases
@@ -310,6 +404,7 @@ mod tests {
             interval: None,
             workers: 1,
             worst: 1,
+            numa_balancing: None,
         };
         let e = sweep(&[Case::mix(1).unwrap()], &opts, &|_, _| {}).unwrap_err();
         assert!(e.contains("include it"), "{e}");

@@ -39,6 +39,22 @@ pub enum MemoryPlacement {
     Node(u32),
     /// Spread evenly over all nodes (`numactl --interleave=all`).
     Interleave,
+    /// Spread evenly over these nodes, a bit per dense node id
+    /// (`numactl --interleave=0,1`); the oracle's interleaved memory.
+    InterleaveNodes(u64),
+}
+
+impl MemoryPlacement {
+    /// The dense nodes an interleaved placement spreads over, of `nodes`.
+    pub fn interleave_nodes(&self, nodes: usize) -> Option<Vec<usize>> {
+        match *self {
+            MemoryPlacement::Interleave => Some((0..nodes).collect()),
+            MemoryPlacement::InterleaveNodes(mask) => {
+                Some((0..nodes.min(64)).filter(|n| mask >> n & 1 == 1).collect())
+            }
+            MemoryPlacement::FirstTouch | MemoryPlacement::Node(_) => None,
+        }
+    }
 }
 
 /// A thread's behaviour during one phase of its run.
@@ -121,14 +137,21 @@ pub struct LinuxModel {
     /// Chance that a look moves an unpinned thread to another idle CPU of
     /// the machine (NUMA-agnostic balancing noise).
     pub migrate_probability: f64,
-    /// Automatic NUMA balancing (`kernel.numa_balancing=1`): pages drift
-    /// to the node of the thread that uses them.
+    /// Automatic NUMA balancing (`kernel.numa_balancing=1`), both halves:
+    /// pages move toward the node that faults on them, tasks toward their
+    /// memory (`world/autonuma.rs`; `docs/simulator.md`, "Automatic NUMA
+    /// balancing").
     pub numa_balancing: bool,
-    /// How fast automatic NUMA balancing moves a process's pages, MiB per
-    /// simulated second (the kernel scans 256 MiB per scan period, whose
-    /// minimum is 1 s: `numa_balancing_scan_size_mb`,
-    /// `numa_balancing_scan_period_min_ms`).
-    pub numa_balancing_mib_per_s: f64,
+    /// The kernel's tunables, with its defaults
+    /// (`Documentation/admin-guide/sysctl/kernel.rst`, `kernel/sched/fair.c`
+    /// `sysctl_numa_balancing_*`): the first scan of a new process after
+    /// `scan_delay_ms`; then `scan_size_mb` of its address space per scan,
+    /// the whole of it at most once per `scan_period_min_ms` and at least
+    /// once per `scan_period_max_ms`.
+    pub numa_balancing_scan_delay_ms: f64,
+    pub numa_balancing_scan_period_min_ms: f64,
+    pub numa_balancing_scan_period_max_ms: f64,
+    pub numa_balancing_scan_size_mb: f64,
 }
 
 impl Default for LinuxModel {
@@ -137,7 +160,10 @@ impl Default for LinuxModel {
             balance_interval_ms: 100.0,
             migrate_probability: 0.002,
             numa_balancing: false,
-            numa_balancing_mib_per_s: 256.0,
+            numa_balancing_scan_delay_ms: 1000.0,
+            numa_balancing_scan_period_min_ms: 1000.0,
+            numa_balancing_scan_period_max_ms: 60000.0,
+            numa_balancing_scan_size_mb: 256.0,
         }
     }
 }

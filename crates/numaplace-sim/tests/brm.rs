@@ -5,7 +5,7 @@
 
 use numaplace_policy::PolicyKind;
 use numaplace_policy::brm::BrmParams;
-use numaplace_sim::best::best_static;
+use numaplace_sim::best::best_binding;
 use numaplace_sim::run::{Driver, RunOptions, mean_rsd, run};
 use numaplace_sim::{AppSpec, Machine, Workload, scenario};
 
@@ -50,7 +50,7 @@ fn measure(m: &Machine, w: &Workload, kind: impl Fn(u64) -> PolicyKind) -> (f64,
 
 fn row(name: &str, w: &Workload) -> Row {
     let m = Machine::preset(&w.machine).unwrap();
-    let oracle = best_static(&m, w, 200, 1)
+    let oracle = best_binding(&m, w, 200, 1)
         .expect("the oracle runs")
         .runtime_s;
     Row {

@@ -99,6 +99,7 @@ fn compare_does_not_depend_on_workers() {
         policies: vec![
             PolicyKind::from_name("default").unwrap(),
             PolicyKind::from_name("numad-like").unwrap(),
+            PolicyKind::from_name("autonuma").unwrap(),
         ],
         seeds: (0..3).collect(),
         oracle: true,
@@ -106,6 +107,7 @@ fn compare_does_not_depend_on_workers() {
         oracle_budget: 12,
         interval: None,
         workers,
+        numa_balancing: None,
     };
     let one = compare(&m, &w, &opts(1));
     let two = compare(&m, &w, &opts(2));
@@ -116,8 +118,10 @@ fn compare_does_not_depend_on_workers() {
             .iter()
             .map(|p| p.policy.as_str())
             .collect::<Vec<_>>(),
-        ["default", "numad-like", "oracle"]
+        ["default", "numad-like", "autonuma", "oracle"]
     );
+    let kernels: Vec<bool> = one.policies.iter().map(|p| p.numa_balancing).collect();
+    assert_eq!(kernels, [false, false, true, false]);
     assert!(one.examples.iter().all(|r| r.trace.is_some()));
     let j = json(&one);
     assert!(j == json(&two), "compare with 2 workers differs from 1");

@@ -1,7 +1,9 @@
-//! The oracle on workloads with more threads than CPUs whose applications
-//! run one after the other (seed 000's NPB sequence): searched group by
+//! The oracle on workloads with more threads than CPUs: whose applications
+//! run one after the other (seed 000's NPB sequence), searched group by
 //! group of applications that overlap in time, judged on the whole
-//! workload, and as good as searching each application alone.
+//! workload, and as good as searching each application alone; and whose
+//! threads time-share CPUs (seed 003's pairs), the best balanced
+//! assignment.
 
 use numaplace_sim::Machine;
 use numaplace_sim::best::best_static;
@@ -53,8 +55,11 @@ fn a_sequence_of_applications_gets_an_oracle_per_time_group() {
     assert_eq!(bound, w.threads());
 }
 
+/// Applications that run together on more threads than CPUs time-share
+/// them under any placement: the oracle then searches balanced
+/// assignments, two threads a CPU here, within its budget.
 #[test]
-fn applications_that_run_together_must_fit() {
+fn applications_that_run_together_time_share_balanced() {
     let mut w = numaplace_sim::scenario::builtin("npb-westmere")
         .unwrap()
         .unwrap();
@@ -62,13 +67,49 @@ fn applications_that_run_together_must_fit() {
     for a in &mut w.apps {
         a.start_s = 0.0;
     }
-    let e = best_static(&m, &w, 100, 1).unwrap_err();
-    assert_eq!(
-        e,
-        format!(
-            "{} threads do not fit 16 CPUs one per CPU, and {} of them run at the same time",
-            w.threads(),
-            w.threads()
-        )
+    assert_eq!(w.threads(), 32);
+    let best = best_static(&m, &w, 4, 1).unwrap();
+    assert!(
+        best.method.contains("32 threads time-share 16 CPUs"),
+        "{}",
+        best.method
     );
+    assert!(best.method.contains("4 evaluations"), "{}", best.method);
+    let mut per_cpu = vec![0; 16];
+    for c in best.cpus.iter().flatten() {
+        per_cpu[*c] += 1;
+    }
+    assert_eq!(per_cpu, vec![2; 16]);
+    assert!(best.runtime_s.is_finite() && best.runtime_s > 0.0);
+}
+
+/// Seed 003's four programs on core2duo's two CPUs: 6 balanced
+/// assignments, all judged, and none of the three pairings is faster than
+/// the one the oracle keeps.
+#[test]
+fn the_pairs_oracle_is_the_best_pairing() {
+    let w = numaplace_sim::scenario::builtin("pairs-core2duo")
+        .unwrap()
+        .unwrap();
+    let m = Machine::preset(&w.machine).unwrap();
+    let best = best_static(&m, &w, 300, 1).unwrap();
+    assert!(best.method.contains("6 evaluations"), "{}", best.method);
+    for pairing in [[0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 0]] {
+        let r = run(
+            &m,
+            &w,
+            Driver::Binding {
+                name: "pairing",
+                cpus: pairing.iter().map(|&c| vec![c]).collect(),
+            },
+            &RunOptions::default(),
+            &mut |_| {},
+        );
+        let t = r.mean_runtime_s().unwrap();
+        assert!(
+            t >= best.runtime_s - 1e-9,
+            "{pairing:?}: {t} < {}",
+            best.runtime_s
+        );
+    }
 }

@@ -509,7 +509,7 @@ fn target_7_migration_without_memory_hurts() {
             .unwrap()
     };
     for seed in seeds {
-        let d = drive(&m, &w, Box::new(DefaultPolicy), seed);
+        let d = drive(&m, &w, Box::new(DefaultPolicy::default()), seed);
         let p = drive(&m, &w, Box::new(DiTest::new(false)), seed);
         let g = drive(&m, &w, Box::new(DiTest::new(true)), seed);
         for (k, a) in w.apps.iter().enumerate() {

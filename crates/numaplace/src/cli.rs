@@ -307,6 +307,14 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "1" | "true" => Ok(true),
+        "off" | "0" | "false" => Ok(false),
+        other => Err(format!("expected on or off, got {other:?}")),
+    }
+}
+
 /// What every simulator command shares.
 #[derive(Debug, Args)]
 pub struct SimArgs {
@@ -330,6 +338,13 @@ pub struct SimArgs {
     /// Time between policy rounds (default: the policy's own).
     #[arg(long, value_name = "DURATION")]
     pub interval: Option<String>,
+
+    /// Run the policies on a simulated kernel with automatic NUMA
+    /// balancing on or off (default: as the scenario's [linux] table says,
+    /// off unless it turns it on). The yardsticks are fixed: `default` is
+    /// Linux with it off, `autonuma` with it on.
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    pub numa_balancing: Option<bool>,
 
     /// Print JSON for programs instead of the table.
     #[arg(long)]

@@ -194,6 +194,7 @@ fn compare_with_report() {
         table_rows(&out),
         [
             "default",
+            "autonuma",
             "numad-like",
             "di-plain",
             "di-migrate",
@@ -282,6 +283,7 @@ fn compare_json_without_oracle() {
         names,
         [
             "default",
+            "autonuma",
             "numad-like",
             "di-plain",
             "di-migrate",

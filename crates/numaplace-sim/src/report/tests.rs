@@ -65,6 +65,9 @@ fn run(policy: &str, samples: usize, threads: usize, nodes: usize, cpus: usize) 
         seed: 1,
         makespan_s: end,
         finished: true,
+        numa_balancing: false,
+        hinting_faults: 0,
+        numa_task_moves: 0,
         uncore_penalty_cycles: 120.0,
         llc_mpki: 9.5,
         warnings: Vec::new(),
@@ -95,6 +98,7 @@ fn run(policy: &str, samples: usize, threads: usize, nodes: usize, cpus: usize) 
 
 fn summary(policy: &str, mean: f64, vs_default: Option<f64>, energy: Option<f64>) -> PolicySummary {
     PolicySummary {
+        numa_balancing: false,
         policy: policy.into(),
         mean_runtime_s: mean,
         worst_runtime_s: mean * 1.1,
@@ -123,6 +127,7 @@ fn comparison(samples: usize) -> Comparison {
         seeds: vec![1, 2, 3, 7],
         policies,
         oracle: Some("exhaustive".into()),
+        oracle_short: None,
         examples: vec![
             run("default", samples, 3, 2, 4),
             run("numad", samples, 3, 2, 4),
@@ -163,16 +168,17 @@ fn report_table_has_every_policy_and_dashes() {
     assert_eq!(
         cells,
         [
-            "default", "10.00", "+0.0", "+12.5", "11.00", "3.2", "1234", "98766", "12.3", "150.0"
+            "default", "off", "10.00", "+0.0", "+12.5", "11.00", "3.2", "1234", "98766", "12.3",
+            "150.0"
         ]
     );
     let cells: Vec<&str> = row("numad ").split_whitespace().collect();
-    assert_eq!(cells[..4], ["numad", "9.50", "-5.0", "+12.5"]);
+    assert_eq!(cells[..5], ["numad", "off", "9.50", "-5.0", "+12.5"]);
     let cells: Vec<&str> = row("no-power ").split_whitespace().collect();
     assert_eq!(
         cells,
         [
-            "no-power", "11.00", "-", "+12.5", "12.10", "3.2", "1234", "98766", "-", "-"
+            "no-power", "off", "11.00", "-", "+12.5", "12.10", "3.2", "1234", "98766", "-", "-"
         ]
     );
     assert!(t.contains("no-power: 2 seeds did not finish"), "{t}");

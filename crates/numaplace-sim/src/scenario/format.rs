@@ -26,6 +26,10 @@ pub(super) struct RawLinux {
     pub(super) migrate_probability: Raw,
     pub(super) numa_balancing: Raw,
     pub(super) numa_balancing_mib_per_s: Raw,
+    pub(super) numa_balancing_scan_delay_ms: Raw,
+    pub(super) numa_balancing_scan_period_min_ms: Raw,
+    pub(super) numa_balancing_scan_period_max_ms: Raw,
+    pub(super) numa_balancing_scan_size_mb: Raw,
 }
 
 #[derive(Deserialize)]

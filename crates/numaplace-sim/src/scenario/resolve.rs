@@ -144,7 +144,54 @@ fn linux(cx: &Ctx<'_>, l: &RawLinux) -> Result<LinuxModel, ScenarioError> {
         m.numa_balancing = cx.boolean(v, "linux.numa_balancing")?;
     }
     if let Some(v) = &l.numa_balancing_mib_per_s {
-        m.numa_balancing_mib_per_s = cx.positive(v, "linux.numa_balancing_mib_per_s")?;
+        return Err(cx.bad(
+            v,
+            "linux.numa_balancing_mib_per_s",
+            "is gone: automatic NUMA balancing now scans as the kernel does; set \
+             numa_balancing_scan_size_mb and numa_balancing_scan_period_min_ms (the kernel's \
+             sysctls) instead"
+                .into(),
+        ));
+    }
+    let ms = |v: &Raw, key: &str, into: &mut f64| -> Result<(), ScenarioError> {
+        if let Some(v) = v {
+            *into = cx.positive(v, key)?;
+        }
+        Ok(())
+    };
+    ms(
+        &l.numa_balancing_scan_delay_ms,
+        "linux.numa_balancing_scan_delay_ms",
+        &mut m.numa_balancing_scan_delay_ms,
+    )?;
+    ms(
+        &l.numa_balancing_scan_period_min_ms,
+        "linux.numa_balancing_scan_period_min_ms",
+        &mut m.numa_balancing_scan_period_min_ms,
+    )?;
+    ms(
+        &l.numa_balancing_scan_period_max_ms,
+        "linux.numa_balancing_scan_period_max_ms",
+        &mut m.numa_balancing_scan_period_max_ms,
+    )?;
+    ms(
+        &l.numa_balancing_scan_size_mb,
+        "linux.numa_balancing_scan_size_mb",
+        &mut m.numa_balancing_scan_size_mb,
+    )?;
+    if m.numa_balancing_scan_period_max_ms < m.numa_balancing_scan_period_min_ms {
+        let v = l
+            .numa_balancing_scan_period_max_ms
+            .as_ref()
+            .or(l.numa_balancing_scan_period_min_ms.as_ref())
+            .expect("one of them was set");
+        return Err(cx.bad(
+            v,
+            "linux.numa_balancing_scan_period_max_ms",
+            "is below numa_balancing_scan_period_min_ms: the longest period between scans \
+             cannot be shorter than the shortest"
+                .into(),
+        ));
     }
     Ok(m)
 }
@@ -537,10 +584,44 @@ fn memory_placement(
     machine: &Machine,
 ) -> Result<MemoryPlacement, ScenarioError> {
     let nodes = machine.topology.nodes().len();
-    let allowed = "use \"first-touch\", \"interleave\" or \"node:N\"";
+    let allowed = "use \"first-touch\", \"interleave\", \"interleave:LIST\" or \"node:N\"";
     Ok(match cx.string(v, p, "a memory placement")? {
         "first-touch" => MemoryPlacement::FirstTouch,
         "interleave" => MemoryPlacement::Interleave,
+        s if s.starts_with("interleave:") => {
+            let list = &s["interleave:".len()..];
+            let set: CpuSet = list.trim().parse().map_err(|e| {
+                cx.bad(
+                    v,
+                    p,
+                    format!(
+                        "{s:?}: LIST of interleave:LIST must be node numbers like 0,1 or 0-3: {e}"
+                    ),
+                )
+            })?;
+            if set.is_empty() {
+                return Err(cx.bad(v, p, format!("{s:?}: interleave over no node")));
+            }
+            if let Some(n) = set.iter().find(|&n| n >= 64) {
+                return Err(cx.bad(
+                    v,
+                    p,
+                    format!("{s:?}: interleave:LIST takes nodes 0-63, not {n}"),
+                ));
+            }
+            if let Some(n) = set.iter().find(|&n| n as usize >= nodes) {
+                return Err(cx.bad(
+                    v,
+                    p,
+                    format!(
+                        "node {n} does not exist: {} has nodes {}",
+                        machine.name,
+                        id_range(nodes)
+                    ),
+                ));
+            }
+            MemoryPlacement::InterleaveNodes(set.iter().fold(0u64, |m, n| m | 1 << n))
+        }
         s => {
             let Some(n) = s.strip_prefix("node:") else {
                 return Err(cx.bad(v, p, format!("unknown memory placement {s:?}: {allowed}")));

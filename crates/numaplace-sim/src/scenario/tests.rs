@@ -86,7 +86,10 @@ max_seconds = 100
 balance_interval_ms = 50
 migrate_probability = 0.5
 numa_balancing = true
-numa_balancing_mib_per_s = 128
+numa_balancing_scan_delay_ms = 500
+numa_balancing_scan_period_min_ms = 2000
+numa_balancing_scan_period_max_ms = 30000
+numa_balancing_scan_size_mb = 64
 
 [[app]]
 name = "vm1"
@@ -130,7 +133,10 @@ uncore_pki = 4
             balance_interval_ms: 50.0,
             migrate_probability: 0.5,
             numa_balancing: true,
-            numa_balancing_mib_per_s: 128.0,
+            numa_balancing_scan_delay_ms: 500.0,
+            numa_balancing_scan_period_min_ms: 2000.0,
+            numa_balancing_scan_period_max_ms: 30000.0,
+            numa_balancing_scan_size_mb: 64.0,
         }
     );
     let names: Vec<_> = w.apps.iter().map(|a| a.name.as_str()).collect();
@@ -385,9 +391,33 @@ fn values_out_of_range_name_the_field() {
         "t.toml:6:10: field `app[0].memory`: unknown memory placement \"local\"",
     );
     assert!(
-        e.contains("\"first-touch\", \"interleave\" or \"node:N\""),
+        e.contains("\"first-touch\", \"interleave\", \"interleave:LIST\" or \"node:N\""),
         "{e}"
     );
+    fails(
+        &BASE.replace(
+            "name = \"a\"\n",
+            "name = \"a\"\nmemory = \"interleave:1-2\"\n",
+        ),
+        "t.toml:6:10: field `app[0].memory`: node 2 does not exist: westmere-2s has nodes 0-1",
+    );
+    fails(
+        &BASE.replace(
+            "name = \"a\"\n",
+            "name = \"a\"\nmemory = \"interleave:x\"\n",
+        ),
+        "t.toml:6:10: field `app[0].memory`: \"interleave:x\": LIST of interleave:LIST must be node numbers",
+    );
+    let w = parse(
+        &BASE.replace(
+            "name = \"a\"\n",
+            "name = \"a\"\nmemory = \"interleave:0-1\"\n",
+        ),
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(w.apps[0].memory, MemoryPlacement::InterleaveNodes(0b11));
+    assert_eq!(w.apps[0].memory.interleave_nodes(2), Some(vec![0, 1]));
     fails(
         &format!("{BASE}\n[linux]\nmigrate_probability = 1.5\n"),
         "t.toml:12:23: field `linux.migrate_probability`: must be between 0 and 1, got 1.5",

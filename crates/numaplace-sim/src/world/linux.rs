@@ -1,5 +1,6 @@
 //! The simulated Linux: where threads nobody pinned go, its periodic
-//! balancing, and first-touch memory placement.
+//! balancing, and first-touch memory placement (automatic NUMA balancing
+//! is `autonuma.rs`).
 
 use super::*;
 
@@ -109,6 +110,23 @@ impl World {
                 .copied()
                 .filter(|&c| busy_siblings(c) == 0)
                 .collect();
+            // With automatic NUMA balancing, only an overloaded CPU moves a
+            // thread off the node it prefers (`migrate_degrades_locality`).
+            let home = th
+                .numa
+                .preferred
+                .filter(|&n| self.workload.linux.numa_balancing && n == self.solver.cpu_node(cpu));
+            let (idle, idle_cores) = match home {
+                Some(n) if load[cpu] <= 1 => {
+                    let keep = |v: Vec<usize>| -> Vec<usize> {
+                        v.into_iter()
+                            .filter(|&c| self.solver.cpu_node(c) == n)
+                            .collect()
+                    };
+                    (keep(idle), keep(idle_cores))
+                }
+                _ => (idle, idle_cores),
+            };
             let overloaded = load[cpu] > 1;
             let smt_shared = busy_siblings(cpu) > 0 && !idle_cores.is_empty();
             let unpinned = th.allowed == self.all_cpus;
@@ -141,8 +159,11 @@ impl World {
                 match spec.memory {
                     MemoryPlacement::FirstTouch => v[home] = pages,
                     MemoryPlacement::Node(n) => v[n as usize] = pages,
-                    MemoryPlacement::Interleave => {
-                        v.iter_mut().for_each(|x| *x = pages / nodes as f64)
+                    MemoryPlacement::Interleave | MemoryPlacement::InterleaveNodes(_) => {
+                        let over = spec.memory.interleave_nodes(nodes).unwrap_or_default();
+                        for &n in &over {
+                            v[n] = pages / over.len() as f64;
+                        }
                     }
                 }
                 v

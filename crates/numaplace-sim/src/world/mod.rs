@@ -11,8 +11,9 @@
 //! thread to an idle one, and an unpinned thread moves to another idle CPU
 //! with a small probability (the balancer's NUMA-agnostic noise); memory
 //! is placed as the scenario says, by default on the node of the CPU that
-//! first touches it; automatic NUMA balancing, when on, drifts pages to
-//! the node their thread runs on.
+//! first touches it; automatic NUMA balancing, when on, moves pages toward
+//! the threads that touch them and threads toward their memory
+//! (`autonuma.rs`).
 
 use std::collections::BTreeMap;
 
@@ -66,6 +67,8 @@ struct AppState {
     allocated: bool,
     /// The application's cpuset (dense ids): its cgroup's.
     cpuset: CpuSet,
+    /// Automatic NUMA balancing's scanner of this run's process.
+    scan: autonuma::Scan,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -106,6 +109,8 @@ struct ThreadState {
     acc: Acc,
     cpu_seconds: f64,
     finished_at: Option<f64>,
+    /// Automatic NUMA balancing's fault statistics.
+    numa: autonuma::TaskFaults,
 }
 
 /// Statistics over the whole run.
@@ -114,6 +119,10 @@ pub struct Totals {
     pub thread_migrations: u64,
     pub node_migrations: u64,
     pub pages_migrated: u64,
+    /// Automatic NUMA balancing: hinting faults taken, threads it moved
+    /// toward their memory (a swap counts once).
+    pub hinting_faults: u64,
+    pub numa_task_moves: u64,
     pub energy_j: f64,
     /// Over all threads: instructions, LLC misses, uncore requests and
     /// the cycles they were outstanding (seed 000 §3.1's t').
@@ -186,6 +195,7 @@ impl World {
                 shared_pages: vec![0.0; nodes],
                 allocated: false,
                 cpuset: a.cpus.clone().unwrap_or_else(|| all_cpus.clone()),
+                scan: autonuma::Scan::new(0.0, nodes, workload.linux.numa_balancing_scan_delay_ms),
             })
             .collect();
         let packages = machine.topology.packages().len();
@@ -335,6 +345,7 @@ impl World {
                 acc: Acc::default(),
                 cpu_seconds: 0.0,
                 finished_at: None,
+                numa: autonuma::TaskFaults::new(nodes),
             });
             ids.push(self.threads.len() - 1);
         }
@@ -346,6 +357,11 @@ impl World {
         a.threads = ids.clone();
         a.shared_pages = vec![0.0; nodes];
         a.allocated = false;
+        a.scan = autonuma::Scan::new(
+            self.time,
+            nodes,
+            self.workload.linux.numa_balancing_scan_delay_ms,
+        );
         for t in ids {
             self.place(t);
         }
@@ -353,6 +369,7 @@ impl World {
 }
 
 mod actuate;
+mod autonuma;
 mod linux;
 pub mod pages;
 mod sampling;

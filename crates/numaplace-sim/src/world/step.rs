@@ -1,5 +1,6 @@
 //! One time step: the contention model's speeds turned into progress,
-//! counters, energy; automatic NUMA balancing; runs that end and restart.
+//! counters, energy; automatic NUMA balancing's scans; runs that end and
+//! restart.
 
 use super::*;
 
@@ -138,32 +139,11 @@ impl World {
             self.totals.energy_j += pm.watts(p as f64, l as f64) * dt;
         }
         if self.workload.linux.numa_balancing {
-            self.numa_balancing(dt);
+            self.numa_balancing();
         }
         self.time += dt;
         self.finish_runs();
         self.sample_trace();
-    }
-
-    /// Automatic NUMA balancing: a thread's private pages drift to the node
-    /// it runs on at the kernel's scan rate.
-    /// Memory under an explicit policy (bound to a node, interleaved) is
-    /// never moved: the kernel's balancing leaves it alone.
-    pub(super) fn numa_balancing(&mut self, dt: f64) {
-        let budget = self.workload.linux.numa_balancing_mib_per_s * dt * 1048576.0 / PAGE;
-        for t in 0..self.threads.len() {
-            let th = &self.threads[t];
-            if !th.alive
-                || th.done
-                || self.workload.apps[th.app].memory != MemoryPlacement::FirstTouch
-            {
-                continue;
-            }
-            let Some(cpu) = th.cpu else { continue };
-            let node = self.solver.cpu_node(cpu);
-            let moved = self.move_pages_of(t, node, budget);
-            self.totals.pages_migrated += moved as u64;
-        }
     }
 
     /// Moves up to `max` of a thread's private pages to `node`; returns how
@@ -242,80 +222,5 @@ impl World {
                 self.apps[ai].run = self.apps[ai].run.max(1);
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::workload::{AppSpec, LinuxModel, Phase, ThreadModel};
-
-    fn world(memory: MemoryPlacement, balancing: bool) -> World {
-        let w = Workload {
-            name: "t".into(),
-            description: String::new(),
-            machine: "westmere-2s".into(),
-            apps: vec![AppSpec {
-                name: "chase".into(),
-                kind: AppKind::Process,
-                threads: 1,
-                phases: vec![Phase {
-                    instructions: 1e12,
-                    model: ThreadModel::microbench(256 << 20, 0),
-                }],
-                shared_bytes: 0,
-                sharers: 1,
-                memory,
-                cpus: None,
-                start_s: 0.0,
-                runs: 1,
-            }],
-            step_ms: 10.0,
-            max_seconds: 1000.0,
-            linux: LinuxModel {
-                numa_balancing: balancing,
-                migrate_probability: 0.0,
-                ..LinuxModel::default()
-            },
-        };
-        let mut world = World::new(Machine::preset("westmere-2s").unwrap(), w, 3);
-        world.bind(vec![vec![0]]);
-        world.start_due();
-        world.advance();
-        world
-    }
-
-    /// Moves the thread to node 1 (CPU 8) as a NUMA-agnostic scheduler
-    /// would, then runs `secs`; returns MiB on node 0 and node 1.
-    fn after_move(w: &mut World, secs: f64) -> (f64, f64) {
-        let s = w.snapshot();
-        let t = &s.tasks[0];
-        let o = w.apply(&Action::Pin {
-            task: t.id(),
-            tgid: t.tgid,
-            cpus: "8".parse().unwrap(),
-        });
-        assert_eq!(o, Outcome::Done);
-        for _ in 0..(secs * 100.0) as usize {
-            w.advance();
-        }
-        let s = w.snapshot();
-        let mem = s.groups[0].memory.as_ref().unwrap();
-        let mib = |n: u32| mem[&n].total() as f64 / 1048576.0;
-        (mib(0), mib(1))
-    }
-
-    #[test]
-    fn automatic_numa_balancing_moves_first_touch_memory_after_its_thread() {
-        let mut w = world(MemoryPlacement::FirstTouch, true);
-        let (n0, n1) = after_move(&mut w, 2.0);
-        assert!(n0 < 1.0 && (n1 - 256.0).abs() < 1.0, "{n0} {n1}");
-        assert_eq!(w.totals().pages_migrated, 65536);
-        // Without it the memory stays behind.
-        let mut w = world(MemoryPlacement::FirstTouch, false);
-        assert_eq!(after_move(&mut w, 2.0), (256.0, 0.0));
-        // Nor does it move memory under an explicit policy.
-        let mut w = world(MemoryPlacement::Node(0), true);
-        assert_eq!(after_move(&mut w, 2.0), (256.0, 0.0));
     }
 }

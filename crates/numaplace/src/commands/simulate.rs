@@ -94,6 +94,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
         seed: args.seed,
         interval,
         trace: args.sim.report.is_some(),
+        numa_balancing: args.sim.numa_balancing,
         ..RunOptions::default()
     };
     let r = run(
@@ -209,6 +210,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
         oracle_budget: args.oracle_budget,
         interval,
         workers,
+        numa_balancing: args.sim.numa_balancing,
     };
     let start = Instant::now();
     let c = compare(&machine, &workload, &opts);
@@ -334,6 +336,7 @@ fn sweep_cmd(args: &CompareArgs, n: u64) -> Result<()> {
         interval,
         workers,
         worst: 3,
+        numa_balancing: args.sim.numa_balancing,
     };
     let start = Instant::now();
     let bar = Progress::new(start);
