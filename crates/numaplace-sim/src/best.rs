@@ -10,7 +10,7 @@
 
 use crate::machine::Machine;
 use crate::oracle::{OracleProblem, search};
-use crate::run::{Driver, RunOptions, run};
+use crate::run::{Driver, RunOptions, parallel, run};
 use crate::workload::{MemoryPlacement, Workload};
 
 /// The best binding found, and how.
@@ -76,7 +76,7 @@ fn search_placements(
     machine: &Machine,
     workload: &Workload,
     budget: usize,
-    _workers: usize,
+    workers: usize,
     free_memory: bool,
 ) -> Result<Best, String> {
     let cpus = machine.topology.cpus().len();
@@ -95,7 +95,7 @@ fn search_placements(
         .max()
         .unwrap_or(0);
     if groups.len() < 2 || widest > cpus {
-        return search_shared(machine, workload, budget, free_memory);
+        return search_shared(machine, workload, budget, workers, free_memory);
     }
     let mut binding = vec![Vec::new(); workload.apps.len()];
     let mut memory: Vec<MemoryPlacement> = workload.apps.iter().map(|a| a.memory).collect();
@@ -352,15 +352,17 @@ pub fn static_params(
 /// The oracle where threads outnumber CPUs at once: each thread bound to
 /// one CPU, the CPUs holding as equal a number of threads as can be (the
 /// floor or the ceiling of threads / CPUs), memory on first touch. The
-/// search is first-improvement hill climbing over swaps of two threads on
-/// different CPUs (which keeps the balance), from a round-robin start and
-/// random balanced ones, within `budget` simulations. Threads of an
+/// search is best-improvement hill climbing over swaps of two threads on
+/// different CPUs (which keeps the balance; the swaps of a step are judged
+/// in parallel on `workers` threads), from a round-robin start and random
+/// balanced ones, within `budget` simulations. Threads of an
 /// application other than its first are interchangeable, so swapping two
 /// of them is not tried.
 fn search_shared(
     machine: &Machine,
     workload: &Workload,
     budget: usize,
+    workers: usize,
     free_memory: bool,
 ) -> Result<Best, String> {
     let ncpu = machine.topology.cpus().len();
@@ -383,67 +385,82 @@ fn search_shared(
     let split = |placement: &[usize]| per_app(workload, placement.iter().copied());
     // Assignments already judged are not run again; a start that judges
     // nothing new ends the search (small problems are then exhausted).
-    let seen = std::cell::RefCell::new(std::collections::HashMap::<Vec<usize>, f64>::new());
-    let spent = std::cell::Cell::new(0usize);
-    let cost = |placement: &[usize]| -> f64 {
-        if let Some(&c) = seen.borrow().get(placement) {
-            return c;
-        }
-        spent.set(spent.get() + 1);
-        let c = run(
-            machine,
-            &with_memory(workload, &local),
-            Driver::Binding {
-                name: "oracle",
-                cpus: split(placement),
-            },
-            &RunOptions::default(),
-            &mut |_| {},
-        )
-        .mean_runtime_s()
-        .unwrap_or(f64::MAX);
-        seen.borrow_mut().insert(placement.to_vec(), c);
-        c
-    };
+    let mut seen = std::collections::HashMap::<Vec<usize>, f64>::new();
+    let mut spent = 0usize;
     let budget = budget.max(1);
+    // Judges the assignments not judged yet (in parallel, within the
+    // budget left); returns each one's cost, `None` where the budget ran
+    // out first.
+    let mut judge = |batch: Vec<Vec<usize>>, spent: &mut usize| -> Vec<Option<f64>> {
+        let mut fresh: Vec<Vec<usize>> = Vec::new();
+        for p in &batch {
+            if !seen.contains_key(p) && !fresh.contains(p) && *spent + fresh.len() < budget {
+                fresh.push(p.clone());
+            }
+        }
+        *spent += fresh.len();
+        let costs = parallel(fresh.clone(), workers, |p| {
+            run(
+                machine,
+                &with_memory(workload, &local),
+                Driver::Binding {
+                    name: "oracle",
+                    cpus: split(&p),
+                },
+                &RunOptions::default(),
+                &mut |_| {},
+            )
+            .mean_runtime_s()
+            .unwrap_or(f64::MAX)
+        });
+        seen.extend(fresh.into_iter().zip(costs));
+        batch.iter().map(|p| seen.get(p).copied()).collect()
+    };
     let mut rng = crate::rng::Rng::new(0x0ac1e);
     let mut best: Option<(f64, Vec<usize>)> = None;
     let mut starts = 0;
-    while spent.get() < budget {
+    while spent < budget {
         // Round robin first (thread i on CPU i mod CPUs), then shuffled.
         let mut p: Vec<usize> = (0..n).map(|i| i % ncpu).collect();
         if starts > 0 {
             rng.shuffle(&mut p);
         }
         starts += 1;
-        let before = spent.get();
-        let mut here = cost(&p);
-        let mut improved = true;
-        while improved && spent.get() < budget {
-            improved = false;
-            'pairs: for i in 0..n {
-                for j in i + 1..n {
-                    if p[i] == p[j] || (class[i] == class[j] && !class[i].1) {
-                        continue;
-                    }
-                    if spent.get() >= budget {
-                        break 'pairs;
-                    }
-                    p.swap(i, j);
-                    let c = cost(&p);
-                    if c < here {
-                        here = c;
-                        improved = true;
-                    } else {
-                        p.swap(i, j);
-                    }
-                }
+        let before = spent;
+        let Some(mut here) = judge(vec![p.clone()], &mut spent)[0] else {
+            break;
+        };
+        // Best improvement: every swap of two threads on different CPUs
+        // judged together, the best taken while it is faster.
+        loop {
+            let swaps: Vec<Vec<usize>> = (0..n)
+                .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
+                .filter(|&(i, j)| p[i] != p[j] && (class[i] != class[j] || class[i].1))
+                .map(|(i, j)| {
+                    let mut q = p.clone();
+                    q.swap(i, j);
+                    q
+                })
+                .collect();
+            let costs = judge(swaps.clone(), &mut spent);
+            let Some((c, q)) = costs
+                .into_iter()
+                .zip(swaps)
+                .filter_map(|(c, q)| c.map(|c| (c, q)))
+                .min_by(|a, b| a.0.total_cmp(&b.0))
+            else {
+                break;
+            };
+            if c >= here {
+                break;
             }
+            here = c;
+            p = q;
         }
         if best.as_ref().is_none_or(|b| here < b.0) {
             best = Some((here, p));
         }
-        if spent.get() == before {
+        if spent == before {
             break;
         }
     }
@@ -453,7 +470,7 @@ fn search_shared(
         memory: local,
         runtime_s: runtime,
         method: format!(
-            "{n} threads time-share {ncpu} CPUs: balanced assignments, first-improvement hill \
+            "{n} threads time-share {ncpu} CPUs: balanced assignments, best-improvement hill \
              climbing over swaps from {starts} start{} (round robin, then random), {spent} \
              evaluations; memory {}",
             if starts == 1 { "" } else { "s" },
@@ -462,7 +479,6 @@ fn search_shared(
             } else {
                 "where the scenario puts it"
             },
-            spent = spent.get()
         ),
     })
 }
