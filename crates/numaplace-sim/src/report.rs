@@ -161,6 +161,59 @@ pub fn table(c: &Comparison) -> String {
     out
 }
 
+/// Per application: its mean run time and node migrations per thread and
+/// hour under each policy (`compare --per-app`; seed 004 Table 1 reads
+/// off the `di-migrate` and `dino` columns).
+pub fn per_app_table(c: &Comparison) -> String {
+    let mut apps: Vec<&str> = c
+        .policies
+        .iter()
+        .flat_map(|p| p.per_app.iter().map(|a| a.app.as_str()))
+        .collect();
+    apps.sort_unstable();
+    apps.dedup();
+    let name_w = apps
+        .iter()
+        .map(|a| printable(a).chars().count())
+        .chain([11])
+        .max()
+        .unwrap_or(11);
+    let cols: Vec<String> = c.policies.iter().map(|p| printable(&p.policy)).collect();
+    let col_w = cols
+        .iter()
+        .map(|p| p.chars().count())
+        .chain([14])
+        .max()
+        .unwrap_or(14);
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nPer application: mean run time s / moves to another node per thread and hour"
+    );
+    let mut head = format!("{:<name_w$}", "application");
+    for p in &cols {
+        head.push_str(&format!("  {p:>col_w$}"));
+    }
+    let _ = writeln!(out, "{}", head.trim_end());
+    for app in apps {
+        let mut line = format!("{:<name_w$}", printable(app));
+        for p in &c.policies {
+            let cell = p.per_app.iter().find(|a| a.app == app).map_or_else(
+                || "-".to_string(),
+                |a| {
+                    format!(
+                        "{:.1} / {:.1}",
+                        a.mean_runtime_s, a.node_migrations_per_hour
+                    )
+                },
+            );
+            line.push_str(&format!("  {cell:>col_w$}"));
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    out
+}
+
 const CSS: &str = "body{font-family:sans-serif;max-width:920px;margin:1.5em auto;padding:0 1em;color:#222}\
 h1{font-size:1.5em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}h3{font-size:1.05em}\
 .desc{white-space:pre-wrap}table{border-collapse:collapse;margin:.5em 0}\

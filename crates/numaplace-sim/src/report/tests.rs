@@ -78,6 +78,7 @@ fn run(policy: &str, samples: usize, threads: usize, nodes: usize, cpus: usize) 
                 start_s: 0.0,
                 end_s: Some(end),
                 thread_s: vec![Some(end)],
+                node_migrations: 0,
             },
             AppRun {
                 app: EVIL.into(),
@@ -85,6 +86,7 @@ fn run(policy: &str, samples: usize, threads: usize, nodes: usize, cpus: usize) 
                 start_s: 2.0,
                 end_s: Some(6.0),
                 thread_s: vec![Some(4.0)],
+                node_migrations: 3,
             },
         ],
         thread_migrations: 12,
@@ -110,6 +112,7 @@ fn summary(policy: &str, mean: f64, vs_default: Option<f64>, energy: Option<f64>
         energy_j: energy,
         mean_power_w: energy.map(|_| 150.0),
         unfinished: 0,
+        per_app: Vec::new(),
     }
 }
 

@@ -81,6 +81,8 @@ struct Acc {
     uncore_occupancy: f64,
     run_ns: f64,
     migrations: u64,
+    /// Moves to another node (memory domain).
+    node_migrations: u64,
 }
 
 #[derive(Debug)]
@@ -269,6 +271,14 @@ impl World {
         self.apps.iter().all(|a| a.status == AppStatus::Done)
     }
 
+    /// Node migrations of these threads so far.
+    fn node_migrations_of(&self, threads: &[usize]) -> u64 {
+        threads
+            .iter()
+            .map(|&t| self.threads[t].acc.node_migrations)
+            .sum()
+    }
+
     /// The application runs so far (finished or not).
     pub fn app_runs(&self) -> Vec<AppRun> {
         let mut v = self.runs.clone();
@@ -284,6 +294,7 @@ impl World {
                         .iter()
                         .map(|&t| self.threads[t].finished_at.map(|f| f - a.started_at))
                         .collect(),
+                    node_migrations: self.node_migrations_of(&a.threads),
                 });
             }
         }
