@@ -555,12 +555,21 @@ fn seed004_table1_memory_migrations_per_hour() {
         "headline 004 Table 1: paper DI-Migrate 11-381, DINO 1-8 per hour; simulator \
          DI-Migrate {mlo:.0}-{mhi:.0}, DINO {dlo:.0}-{dhi:.0}"
     );
-    // Measured DI-Migrate 0-0 and DINO 0-3 per hour (10 seeds; `compare
-    // --per-app` shows the same). The simulated SPEC apps keep one miss
-    // rate for a whole run and the MPI ranks are identical, so DI's
-    // sorted order never changes across domains. Tolerance: 5 per hour
-    // either way, against the paper's 11-381; a model that makes DI
-    // churn will fail here and the table must be updated.
+    // Measured DI-Migrate 0-0 and DINO 0-53 per hour (10 seeds; `compare
+    // --per-app` shows the same): DINO 17-53 on the SPEC apps (soplex 34,
+    // milc 22, lbm 19, gamess 25, namd 34), 0 on every MPI job. The
+    // simulated SPEC apps keep one miss rate for a whole run and the MPI
+    // ranks are identical, so DI's sorted order never changes across
+    // domains; DINO moves a SPEC process across domains about once per
+    // run. The paper's order (DI-Migrate far above DINO) is reversed.
+    // Tolerances: DI-Migrate's max 5 per hour; DINO's max 15 and its min
+    // 10 per hour (a process moves once or twice a run, so 30 runs per
+    // app leave a few per hour of noise).
     within("004 Table 1 DI-Migrate max", mhi, 0.0, 5.0);
-    within("004 Table 1 DINO max", dhi, 3.0, 5.0);
+    within("004 Table 1 DINO max", dhi, 53.2, 15.0);
+    let spec_lo = spec004()["dino"]
+        .values()
+        .map(|(_, m)| *m)
+        .fold(f64::MAX, f64::min);
+    within("004 Table 1 DINO min over SPEC", spec_lo, 17.0, 10.0);
 }

@@ -81,8 +81,6 @@ struct Acc {
     uncore_occupancy: f64,
     run_ns: f64,
     migrations: u64,
-    /// Moves to another node (memory domain).
-    node_migrations: u64,
 }
 
 #[derive(Debug)]
@@ -109,6 +107,9 @@ struct ThreadState {
     prev_ips: f64,
     last_speed: Speed,
     acc: Acc,
+    /// Moves to another node (memory domain) in this run; unlike `acc`,
+    /// not reset by telemetry.
+    node_migrations: u64,
     cpu_seconds: f64,
     finished_at: Option<f64>,
     /// Automatic NUMA balancing's fault statistics.
@@ -275,7 +276,7 @@ impl World {
     fn node_migrations_of(&self, threads: &[usize]) -> u64 {
         threads
             .iter()
-            .map(|&t| self.threads[t].acc.node_migrations)
+            .map(|&t| self.threads[t].node_migrations)
             .sum()
     }
 
@@ -354,6 +355,7 @@ impl World {
                 prev_ips: 0.0,
                 last_speed: Speed::default(),
                 acc: Acc::default(),
+                node_migrations: 0,
                 cpu_seconds: 0.0,
                 finished_at: None,
                 numa: autonuma::TaskFaults::new(nodes),
