@@ -16,12 +16,26 @@ pub struct AppRun {
     pub end_s: Option<f64>,
     /// Completion time of each of its threads, seconds from `start_s`.
     pub thread_s: Vec<Option<f64>>,
+    /// Times one of its threads moved to another node, by the policy or
+    /// the simulated Linux. Under DI-Migrate and DINO each such move takes
+    /// the thread's memory along: seed 004 Table 1's "memory migrations".
+    #[serde(default)]
+    pub node_migrations: u64,
 }
 
 impl AppRun {
     /// Seconds from start to the last thread's end.
     pub fn runtime_s(&self) -> Option<f64> {
         self.end_s.map(|e| e - self.start_s)
+    }
+
+    /// Node migrations per thread and hour of the run (seed 004 Table 1
+    /// counts per process, and its processes are single-threaded); `None`
+    /// if it did not finish.
+    pub fn node_migrations_per_thread_hour(&self) -> Option<f64> {
+        let hours = self.runtime_s()? / 3600.0;
+        let threads = self.thread_s.len().max(1) as f64;
+        (hours > 0.0).then(|| self.node_migrations as f64 / threads / hours)
     }
 
     /// Mean of its threads' completion times (seed 000 §2.2 measures a
@@ -163,6 +177,56 @@ pub struct PolicySummary {
     pub mean_power_w: Option<f64>,
     /// Seeds whose run did not finish in the scenario's time limit.
     pub unfinished: u32,
+    /// Per application (copies of a job grouped as one), over its
+    /// finished runs and the seeds.
+    #[serde(default)]
+    pub per_app: Vec<AppSummary>,
+}
+
+/// One application's numbers under one policy, over seeds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppSummary {
+    /// The application's name; copies of a job (`leslie3d.0` ...
+    /// `leslie3d.15`) are one row, named for the job.
+    pub app: String,
+    /// Finished runs counted (of all its processes and seeds).
+    pub runs: u32,
+    /// Mean run time of a run, seconds.
+    pub mean_runtime_s: f64,
+    /// Moves of a thread to another node per thread and hour of its run
+    /// (seed 004 Table 1's memory migrations per hour, per process: under
+    /// DI-Migrate and DINO the memory goes along with each such move).
+    pub node_migrations_per_hour: f64,
+}
+
+/// The job a process belongs to: `leslie3d.7` is a copy of `leslie3d`.
+pub fn job_of(app: &str) -> &str {
+    match app.rsplit_once('.') {
+        Some((job, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => job,
+        _ => app,
+    }
+}
+
+/// Per application, over every run of every seed.
+pub fn per_app(runs: &[RunResult]) -> Vec<AppSummary> {
+    let mut by: std::collections::BTreeMap<&str, (u32, f64, f64)> = Default::default();
+    for a in runs.iter().flat_map(|r| &r.runs) {
+        let (Some(t), Some(m)) = (a.runtime_s(), a.node_migrations_per_thread_hour()) else {
+            continue;
+        };
+        let e = by.entry(job_of(&a.app)).or_default();
+        e.0 += 1;
+        e.1 += t;
+        e.2 += m;
+    }
+    by.into_iter()
+        .map(|(app, (n, t, m))| AppSummary {
+            app: app.to_string(),
+            runs: n,
+            mean_runtime_s: t / n as f64,
+            node_migrations_per_hour: m / n as f64,
+        })
+        .collect()
 }
 
 /// A comparison: every policy on one scenario over the same seeds.
@@ -183,4 +247,69 @@ pub struct Comparison {
     pub oracle_short: Option<String>,
     /// One run per policy (the first seed), with its trace, for the plots.
     pub examples: Vec<RunResult>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn app_run(app: &str, runtime: f64, node_migrations: u64) -> AppRun {
+        AppRun {
+            app: app.into(),
+            run: 0,
+            start_s: 10.0,
+            end_s: Some(10.0 + runtime),
+            thread_s: vec![Some(runtime)],
+            node_migrations,
+        }
+    }
+
+    #[test]
+    fn copies_of_a_job_are_one_application() {
+        assert_eq!(job_of("leslie3d.15"), "leslie3d");
+        assert_eq!(job_of("403.gcc"), "403.gcc");
+        assert_eq!(job_of("mcf"), "mcf");
+        assert_eq!(job_of("a."), "a.");
+    }
+
+    #[test]
+    fn per_app_counts_node_migrations_per_thread_and_hour() {
+        let mut r = RunResult {
+            scenario: "s".into(),
+            machine: "m".into(),
+            policy: "p".into(),
+            seed: 0,
+            makespan_s: 3600.0,
+            finished: true,
+            runs: vec![
+                app_run("lu.0", 1800.0, 2),
+                app_run("lu.1", 1800.0, 0),
+                app_run("mcf", 3600.0, 5),
+            ],
+            thread_migrations: 0,
+            node_migrations: 7,
+            pages_migrated: 0,
+            numa_balancing: false,
+            hinting_faults: 0,
+            numa_task_moves: 0,
+            uncore_penalty_cycles: 0.0,
+            llc_mpki: 0.0,
+            energy_j: None,
+            mean_power_w: None,
+            trace: None,
+            warnings: Vec::new(),
+        };
+        // An unfinished run is left out.
+        r.runs.push(AppRun {
+            end_s: None,
+            ..app_run("mcf", 1.0, 100)
+        });
+        let s = per_app(&[r]);
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].app.as_str(), s[0].runs), ("lu", 2));
+        assert!((s[0].node_migrations_per_hour - 2.0).abs() < 1e-9);
+        assert!((s[0].mean_runtime_s - 1800.0).abs() < 1e-9);
+        assert_eq!((s[1].app.as_str(), s[1].runs), ("mcf", 1));
+        assert!((s[1].node_migrations_per_hour - 5.0).abs() < 1e-9);
+    }
 }

@@ -161,6 +161,107 @@ pub fn table(c: &Comparison) -> String {
     out
 }
 
+/// Per application (copies of a job as one), a cell per policy: mean run
+/// time s / moves to another node per thread and hour, or `-`.
+fn per_app_cells(c: &Comparison) -> Vec<(String, Vec<String>)> {
+    let mut apps: Vec<&str> = c
+        .policies
+        .iter()
+        .flat_map(|p| p.per_app.iter().map(|a| a.app.as_str()))
+        .collect();
+    apps.sort_unstable();
+    apps.dedup();
+    apps.into_iter()
+        .map(|app| {
+            let cells = c
+                .policies
+                .iter()
+                .map(|p| {
+                    p.per_app.iter().find(|a| a.app == app).map_or_else(
+                        || "-".to_string(),
+                        |a| {
+                            format!(
+                                "{:.1} / {:.1}",
+                                a.mean_runtime_s, a.node_migrations_per_hour
+                            )
+                        },
+                    )
+                })
+                .collect();
+            (app.to_string(), cells)
+        })
+        .collect()
+}
+
+const PER_APP_TITLE: &str =
+    "Per application: mean run time s / moves to another node per thread and hour";
+const PER_APP_NOTE: &str = "Copies of a job (NAME.0, NAME.1, ...) are one row. Under DI-Migrate \
+     and DINO each move to another node takes the thread's memory along: seed 004 Table 1's memory \
+     migrations per hour (per process; its processes are single-threaded).";
+
+/// [`per_app_cells`] as text (`compare --per-app`; seed 004 Table 1
+/// reads off the `di-migrate` and `dino` columns).
+pub fn per_app_table(c: &Comparison) -> String {
+    let rows = per_app_cells(c);
+    let cols: Vec<String> = c.policies.iter().map(|p| printable(&p.policy)).collect();
+    let name_w = rows
+        .iter()
+        .map(|(a, _)| printable(a).chars().count())
+        .chain([11])
+        .max()
+        .unwrap_or(11);
+    let col_w = cols
+        .iter()
+        .map(|p| p.chars().count())
+        .chain(
+            rows.iter()
+                .flat_map(|(_, r)| r.iter().map(|x| x.chars().count())),
+        )
+        .max()
+        .unwrap_or(1);
+    let mut out = String::new();
+    let _ = writeln!(out, "\n{PER_APP_TITLE}");
+    let mut head = format!("{:<name_w$}", "application");
+    for p in &cols {
+        head.push_str(&format!("  {p:>col_w$}"));
+    }
+    let _ = writeln!(out, "{}", head.trim_end());
+    for (app, cells) in &rows {
+        let mut line = format!("{:<name_w$}", printable(app));
+        for cell in cells {
+            line.push_str(&format!("  {cell:>col_w$}"));
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    let _ = writeln!(out, "{PER_APP_NOTE}");
+    out
+}
+
+/// [`per_app_cells`] as the report's table.
+fn per_app_html(c: &Comparison) -> String {
+    let rows = per_app_cells(c);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut s = format!(
+        "<h2>{}</h2>\n<table>\n<tr><th>application</th>",
+        esc(PER_APP_TITLE)
+    );
+    for p in &c.policies {
+        let _ = write!(s, "<th class=\"n\">{}</th>", esc(&p.policy));
+    }
+    s.push_str("</tr>\n");
+    for (app, cells) in &rows {
+        let _ = write!(s, "<tr><td>{}</td>", esc(app));
+        for cell in cells {
+            let _ = write!(s, "<td class=\"n\">{}</td>", esc(cell));
+        }
+        s.push_str("</tr>\n");
+    }
+    let _ = writeln!(s, "</table>\n<p class=\"note\">{}</p>", esc(PER_APP_NOTE));
+    s
+}
+
 const CSS: &str = "body{font-family:sans-serif;max-width:920px;margin:1.5em auto;padding:0 1em;color:#222}\
 h1{font-size:1.5em}h2{font-size:1.25em;margin-top:2em;border-bottom:1px solid #ccc}h3{font-size:1.05em}\
 .desc{white-space:pre-wrap}table{border-collapse:collapse;margin:.5em 0}\
@@ -212,6 +313,7 @@ pub fn html(c: &Comparison) -> String {
     b.push_str("</p>\n<h2>Policies</h2>\n");
     b.push_str(&table_html(c));
     b.push_str(&runtime_bars(c));
+    b.push_str(&per_app_html(c));
     for r in &c.examples {
         let _ = writeln!(
             b,

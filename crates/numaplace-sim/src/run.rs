@@ -319,6 +319,7 @@ pub fn summarise(policy: &str, runs: &[RunResult]) -> PolicySummary {
         energy_j: energy.map(|e| avg(&e)),
         mean_power_w: power.map(|p| avg(&p)),
         unfinished: runs.iter().filter(|r| !r.finished).count() as u32,
+        per_app: crate::outcome::per_app(runs),
     }
 }
 

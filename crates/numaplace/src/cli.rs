@@ -405,6 +405,12 @@ pub struct CompareArgs {
     #[arg(long, conflicts_with = "report")]
     pub no_report: bool,
 
+    /// Also print, per application and policy, the mean run time and the
+    /// moves of a thread to another node per thread and hour (seed 004
+    /// Table 1's memory migrations per hour). `--json` always has them.
+    #[arg(long, conflicts_with = "random")]
+    pub per_app: bool,
+
     /// Placements the oracle may simulate.
     #[arg(long, value_name = "N", default_value_t = 300)]
     pub oracle_budget: usize,

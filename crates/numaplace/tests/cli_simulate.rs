@@ -297,11 +297,50 @@ fn compare_json_without_oracle() {
     for p in v["policies"].as_array().unwrap() {
         assert!(p["mean_runtime_s"].as_f64().unwrap() > 0.0, "{p}");
         assert_eq!(p["unfinished"], 0, "{p}");
+        // Per application: run time and node migrations per hour (seed
+        // 004 Table 1).
+        let apps = p["per_app"].as_array().expect("per_app");
+        assert!(!apps.is_empty(), "{p}");
+        for a in apps {
+            assert!(a["mean_runtime_s"].as_f64().unwrap() > 0.0, "{a}");
+            assert!(
+                a["node_migrations_per_hour"].as_f64().unwrap() >= 0.0,
+                "{a}"
+            );
+        }
     }
     assert_eq!(v["policies"][0]["vs_default_percent"], 0.0);
     let examples = v["examples"].as_array().unwrap();
     assert_eq!(examples.len(), names.len(), "one example run per policy");
     assert!(examples.iter().all(|e| e.get("trace").is_none()));
+}
+
+/// `compare --per-app`: the table, then a row per application with a
+/// cell per policy (seed 004 Table 1 reads off it).
+#[test]
+fn compare_per_app() {
+    let o = ok(&[
+        "compare",
+        "--scenario",
+        "mpi-barcelona",
+        "--seeds",
+        "1",
+        "--policies",
+        "default,dino",
+        "--no-oracle",
+        "--no-report",
+        "--per-app",
+    ]);
+    let out = stdout(&o);
+    let at = out.find("Per application").expect("the per-app table");
+    let rows: Vec<&str> = out[at..].lines().skip(2).take(5).collect();
+    for (row, job) in rows
+        .iter()
+        .zip(["GAPgeofem", "lammps", "leslie3d", "lu", "socorro"])
+    {
+        assert!(row.starts_with(job), "{out}");
+        assert_eq!(row.matches(" / ").count(), 2, "{row}");
+    }
 }
 
 /// Bad input: exit status 2 and a message naming the problem.

@@ -78,6 +78,7 @@ fn run(policy: &str, samples: usize, threads: usize, nodes: usize, cpus: usize) 
                 start_s: 0.0,
                 end_s: Some(end),
                 thread_s: vec![Some(end)],
+                node_migrations: 0,
             },
             AppRun {
                 app: EVIL.into(),
@@ -85,6 +86,7 @@ fn run(policy: &str, samples: usize, threads: usize, nodes: usize, cpus: usize) 
                 start_s: 2.0,
                 end_s: Some(6.0),
                 thread_s: vec![Some(4.0)],
+                node_migrations: 3,
             },
         ],
         thread_migrations: 12,
@@ -110,6 +112,7 @@ fn summary(policy: &str, mean: f64, vs_default: Option<f64>, energy: Option<f64>
         energy_j: energy,
         mean_power_w: energy.map(|_| 150.0),
         unfinished: 0,
+        per_app: Vec::new(),
     }
 }
 
@@ -291,4 +294,49 @@ fn report_write_example() {
         run("numad-with-a-long-name", 1200, 16, 4, 32),
     ];
     std::fs::write("/tmp/report-example.html", html(&c)).unwrap();
+}
+
+#[test]
+fn per_app_table_has_a_row_per_application_and_a_column_per_policy() {
+    let mut c = comparison(10);
+    let app = |name: &str, t: f64, m: f64| crate::outcome::AppSummary {
+        app: name.into(),
+        runs: 4,
+        mean_runtime_s: t,
+        node_migrations_per_hour: m,
+    };
+    c.policies[0].per_app = vec![app("leslie3d", 46.3, 0.0), app("lu", 49.4, 0.0)];
+    c.policies[1].per_app = vec![app("leslie3d", 40.0, 381.0)];
+    let t = per_app_table(&c);
+    let lines: Vec<&str> = t.lines().filter(|l| !l.is_empty()).collect();
+    assert!(
+        lines[0].contains("moves to another node per thread and hour"),
+        "{t}"
+    );
+    assert!(lines[1].starts_with("application"), "{t}");
+    assert!(
+        lines[1].contains("default") && lines[1].contains("no-power"),
+        "{t}"
+    );
+    assert!(lines[2].starts_with("leslie3d"), "{t}");
+    assert!(
+        lines[2].contains("46.3 / 0.0") && lines[2].contains("40.0 / 381.0"),
+        "{t}"
+    );
+    // An application a policy has no row for is a dash.
+    assert!(
+        lines[3].starts_with("lu") && lines[3].trim_end().ends_with('-'),
+        "{t}"
+    );
+    assert_eq!(lines.len(), 5, "{t}");
+    assert!(lines[4].contains("Table 1"), "{t}");
+    let h = html(&c);
+    assert!(
+        h.contains("<td>leslie3d</td>"),
+        "per-app section in the report"
+    );
+    assert!(
+        !html(&comparison(10)).contains("Per application"),
+        "none without per-app rows"
+    );
 }

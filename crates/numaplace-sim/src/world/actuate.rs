@@ -249,6 +249,36 @@ mod tests {
     }
 
     #[test]
+    fn a_run_counts_its_moves_to_another_node_across_snapshots() {
+        let mut w = world(None);
+        let s = w.snapshot();
+        let t = &s.tasks[0];
+        let topo = w.machine.topology.clone();
+        let node_of = |c: u32| topo.cpu_by_os_id(c).unwrap().node;
+        let here = node_of(t.last_cpu.unwrap());
+        let away = topo
+            .cpus()
+            .iter()
+            .map(|c| c.os_id)
+            .find(|&c| node_of(c) != here)
+            .unwrap();
+        let pin = |cpu: u32| Action::Pin {
+            task: t.id(),
+            tgid: t.tgid,
+            cpus: [cpu].into_iter().collect(),
+        };
+        assert_eq!(w.apply(&pin(away)), Outcome::Done);
+        // A snapshot takes the per-interval counters; the run's count stays.
+        w.advance();
+        let _ = w.snapshot();
+        assert_eq!(w.apply(&pin(t.last_cpu.unwrap())), Outcome::Done);
+        w.advance();
+        let _ = w.snapshot();
+        assert_eq!(w.app_runs()[0].node_migrations, 2);
+        assert_eq!(w.totals().node_migrations, 2);
+    }
+
+    #[test]
     fn memory_moves_respect_their_limit_and_windows_their_region() {
         let mut w = world(None);
         let s = w.snapshot();

@@ -75,6 +75,7 @@ impl World {
             th.acc.migrations += 1;
             if o.node != n.node {
                 self.totals.node_migrations += 1;
+                th.node_migrations += 1;
             }
         }
         th.cpu = Some(cpu);

@@ -107,6 +107,9 @@ struct ThreadState {
     prev_ips: f64,
     last_speed: Speed,
     acc: Acc,
+    /// Moves to another node (memory domain) in this run; unlike `acc`,
+    /// not reset by telemetry.
+    node_migrations: u64,
     cpu_seconds: f64,
     finished_at: Option<f64>,
     /// Automatic NUMA balancing's fault statistics.
@@ -269,6 +272,14 @@ impl World {
         self.apps.iter().all(|a| a.status == AppStatus::Done)
     }
 
+    /// Node migrations of these threads so far.
+    fn node_migrations_of(&self, threads: &[usize]) -> u64 {
+        threads
+            .iter()
+            .map(|&t| self.threads[t].node_migrations)
+            .sum()
+    }
+
     /// The application runs so far (finished or not).
     pub fn app_runs(&self) -> Vec<AppRun> {
         let mut v = self.runs.clone();
@@ -284,6 +295,7 @@ impl World {
                         .iter()
                         .map(|&t| self.threads[t].finished_at.map(|f| f - a.started_at))
                         .collect(),
+                    node_migrations: self.node_migrations_of(&a.threads),
                 });
             }
         }
@@ -343,6 +355,7 @@ impl World {
                 prev_ips: 0.0,
                 last_speed: Speed::default(),
                 acc: Acc::default(),
+                node_migrations: 0,
                 cpu_seconds: 0.0,
                 finished_at: None,
                 numa: autonuma::TaskFaults::new(nodes),

@@ -207,6 +207,7 @@ impl World {
                     .iter()
                     .map(|&t| self.threads[t].finished_at.map(|f| f - a.started_at))
                     .collect(),
+                node_migrations: self.node_migrations_of(&a.threads),
             });
             for &t in &self.apps[ai].threads {
                 self.threads[t].alive = false;

@@ -231,6 +231,9 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
         println!("{}", serde_json::to_string_pretty(&c)?);
     } else {
         print!("{}", report::table(&c));
+        if args.per_app {
+            print!("{}", report::per_app_table(&c));
+        }
         eprintln!("({:.1} s of wall time)", took.as_secs_f64());
     }
     if let Some(path) = &report_path {
