@@ -96,6 +96,13 @@ pub(super) struct TaskFaults {
 }
 
 impl TaskFaults {
+    /// The decayed memory-side faults per node (dense id), what a live
+    /// host reads as the `task_private` + `task_shared` of each
+    /// `numa_faults` line of the task's `sched`.
+    pub(super) fn memory(&self) -> &[f64] {
+        &self.mem
+    }
+
     pub(super) fn new(nodes: usize) -> TaskFaults {
         TaskFaults {
             mem: vec![0.0; nodes],
