@@ -631,7 +631,8 @@ pub fn advise(args: &RunArgs) -> Result<()> {
         c.scope.clone(),
         engine_config(c, balancing),
     );
-    let collector = collector_for(&engine);
+    let mut collector = collector_for(&engine);
+    collector.set_numa_faults(balancing.balances_between_nodes());
     if !c.policy_named {
         println!("Note: policy {}.", describe_policy(c));
     }
