@@ -1,5 +1,6 @@
 # shellcheck shell=sh
-# What the guest scripts of guest-daemon-test.sh and guest-dino-test.sh share
+# What the guest scripts of guest-daemon-test.sh, guest-dino-test.sh and
+# guest-balancing-test.sh share
 # (busybox sh, in the guest). lib.sh's pack_initramfs puts it at
 # /guest-lib.sh; a guest script sources it with `. /guest-lib.sh`.
 #

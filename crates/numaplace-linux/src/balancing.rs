@@ -58,21 +58,34 @@ impl NumaBalancing {
         matches!(self, NumaBalancing::Normal { .. })
     }
 
+    /// The mode in a word: `absent`, `off`, `normal` (balancing between
+    /// nodes, bit 0x1), `tiering` (memory tiering, bit 0x2) or `both`.
+    pub fn mode(self) -> &'static str {
+        match self {
+            NumaBalancing::Absent => "absent",
+            NumaBalancing::Off => "off",
+            NumaBalancing::Normal { tiering: false } => "normal",
+            NumaBalancing::Normal { tiering: true } => "both",
+            NumaBalancing::TieringOnly => "tiering",
+        }
+    }
+
     /// One line for the daemon's start: the setting and what it means.
     pub fn describe(self) -> String {
         match self {
             NumaBalancing::Absent => {
                 "kernel.numa_balancing: not in this kernel (or unreadable): the kernel moves no pages \
-                 by itself"
+                 by itself (absent)"
                     .into()
             }
             NumaBalancing::Off => {
-                "kernel.numa_balancing=0: the kernel's automatic NUMA balancing is off".into()
+                "kernel.numa_balancing=0 (off): the kernel's automatic NUMA balancing is off".into()
             }
             NumaBalancing::Normal { tiering } => format!(
-                "kernel.numa_balancing={}: the kernel moves pages toward the node that touches them \
+                "kernel.numa_balancing={} ({}): the kernel moves pages toward the node that touches them \
                  and tasks toward their memory (never memory under an explicit policy){}",
                 if tiering { 3 } else { 1 },
+                self.mode(),
                 if tiering {
                     ", and promotes hot pages from memory-only nodes"
                 } else {
@@ -80,7 +93,7 @@ impl NumaBalancing {
                 }
             ),
             NumaBalancing::TieringOnly => {
-                "kernel.numa_balancing=2: memory tiering only: the kernel promotes hot pages from \
+                "kernel.numa_balancing=2 (tiering): memory tiering only: the kernel promotes hot pages from \
                  memory-only nodes and balances nothing between the others"
                     .into()
             }
@@ -107,6 +120,24 @@ mod tests {
         assert_eq!(NumaBalancing::parse("yes"), None);
         assert_eq!(NumaBalancing::parse(""), None);
         assert!(NumaBalancing::parse("1").unwrap().balances_between_nodes());
+        assert!(NumaBalancing::parse("3").unwrap().balances_between_nodes());
+        let modes: Vec<&str> = ["0", "1", "2", "3"]
+            .iter()
+            .map(|v| NumaBalancing::parse(v).unwrap().mode())
+            .collect();
+        assert_eq!(modes, ["off", "normal", "tiering", "both"]);
+        assert!(
+            NumaBalancing::parse("3")
+                .unwrap()
+                .describe()
+                .starts_with("kernel.numa_balancing=3 (both): ")
+        );
+        assert!(
+            NumaBalancing::parse("3")
+                .unwrap()
+                .describe()
+                .contains("promotes hot pages from memory-only nodes")
+        );
         assert!(!NumaBalancing::parse("2").unwrap().balances_between_nodes());
     }
 

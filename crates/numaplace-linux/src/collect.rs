@@ -107,6 +107,14 @@ pub struct Collector {
     memory_scope: Option<Scope>,
     /// The processes the last round carried over, increasing.
     carried: Vec<i32>,
+    /// Whether threads' NUMA hinting faults are read from their `sched`
+    /// ([`Collector::set_numa_faults`]).
+    numa_faults: bool,
+    /// Why the hinting faults could not be read, once found (said once).
+    numa_faults_missing: Option<String>,
+    /// Processes whose last `numa_maps` read showed memory under an
+    /// explicit memory policy.
+    explicit_policy: BTreeSet<i32>,
 }
 
 impl Collector {
@@ -210,7 +218,25 @@ impl Collector {
             carry: None,
             memory_scope: None,
             carried: Vec::new(),
+            numa_faults: false,
+            numa_faults_missing: None,
+            explicit_policy: BTreeSet::new(),
         }
+    }
+
+    /// Whether to read each thread's NUMA hinting faults per node from its
+    /// `sched` into [`Snapshot::numa_faults`] (threads of processes whose
+    /// memory is read, not carried over): worth it only while the kernel's
+    /// automatic NUMA balancing runs, since only then does it take them.
+    pub fn set_numa_faults(&mut self, on: bool) {
+        self.numa_faults = on;
+    }
+
+    /// Why hinting faults could not be read on this kernel (no
+    /// `CONFIG_NUMA_BALANCING` or `CONFIG_SCHED_DEBUG`), once the first try
+    /// found out; `None` while they can be, or before.
+    pub fn numa_faults_missing(&self) -> Option<&str> {
+        self.numa_faults_missing.as_deref()
     }
 
     /// With `Some(max_age)`, a process none of whose threads ran since it
@@ -322,10 +348,11 @@ impl Collector {
                 tasks.append(&mut ts);
             }
         }
+        let seen: BTreeSet<i32> = groups.iter().map(|g| g.pid).collect();
         if let Some(c) = &mut self.carry {
-            let seen: BTreeSet<i32> = groups.iter().map(|g| g.pid).collect();
             c.retain_seen(|pid| seen.contains(&pid));
         }
+        self.explicit_policy.retain(|pid| seen.contains(pid));
         let mut snapshot = Snapshot {
             seq: self.seq,
             time_unix_ns: 0,
@@ -337,6 +364,8 @@ impl Collector {
             samples: BTreeMap::new(),
             signatures: BTreeMap::new(),
             page_sets: BTreeMap::new(),
+            numa_faults: BTreeMap::new(),
+            explicit_mempolicy: BTreeSet::new(),
         };
         snapshot.sort_tasks();
         if self.opts.memory {

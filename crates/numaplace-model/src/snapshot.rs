@@ -3,12 +3,12 @@
 //! and the replay source yields, so everything here is raw; derived
 //! metrics come from [`crate::metrics`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 use crate::counters::CounterDeltas;
-use crate::task::{Task, TaskGroup};
+use crate::task::{NumaFaults, Task, TaskGroup};
 use crate::topology::Topology;
 
 /// One round.
@@ -44,6 +44,18 @@ pub struct Snapshot {
     /// (a lower bound: only the sampled pages).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub page_sets: BTreeMap<i32, PageSets>,
+    /// Where each thread's memory accesses go, by tid, from the kernel's
+    /// automatic NUMA balancing hinting faults (`/proc/<pid>/task/<tid>/sched`
+    /// on a live host while `kernel.numa_balancing` is on; the simulated
+    /// kernel's statistics when the simulator's balancing is on): a signal
+    /// that needs no PMU. Empty where the world has none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub numa_faults: BTreeMap<i32, NumaFaults>,
+    /// Processes (pids) with memory under an explicit memory policy
+    /// (`bind`, `interleave`, `prefer`... in `numa_maps`), which the
+    /// kernel's automatic NUMA balancing never moves.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub explicit_mempolicy: BTreeSet<i32>,
 }
 
 /// Seed 002 §4.3's per-vcore bit vectors as sorted page numbers: the pages

@@ -80,6 +80,41 @@ impl NodeMemory {
     }
 }
 
+/// Where one thread's memory accesses go, without a PMU: the kernel's
+/// automatic NUMA balancing hinting faults per node (`numa_faults` lines of
+/// `/proc/<pid>/task/<tid>/sched` on a live host with
+/// `kernel.numa_balancing` on; the simulated kernel's fault statistics in
+/// the simulator). The counts are decayed (halved at each of the task's
+/// scan periods), so they say where the task's accesses go lately; only
+/// their proportions mean something.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NumaFaults {
+    /// The task's memory-side hinting faults (private and shared) by node
+    /// (kernel id): faults on pages that were on that node.
+    pub memory: BTreeMap<u32, u64>,
+    /// The node the kernel prefers for the task, if it has chosen one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preferred_node: Option<u32>,
+}
+
+impl NumaFaults {
+    /// All the task's memory-side faults.
+    pub fn total(&self) -> u64 {
+        self.memory.values().fold(0u64, |a, &b| a.saturating_add(b))
+    }
+
+    /// The node most of the task's memory accesses go to, and its share of
+    /// them (0-1); `None` if it took no fault.
+    pub fn main_node(&self) -> Option<(u32, f64)> {
+        let total = self.total();
+        let (&node, &n) = self
+            .memory
+            .iter()
+            .max_by_key(|&(&node, &n)| (n, u32::MAX - node))?;
+        (total > 0).then(|| (node, n as f64 / total as f64))
+    }
+}
+
 /// What kind of application a thread group is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -256,6 +291,28 @@ mod tests {
         assert_eq!(printable("a\u{2066}b\u{200b}c"), "a\\u{2066}b\\u{200b}c");
         assert_eq!(printable(&String::from_utf8_lossy(b"x\xff")), "x\\u{fffd}");
         assert_eq!(printable("naïve 名前"), "naïve 名前");
+    }
+
+    #[test]
+    fn the_node_memory_accesses_go_to() {
+        let f = NumaFaults {
+            memory: [(0, 30), (1, 90), (2, 0)].into(),
+            preferred_node: Some(1),
+        };
+        assert_eq!(f.total(), 120);
+        assert_eq!(f.main_node(), Some((1, 0.75)));
+        // A tie goes to the lower node; no faults, no node.
+        let tie = NumaFaults {
+            memory: [(0, 5), (1, 5)].into(),
+            preferred_node: None,
+        };
+        assert_eq!(tie.main_node(), Some((0, 0.5)));
+        assert_eq!(NumaFaults::default().main_node(), None);
+        let none = NumaFaults {
+            memory: [(0, 0)].into(),
+            preferred_node: None,
+        };
+        assert_eq!(none.main_node(), None);
     }
 
     #[test]

@@ -11,6 +11,10 @@
 //! * before a pin is applied, the guard records the thread's original
 //!   affinity (write-ahead), so a crash right after it can still be undone;
 //! * memory moves are held to a rate limit;
+//! * while the kernel's automatic NUMA balancing moves pages between
+//!   nodes, memory moves go only where [`MemoryMover`] says numaplace
+//!   moves memory; the others are journalled as left to the kernel, so the
+//!   two never move the same pages back and forth;
 //! * an action the kernel refused (EPERM, EINVAL from a cpuset) is not
 //!   asked again every round: after n refusals in a row it waits
 //!   2^(n-1) rounds (at most [`MAX_BACKOFF_ROUNDS`]), so a task numaplace
@@ -48,6 +52,14 @@ pub struct EngineConfig {
     /// Memory moved per second at most, MiB (numaplace's rate limit on
     /// migrations; 0 means none moves).
     pub migrate_mib_per_sec: u64,
+    /// Who moves memory between nodes while the kernel's automatic NUMA
+    /// balancing does too (`kernel.numa_balancing` 1 or 3); no effect
+    /// while it is off.
+    pub memory_mover: MemoryMover,
+    /// Whether the kernel's automatic NUMA balancing moves pages between
+    /// nodes on this host (read at start, not a config key).
+    #[serde(skip)]
+    pub kernel_balancing: bool,
     /// Page size of the host, bytes (a host constant, passed in).
     #[serde(skip)]
     pub page_size: u64,
@@ -57,7 +69,101 @@ impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
             migrate_mib_per_sec: 256,
+            memory_mover: MemoryMover::default(),
+            kernel_balancing: false,
             page_size: 4096,
+        }
+    }
+}
+
+/// Who moves memory while the kernel's automatic NUMA balancing moves
+/// pages between nodes too (`[engine] memory_mover`). Threads numaplace
+/// pins are never moved back by the kernel (its task placement keeps to a
+/// task's allowed CPUs), so pins are carried out in every mode; what
+/// would fight is two movers of the same pages.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MemoryMover {
+    /// numaplace moves every process's memory as its policy decides, and
+    /// the kernel moves the same pages toward the threads that touch them:
+    /// said at start, as the two may move pages back and forth.
+    Numaplace,
+    /// The kernel moves all memory: numaplace's memory moves are journalled
+    /// as left to it, none carried out.
+    Kernel,
+    /// numaplace moves only the memory the kernel will not: that of
+    /// processes with memory under an explicit memory policy (`bind`,
+    /// `interleave`, `prefer`, ... in `numa_maps`), which automatic NUMA
+    /// balancing never moves. The kernel moves the rest after the threads
+    /// numaplace pins. The default.
+    #[default]
+    WhereKernelCannot,
+}
+
+impl MemoryMover {
+    /// The config value.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryMover::Numaplace => "numaplace",
+            MemoryMover::Kernel => "kernel",
+            MemoryMover::WhereKernelCannot => "where-kernel-cannot",
+        }
+    }
+
+    /// What numaplace does about memory, for the daemon's start: given
+    /// whether the kernel balances between nodes.
+    pub fn describe(self, kernel_balancing: bool) -> String {
+        if !kernel_balancing {
+            return format!(
+                "memory_mover = \"{}\" has no effect: the kernel balances no pages between \
+                 nodes, so numaplace moves memory as its policy decides",
+                self.name()
+            );
+        }
+        match self {
+            MemoryMover::Numaplace => format!(
+                "memory_mover = \"{}\": numaplace moves memory as its policy decides AND the kernel \
+                 moves the same pages toward the threads that touch them: the two may move pages \
+                 back and forth (set memory_mover = \"where-kernel-cannot\" or turn \
+                 kernel.numa_balancing off)",
+                self.name()
+            ),
+            MemoryMover::Kernel => format!(
+                "memory_mover = \"{}\": numaplace pins threads and leaves every memory move to the \
+                 kernel, which moves pages after the threads (each move the policy wanted is \
+                 journalled as left to the kernel)",
+                self.name()
+            ),
+            MemoryMover::WhereKernelCannot => format!(
+                "memory_mover = \"{}\": numaplace pins threads and the kernel moves their memory \
+                 after them; numaplace moves only the memory of processes under an explicit \
+                 memory policy (bind, interleave, prefer...), which the kernel never moves",
+                self.name()
+            ),
+        }
+    }
+
+    /// Why a memory move of process `pid` is left to the kernel; `None`
+    /// when numaplace carries it out. `explicit_policy`: whether the
+    /// process has memory under an explicit memory policy.
+    pub fn leaves_to_kernel(self, kernel_balancing: bool, explicit_policy: bool) -> Option<String> {
+        if !kernel_balancing {
+            return None;
+        }
+        match self {
+            MemoryMover::Numaplace => None,
+            MemoryMover::Kernel => Some(
+                "left to the kernel's automatic NUMA balancing (memory_mover = \"kernel\"): it \
+                 moves pages toward the threads that touch them"
+                    .into(),
+            ),
+            MemoryMover::WhereKernelCannot if explicit_policy => None,
+            MemoryMover::WhereKernelCannot => Some(
+                "left to the kernel's automatic NUMA balancing (memory_mover = \
+                 \"where-kernel-cannot\"): the process's memory is under the default policy, \
+                 which the kernel moves toward the threads that touch it"
+                    .into(),
+            ),
         }
     }
 }
@@ -367,6 +473,13 @@ impl Engine {
                 return self.pin(topology, s, *task, *tgid, cpus, actuator, guard);
             }
             _ if let Some(why) = outside_mems(s, action) => return Outcome::Skipped { why },
+            _ if let Some(why) = self.config.memory_mover.leaves_to_kernel(
+                self.config.kernel_balancing,
+                s.explicit_mempolicy.contains(&action.pid()),
+            ) =>
+            {
+                return Outcome::Skipped { why };
+            }
             Action::MoveMemory {
                 process,
                 to_node,

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use numaplace_model::*;
 use numaplace_policy::engine::{
-    Engine, EngineConfig, JournalEntry, NoGuard, PinGuard, RecordingActuator,
+    Engine, EngineConfig, JournalEntry, MemoryMover, NoGuard, PinGuard, RecordingActuator,
 };
 use numaplace_policy::{PolicyKind, Scope};
 
@@ -708,4 +708,125 @@ fn numads_home_node_is_refused_on_a_crowded_machine() {
     assert_eq!(placed(0), vec!["2-3".to_string(), "2-3".to_string()]);
     // Two: 5 runnable threads on 4 CPUs, no CPU to spare.
     assert!(!placed(2).contains(&"2-3".to_string()), "{:?}", placed(2));
+}
+
+/// A policy that pins thread 100 to node 1 and moves process 100's memory
+/// there, every round.
+struct PinAndMoveTo1;
+impl numaplace_policy::Policy for PinAndMoveTo1 {
+    fn name(&self) -> &'static str {
+        "pin-and-move-to-1"
+    }
+    fn decide(&mut self, v: &numaplace_policy::View<'_>) -> Plan {
+        let mut p = Plan::default();
+        let g = v.snapshot.group(100).unwrap();
+        let t = v.snapshot.task(100).unwrap();
+        p.push(
+            Action::Pin {
+                task: t.id(),
+                tgid: 100,
+                cpus: CpuSet::parse_list("2-3").unwrap(),
+            },
+            "wants node 1",
+        );
+        p.push(
+            Action::MoveMemory {
+                process: g.id(),
+                to_node: 1,
+                max_pages: None,
+            },
+            "memory follows to node 1",
+        );
+        p
+    }
+}
+
+/// What the engine does with a pin and a memory move, given who moves
+/// memory, whether the kernel balances and whether the process's memory is
+/// under an explicit policy: (pins carried out, memory moves carried out,
+/// the memory move's outcome).
+fn with_mover(mover: MemoryMover, kernel: bool, explicit: bool) -> (usize, usize, Outcome) {
+    let config = EngineConfig {
+        memory_mover: mover,
+        kernel_balancing: kernel,
+        ..EngineConfig::default()
+    };
+    let mut e = Engine::new(Box::new(PinAndMoveTo1), every_process(), config);
+    let mut s = snapshot(1, 100, "0-3");
+    if explicit {
+        s.explicit_mempolicy.insert(100);
+    }
+    let (j, acts) = run(&mut e, &s);
+    let pins = acts
+        .iter()
+        .filter(|a| matches!(a, Action::Pin { .. }))
+        .count();
+    let moves = acts.iter().filter(|a| a.moves_memory()).count();
+    let entry = j
+        .iter()
+        .find(|e| e.action.moves_memory())
+        .expect("the memory move is journalled, carried out or not");
+    (pins, moves, entry.outcome.clone())
+}
+
+fn left_to_kernel(o: &Outcome) -> bool {
+    matches!(o, Outcome::Skipped { why } if why.starts_with("left to the kernel's automatic NUMA balancing"))
+}
+
+#[test]
+fn with_the_kernels_balancing_off_numaplace_moves_memory_in_every_mode() {
+    for mover in [
+        MemoryMover::Numaplace,
+        MemoryMover::Kernel,
+        MemoryMover::WhereKernelCannot,
+    ] {
+        for explicit in [false, true] {
+            let (pins, moves, o) = with_mover(mover, false, explicit);
+            assert_eq!((pins, moves), (1, 1), "{mover:?} {explicit}: {o:?}");
+            assert!(!left_to_kernel(&o), "{mover:?}: {o:?}");
+        }
+    }
+}
+
+#[test]
+fn memory_mover_kernel_leaves_every_memory_move_to_the_kernel() {
+    for explicit in [false, true] {
+        let (pins, moves, o) = with_mover(MemoryMover::Kernel, true, explicit);
+        assert_eq!((pins, moves), (1, 0), "pins still go; no memory moves");
+        assert!(left_to_kernel(&o), "{o:?}");
+        assert!(
+            format!("{o:?}").contains("memory_mover = \\\"kernel\\\""),
+            "{o:?}"
+        );
+    }
+}
+
+#[test]
+fn memory_mover_where_kernel_cannot_moves_only_memory_under_an_explicit_policy() {
+    let (pins, moves, o) = with_mover(MemoryMover::WhereKernelCannot, true, false);
+    assert_eq!((pins, moves), (1, 0));
+    assert!(left_to_kernel(&o), "{o:?}");
+    assert!(format!("{o:?}").contains("default policy"), "{o:?}");
+    let (pins, moves, o) = with_mover(MemoryMover::WhereKernelCannot, true, true);
+    assert_eq!((pins, moves), (1, 1), "{o:?}");
+    assert!(!left_to_kernel(&o), "{o:?}");
+    // It is the default.
+    assert_eq!(
+        EngineConfig::default().memory_mover,
+        MemoryMover::WhereKernelCannot
+    );
+}
+
+#[test]
+fn memory_mover_numaplace_moves_everything_and_says_they_may_fight() {
+    for explicit in [false, true] {
+        let (pins, moves, o) = with_mover(MemoryMover::Numaplace, true, explicit);
+        assert_eq!((pins, moves), (1, 1), "{o:?}");
+    }
+    assert!(
+        MemoryMover::Numaplace
+            .describe(true)
+            .contains("back and forth")
+    );
+    assert!(MemoryMover::Kernel.describe(false).contains("no effect"));
 }

@@ -145,6 +145,9 @@ pub fn run(
             EngineConfig {
                 migrate_mib_per_sec: opts.migrate_mib_per_sec,
                 page_size: crate::world::PAGE as u64,
+                // The simulated kernel's balancing is a yardstick row, not
+                // a co-mover: a policy's moves are carried out as decided.
+                ..EngineConfig::default()
             },
         );
         (engine, interval.as_secs_f64())

@@ -183,6 +183,33 @@ mod tests {
         assert!(e.contains("unknown field `pid`"), "{e}");
     }
 
+    #[test]
+    fn memory_mover_names_and_a_clear_error() {
+        use numaplace_policy::engine::MemoryMover;
+        assert_eq!(
+            Config::parse("").unwrap().engine.memory_mover,
+            MemoryMover::WhereKernelCannot
+        );
+        for (name, want) in [
+            ("numaplace", MemoryMover::Numaplace),
+            ("kernel", MemoryMover::Kernel),
+            ("where-kernel-cannot", MemoryMover::WhereKernelCannot),
+        ] {
+            let c = Config::parse(&format!("[engine]\nmemory_mover = \"{name}\"")).unwrap();
+            assert_eq!(c.engine.memory_mover, want);
+            assert_eq!(want.name(), name);
+        }
+        let e = Config::parse("[engine]\nmemory_mover = \"both\"").unwrap_err();
+        assert!(
+            e.contains("unknown variant `both`")
+                && e.contains("`numaplace`, `kernel`, `where-kernel-cannot`"),
+            "{e}"
+        );
+        // Whether the kernel balances is read at start, never configured.
+        let e = Config::parse("[engine]\nkernel_balancing = true").unwrap_err();
+        assert!(e.contains("unknown field `kernel_balancing`"), "{e}");
+    }
+
     /// Every shipped example parses; the systemd unit runs `numaplace run`
     /// with a config file that parses.
     #[test]

@@ -250,11 +250,16 @@ fn advise_prints_the_plan_and_applies_nothing() {
         "{out}"
     );
     assert!(out.contains("because static placement:"), "{out}");
-    // It says what the kernel's own NUMA balancing does here, as read.
+    // It says what the kernel's own NUMA balancing does here, as read,
+    // and what numaplace does about it (`[engine] memory_mover`).
     let mode = std::fs::read_to_string("/proc/sys/kernel/numa_balancing")
-        .map(|m| format!("Note: kernel.numa_balancing={}:", m.trim()))
+        .map(|m| format!("Note: kernel.numa_balancing={} (", m.trim()))
         .unwrap_or_else(|_| "Note: kernel.numa_balancing: not in this kernel".into());
     assert!(out.contains(&mode), "wanted {mode:?} in {out}");
+    assert!(
+        out.contains("; memory_mover = \"where-kernel-cannot\""),
+        "{out}"
+    );
     assert_eq!(affinity(pid), before, "advise applies nothing");
 }
 

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
-use numaplace_model::{CpuSet, NodeMemory, Snapshot, Task, TaskGroup};
+use numaplace_model::{CpuSet, NodeMemory, NumaFaults, Snapshot, Task, TaskGroup};
 
 use super::carry::process_cpu_ns;
 use super::{Collector, MAX_CPUS};
@@ -182,11 +182,67 @@ impl Collector {
                     && (self.memory_scope.as_ref()).is_none_or(|s| s.matches(g, snapshot))
             })
             .collect();
+        let mut faults_of = Vec::new();
         for (g, wanted) in snapshot.groups.iter_mut().zip(wanted) {
             if wanted {
                 g.memory = self.memory_of(g.pid, now);
+                if g.memory.is_some() && self.explicit_policy.contains(&g.pid) {
+                    snapshot.explicit_mempolicy.insert(g.pid);
+                }
+                if self.numa_faults && self.carried.binary_search(&g.pid).is_err() {
+                    faults_of.push((g.pid, g.threads.clone()));
+                }
             }
         }
+        for (pid, tids) in faults_of {
+            for tid in tids {
+                if let Some(f) = self.numa_faults_of(pid, tid) {
+                    snapshot.numa_faults.insert(tid, f);
+                }
+            }
+        }
+    }
+
+    /// A thread's memory-side hinting faults per node, from its `sched`;
+    /// `None` if it has none to read. The first read that shows the kernel
+    /// writes none stops the reading, with the reason kept for the log.
+    fn numa_faults_of(&mut self, pid: i32, tid: i32) -> Option<NumaFaults> {
+        if self.numa_faults_missing.is_some() {
+            return None;
+        }
+        match self.proc.sched_numa(pid, tid) {
+            Ok(Some(n)) => Some(NumaFaults {
+                memory: n.faults.iter().map(|(&node, f)| (node, f.task())).collect(),
+                preferred_node: n.preferred_node,
+            }),
+            Ok(None) => {
+                self.say_numa_faults_missing(format!(
+                    "/proc/{pid}/task/{tid}/sched has no NUMA balancing lines (a kernel built \
+                     without CONFIG_NUMA_BALANCING)"
+                ));
+                None
+            }
+            Err(ProcError::Unavailable { path }) => {
+                self.say_numa_faults_missing(format!(
+                    "{} does not exist (a kernel built without CONFIG_SCHED_DEBUG)",
+                    path.display()
+                ));
+                None
+            }
+            Err(e) => {
+                self.note(&e);
+                None
+            }
+        }
+    }
+
+    /// Notes, and says once, that this kernel shows no hinting faults.
+    fn say_numa_faults_missing(&mut self, why: String) {
+        tracing::warn!(
+            "not measured: NUMA hinting faults per node (where each thread's memory accesses \
+             go, without a PMU): {why}; policies go without them"
+        );
+        self.numa_faults_missing = Some(why);
     }
 
     /// A process's memory per node: carried over if it is quiet and was
@@ -197,6 +253,11 @@ impl Collector {
         }
         match self.proc.numa_maps(pid) {
             Ok(m) => {
+                if m.explicit_policy_bytes > 0 {
+                    self.explicit_policy.insert(pid);
+                } else {
+                    self.explicit_policy.remove(&pid);
+                }
                 let memory: BTreeMap<u32, NodeMemory> = m
                     .nodes
                     .iter()

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use super::error::{ParseError, ProcError};
 use crate::sysroot::SysRoot;
 use numaplace_parse::procfs::{
-    CgroupInfo, NumaMaps, TaskStat, TaskStatus, parse_cgroup, parse_cmdline, parse_numa_maps,
-    parse_stat, parse_status,
+    CgroupInfo, NumaMaps, SchedNuma, TaskStat, TaskStatus, parse_cgroup, parse_cmdline,
+    parse_numa_maps, parse_sched_numa, parse_stat, parse_status,
 };
 
 /// First read size for one-line files (`stat`, `status`, `comm`, ...):
@@ -88,6 +88,27 @@ impl ProcReader {
         match self.read(&format!("proc/{pid}/numa_maps"), LARGE) {
             Ok((_, bytes)) => Ok(parse_numa_maps(&String::from_utf8_lossy(&bytes))),
             Err(ProcError::Gone { path }) if self.root.join(&format!("proc/{pid}")).is_dir() => {
+                Err(ProcError::Unavailable { path })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The NUMA balancing lines of a thread's `sched` (hinting faults per
+    /// node, the preferred node); `Ok(None)` when the kernel writes none
+    /// (built without `CONFIG_NUMA_BALANCING`). A kernel without
+    /// `CONFIG_SCHED_DEBUG` has no `sched` at all:
+    /// [`ProcError::Unavailable`] while the thread is there.
+    pub fn sched_numa(&self, pid: i32, tid: i32) -> Result<Option<SchedNuma>, ProcError> {
+        let rel = task_file(pid, tid, "sched");
+        match self.read(&rel, SMALL) {
+            // The first line holds the thread's comm, which may be any
+            // bytes: lossy, never refused for it (the parser skips it).
+            Ok((path, bytes)) => parse_sched_numa(&String::from_utf8_lossy(&bytes))
+                .map_err(|error| ProcError::Parse { path, error }),
+            Err(ProcError::Gone { path })
+                if self.root.join(&format!("proc/{pid}/task/{tid}")).is_dir() =>
+            {
                 Err(ProcError::Unavailable { path })
             }
             Err(e) => Err(e),

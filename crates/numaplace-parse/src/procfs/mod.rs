@@ -1,5 +1,5 @@
 //! The procfs files numaplace reads, parsed from their text or bytes:
-//! `stat`, `status`, `cmdline`, `cgroup` and `numa_maps` under
+//! `stat`, `status`, `cmdline`, `cgroup`, `numa_maps` and `sched` under
 //! `/proc/<pid>[/task/<tid>]`. Nothing here touches the filesystem (the
 //! readers in numaplace-linux bind these to paths), and no parser panics on
 //! any input.
@@ -8,6 +8,7 @@ mod cgroup;
 mod cmdline;
 mod error;
 mod numa_maps;
+mod sched;
 mod stat;
 mod status;
 
@@ -20,5 +21,6 @@ pub use error::{ParseError, shorten};
 pub use numa_maps::{
     MappingKind, NodePages, NumaMapping, NumaMaps, parse_numa_maps, parse_numa_maps_line,
 };
+pub use sched::{NodeFaults, SchedNuma, parse_sched_numa};
 pub use stat::{TaskStat, parse_stat};
 pub use status::{TaskStatus, parse_status};

@@ -15,6 +15,7 @@ const SEEDS: &[&str] = &[
      7f2cbdc00000 default file=/anon_hugepage\\040(deleted) huge anon=1 dirty=1 N0=1 kernelpagesize_kB=2048\n\
      7f2cbe034000 interleave:0-1 anon=4 dirty=4 active=0 N0=2 N1=2 kernelpagesize_kB=4\n\
      7f2cbe03e000 default\n",
+    "numa_preferred_nid                           :                    1\ncurrent_node=1, numa_group_id=0\nnuma_faults node=0 task_private=4 task_shared=0 group_private=0 group_shared=0\n",
     "9:name=systemd:/\n4:memory:/process_api/bdee\n0::/\n",
 ];
 
@@ -58,6 +59,7 @@ fn parse_all(bytes: &[u8]) {
     }
     let _ = parse_cgroup(&text);
     let _ = parse_cmdline(bytes);
+    let _ = parse_sched_numa(&text);
 }
 
 proptest! {

@@ -72,6 +72,20 @@ pub struct NumaMapping {
 }
 
 impl NumaMapping {
+    /// Whether the kernel's automatic NUMA balancing may move this
+    /// mapping's pages: it scans only memory under the default policy, or
+    /// a policy with the `balancing` flag (`MPOL_F_NUMA_BALANCING`, Linux
+    /// 5.16+, written `bind=balancing:0-1`); memory under any other
+    /// explicit policy stays where the policy put it (`vma_policy_mof` in
+    /// mm/mempolicy.c).
+    pub fn kernel_balances(&self) -> bool {
+        let (mode, flags) = match self.policy.split_once('=') {
+            Some((mode, rest)) => (mode, rest.split(':').next().unwrap_or_default()),
+            None => (self.policy.split(':').next().unwrap_or_default(), ""),
+        };
+        mode == "default" || flags.split(',').any(|f| f == "balancing")
+    }
+
     /// Resident bytes per node (node id, bytes). Parsing checked these
     /// products cannot overflow.
     pub fn node_bytes(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
@@ -91,6 +105,11 @@ pub struct NumaMaps {
     pub mappings: usize,
     /// Non-blank lines refused as malformed and left out of `nodes`.
     pub skipped_lines: usize,
+    /// Resident bytes (all nodes) in mappings under an explicit memory
+    /// policy the kernel's automatic NUMA balancing does not move
+    /// ([`NumaMapping::kernel_balances`] false): `bind`, `interleave`,
+    /// `prefer`, `local`...
+    pub explicit_policy_bytes: u64,
 }
 
 impl NumaMaps {
@@ -109,7 +128,11 @@ impl NumaMaps {
     /// Adds one mapping's pages.
     pub fn add_mapping(&mut self, mapping: &NumaMapping) {
         self.mappings += 1;
+        let explicit = !mapping.kernel_balances();
         for (node, bytes) in mapping.node_bytes() {
+            if explicit {
+                self.explicit_policy_bytes = self.explicit_policy_bytes.saturating_add(bytes);
+            }
             let slot = self.nodes.entry(node).or_default();
             let field = match mapping.kind {
                 MappingKind::Anon => &mut slot.anon,

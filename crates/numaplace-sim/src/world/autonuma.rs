@@ -96,6 +96,13 @@ pub(super) struct TaskFaults {
 }
 
 impl TaskFaults {
+    /// The decayed memory-side faults per node (dense id), what a live
+    /// host reads as the `task_private` + `task_shared` of each
+    /// `numa_faults` line of the task's `sched`.
+    pub(super) fn memory(&self) -> &[f64] {
+        &self.mem
+    }
+
     pub(super) fn new(nodes: usize) -> TaskFaults {
         TaskFaults {
             mem: vec![0.0; nodes],
@@ -636,6 +643,36 @@ mod tests {
         run(&mut w, 5.0);
         assert_eq!(mib(&mut w, 0), vec![256.0, 0.0]);
         assert_eq!(w.totals().hinting_faults, 0);
+    }
+
+    /// The signal a live host reads from `/proc/PID/task/TID/sched`: the
+    /// snapshot's hinting faults per node say where the thread's memory
+    /// accesses go, first node 0, then (its memory moved after it) node 1;
+    /// none without balancing; memory under an explicit policy is listed.
+    #[test]
+    fn snapshots_carry_the_hinting_faults_per_node() {
+        let mut w = world("westmere-2s", &[0], MemoryPlacement::FirstTouch, true);
+        run(&mut w, 2.5);
+        let s = w.snapshot();
+        let tid = s.tasks[0].tid;
+        let f = &s.numa_faults[&tid];
+        assert_eq!(f.main_node().map(|(n, _)| n), Some(0), "{f:?}");
+        assert!(f.main_node().unwrap().1 > 0.99, "{f:?}");
+        assert!(s.explicit_mempolicy.is_empty());
+        pin(&mut w, 0, "8");
+        run(&mut w, 8.0);
+        let s = w.snapshot();
+        let f = &s.numa_faults[&tid];
+        assert_eq!(f.main_node().map(|(n, _)| n), Some(1), "{f:?}");
+        assert_eq!(f.preferred_node, Some(1), "{f:?}");
+
+        let mut w = world("westmere-2s", &[0], MemoryPlacement::FirstTouch, false);
+        run(&mut w, 2.5);
+        assert!(w.snapshot().numa_faults.is_empty());
+        let mut w = world("westmere-2s", &[0], MemoryPlacement::Node(0), true);
+        run(&mut w, 1.0);
+        let s = w.snapshot();
+        assert!(s.explicit_mempolicy.contains(&s.groups[0].pid));
     }
 
     /// The task half: a thread the scheduler took away from its memory

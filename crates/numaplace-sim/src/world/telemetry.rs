@@ -3,6 +3,10 @@
 
 use super::*;
 
+use std::collections::BTreeSet;
+
+use numaplace_model::{NumaFaults, Topology};
+
 impl World {
     pub(super) fn sample_trace(&mut self) {
         let Some(trace) = self.trace.as_mut() else {
@@ -104,11 +108,20 @@ impl World {
         let mut groups = Vec::new();
         let mut counters = BTreeMap::new();
         let mut used = vec![0.0; topo.nodes().len()];
+        let mut numa_faults = BTreeMap::new();
+        let mut explicit_mempolicy = BTreeSet::new();
+        // The simulated kernel keeps hinting-fault statistics only while its
+        // automatic NUMA balancing runs, and only on machines of several
+        // nodes (`numa_balancing`).
+        let balancing = self.workload.linux.numa_balancing && topo.nodes().len() > 1;
         for (ai, a) in self.apps.iter().enumerate() {
             if a.status != AppStatus::Running {
                 continue;
             }
             let spec = &self.workload.apps[ai];
+            if spec.memory != MemoryPlacement::FirstTouch {
+                explicit_mempolicy.insert(a.pid);
+            }
             let mut mem = a.shared_pages.clone();
             let mut tids = Vec::new();
             for &t in &a.threads {
@@ -137,6 +150,9 @@ impl World {
                     vcpu: (spec.kind == AppKind::Vm).then_some(th.index),
                 });
                 counters.insert(th.tid, deltas(&accs[t], interval));
+                if balancing {
+                    numa_faults.insert(th.tid, task_faults(topo, &th.numa));
+                }
             }
             for (u, m) in used.iter_mut().zip(&mem) {
                 *u += m * PAGE;
@@ -216,10 +232,26 @@ impl World {
             samples,
             signatures,
             page_sets,
+            numa_faults,
+            explicit_mempolicy,
         };
         self.seq += 1;
         self.last_snapshot = self.time;
         s
+    }
+}
+
+/// A thread's hinting faults as a live host reads them from its `sched`:
+/// whole counts per node (kernel id) and its preferred node.
+fn task_faults(topo: &Topology, f: &autonuma::TaskFaults) -> NumaFaults {
+    NumaFaults {
+        memory: topo
+            .nodes()
+            .iter()
+            .zip(f.memory())
+            .map(|(n, &x)| (n.os_id, x.max(0.0).round() as u64))
+            .collect(),
+        preferred_node: f.preferred.map(|n| topo.nodes()[n].os_id),
     }
 }
 

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use numaplace_linux::balancing::NumaBalancing;
 use numaplace_linux::{CollectOptions, Collector, Recorder, Replay, TopologySource, discover};
 use std::io::Write;
 use std::ops::ControlFlow;
@@ -35,6 +36,7 @@ pub fn record(args: &RecordArgs) -> Result<()> {
         .transpose()?;
     let root = root_of(args.root.as_deref())?;
     let topology = discover(&TopologySource::Sysfs(root.clone()))?;
+    let balancing = NumaBalancing::read(&root);
     let mut collector = Collector::new(
         root,
         CollectOptions {
@@ -44,6 +46,10 @@ pub fn record(args: &RecordArgs) -> Result<()> {
             samples: args.samples,
         },
     );
+    // Hinting faults per node (where each thread's memory accesses go)
+    // exist only while the kernel balances between nodes.
+    tracing::info!("{}", balancing.describe());
+    collector.set_numa_faults(balancing.balances_between_nodes());
     for m in collector.missing_signals() {
         tracing::warn!("not recorded: {m}");
     }

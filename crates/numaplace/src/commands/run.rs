@@ -24,8 +24,8 @@ use numaplace_linux::{
 use numaplace_model::task::printable;
 use numaplace_model::{Action, CpuSet, Outcome, Snapshot, TaskId, Topology};
 use numaplace_policy::engine::{
-    Actuator, AffinityError, Engine, EngineTotals, JournalEntry, NoGuard, Observer, Pair, PinGuard,
-    RecordingActuator, RoundReport,
+    Actuator, AffinityError, Engine, EngineConfig, EngineTotals, JournalEntry, MemoryMover,
+    NoGuard, Observer, Pair, PinGuard, RecordingActuator, RoundReport,
 };
 use numaplace_policy::{PolicyKind, Scope};
 
@@ -299,8 +299,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
         return Ok(());
     }
 
-    let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
-    let (collector, managed) = start_collecting(&engine, c, s.synthetic.as_mut(), service)?;
+    let balancing = NumaBalancing::read(&SysRoot::host());
+    let mut engine = Engine::new(
+        c.policy.build(),
+        c.scope.clone(),
+        engine_config(c, balancing),
+    );
+    let (collector, managed) =
+        start_collecting(&engine, c, balancing, s.synthetic.as_mut(), service)?;
     let journal = Journal::open(c.journal.as_deref())?;
     let hands = if c.dry_run {
         Hands::Dry(RecordingActuator::default())
@@ -410,6 +416,7 @@ fn wait_for_a_scope(config_file: &Path, stop: &AtomicBool) {
 fn start_collecting(
     engine: &Engine,
     c: &Config,
+    balancing: NumaBalancing,
     mut synthetic: Option<&mut SyntheticCounters>,
     service: bool,
 ) -> Result<(Collector, usize)> {
@@ -424,12 +431,10 @@ fn start_collecting(
     for why in blind_policy(engine, &collector, synthetic.is_some()) {
         tracing::warn!("{why}");
     }
-    let balancing = NumaBalancing::read(&SysRoot::host());
-    if balancing.balances_between_nodes() {
-        tracing::warn!("{}", balancing.describe());
-    } else {
-        tracing::info!("{}", balancing.describe());
-    }
+    say_balancing(balancing, c);
+    // The kernel takes hinting faults only while it balances: then they
+    // say, per thread, which node its memory accesses go to.
+    collector.set_numa_faults(balancing.balances_between_nodes());
     if let Some(synth) = synthetic.as_deref() {
         say_synthetic(synth, engine);
     }
@@ -453,6 +458,36 @@ fn start_collecting(
         .into());
     }
     Ok((collector, managed.len()))
+}
+
+/// The engine's config for this host: the kernel's balancing as read at
+/// start.
+fn engine_config(c: &Config, balancing: NumaBalancing) -> EngineConfig {
+    EngineConfig {
+        kernel_balancing: balancing.balances_between_nodes(),
+        ..c.engine.clone()
+    }
+}
+
+/// Says, at start, the kernel's automatic NUMA balancing mode and what
+/// numaplace does about it (`[engine] memory_mover`): a warning where the
+/// two may move the same pages.
+fn say_balancing(balancing: NumaBalancing, c: &Config) {
+    let on = balancing.balances_between_nodes();
+    let mover = c.engine.memory_mover;
+    let line = format!("{}; {}", balancing.describe(), mover.describe(on));
+    if on && mover == MemoryMover::Numaplace {
+        tracing::warn!("{line}");
+    } else {
+        tracing::info!("{line}");
+    }
+    if on {
+        tracing::info!(
+            "where each thread's memory accesses go is read from the kernel's NUMA hinting \
+             faults per node (/proc/PID/task/TID/sched); threads numaplace pins are not moved \
+             back by the kernel (its task placement keeps to their allowed CPUs)"
+        );
+    }
 }
 
 /// Says, at start, that counters of threads matching `--counters-from` are
@@ -590,8 +625,14 @@ pub fn advise(args: &RunArgs) -> Result<()> {
     if c.scope.is_empty() {
         return Err(InputError(EMPTY_SCOPE.into()).into());
     }
-    let mut engine = Engine::new(c.policy.build(), c.scope.clone(), c.engine.clone());
-    let collector = collector_for(&engine);
+    let balancing = NumaBalancing::read(&SysRoot::host());
+    let mut engine = Engine::new(
+        c.policy.build(),
+        c.scope.clone(),
+        engine_config(c, balancing),
+    );
+    let mut collector = collector_for(&engine);
+    collector.set_numa_faults(balancing.balances_between_nodes());
     if !c.policy_named {
         println!("Note: policy {}.", describe_policy(c));
     }
@@ -608,8 +649,11 @@ pub fn advise(args: &RunArgs) -> Result<()> {
         println!("Note: {why}.");
     }
     println!(
-        "Note: {}.",
-        NumaBalancing::read(&SysRoot::host()).describe()
+        "Note: {}; {}.",
+        balancing.describe(),
+        c.engine
+            .memory_mover
+            .describe(balancing.balances_between_nodes())
     );
     // Two rounds: the first gives the policy its baseline (CPU times); the
     // second's plan is the advice.

@@ -318,3 +318,45 @@ fn live_host_thread_names_with_parentheses_and_newlines() {
         assert_eq!(r.stat(pid, tid).unwrap().comm, "numaplace-long-");
     });
 }
+
+#[test]
+fn hinting_faults_from_a_threads_sched() {
+    let p = FakeProc::new();
+    p.process(40, &[40, 41], "app");
+    p.file(
+        "40/task/41/sched",
+        format!(
+            "app (41, #threads: 2)\n{}\nse.exec_start : 1.0\n\
+             numa_preferred_nid                           :                    1\n\
+             current_node=1, numa_group_id=0\n\
+             numa_faults node=0 task_private=3 task_shared=1 group_private=0 group_shared=0\n\
+             numa_faults node=1 task_private=90 task_shared=6 group_private=0 group_shared=0\n",
+            "-".repeat(67)
+        ),
+    );
+    p.file(
+        "40/task/40/sched",
+        "app (40, #threads: 2)\n---------------------------------\nprio : 120\n",
+    );
+    let r = p.reader();
+    let n = r.sched_numa(40, 41).unwrap().unwrap();
+    assert_eq!(n.preferred_node, Some(1));
+    assert_eq!((n.faults[&0].task(), n.faults[&1].task()), (4, 96));
+    // A kernel without CONFIG_NUMA_BALANCING: no signal, not an error.
+    assert_eq!(r.sched_numa(40, 40).unwrap(), None);
+    // Without CONFIG_SCHED_DEBUG there is no file while the thread is there.
+    p.task(40, 42, "app");
+    assert!(matches!(
+        r.sched_numa(40, 42),
+        Err(ProcError::Unavailable { .. })
+    ));
+    // A thread that exited is gone.
+    assert!(r.sched_numa(40, 43).unwrap_err().is_gone());
+    // Malformed NUMA lines are refused with the path.
+    p.file(
+        "40/task/40/sched",
+        "numa_faults node=zero task_private=1 task_shared=0\n",
+    );
+    let e = r.sched_numa(40, 40).unwrap_err();
+    assert!(e.to_string().contains("40/task/40/sched"), "{e}");
+}

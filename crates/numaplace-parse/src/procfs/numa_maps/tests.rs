@@ -335,3 +335,31 @@ fn sums_saturate_instead_of_overflowing() {
     assert_eq!((m.mappings, m.node(0).anon), (3, u64::MAX));
     assert_eq!(m.total().anon, u64::MAX);
 }
+
+#[test]
+fn memory_under_an_explicit_policy_is_what_the_kernel_does_not_balance() {
+    let line = |p: &str| {
+        parse_numa_maps_line(&format!("7f0000000000 {p} anon=2 N1=2 kernelpagesize_kB=4"))
+    };
+    assert!(line("default").unwrap().kernel_balances());
+    assert!(line("bind=balancing:0-1").unwrap().kernel_balances());
+    assert!(line("bind=static,balancing:1").unwrap().kernel_balances());
+    for p in [
+        "bind:1",
+        "interleave:0-1",
+        "prefer:1",
+        "prefer=static:1",
+        "prefer (many)=relative:0-1",
+        "local",
+        "weighted interleave:0-1",
+    ] {
+        assert!(!line(p).unwrap().kernel_balances(), "{p}");
+    }
+    let m = parse_numa_maps(
+        "7f0000000000 bind:1 anon=3 N1=3 kernelpagesize_kB=4\n\
+         7f0000100000 default anon=5 N0=5 kernelpagesize_kB=4\n\
+         7f0000200000 interleave:0-1 anon=4 N0=2 N1=2 kernelpagesize_kB=4\n",
+    );
+    assert_eq!(m.explicit_policy_bytes, 7 * 4096);
+    assert_eq!(m.total().anon, 12 * 4096);
+}
