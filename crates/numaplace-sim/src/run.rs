@@ -46,6 +46,9 @@ pub struct RunOptions {
     /// The kernel's automatic NUMA balancing on or off whatever the
     /// scenario says (`autonuma` always runs with it on).
     pub numa_balancing: Option<bool>,
+    /// Who moves memory while the simulated kernel balances (the daemon's
+    /// `[engine] memory_mover`; its default, `where-kernel-cannot`).
+    pub memory_mover: numaplace_policy::engine::MemoryMover,
 }
 
 impl Default for RunOptions {
@@ -60,6 +63,7 @@ impl Default for RunOptions {
             samples_per_interval: 32,
             page_sets: None,
             numa_balancing: None,
+            memory_mover: numaplace_policy::engine::MemoryMover::default(),
         }
     }
 }
@@ -145,9 +149,10 @@ pub fn run(
             EngineConfig {
                 migrate_mib_per_sec: opts.migrate_mib_per_sec,
                 page_size: crate::world::PAGE as u64,
-                // The simulated kernel's balancing is a yardstick row, not
-                // a co-mover: a policy's moves are carried out as decided.
-                ..EngineConfig::default()
+                // As on a live host: while the simulated kernel balances,
+                // the memory mover decides whose memory numaplace moves.
+                memory_mover: opts.memory_mover,
+                kernel_balancing: balancing,
             },
         );
         (engine, interval.as_secs_f64())
