@@ -543,6 +543,85 @@ mod tests {
         worker.join().unwrap();
     }
 
+    /// This process, read with `numa_maps` and `sched`: a mapping bound to
+    /// node 0 (`mbind(MPOL_BIND)`, the explicit policy the kernel's
+    /// balancing never moves) puts it among the processes under an
+    /// explicit policy; hinting faults are read only when asked, and then
+    /// either every node's count is there or the collector says why not.
+    #[test]
+    fn hinting_faults_and_explicit_policies_of_this_process() {
+        let me = std::process::id() as i32;
+        let mut c = Collector::new(
+            SysRoot::host(),
+            CollectOptions {
+                memory: true,
+                counters: false,
+                machine: true,
+                samples: false,
+            },
+        );
+        c.set_memory_scope(Some(Scope {
+            pids: vec![me],
+            ..Scope::default()
+        }));
+        let s = c.collect().unwrap();
+        assert!(s.numa_faults.is_empty(), "not asked for");
+
+        const LEN: usize = 1 << 20;
+        // SAFETY: a fresh private anonymous mapping, unmapped below.
+        let addr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                LEN,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(addr, libc::MAP_FAILED);
+        let node0: libc::c_ulong = 1;
+        // SAFETY: addr/LEN is the mapping; the mask holds 1 bit (maxnode 2).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_mbind,
+                addr,
+                LEN as libc::c_ulong,
+                2 as libc::c_ulong, // MPOL_BIND
+                &node0 as *const libc::c_ulong,
+                2 as libc::c_ulong,
+                0 as libc::c_ulong,
+            )
+        };
+        assert_eq!(r, 0, "mbind: {}", std::io::Error::last_os_error());
+        // SAFETY: inside the mapping, writable.
+        unsafe { std::ptr::write_bytes(addr.cast::<u8>(), 1, LEN) };
+
+        c.set_numa_faults(true);
+        let s = c.collect().unwrap();
+        // SAFETY: the mapping made above, no longer used.
+        unsafe { libc::munmap(addr, LEN) };
+        assert!(
+            s.explicit_mempolicy.contains(&me),
+            "{:?}",
+            s.explicit_mempolicy
+        );
+        let nodes: BTreeSet<u32> = s.machine.nodes.keys().copied().collect();
+        match c.numa_faults_missing() {
+            None => {
+                let f = &s.numa_faults[&me];
+                let seen: BTreeSet<u32> = f.memory.keys().copied().collect();
+                assert!(!nodes.is_empty());
+                assert_eq!(seen, nodes, "a count for every node");
+            }
+            Some(why) => {
+                eprintln!("{why}");
+                assert!(why.contains("CONFIG_"), "{why}");
+                assert!(s.numa_faults.is_empty());
+            }
+        }
+    }
+
     #[test]
     fn missing_sampling_says_why() {
         let c = Collector::new(SysRoot::host(), only_samples());
