@@ -189,6 +189,7 @@ fn compare_6x10(c: &mut Criterion) {
             interval: None,
             workers,
             numa_balancing: None,
+            memory_mover: Default::default(),
         };
         let start = Instant::now();
         black_box(compare(&machine, &w, &opts));

@@ -374,6 +374,8 @@ pub struct CompareOptions {
     /// The kernel the policies other than the two yardsticks run on
     /// ([`numa_balancing`]).
     pub numa_balancing: Option<bool>,
+    /// Who moves memory while that kernel balances.
+    pub memory_mover: numaplace_policy::engine::MemoryMover,
 }
 
 /// What to say when a policy's mean beats the oracle's by more than 1 %:
@@ -414,6 +416,7 @@ pub fn compare(machine: &Machine, workload: &Workload, opts: &CompareOptions) ->
             interval: opts.interval,
             trace: si == 0,
             numa_balancing: opts.numa_balancing,
+            memory_mover: opts.memory_mover,
             ..RunOptions::default()
         };
         run(
@@ -497,6 +500,48 @@ mod tests {
         let mut p = summarise(policy, &[]);
         p.vs_oracle_percent = vs_oracle;
         p
+    }
+
+    /// While the simulated kernel balances, a policy's memory moves go as
+    /// the memory mover says, as on a live host: with the default
+    /// (`where-kernel-cannot`) the first-touch memory of the default
+    /// scenario is left to the kernel and journalled so; with `numaplace`
+    /// it is moved; with the kernel's balancing off the mover changes
+    /// nothing.
+    #[test]
+    fn the_memory_mover_decides_under_a_balancing_kernel() {
+        use numaplace_policy::engine::MemoryMover;
+        let w = crate::scenario::builtin("default").unwrap().unwrap();
+        let m = Machine::preset(&w.machine).unwrap();
+        let kind = PolicyKind::from_name("numad-like").unwrap();
+        let moves = |balancing: bool, mover: MemoryMover| {
+            let (mut left, mut done) = (0, 0);
+            let opts = RunOptions {
+                numa_balancing: Some(balancing),
+                memory_mover: mover,
+                ..RunOptions::default()
+            };
+            let r = run(&m, &w, Driver::Policy(&kind), &opts, &mut |e| {
+                if matches!(
+                    e.action,
+                    Action::MoveMemory { .. } | Action::MoveWindow { .. }
+                ) {
+                    match &e.outcome {
+                        Outcome::Skipped { why } if why.contains("left to the kernel") => left += 1,
+                        Outcome::Pages(_) => done += 1,
+                        _ => {}
+                    }
+                }
+            });
+            assert_eq!(r.numa_balancing, balancing);
+            (left, done)
+        };
+        let (left, done) = moves(true, MemoryMover::WhereKernelCannot);
+        assert!(left > 0 && done == 0, "left {left}, done {done}");
+        let (left, done) = moves(true, MemoryMover::Numaplace);
+        assert!(left == 0 && done > 0, "left {left}, done {done}");
+        let (left, done) = moves(false, MemoryMover::WhereKernelCannot);
+        assert!(left == 0 && done > 0, "left {left}, done {done}");
     }
 
     #[test]

@@ -73,6 +73,8 @@ pub struct SweepOptions {
     /// The kernel the policies other than the two yardsticks run on
     /// ([`crate::run::numa_balancing`]).
     pub numa_balancing: Option<bool>,
+    /// Who moves memory while that kernel balances.
+    pub memory_mover: numaplace_policy::engine::MemoryMover,
 }
 
 /// One case's outcome.
@@ -164,6 +166,7 @@ pub fn sweep(
             seed,
             interval: opts.interval,
             numa_balancing: opts.numa_balancing,
+            memory_mover: opts.memory_mover,
             ..RunOptions::default()
         };
         let r = run(
@@ -356,6 +359,7 @@ mod tests {
             workers: 2,
             worst: 1,
             numa_balancing: None,
+            memory_mover: Default::default(),
         };
         let calls = AtomicUsize::new(0);
         let s = sweep(&cases, &opts, &|_, total| {
@@ -405,6 +409,7 @@ mod tests {
             workers: 1,
             worst: 1,
             numa_balancing: None,
+            memory_mover: Default::default(),
         };
         let e = sweep(&[Case::mix(1).unwrap()], &opts, &|_, _| {}).unwrap_err();
         assert!(e.contains("include it"), "{e}");

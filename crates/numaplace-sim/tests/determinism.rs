@@ -108,6 +108,7 @@ fn compare_does_not_depend_on_workers() {
         interval: None,
         workers,
         numa_balancing: None,
+        memory_mover: Default::default(),
     };
     let one = compare(&m, &w, &opts(1));
     let two = compare(&m, &w, &opts(2));

@@ -307,6 +307,18 @@ pub struct BenchArgs {
     pub json: bool,
 }
 
+fn parse_mover(s: &str) -> Result<numaplace_policy::engine::MemoryMover, String> {
+    use numaplace_policy::engine::MemoryMover;
+    [
+        MemoryMover::Numaplace,
+        MemoryMover::Kernel,
+        MemoryMover::WhereKernelCannot,
+    ]
+    .into_iter()
+    .find(|m| m.name() == s)
+    .ok_or_else(|| format!("expected numaplace, kernel or where-kernel-cannot, got {s:?}"))
+}
+
 fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" | "1" | "true" => Ok(true),
@@ -345,6 +357,12 @@ pub struct SimArgs {
     /// Linux with it off, `autonuma` with it on.
     #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
     pub numa_balancing: Option<bool>,
+
+    /// While the simulated kernel balances, who moves memory, as the
+    /// daemon's `[engine] memory_mover`: numaplace, kernel or
+    /// where-kernel-cannot (the default).
+    #[arg(long, value_name = "MOVER", value_parser = parse_mover)]
+    pub memory_mover: Option<numaplace_policy::engine::MemoryMover>,
 
     /// Print JSON for programs instead of the table.
     #[arg(long)]

@@ -95,6 +95,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
         interval,
         trace: args.sim.report.is_some(),
         numa_balancing: args.sim.numa_balancing,
+        memory_mover: args.sim.memory_mover.unwrap_or_default(),
         ..RunOptions::default()
     };
     let r = run(
@@ -211,6 +212,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
         interval,
         workers,
         numa_balancing: args.sim.numa_balancing,
+        memory_mover: args.sim.memory_mover.unwrap_or_default(),
     };
     let start = Instant::now();
     let c = compare(&machine, &workload, &opts);
@@ -340,6 +342,7 @@ fn sweep_cmd(args: &CompareArgs, n: u64) -> Result<()> {
         workers,
         worst: 3,
         numa_balancing: args.sim.numa_balancing,
+        memory_mover: args.sim.memory_mover.unwrap_or_default(),
     };
     let start = Instant::now();
     let bar = Progress::new(start);
