@@ -14,8 +14,11 @@
 //! [linux]                      # optional, every key optional, defaults = LinuxModel::default()
 //! balance_interval_ms = 100    # > 0
 //! migrate_probability = 0.002  # 0..=1
-//! numa_balancing = false
-//! numa_balancing_mib_per_s = 256   # > 0
+//! numa_balancing = false      # the kernel the policies run on (default / autonuma are fixed)
+//! numa_balancing_scan_delay_ms = 1000        # > 0, the kernel's sysctls and defaults
+//! numa_balancing_scan_period_min_ms = 1000   # > 0
+//! numa_balancing_scan_period_max_ms = 60000  # >= the minimum
+//! numa_balancing_scan_size_mb = 256          # > 0
 //!
 //! [[app]]                      # at least one
 //! name = "mcf"                 # required, printable, unique (after copies)
