@@ -25,6 +25,9 @@ pub fn run(args: &TasksArgs) -> Result<()> {
     validate(&args.filter)?;
     let root = root_of(args.root.as_deref())?;
     let rates = !interval.is_zero() && root.is_host();
+    // While the kernel balances between nodes, its hinting faults say per
+    // thread which node its memory accesses go to (the ACCESSES column).
+    let balancing = numaplace_linux::balancing::NumaBalancing::read(&root);
     let mut collector = Collector::new(
         root,
         CollectOptions {
@@ -34,6 +37,7 @@ pub fn run(args: &TasksArgs) -> Result<()> {
             samples: false,
         },
     );
+    collector.set_numa_faults(balancing.balances_between_nodes());
     let mut snap = collector.collect().context("reading tasks")?;
     if rates {
         sleep(interval);
@@ -114,6 +118,18 @@ fn select(s: &Snapshot, pids: &[i32]) -> Snapshot {
             .iter()
             .filter(|(t, _)| tids.contains(t))
             .map(|(&t, v)| (t, v.clone()))
+            .collect(),
+        numa_faults: s
+            .numa_faults
+            .iter()
+            .filter(|(t, _)| tids.contains(t))
+            .map(|(&t, v)| (t, v.clone()))
+            .collect(),
+        explicit_mempolicy: s
+            .explicit_mempolicy
+            .iter()
+            .copied()
+            .filter(|p| pids.contains(p))
             .collect(),
         groups,
         ..s.clone()

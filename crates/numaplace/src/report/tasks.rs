@@ -46,22 +46,46 @@ fn opt(v: Option<f64>, decimals: usize) -> String {
     v.map_or_else(|| "-".into(), |x| format!("{x:.decimals$}"))
 }
 
+/// Where a thread's memory accesses go, from the kernel's NUMA hinting
+/// faults: the node most of them hit and its share (`n1 92%`); `-` where
+/// the kernel took none for it or does not balance.
+fn accesses(s: &Snapshot, tid: i32) -> String {
+    s.numa_faults
+        .get(&tid)
+        .and_then(|f| f.main_node())
+        .map_or_else(
+            || "-".into(),
+            |(node, share)| format!("n{node} {:.0}%", share * 100.0),
+        )
+}
+
 /// Renders the groups in `groups` (indexes into the snapshot) with their
 /// threads.
 pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  MEMORY PER NODE",
-        "APPLICATION", "PID", "TID", "THREAD", "S", "CPU", "ALLOWED", "CPU%", "IPC", "MPKI"
+        "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {:<9}  MEMORY PER NODE",
+        "APPLICATION",
+        "PID",
+        "TID",
+        "THREAD",
+        "S",
+        "CPU",
+        "ALLOWED",
+        "CPU%",
+        "IPC",
+        "MPKI",
+        "ACCESSES"
     );
     let mut threads = 0;
     for g in groups {
         let _ = writeln!(
             out,
-            "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {}",
+            "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {:<9}  {}",
             cut(&group_label(g), 22),
             g.pid,
+            "",
             "",
             "",
             "",
@@ -83,9 +107,8 @@ pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
             let share = c
                 .and_then(|c| cpu_share(c, s.interval_ns))
                 .map(|x| x * 100.0);
-            let _ = writeln!(
-                out,
-                "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}",
+            let line = format!(
+                "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {}",
                 "",
                 "",
                 t.tid,
@@ -96,7 +119,9 @@ pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
                 opt(share, 1),
                 opt(c.and_then(ipc), 2),
                 opt(c.and_then(mpki), 2),
+                accesses(s, tid),
             );
+            let _ = writeln!(out, "{}", line.trim_end());
         }
     }
     let _ = writeln!(out, "{} applications, {threads} threads", groups.len());
@@ -109,6 +134,20 @@ pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn accesses_name_the_node_most_hinting_faults_hit() {
+        let mut s = Snapshot::default();
+        assert_eq!(accesses(&s, 7), "-", "no faults read (balancing off)");
+        let mut f = numaplace_model::NumaFaults::default();
+        f.memory.insert(0, 8);
+        f.memory.insert(1, 92);
+        s.numa_faults.insert(7, f);
+        assert_eq!(accesses(&s, 7), "n1 92%");
+        s.numa_faults
+            .insert(8, numaplace_model::NumaFaults::default());
+        assert_eq!(accesses(&s, 8), "-", "a thread that took no fault");
+    }
 
     #[test]
     fn long_cells_are_cut_visibly() {
