@@ -3,11 +3,13 @@
 //! micro-benchmark sweep of §6 (4 threads, 128 KiB shared, 4-128 MiB
 //! aggregate), the NPB-like jobs and the SPEC-like workloads, each alone.
 
+#[path = "support/seed000.rs"]
+mod seed000;
+
 use numaplace_policy::PolicyKind;
-use numaplace_policy::brm::BrmParams;
 use numaplace_sim::best::best_binding;
-use numaplace_sim::run::{Driver, RunOptions, mean_rsd, run};
-use numaplace_sim::{AppSpec, Machine, Workload, scenario};
+use numaplace_sim::{Machine, Workload};
+use seed000::{brm, measure};
 
 const SEEDS: u64 = 10;
 
@@ -27,27 +29,6 @@ impl Row {
     }
 }
 
-/// Mean run time of the workload's application runs, mean and RSD over
-/// seeds; `kind` gives the policy for a seed.
-fn measure(m: &Machine, w: &Workload, kind: impl Fn(u64) -> PolicyKind) -> (f64, f64) {
-    let v: Vec<f64> = (0..SEEDS)
-        .map(|seed| {
-            let kind = &kind(seed);
-            let opts = RunOptions {
-                seed,
-                // BRM at the paper's cadence (§5: every 10 ms); the other
-                // policies ignore it (default has no rounds to speak of).
-                interval: Some(std::time::Duration::from_millis(10)),
-                ..RunOptions::default()
-            };
-            let r = run(m, w, Driver::Policy(kind), &opts, &mut |_| {});
-            assert!(r.finished, "{} {} seed {seed}", w.name, kind.name());
-            r.mean_runtime_s().unwrap()
-        })
-        .collect();
-    mean_rsd(&v)
-}
-
 fn row(name: &str, w: &Workload) -> Row {
     let m = Machine::preset(&w.machine).unwrap();
     let oracle = best_binding(&m, w, 200, 1)
@@ -55,29 +36,9 @@ fn row(name: &str, w: &Workload) -> Row {
         .runtime_s;
     Row {
         name: name.to_string(),
-        default: measure(&m, w, |_| PolicyKind::Default),
-        brm: measure(&m, w, brm),
+        default: measure(&m, w, SEEDS, |_| PolicyKind::Default),
+        brm: measure(&m, w, SEEDS, brm),
         oracle,
-    }
-}
-
-/// BRM with its own draws seeded from the run's seed: the spread over
-/// seeds is then BRM's as well as the simulated Linux's.
-fn brm(seed: u64) -> PolicyKind {
-    PolicyKind::Brm(BrmParams {
-        seed: 1000 + seed,
-        ..BrmParams::default()
-    })
-}
-
-/// One application of a scenario, alone from time 0.
-fn alone(w: &Workload, app: &AppSpec) -> Workload {
-    let mut a = app.clone();
-    a.start_s = 0.0;
-    Workload {
-        name: a.name.clone(),
-        apps: vec![a],
-        ..w.clone()
     }
 }
 
@@ -102,42 +63,10 @@ fn print(rows: &[Row]) {
 }
 
 fn rows() -> Vec<Row> {
-    let micro = scenario::builtin("microbench-westmere").unwrap().unwrap();
-    let mut rows = Vec::new();
-    for mib in [4u64, 8, 16, 32, 64, 128] {
-        let mut w = micro.clone();
-        for p in &mut w.apps[0].phases {
-            p.model.working_set = mib * 1024 * 1024 / 4;
-        }
-        rows.push(row(&format!("micro {mib}M"), &w));
-    }
-    let npb = scenario::builtin("npb-westmere").unwrap().unwrap();
-    for a in &npb.apps {
-        rows.push(row(&a.name, &alone(&npb, a)));
-    }
-    // The SPEC-like workloads run one after another: apps starting
-    // together are one workload.
-    let spec = scenario::builtin("spec-westmere").unwrap().unwrap();
-    let mut starts: Vec<f64> = spec.apps.iter().map(|a| a.start_s).collect();
-    starts.dedup();
-    for s in starts {
-        let apps: Vec<AppSpec> = spec
-            .apps
-            .iter()
-            .filter(|a| a.start_s == s)
-            .map(|a| AppSpec {
-                start_s: 0.0,
-                ..a.clone()
-            })
-            .collect();
-        let name = apps[0].name.split(['.', '-']).next().unwrap().to_string();
-        let w = Workload {
-            name: name.clone(),
-            apps,
-            ..spec.clone()
-        };
-        rows.push(row(&name, &w));
-    }
+    let rows: Vec<Row> = seed000::workloads()
+        .iter()
+        .map(|(name, _, w)| row(name, w))
+        .collect();
     print(&rows);
     rows
 }

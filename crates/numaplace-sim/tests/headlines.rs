@@ -18,13 +18,15 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
+#[path = "support/seed000.rs"]
+mod seed000;
+
 use numaplace_policy::PolicyKind;
-use numaplace_policy::brm::BrmParams;
 use numaplace_sim::adaptive::{Pair, fig4_suite, measure_pairs};
 use numaplace_sim::best::best_binding;
 use numaplace_sim::outcome::job_of;
 use numaplace_sim::run::{Driver, RunOptions, mean_rsd, parallel, run};
-use numaplace_sim::{AppSpec, Machine, RunResult, Workload, scenario};
+use numaplace_sim::{Machine, RunResult, Workload, scenario};
 
 /// Prints one row: the paper's number and the simulator's.
 fn row(id: &str, paper: &str, sim: f64) {
@@ -56,87 +58,19 @@ struct BrmRow {
     hand: Option<f64>,
 }
 
-fn brm_kind(seed: u64) -> PolicyKind {
-    PolicyKind::Brm(BrmParams {
-        seed: 1000 + seed,
-        ..BrmParams::default()
-    })
-}
-
-fn mean_runtime(m: &Machine, w: &Workload, kind: impl Fn(u64) -> PolicyKind) -> (f64, f64) {
-    let v: Vec<f64> = (0..SEEDS_000)
-        .map(|seed| {
-            let opts = RunOptions {
-                seed,
-                // BRM at the paper's cadence (§5: every 10 ms).
-                interval: Some(std::time::Duration::from_millis(10)),
-                ..RunOptions::default()
-            };
-            let k = kind(seed);
-            let r = run(m, w, Driver::Policy(&k), &opts, &mut |_| {});
-            assert!(r.finished, "{} {} seed {seed}", w.name, k.name());
-            r.mean_runtime_s().unwrap()
-        })
-        .collect();
-    mean_rsd(&v)
-}
-
-/// brm.rs's workloads: the micro-benchmark sweep (4 threads, 128 KiB
+/// brm.rs's workloads (`support/seed000.rs`): the micro-benchmark sweep (4 threads, 128 KiB
 /// shared, 4-128 MiB aggregate), each NPB-like job alone and each
 /// SPEC-like multiprogrammed workload.
 fn seed000() -> &'static [BrmRow] {
     static ROWS: OnceLock<Vec<BrmRow>> = OnceLock::new();
     ROWS.get_or_init(|| {
-        let mut jobs: Vec<(String, bool, Workload)> = Vec::new();
-        let micro = scenario::builtin("microbench-westmere").unwrap().unwrap();
-        for mib in [4u64, 8, 16, 32, 64, 128] {
-            let mut w = micro.clone();
-            for p in &mut w.apps[0].phases {
-                p.model.working_set = mib * 1024 * 1024 / 4;
-            }
-            jobs.push((format!("micro {mib}M"), true, w));
-        }
-        let npb = scenario::builtin("npb-westmere").unwrap().unwrap();
-        for a in &npb.apps {
-            let mut a = a.clone();
-            a.start_s = 0.0;
-            let w = Workload {
-                name: a.name.clone(),
-                apps: vec![a],
-                ..npb.clone()
-            };
-            jobs.push((w.name.clone(), false, w));
-        }
-        let spec = scenario::builtin("spec-westmere").unwrap().unwrap();
-        let mut starts: Vec<f64> = spec.apps.iter().map(|a| a.start_s).collect();
-        starts.dedup();
-        for s in starts {
-            let apps: Vec<AppSpec> = spec
-                .apps
-                .iter()
-                .filter(|a| a.start_s == s)
-                .map(|a| AppSpec {
-                    start_s: 0.0,
-                    ..a.clone()
-                })
-                .collect();
-            let name = apps[0].name.split(['.', '-']).next().unwrap().to_string();
-            jobs.push((
-                name.clone(),
-                false,
-                Workload {
-                    name,
-                    apps,
-                    ..spec.clone()
-                },
-            ));
-        }
+        let jobs = seed000::workloads();
         let rows = parallel(jobs, 2, |(name, micro, w)| {
             let m = Machine::preset(&w.machine).unwrap();
             BrmRow {
                 micro,
-                default: mean_runtime(&m, &w, |_| PolicyKind::Default).0,
-                brm: mean_runtime(&m, &w, brm_kind),
+                default: seed000::measure(&m, &w, SEEDS_000, |_| PolicyKind::Default).0,
+                brm: seed000::measure(&m, &w, SEEDS_000, seed000::brm),
                 hand: micro.then(|| best_binding(&m, &w, 200, 1).unwrap().runtime_s),
                 name,
             }
