@@ -11,6 +11,10 @@
 //! memory nodes, no balancing between normal ones), 3 both. The file is
 //! absent on a kernel built without `CONFIG_NUMA_BALANCING`.
 
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+
 use crate::sysroot::SysRoot;
 
 /// Where the setting lives, relative to the root.
@@ -50,6 +54,15 @@ impl NumaBalancing {
             (true, tiering) => NumaBalancing::Normal { tiering },
             (false, true) => NumaBalancing::TieringOnly,
         })
+    }
+
+    /// Whether the kernel balances between nodes, as a snapshot says it:
+    /// `None` where it has no such setting.
+    pub fn between_nodes(self) -> Option<bool> {
+        match self {
+            NumaBalancing::Absent => None,
+            m => Some(m.balances_between_nodes()),
+        }
     }
 
     /// Whether the kernel moves pages between normal nodes toward the
@@ -101,9 +114,94 @@ impl NumaBalancing {
     }
 }
 
+/// The setting's value under `root` (the bit mask).
+pub fn read_value(root: &SysRoot) -> io::Result<u32> {
+    let text = root.read(SYSCTL).map_err(|e| e.source)?;
+    text.trim().parse().map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "{}: not a number: {:?}",
+                root.join(SYSCTL).display(),
+                text.trim()
+            ),
+        )
+    })
+}
+
+/// Writes the whole bit mask `value` (what a restore puts back). Never
+/// through a symbolic link, never creating the file: where the kernel has
+/// no such setting the write fails with `ENOENT`.
+pub fn write_value(root: &SysRoot, value: u32) -> io::Result<()> {
+    let mut f = OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(root.join(SYSCTL))?;
+    f.write_all(format!("{value}\n").as_bytes())
+}
+
+/// Turns balancing between nodes (bit 0x1) on or off, the tiering bit
+/// kept: returns the value before and the value written.
+pub fn set_between_nodes(root: &SysRoot, on: bool) -> io::Result<(u32, u32)> {
+    let before = read_value(root)?;
+    let after = if on { before | 1 } else { before & !1 };
+    if after != before {
+        write_value(root, after)?;
+    }
+    Ok((before, after))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A root with `proc/sys/kernel/numa_balancing` holding `value`.
+    fn root_with(value: &str) -> (tempfile::TempDir, SysRoot) {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("sys/devices/system/cpu")).unwrap();
+        std::fs::create_dir_all(d.path().join("proc/sys/kernel")).unwrap();
+        std::fs::write(d.path().join(SYSCTL), value).unwrap();
+        let r = SysRoot::new(d.path()).unwrap();
+        (d, r)
+    }
+
+    #[test]
+    fn turning_balancing_on_and_off_keeps_the_tiering_bit() {
+        let (_d, root) = root_with("2\n");
+        assert_eq!(set_between_nodes(&root, true).unwrap(), (2, 3));
+        assert_eq!(read_value(&root).unwrap(), 3);
+        assert_eq!(
+            NumaBalancing::read(&root),
+            NumaBalancing::Normal { tiering: true }
+        );
+        assert_eq!(set_between_nodes(&root, false).unwrap(), (3, 2));
+        assert_eq!(NumaBalancing::read(&root), NumaBalancing::TieringOnly);
+        assert_eq!(NumaBalancing::read(&root).between_nodes(), Some(false));
+        // Already so: nothing written.
+        assert_eq!(set_between_nodes(&root, false).unwrap(), (2, 2));
+    }
+
+    #[test]
+    fn never_creates_the_setting_nor_writes_through_a_link() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("sys/devices/system/cpu")).unwrap();
+        std::fs::create_dir_all(d.path().join("proc/sys/kernel")).unwrap();
+        let root = SysRoot::new(d.path()).unwrap();
+        assert!(set_between_nodes(&root, true).is_err());
+        assert!(write_value(&root, 1).is_err());
+        assert!(
+            !root.join(SYSCTL).exists(),
+            "a missing setting is not created"
+        );
+        assert_eq!(NumaBalancing::read(&root).between_nodes(), None);
+        let target = d.path().join("elsewhere");
+        std::fs::write(&target, "0\n").unwrap();
+        std::os::unix::fs::symlink(&target, root.join(SYSCTL)).unwrap();
+        let e = write_value(&root, 1).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ELOOP));
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "0\n");
+    }
 
     #[test]
     fn every_mode_of_the_bit_mask() {

@@ -27,6 +27,7 @@ use thiserror::Error;
 
 use self::carry::CarryOver;
 
+use crate::balancing::NumaBalancing;
 use crate::nodes::read_node_meminfo;
 use crate::perf::sampling::fd_limit_after_raise;
 use crate::perf::{AddressSampler, CounterStatus, PerfConfig, PerfMonitor, SamplerConfig};
@@ -420,10 +421,12 @@ impl Collector {
                 energy: self.read_energy(),
                 resctrl: self.read_resctrl(),
                 clock_ticks: clock_ticks(),
+                numa_balancing: NumaBalancing::read(&self.root).between_nodes(),
             }
         } else {
             MachineReadings {
                 clock_ticks: clock_ticks(),
+                numa_balancing: NumaBalancing::read(&self.root).between_nodes(),
                 ..MachineReadings::default()
             }
         };

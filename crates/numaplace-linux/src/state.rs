@@ -3,6 +3,11 @@
 //! (`applied`). On a clean stop, and on the next start after a `kill -9`,
 //! [`restore_all`] puts the originals back — but only on threads that are
 //! still the same task and whose affinity is still what numaplace set.
+//! The same for `kernel.numa_balancing`, where a policy turned the kernel's
+//! automatic NUMA balancing on or off: the value before numaplace's first
+//! change is put back if the value is still the one numaplace wrote
+//! (format version 2; a file without that entry is written as version 1,
+//! which older numaplace reads).
 //!
 //! The file is written atomically: a temporary file made in the same
 //! directory with `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600, written, fsynced,
@@ -32,8 +37,9 @@ use thiserror::Error;
 
 use crate::actuate::{Actuator, AffinityError};
 
-/// Format version written in the file.
-const VERSION: u32 = 1;
+/// The newest format version read; written when the file holds
+/// `kernel.numa_balancing` ([`KernelBalancingEntry`]), else version 1.
+const VERSION: u32 = 2;
 /// A journal larger than this is not one numaplace wrote.
 const MAX_BYTES: u64 = 64 << 20;
 
@@ -49,11 +55,22 @@ pub struct PinEntry {
     pub applied: CpuSet,
 }
 
+/// `kernel.numa_balancing` as numaplace found it and as it last wrote it
+/// (the whole bit mask).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelBalancingEntry {
+    pub original: u32,
+    pub applied: u32,
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Contents {
     version: u32,
     entries: Vec<PinEntry>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    kernel_balancing: Option<KernelBalancingEntry>,
 }
 
 /// Why the state file cannot be used. Each says what to fix.
@@ -122,6 +139,7 @@ pub struct StateFile {
     path: PathBuf,
     dir: PathBuf,
     entries: Vec<PinEntry>,
+    kernel_balancing: Option<KernelBalancingEntry>,
     corrupt: Option<CorruptState>,
     /// `<path>.lock`, exclusively flocked while this value lives.
     _lock: File,
@@ -145,6 +163,7 @@ impl StateFile {
             path,
             dir,
             entries: Vec::new(),
+            kernel_balancing: None,
             corrupt: None,
             _lock: lock,
         };
@@ -152,7 +171,10 @@ impl StateFile {
             return Ok(state);
         };
         match parse(&bytes) {
-            Ok(entries) => state.entries = entries,
+            Ok((entries, kernel)) => {
+                state.entries = entries;
+                state.kernel_balancing = kernel;
+            }
             Err(Unusable::Newer(found)) => {
                 return Err(StateError::NewerVersion {
                     path: state.path.clone(),
@@ -201,6 +223,21 @@ impl StateFile {
         self.save()
     }
 
+    /// `kernel.numa_balancing` as found and as numaplace set it, if it
+    /// changed it.
+    pub fn kernel_balancing(&self) -> Option<KernelBalancingEntry> {
+        self.kernel_balancing
+    }
+
+    /// Records that numaplace writes `applied` to `kernel.numa_balancing`,
+    /// whose value is `now`: before the write (write-ahead). The first
+    /// original stays.
+    pub fn record_kernel_balancing(&mut self, now: u32, applied: u32) -> Result<(), StateError> {
+        let original = self.kernel_balancing.map_or(now, |k| k.original);
+        self.kernel_balancing = Some(KernelBalancingEntry { original, applied });
+        self.save()
+    }
+
     /// Drops a thread from the journal; whether it was there.
     pub fn forget(&mut self, task: TaskId) -> Result<bool, StateError> {
         let n = self.entries.len();
@@ -228,23 +265,34 @@ impl StateFile {
             }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                if self.entries.is_empty() {
+                if self.is_empty() {
                     return Ok(());
                 }
             }
             Err(e) => return Err(io_err(&self.path, "cannot inspect the state file")(e)),
         }
-        if self.entries.is_empty() {
+        if self.is_empty() {
             fs::remove_file(&self.path).map_err(io_err(&self.path, "cannot remove"))?;
             return self.sync_dir();
         }
         let contents = Contents {
-            version: VERSION,
+            // Version 1 where it reads as one, for an older numaplace.
+            version: if self.kernel_balancing.is_some() {
+                VERSION
+            } else {
+                1
+            },
             entries: self.entries.clone(),
+            kernel_balancing: self.kernel_balancing,
         };
         let mut bytes = serde_json::to_vec_pretty(&contents).expect("serializable");
         bytes.push(b'\n');
         self.write_atomic(&bytes)
+    }
+
+    /// Nothing to restore.
+    fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.kernel_balancing.is_none()
     }
 
     fn write_atomic(&self, bytes: &[u8]) -> Result<(), StateError> {
@@ -378,7 +426,11 @@ enum Unusable {
     Corrupt(String),
 }
 
-fn parse(bytes: &[u8]) -> Result<Vec<PinEntry>, Unusable> {
+/// What a state file holds: the pinned threads and, if numaplace changed
+/// it, `kernel.numa_balancing`.
+type Parsed = (Vec<PinEntry>, Option<KernelBalancingEntry>);
+
+fn parse(bytes: &[u8]) -> Result<Parsed, Unusable> {
     let corrupt = Unusable::Corrupt;
     if bytes.len() as u64 > MAX_BYTES {
         return Err(corrupt(format!(
@@ -387,7 +439,7 @@ fn parse(bytes: &[u8]) -> Result<Vec<PinEntry>, Unusable> {
     }
     let text = std::str::from_utf8(bytes).map_err(|e| corrupt(format!("not UTF-8 text: {e}")))?;
     if text.trim().is_empty() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), None));
     }
     // The version first, so a newer file is refused rather than moved aside.
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(text)
@@ -398,13 +450,13 @@ fn parse(bytes: &[u8]) -> Result<Vec<PinEntry>, Unusable> {
     }
     let c: Contents =
         serde_json::from_str(text).map_err(|e| corrupt(format!("not a state file: {e}")))?;
-    if c.version != VERSION {
+    if c.version == 0 || c.version > VERSION {
         return Err(corrupt(format!(
-            "state file version {} (this numaplace reads version {VERSION})",
+            "state file version {} (this numaplace reads versions 1 to {VERSION})",
             c.version
         )));
     }
-    Ok(c.entries)
+    Ok((c.entries, c.kernel_balancing))
 }
 
 /// The directory must be ours or root's and not writable by group or
@@ -462,6 +514,8 @@ pub enum Restore {
 #[derive(Debug, Default)]
 pub struct RestoreReport {
     pub entries: Vec<(PinEntry, Restore)>,
+    /// `kernel.numa_balancing`, where numaplace had changed it.
+    pub kernel_balancing: Option<(KernelBalancingEntry, Restore)>,
     /// Writing the journal afterwards failed.
     pub save_error: Option<String>,
 }
@@ -489,6 +543,25 @@ impl std::fmt::Display for RestoreReport {
                 write!(f, "; thread {} kept: {why}", e.task.tid)?;
             }
         }
+        if let Some((k, r)) = &self.kernel_balancing {
+            match r {
+                Restore::Restored => write!(
+                    f,
+                    "; kernel.numa_balancing back to {} (numaplace had set {})",
+                    k.original, k.applied
+                )?,
+                Restore::LeftAlone { why } | Restore::Kept { why } => write!(
+                    f,
+                    "; kernel.numa_balancing {}: {why}",
+                    if matches!(r, Restore::Kept { .. }) {
+                        "kept to restore later"
+                    } else {
+                        "left as it is"
+                    }
+                )?,
+                Restore::Gone => {}
+            }
+        }
         if let Some(e) = &self.save_error {
             write!(f, "; saving the state file failed: {e}")?;
         }
@@ -514,10 +587,44 @@ pub fn restore_all(state: &mut StateFile, act: &mut dyn Actuator) -> RestoreRepo
         report.entries.push((entry, result));
     }
     state.entries = kept;
+    if let Some(k) = state.kernel_balancing {
+        let result = restore_kernel_balancing(k, act);
+        if !matches!(result, Restore::Kept { .. }) {
+            state.kernel_balancing = None;
+        }
+        report.kernel_balancing = Some((k, result));
+    }
     if let Err(e) = state.save() {
         report.save_error = Some(e.to_string());
     }
     report
+}
+
+/// Puts `kernel.numa_balancing` back to the value numaplace found, if it
+/// is still the value numaplace wrote (an operator who changed it since
+/// has the last word).
+fn restore_kernel_balancing(k: KernelBalancingEntry, act: &mut dyn Actuator) -> Restore {
+    match act.kernel_balancing_value() {
+        None => Restore::Kept {
+            why: "kernel.numa_balancing cannot be set here (dry run)".into(),
+        },
+        Some(Err(e)) => Restore::Kept {
+            why: format!("cannot read kernel.numa_balancing: {e}"),
+        },
+        Some(Ok(now)) if now != k.applied => Restore::LeftAlone {
+            why: format!(
+                "it is {now}, not the {} numaplace set: someone changed it since",
+                k.applied
+            ),
+        },
+        Some(Ok(_)) if k.original == k.applied => Restore::Restored,
+        Some(Ok(_)) => match act.set_kernel_balancing_value(k.original) {
+            Ok(()) => Restore::Restored,
+            Err(e) => Restore::Kept {
+                why: format!("cannot write kernel.numa_balancing: {e}"),
+            },
+        },
+    }
 }
 
 fn restore_one(e: &PinEntry, act: &mut dyn Actuator) -> Restore {
@@ -617,7 +724,7 @@ mod tests {
         let mut s = loaded;
         assert!(s.forget(id(10, 5)).unwrap());
         assert!(!s.forget(id(10, 5)).unwrap());
-        assert_eq!(parse(&fs::read(&path).unwrap()).ok().unwrap().len(), 1);
+        assert_eq!(parse(&fs::read(&path).unwrap()).ok().unwrap().0.len(), 1);
         assert!(s.forget(id(11, 6)).unwrap());
         assert!(!path.exists(), "an empty journal is no file");
     }
@@ -903,5 +1010,118 @@ mod tests {
         };
         assert!(matches!(act.apply(&pin), Outcome::Refused { .. }));
         assert_eq!(crate::actuate::thread_affinity(2, 8192).unwrap(), before);
+    }
+
+    /// A world whose `kernel.numa_balancing` is a value in memory.
+    struct Sysctl {
+        value: Option<u32>,
+        writes: Vec<u32>,
+    }
+
+    impl Actuator for Sysctl {
+        fn apply(&mut self, _: &Action) -> Outcome {
+            Outcome::Gone
+        }
+
+        fn affinity(&self, _: TaskId, _: i32) -> Result<CpuSet, AffinityError> {
+            Err(AffinityError::Gone)
+        }
+
+        fn kernel_balancing_value(&self) -> Option<Result<u32, String>> {
+            self.value.map(Ok)
+        }
+
+        fn set_kernel_balancing_value(&mut self, value: u32) -> Result<(), String> {
+            self.writes.push(value);
+            self.value = Some(value);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_kernels_balancing_is_recorded_first_and_put_back_only_if_still_ours() {
+        let d = private_dir();
+        let path = d.path().join("state.json");
+        let mut s = StateFile::open(&path).unwrap();
+        // Found 3 (balancing and tiering), turned off (2), then on (3)
+        // and off again: the first original stays.
+        s.record_kernel_balancing(3, 2).unwrap();
+        s.record_kernel_balancing(2, 3).unwrap();
+        s.record_kernel_balancing(3, 2).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"version\": 2"), "{text}");
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        drop(s);
+        let mut s = StateFile::open(&path).unwrap();
+        assert_eq!(
+            s.kernel_balancing(),
+            Some(KernelBalancingEntry {
+                original: 3,
+                applied: 2
+            })
+        );
+        // Still what numaplace wrote: put back, the file removed.
+        let mut world = Sysctl {
+            value: Some(2),
+            writes: Vec::new(),
+        };
+        let report = restore_all(&mut s, &mut world);
+        assert_eq!(world.writes, vec![3]);
+        assert!(
+            report
+                .to_string()
+                .contains("kernel.numa_balancing back to 3"),
+            "{report}"
+        );
+        assert!(!path.exists());
+        drop(s);
+
+        // Changed by someone since: left as it is.
+        let mut s = StateFile::open(&path).unwrap();
+        s.record_kernel_balancing(1, 0).unwrap();
+        let mut world = Sysctl {
+            value: Some(1),
+            writes: Vec::new(),
+        };
+        let report = restore_all(&mut s, &mut world);
+        assert!(world.writes.is_empty());
+        assert!(
+            report.to_string().contains("someone changed it"),
+            "{report}"
+        );
+        assert!(!path.exists());
+        drop(s);
+
+        // A dry run cannot restore it: kept for a later restore.
+        let mut s = StateFile::open(&path).unwrap();
+        s.record_kernel_balancing(1, 0).unwrap();
+        let report = restore_all(&mut s, &mut RecordingActuator::default());
+        assert!(
+            report.to_string().contains("kept to restore later"),
+            "{report}"
+        );
+        assert!(s.kernel_balancing().is_some());
+        assert!(path.exists());
+    }
+
+    #[test]
+    fn a_file_without_the_kernels_balancing_is_still_version_1() {
+        let d = private_dir();
+        let path = d.path().join("state.json");
+        let mut s = StateFile::open(&path).unwrap();
+        s.record_pin(id(10, 5), 10, set("0-7"), set("0")).unwrap();
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"version\": 1"), "{text}");
+        assert!(!text.contains("kernel_balancing"), "{text}");
+        // Version 3 is a newer numaplace's: refused, not moved aside.
+        drop(s);
+        fs::write(&path, r#"{"version": 3, "entries": []}"#).unwrap();
+        assert!(matches!(
+            StateFile::open(&path),
+            Err(StateError::NewerVersion { found: 3, .. })
+        ));
     }
 }

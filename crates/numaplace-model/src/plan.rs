@@ -37,20 +37,33 @@ pub enum Action {
         pages_after: u64,
         to_node: u32,
     },
+    /// Turn the kernel's automatic NUMA balancing between nodes on or off
+    /// (bit 0x1 of `kernel.numa_balancing`; the memory-tiering bit 0x2 is
+    /// kept as it is). Machine-wide: it touches every process, so the
+    /// engine carries it out only when its scope is the whole machine.
+    KernelBalancing { on: bool },
 }
 
 impl Action {
-    /// The process the action touches.
+    /// The process the action touches; 0 for a machine-wide one
+    /// ([`Action::machine_wide`]).
     pub fn pid(&self) -> i32 {
         match self {
             Action::Pin { tgid, .. } => *tgid,
             Action::MoveMemory { process, .. } | Action::MoveWindow { process, .. } => process.tid,
+            Action::KernelBalancing { .. } => 0,
         }
     }
 
     /// Whether it moves memory (for the migration rate limit).
     pub fn moves_memory(&self) -> bool {
-        !matches!(self, Action::Pin { .. })
+        matches!(self, Action::MoveMemory { .. } | Action::MoveWindow { .. })
+    }
+
+    /// Whether it changes the machine rather than one process (a kernel
+    /// setting).
+    pub fn machine_wide(&self) -> bool {
+        matches!(self, Action::KernelBalancing { .. })
     }
 }
 

@@ -137,6 +137,11 @@ pub struct MachineReadings {
     /// Clock ticks per second of `utime` / `stime` (`sysconf(_SC_CLK_TCK)`).
     #[serde(default = "default_clock_ticks")]
     pub clock_ticks: u64,
+    /// Whether the kernel's automatic NUMA balancing moves pages between
+    /// nodes now (`kernel.numa_balancing` bit 0x1); `None` where the
+    /// kernel has no such setting or it could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_balancing: Option<bool>,
 }
 
 fn default_clock_ticks() -> u64 {
@@ -202,6 +207,7 @@ impl Default for MachineReadings {
             energy: Vec::new(),
             resctrl: Vec::new(),
             clock_ticks: default_clock_ticks(),
+            numa_balancing: None,
         }
     }
 }

@@ -92,6 +92,18 @@ pub trait Actuator {
     /// A thread's affinity now, after checking it is still the same task:
     /// what restoring an original affinity reads first.
     fn affinity(&self, task: TaskId, tgid: i32) -> Result<CpuSet, AffinityError>;
+
+    /// The whole value of `kernel.numa_balancing` now, what restoring it
+    /// reads first; `None` where this world cannot set it (a dry run, a
+    /// replay), so nothing is restored there.
+    fn kernel_balancing_value(&self) -> Option<Result<u32, String>> {
+        None
+    }
+
+    /// Writes the whole value of `kernel.numa_balancing` (a restore).
+    fn set_kernel_balancing_value(&mut self, _value: u32) -> Result<(), String> {
+        Err("this world has no kernel.numa_balancing to set".into())
+    }
 }
 
 /// Called before a pin is applied, to record the thread's original
@@ -104,6 +116,14 @@ pub trait PinGuard {
         original: &CpuSet,
         new: &CpuSet,
     ) -> Result<(), String>;
+
+    /// Before the kernel's automatic NUMA balancing is turned `on` (or
+    /// off): record the setting as it is, so that a stop or a crash puts
+    /// it back. Worlds without a kernel of their own to restore (the
+    /// simulator, replays, dry runs) record nothing.
+    fn before_kernel_balancing(&mut self, _on: bool) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// A guard that records nothing (dry runs, replays, the simulator).

@@ -15,6 +15,11 @@
 //!   nodes, memory moves go only where [`MemoryMover`] says numaplace
 //!   moves memory; the others are journalled as left to the kernel, so the
 //!   two never move the same pages back and forth;
+//! * a machine-wide action (the kernel's automatic NUMA balancing on or
+//!   off) is carried out only when the scope is the whole machine and
+//!   `[engine] manage_kernel_balancing` allows it, after the guard has
+//!   recorded the setting as it was (write-ahead), so a stop or a crash
+//!   puts it back;
 //! * an action the kernel refused (EPERM, EINVAL from a cpuset) is not
 //!   asked again every round: after n refusals in a row it waits
 //!   2^(n-1) rounds (at most [`MAX_BACKOFF_ROUNDS`]), so a task numaplace
@@ -57,9 +62,15 @@ pub struct EngineConfig {
     /// while it is off.
     pub memory_mover: MemoryMover,
     /// Whether the kernel's automatic NUMA balancing moves pages between
-    /// nodes on this host (read at start, not a config key).
+    /// nodes on this host (read at start, not a config key; each round's
+    /// snapshot says what it is then, where the host has the setting).
     #[serde(skip)]
     pub kernel_balancing: bool,
+    /// Whether a policy may turn the kernel's automatic NUMA balancing on
+    /// or off (`auto` tries the other setting as an experiment). Only with
+    /// `scope.all`: the setting is the whole machine's. The setting as it
+    /// was is recorded before the first change and put back at stop.
+    pub manage_kernel_balancing: bool,
     /// Page size of the host, bytes (a host constant, passed in).
     #[serde(skip)]
     pub page_size: u64,
@@ -71,6 +82,7 @@ impl Default for EngineConfig {
             migrate_mib_per_sec: 256,
             memory_mover: MemoryMover::default(),
             kernel_balancing: false,
+            manage_kernel_balancing: true,
             page_size: 4096,
         }
     }
@@ -214,6 +226,7 @@ pub const MAX_BACKOFF_ROUNDS: u64 = 64;
 enum RetryKey {
     Pin(TaskId, CpuSet),
     Memory(TaskId, u32),
+    Kernel(bool),
 }
 
 impl RetryKey {
@@ -226,12 +239,15 @@ impl RetryKey {
             | Action::MoveWindow {
                 process, to_node, ..
             } => RetryKey::Memory(*process, *to_node),
+            Action::KernelBalancing { on } => RetryKey::Kernel(*on),
         }
     }
 
-    fn task(&self) -> &TaskId {
+    /// The task it is about; `None` for a machine-wide action.
+    fn task(&self) -> Option<&TaskId> {
         match self {
-            RetryKey::Pin(t, _) | RetryKey::Memory(t, _) => t,
+            RetryKey::Pin(t, _) | RetryKey::Memory(t, _) => Some(t),
+            RetryKey::Kernel(_) => None,
         }
     }
 }
@@ -393,6 +409,13 @@ impl Engine {
         // is refused (the snapshot still shows the affinity before the
         // first, which would read as the thread having set its own).
         let mut pinned_now: HashSet<TaskId> = HashSet::new();
+        // Whether the kernel balances pages between nodes: as the round's
+        // snapshot read it (as read at start where the host cannot say),
+        // then as this round's actions set it.
+        let mut balancing = s
+            .machine
+            .numa_balancing
+            .unwrap_or(self.config.kernel_balancing);
         for d in plan.decisions {
             let pid = d.action.pid();
             let key = RetryKey::of(&d.action);
@@ -406,7 +429,9 @@ impl Engine {
                 Action::Pin { task, .. } => !pinned_now.insert(*task),
                 _ => false,
             };
-            let mut outcome = if !managed.contains(&pid) {
+            let mut outcome = if d.action.machine_wide() {
+                self.machine_wide(s, &d.action, actuator, guard, &mut balancing)
+            } else if !managed.contains(&pid) {
                 Outcome::Skipped {
                     why: "outside the scope".into(),
                 }
@@ -415,7 +440,15 @@ impl Engine {
                     why: "pinned already this round by an earlier action of the same plan".into(),
                 }
             } else {
-                self.carry_out(topology, s, &d.action, actuator, guard, &mut page_budget)
+                self.carry_out(
+                    topology,
+                    s,
+                    &d.action,
+                    actuator,
+                    guard,
+                    &mut page_budget,
+                    balancing,
+                )
             };
             self.back_off(key, &mut outcome, s.seq);
             report.count(&outcome);
@@ -442,7 +475,8 @@ impl Engine {
         self.first_seen.retain(|id, _| alive.contains(id));
         self.applied.retain(|id, _| alive.contains(id));
         self.hands_off.retain(|id| alive.contains(id));
-        self.backoff.retain(|k, _| alive.contains(k.task()));
+        self.backoff
+            .retain(|k, _| k.task().is_none_or(|t| alive.contains(t)));
         for t in &s.tasks {
             self.first_seen
                 .entry(t.id())
@@ -453,6 +487,7 @@ impl Engine {
     /// One action of a process in scope, through the safety rules: pins
     /// through [`Engine::pin`], memory moves only to nodes the cpuset
     /// allows and within this round's page budget (which they spend).
+    #[allow(clippy::too_many_arguments)]
     fn carry_out(
         &mut self,
         topology: &Topology,
@@ -461,6 +496,7 @@ impl Engine {
         actuator: &mut dyn Actuator,
         guard: &mut dyn PinGuard,
         page_budget: &mut u64,
+        kernel_balancing: bool,
     ) -> Outcome {
         let over_budget = || Outcome::Skipped {
             why: format!(
@@ -474,7 +510,7 @@ impl Engine {
             }
             _ if let Some(why) = outside_mems(s, action) => return Outcome::Skipped { why },
             _ if let Some(why) = self.config.memory_mover.leaves_to_kernel(
-                self.config.kernel_balancing,
+                kernel_balancing,
                 s.explicit_mempolicy.contains(&action.pid()),
             ) =>
             {
@@ -505,11 +541,75 @@ impl Engine {
                 }
                 actuator.apply(action)
             }
+            Action::KernelBalancing { .. } => {
+                return Outcome::Skipped {
+                    why: "a machine-wide action is not a process's".into(),
+                };
+            }
         };
         if let Outcome::Pages(p) = &outcome {
             *page_budget = page_budget.saturating_sub(p.moved);
         }
         outcome
+    }
+
+    /// A machine-wide action: the kernel's automatic NUMA balancing on or
+    /// off, only where the scope is the whole machine and the config lets
+    /// numaplace manage it, the kernel has the setting, and the guard has
+    /// recorded it as it was. `balancing` is the setting now, updated.
+    fn machine_wide(
+        &mut self,
+        s: &Snapshot,
+        action: &Action,
+        actuator: &mut dyn Actuator,
+        guard: &mut dyn PinGuard,
+        balancing: &mut bool,
+    ) -> Outcome {
+        let Action::KernelBalancing { on } = *action else {
+            return Outcome::Skipped {
+                why: "not a machine-wide action".into(),
+            };
+        };
+        if !self.scope.all {
+            return Outcome::Skipped {
+                why: "outside the scope: kernel.numa_balancing is the whole machine's, and \
+                      numaplace changes it only when its scope is every process (scope all)"
+                    .into(),
+            };
+        }
+        if !self.config.manage_kernel_balancing {
+            return Outcome::Skipped {
+                why: "[engine] manage_kernel_balancing = false: kernel.numa_balancing is left \
+                      as the operator set it"
+                    .into(),
+            };
+        }
+        let Some(now) = s.machine.numa_balancing else {
+            return Outcome::Skipped {
+                why: "this kernel has no automatic NUMA balancing (no kernel.numa_balancing), \
+                      or it could not be read"
+                    .into(),
+            };
+        };
+        if now == on {
+            return Outcome::Skipped {
+                why: format!("already {}", if on { "on" } else { "off" }),
+            };
+        }
+        if let Err(e) = guard.before_kernel_balancing(on) {
+            return Outcome::Skipped {
+                why: format!(
+                    "could not record kernel.numa_balancing as it was, so it is not changed: {e}"
+                ),
+            };
+        }
+        let o = actuator.apply(action);
+        // Carried out, or would be (a dry run): the rest of the plan is
+        // judged on the kernel it leaves.
+        if matches!(o, Outcome::Done | Outcome::NotApplied) {
+            *balancing = on;
+        }
+        o
     }
 
     /// After a refusal, the action waits 2^(n-1) rounds (n refusals in a

@@ -214,6 +214,11 @@ impl Actuator for ReplayActuator {
                 self.counts.window_moves += 1;
                 self.move_memory(*process, *to_node, Some(pages_before + pages_after + 1))
             }
+            Action::KernelBalancing { .. } => Outcome::Skipped {
+                why: "a replay cannot change the recorded kernel's automatic NUMA balancing: \
+                      its snapshots go on showing what the recorded kernel did"
+                    .into(),
+            },
         }
     }
 }

@@ -830,3 +830,146 @@ fn memory_mover_numaplace_moves_everything_and_says_they_may_fight() {
     );
     assert!(MemoryMover::Kernel.describe(false).contains("no effect"));
 }
+
+/// A policy that turns the kernel's balancing on, then moves process
+/// 100's memory to node 1.
+struct BalancingOnThenMove;
+
+impl numaplace_policy::Policy for BalancingOnThenMove {
+    fn name(&self) -> &'static str {
+        "balancing-on"
+    }
+
+    fn decide(&mut self, _view: &numaplace_policy::View<'_>) -> Plan {
+        let mut p = Plan::default();
+        p.push(Action::KernelBalancing { on: true }, "test: on");
+        p.push(
+            Action::MoveMemory {
+                process: TaskId {
+                    tid: 100,
+                    start_time: 1100,
+                },
+                to_node: 1,
+                max_pages: None,
+            },
+            "test: memory to node 1",
+        );
+        p
+    }
+}
+
+/// Records what the write-ahead was asked; fails if told to.
+#[derive(Default)]
+struct KernelGuard {
+    asked: Vec<bool>,
+    fail: bool,
+}
+
+impl PinGuard for KernelGuard {
+    fn before_pin(&mut self, _: TaskId, _: i32, _: &CpuSet, _: &CpuSet) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn before_kernel_balancing(&mut self, on: bool) -> Result<(), String> {
+        self.asked.push(on);
+        if self.fail {
+            return Err("disk full".into());
+        }
+        Ok(())
+    }
+}
+
+/// One round of [`BalancingOnThenMove`] on a kernel whose balancing is
+/// `now`: the journal, the actions carried out, what the guard was asked.
+fn balancing_round(
+    scope: Scope,
+    config: EngineConfig,
+    now: Option<bool>,
+    fail: bool,
+) -> (Vec<JournalEntry>, Vec<Action>, Vec<bool>) {
+    let mut e = Engine::new(Box::new(BalancingOnThenMove), scope, config);
+    let mut s = snapshot(1, 100, "0-3");
+    s.machine.numa_balancing = now;
+    let mut act = RecordingActuator::default();
+    let mut guard = KernelGuard {
+        fail,
+        ..KernelGuard::default()
+    };
+    let mut journal = Vec::new();
+    e.round(&topo(), &s, &mut act, &mut guard, &mut |x| {
+        journal.push(x.clone())
+    });
+    (journal, act.actions, guard.asked)
+}
+
+fn why(j: &[JournalEntry], machine_wide: bool) -> String {
+    let e = j
+        .iter()
+        .find(|e| e.action.machine_wide() == machine_wide)
+        .expect("journalled");
+    format!("{:?}", e.outcome)
+}
+
+#[test]
+fn the_kernels_balancing_changes_only_with_the_whole_machine_in_scope_and_after_the_write_ahead() {
+    // The whole machine, allowed: recorded first, carried out, and the
+    // memory move after it in the same plan is left to the kernel now on.
+    let (j, acts, asked) =
+        balancing_round(every_process(), EngineConfig::default(), Some(false), false);
+    assert_eq!(asked, vec![true]);
+    assert_eq!(acts, vec![Action::KernelBalancing { on: true }], "{j:#?}");
+    assert_eq!(j[0].pid, 0);
+    // (The recording actuator is a dry run's.)
+    assert!(why(&j, true).contains("NotApplied"), "{j:#?}");
+    assert!(why(&j, false).contains("left to the kernel"), "{j:#?}");
+
+    // A scope narrower than the machine: the setting is not its to change.
+    let (j, acts, asked) = balancing_round(
+        Scope {
+            pids: vec![100],
+            ..Scope::default()
+        },
+        EngineConfig::default(),
+        Some(false),
+        false,
+    );
+    assert!(asked.is_empty());
+    assert!(!acts.iter().any(|a| a.machine_wide()));
+    assert!(why(&j, true).contains("scope all"), "{j:#?}");
+    assert!(
+        acts.iter().any(|a| a.moves_memory()),
+        "the kernel still off: numaplace moves the memory"
+    );
+
+    // Not allowed by the config.
+    let (j, acts, _) = balancing_round(
+        every_process(),
+        EngineConfig {
+            manage_kernel_balancing: false,
+            ..EngineConfig::default()
+        },
+        Some(false),
+        false,
+    );
+    assert!(!acts.iter().any(|a| a.machine_wide()));
+    assert!(why(&j, true).contains("manage_kernel_balancing = false"));
+
+    // A kernel without the setting.
+    let (j, acts, _) = balancing_round(every_process(), EngineConfig::default(), None, false);
+    assert!(!acts.iter().any(|a| a.machine_wide()));
+    assert!(why(&j, true).contains("no automatic NUMA balancing"));
+
+    // The write-ahead failed: not changed.
+    let (j, acts, asked) =
+        balancing_round(every_process(), EngineConfig::default(), Some(false), true);
+    assert_eq!(asked, vec![true]);
+    assert!(!acts.iter().any(|a| a.machine_wide()));
+    assert!(why(&j, true).contains("disk full"));
+
+    // Already on: nothing to do, nothing recorded.
+    let (j, acts, asked) =
+        balancing_round(every_process(), EngineConfig::default(), Some(true), false);
+    assert!(asked.is_empty());
+    assert!(!acts.iter().any(|a| a.machine_wide()));
+    assert!(why(&j, true).contains("already on"));
+}

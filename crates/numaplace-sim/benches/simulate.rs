@@ -190,6 +190,7 @@ fn compare_6x10(c: &mut Criterion) {
             workers,
             numa_balancing: None,
             memory_mover: Default::default(),
+            manage_kernel_balancing: true,
         };
         let start = Instant::now();
         black_box(compare(&machine, &w, &opts));

@@ -100,9 +100,16 @@ pub struct RunResult {
     /// Threads moved to another node (the costly ones).
     pub node_migrations: u64,
     pub pages_migrated: u64,
-    /// The kernel it ran on: automatic NUMA balancing on or off.
+    /// The kernel it ran on: automatic NUMA balancing on or off at the
+    /// start.
     #[serde(default)]
     pub numa_balancing: bool,
+    /// And at the end, after the policy turned it on or off
+    /// `numa_balancing_changes` times.
+    #[serde(default)]
+    pub numa_balancing_end: bool,
+    #[serde(default)]
+    pub numa_balancing_changes: u64,
     /// Automatic NUMA balancing's hinting faults and the threads it moved
     /// toward their memory (0 when it was off).
     #[serde(default)]
@@ -161,6 +168,12 @@ pub struct PolicySummary {
     /// it) or off (the seeds' Linux).
     #[serde(default)]
     pub numa_balancing: bool,
+    /// Runs in which the policy turned the kernel's balancing on or off
+    /// (`auto`'s experiment), and of those how many ended with it on.
+    #[serde(default)]
+    pub numa_balancing_changed_runs: u32,
+    #[serde(default)]
+    pub numa_balancing_on_at_end_runs: u32,
     /// Mean over seeds of the run's mean runtime, seconds.
     pub mean_runtime_s: f64,
     /// The worst seed's mean runtime.
@@ -290,6 +303,8 @@ mod tests {
             node_migrations: 7,
             pages_migrated: 0,
             numa_balancing: false,
+            numa_balancing_end: false,
+            numa_balancing_changes: 0,
             hinting_faults: 0,
             numa_task_moves: 0,
             uncore_penalty_cycles: 0.0,

@@ -54,11 +54,25 @@ fn signed(v: Option<f64>) -> String {
     }
 }
 
+/// The kernel a policy ran on: `on` / `off`, and where it changed the
+/// setting itself, in how many runs and how many ended with it on
+/// (`off, 2/3 runs to on`).
+fn kernel_cell(p: &PolicySummary) -> String {
+    let start = if p.numa_balancing { "on" } else { "off" };
+    if p.numa_balancing_changed_runs == 0 {
+        return start.into();
+    }
+    format!(
+        "{start}, set in {}: {} on",
+        p.numa_balancing_changed_runs, p.numa_balancing_on_at_end_runs
+    )
+}
+
 /// A policy's row: the cells under [`HEADERS`] (the policy name raw).
 fn cells(p: &PolicySummary) -> [String; 11] {
     [
         p.policy.clone(),
-        if p.numa_balancing { "on" } else { "off" }.into(),
+        kernel_cell(p),
         fixed(Some(p.mean_runtime_s), 2),
         signed(p.vs_default_percent),
         signed(p.vs_oracle_percent),

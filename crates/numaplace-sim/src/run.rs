@@ -49,6 +49,10 @@ pub struct RunOptions {
     /// Who moves memory while the simulated kernel balances (the daemon's
     /// `[engine] memory_mover`; its default, `where-kernel-cannot`).
     pub memory_mover: numaplace_policy::engine::MemoryMover,
+    /// Whether a policy may turn the simulated kernel's balancing on or
+    /// off during the run (the daemon's `[engine] manage_kernel_balancing`;
+    /// `auto` tries the other setting as an experiment).
+    pub manage_kernel_balancing: bool,
 }
 
 impl Default for RunOptions {
@@ -64,6 +68,7 @@ impl Default for RunOptions {
             page_sets: None,
             numa_balancing: None,
             memory_mover: numaplace_policy::engine::MemoryMover::default(),
+            manage_kernel_balancing: true,
         }
     }
 }
@@ -153,6 +158,7 @@ pub fn run(
                 // the memory mover decides whose memory numaplace moves.
                 memory_mover: opts.memory_mover,
                 kernel_balancing: balancing,
+                manage_kernel_balancing: opts.manage_kernel_balancing,
             },
         );
         (engine, interval.as_secs_f64())
@@ -201,6 +207,8 @@ pub fn run(
         node_migrations: totals.node_migrations,
         pages_migrated: totals.pages_migrated,
         numa_balancing: balancing,
+        numa_balancing_end: world.balancing_on(),
+        numa_balancing_changes: totals.numa_balancing_changes,
         hinting_faults: totals.hinting_faults,
         numa_task_moves: totals.numa_task_moves,
         uncore_penalty_cycles: totals.uncore_occupancy / totals.uncore_requests.max(1.0),
@@ -317,6 +325,12 @@ pub fn summarise(policy: &str, runs: &[RunResult]) -> PolicySummary {
     PolicySummary {
         policy: policy.to_string(),
         numa_balancing: runs.iter().any(|r| r.numa_balancing),
+        numa_balancing_changed_runs: runs.iter().filter(|r| r.numa_balancing_changes > 0).count()
+            as u32,
+        numa_balancing_on_at_end_runs: runs
+            .iter()
+            .filter(|r| r.numa_balancing_changes > 0 && r.numa_balancing_end)
+            .count() as u32,
         mean_runtime_s: mean,
         worst_runtime_s: scores.iter().copied().fold(f64::MIN, f64::max),
         rsd_percent: rsd,
@@ -376,6 +390,9 @@ pub struct CompareOptions {
     pub numa_balancing: Option<bool>,
     /// Who moves memory while that kernel balances.
     pub memory_mover: numaplace_policy::engine::MemoryMover,
+    /// Whether policies may turn the kernel's balancing on or off
+    /// ([`RunOptions::manage_kernel_balancing`]).
+    pub manage_kernel_balancing: bool,
 }
 
 /// What to say when a policy's mean beats the oracle's by more than 1 %:
@@ -417,6 +434,7 @@ pub fn compare(machine: &Machine, workload: &Workload, opts: &CompareOptions) ->
             trace: si == 0,
             numa_balancing: opts.numa_balancing,
             memory_mover: opts.memory_mover,
+            manage_kernel_balancing: opts.manage_kernel_balancing,
             ..RunOptions::default()
         };
         run(

@@ -75,6 +75,8 @@ pub struct SweepOptions {
     pub numa_balancing: Option<bool>,
     /// Who moves memory while that kernel balances.
     pub memory_mover: numaplace_policy::engine::MemoryMover,
+    /// Whether policies may turn that kernel's balancing on or off.
+    pub manage_kernel_balancing: bool,
 }
 
 /// One case's outcome.
@@ -167,6 +169,7 @@ pub fn sweep(
             interval: opts.interval,
             numa_balancing: opts.numa_balancing,
             memory_mover: opts.memory_mover,
+            manage_kernel_balancing: opts.manage_kernel_balancing,
             ..RunOptions::default()
         };
         let r = run(
@@ -360,6 +363,7 @@ mod tests {
             worst: 1,
             numa_balancing: None,
             memory_mover: Default::default(),
+            manage_kernel_balancing: true,
         };
         let calls = AtomicUsize::new(0);
         let s = sweep(&cases, &opts, &|_, total| {
@@ -410,6 +414,7 @@ mod tests {
             worst: 1,
             numa_balancing: None,
             memory_mover: Default::default(),
+            manage_kernel_balancing: true,
         };
         let e = sweep(&[Case::mix(1).unwrap()], &opts, &|_, _| {}).unwrap_err();
         assert!(e.contains("include it"), "{e}");

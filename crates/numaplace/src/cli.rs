@@ -364,6 +364,12 @@ pub struct SimArgs {
     #[arg(long, value_name = "MOVER", value_parser = parse_mover)]
     pub memory_mover: Option<numaplace_policy::engine::MemoryMover>,
 
+    /// Keep the simulated kernel's balancing as it started, as the
+    /// daemon's `[engine] manage_kernel_balancing = false`: `auto` then
+    /// does not try the other setting.
+    #[arg(long)]
+    pub keep_kernel_balancing: bool,
+
     /// Print JSON for programs instead of the table.
     #[arg(long)]
     pub json: bool,

@@ -150,7 +150,39 @@ impl HostActuator {
                 pages_after,
                 to_node,
             } => self.move_window(*process, *address, *pages_before, *pages_after, *to_node),
+            Action::KernelBalancing { on } => self.kernel_balancing(*on),
         }
+    }
+
+    /// Turns the kernel's automatic NUMA balancing between nodes on or
+    /// off (`kernel.numa_balancing` bit 0x1, the tiering bit kept).
+    pub fn kernel_balancing(&self, on: bool) -> Outcome {
+        match crate::balancing::set_between_nodes(&self.root, on) {
+            Ok(_) => Outcome::Done,
+            Err(e) => Outcome::Refused {
+                errno: errno_name(e.raw_os_error()),
+                why: format!(
+                    "cannot set {}: {e}",
+                    self.root.join(crate::balancing::SYSCTL).display()
+                ),
+            },
+        }
+    }
+
+    /// Whether the kernel balances between nodes now; `None` where it
+    /// has no such setting.
+    pub fn kernel_balancing_now(&self) -> Option<bool> {
+        crate::balancing::NumaBalancing::read(&self.root).between_nodes()
+    }
+
+    /// The whole `kernel.numa_balancing` value now.
+    pub fn kernel_balancing_value(&self) -> io::Result<u32> {
+        crate::balancing::read_value(&self.root)
+    }
+
+    /// Writes the whole `kernel.numa_balancing` value (a restore).
+    pub fn set_kernel_balancing_value(&self, value: u32) -> io::Result<()> {
+        crate::balancing::write_value(&self.root, value)
     }
 
     /// A thread's affinity (`sched_getaffinity`), after checking it is
@@ -381,6 +413,14 @@ impl Actuator for HostActuator {
             ActError::KernelThread { .. } => AffinityError::KernelThread,
             e @ ActError::Os { .. } => AffinityError::Unreadable(e.to_string()),
         })
+    }
+
+    fn kernel_balancing_value(&self) -> Option<Result<u32, String>> {
+        Some(HostActuator::kernel_balancing_value(self).map_err(|e| e.to_string()))
+    }
+
+    fn set_kernel_balancing_value(&mut self, value: u32) -> Result<(), String> {
+        HostActuator::set_kernel_balancing_value(self, value).map_err(|e| e.to_string())
     }
 }
 

@@ -235,6 +235,11 @@ impl Trial {
         }
     }
 
+    /// Whether a round after the change was observed.
+    pub fn started(&self) -> bool {
+        self.rounds > 0
+    }
+
     /// One more round after the change.
     pub fn observe(&mut self, params: &JudgeParams, progress: &BTreeMap<i32, f64>) -> Verdict {
         self.rounds += 1;

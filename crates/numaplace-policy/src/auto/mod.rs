@@ -18,6 +18,15 @@
 //!   which needs no counters, per group, where its premise holds.
 //! - The threads of a group brought together alone ([`GATHER`]) where its
 //!   memory lies spread like them.
+//! - When nothing else is to be tried: the kernel's automatic NUMA
+//!   balancing the other way ([`KERNEL`]: turned on where it is off, off
+//!   where it is on), where the engine may change it (scope all,
+//!   `[engine] manage_kernel_balancing`), also under a kept layout: one
+//!   experiment over every group, judged as one once the kernel has
+//!   stopped moving memory, kept only if the groups together went faster
+//!   by more than the margin; tried again, the other way, after a
+//!   doubling wait (what the kernel gains or costs changes as processes
+//!   come, go and settle).
 //!
 //! Where the machine counts no instructions (a VM without a virtual PMU),
 //! nothing can be judged, so `auto` makes only numad's counter-free move,
@@ -110,6 +119,35 @@ const GATHER: &str = "gathering of threads";
 /// verdict is [`experiment::Judgement::keeps_jointly`]).
 const LAYOUT: &str = "distributed-intensity layout";
 
+/// The kernel's automatic NUMA balancing turned the other way (the whole
+/// machine's setting, `kernel.numa_balancing`): its gains (pages and
+/// threads brought together where first touch left them apart) and its
+/// costs (a hinting fault on every scanned page, more where nothing is
+/// misplaced) are the machine's, so the trial is judged as one over every
+/// group, as [`LAYOUT`]'s.
+const KERNEL: &str = "kernel's automatic NUMA balancing";
+
+/// Rounds at least after turning the kernel's balancing on before a
+/// trial is measured: the first scan of each process is due at once (its
+/// `numa_next_scan` is long past) and a page moves on its second fault
+/// from the same node (the two-stage filter, `should_numa_migrate_memory`),
+/// a scan period later, so pages start moving two or three periods of
+/// `numa_balancing_scan_period_min_ms` (1 s) in; the 2-node guest
+/// measurement (docs/simulator.md) moved 256 MiB within 5 s. The trial
+/// then waits while the kernel goes on moving memory
+/// ([`KERNEL_STILL`]), a scan window of 256 MiB per period at most, so a
+/// process of many GiB takes many periods, up to
+/// [`KERNEL_MAX_SETTLE_ROUNDS`]. Turned off, the faults stop at once: one
+/// round.
+const KERNEL_ON_SETTLE_ROUNDS: usize = 3;
+const KERNEL_OFF_SETTLE_ROUNDS: usize = 1;
+/// The kernel is taken to have placed memory once less than this share of
+/// the groups' memory changed node over a round, two rounds in a row.
+const KERNEL_STILL: f64 = 0.01;
+/// The longest a trial of the kernel's balancing waits for its pages to
+/// settle before it is measured anyway.
+const KERNEL_MAX_SETTLE_ROUNDS: usize = 60;
+
 /// The hysteresis of DI-Migrate's ranking in [`LAYOUT`]
 /// ([`DiParams::rank_hysteresis_percent`]).
 const LAYOUT_RANK_HYSTERESIS_PERCENT: f64 = 10.0;
@@ -164,6 +202,14 @@ struct Experiment {
     /// layout re-pins threads every round, so the first round's pins do
     /// not say what it changed).
     layout: Option<BTreeMap<i32, Before>>,
+    /// A trial of the kernel's balancing ([`KERNEL`]): the setting before
+    /// it, what a rollback puts back.
+    kernel: Option<bool>,
+    /// While a trial of the kernel's balancing settles: each group's
+    /// memory per node last round, and the rounds in a row in which it
+    /// hardly moved ([`KERNEL_STILL`]).
+    memory_seen: BTreeMap<i32, BTreeMap<u32, u64>>,
+    still_rounds: usize,
 }
 
 /// A thread's affinity and the node it ran on before a layout.
@@ -192,6 +238,10 @@ pub struct Auto {
     /// Layout rollbacks so far and the round until which it is not tried
     /// again.
     layout_held: (u32, u64),
+    /// Trials of the kernel's balancing so far and the round until which
+    /// it is not tried again ([`KERNEL`]; `u64::MAX` once the engine did
+    /// not carry a change out: out of scope or not allowed here).
+    kernel_held: (u32, u64),
     /// DINO, asked every round (its classes' hysteresis needs every
     /// round), acted on for a lone group ([`DINO_LAYOUT`]).
     dino: Dino,
@@ -268,6 +318,7 @@ impl Auto {
             }),
             layout_kept: false,
             layout_held: (0, 0),
+            kernel_held: (0, 0),
             dino: Dino::new(DinoParams::default()),
             dino_kept: BTreeSet::new(),
             first_affinity: BTreeMap::new(),
@@ -583,6 +634,10 @@ impl Auto {
         };
         e.rounds += 1;
         e.moves.retain(|m| s.group(m.pid).is_some()); // exited: nothing to undo
+        if let Some(before) = e.kernel {
+            self.go_on_kernel(s, e, before, progress, plan);
+            return;
+        }
         if e.moves.is_empty() {
             if e.layout.is_some() {
                 // Every group it moved is gone: nothing judged, nothing to
@@ -739,6 +794,222 @@ impl Auto {
                 self.history.clear();
             }
         }
+    }
+
+    /// One round of a trial of the kernel's balancing turned from
+    /// `before` to the other way: it waits out its settling
+    /// ([`KERNEL_ON_SETTLE_ROUNDS`]), then is kept if the groups together
+    /// went faster by more than the margin, else the setting goes back.
+    /// Kept or not, the other setting is tried again after a doubling
+    /// wait. If the setting did not change (the engine did not carry the
+    /// action out: the scope is not the whole machine, or it may not
+    /// manage it), it is not tried again.
+    fn go_on_kernel(
+        &mut self,
+        s: &Snapshot,
+        mut e: Experiment,
+        before: bool,
+        progress: &BTreeMap<i32, f64>,
+        plan: &mut Plan,
+    ) {
+        let word = |on: bool| if on { "on" } else { "off" };
+        if s.machine.numa_balancing != Some(!before) {
+            // Not carried out (the engine's journal says why), or changed
+            // back by someone else: nothing to judge, and not auto's to
+            // manage.
+            self.kernel_held.1 = u64::MAX;
+            self.history.clear();
+            return;
+        }
+        if !e.moves.is_empty() && !e.trial.started() {
+            // Settling: turned off, one round; turned on, until the
+            // kernel has placed the memory it is going to.
+            let memory: BTreeMap<i32, BTreeMap<u32, u64>> = e
+                .moves
+                .iter()
+                .filter_map(|m| Some((m.pid, s.group(m.pid)?.memory_total()?)))
+                .collect();
+            let (mut moved, mut total) = (0u64, 0u64);
+            for (pid, now) in &memory {
+                total += now.values().sum::<u64>();
+                let was = e.memory_seen.get(pid);
+                let nodes: BTreeSet<u32> = now
+                    .keys()
+                    .chain(was.into_iter().flat_map(|w| w.keys()))
+                    .copied()
+                    .collect();
+                let gained: u64 = nodes
+                    .iter()
+                    .map(|n| {
+                        let a = now.get(n).copied().unwrap_or(0);
+                        let b = was.and_then(|w| w.get(n)).copied().unwrap_or(0);
+                        a.saturating_sub(b)
+                    })
+                    .sum();
+                moved += gained;
+            }
+            let still = total > 0 && (moved as f64) < KERNEL_STILL * total as f64;
+            e.still_rounds = if still && !e.memory_seen.is_empty() {
+                e.still_rounds + 1
+            } else {
+                0
+            };
+            e.memory_seen = memory;
+            let settled = if before {
+                e.rounds > KERNEL_OFF_SETTLE_ROUNDS
+            } else {
+                e.rounds > KERNEL_ON_SETTLE_ROUNDS && e.still_rounds >= 2
+                    || e.rounds > KERNEL_MAX_SETTLE_ROUNDS
+            };
+            if !settled {
+                self.trial = Some(e);
+                return;
+            }
+        }
+        let verdict = if e.moves.is_empty() {
+            Verdict::Unjudged
+        } else {
+            e.trial.observe(&self.judge, progress)
+        };
+        self.kernel_held.0 += 1;
+        let wait = self.judge.backoff_after(self.kernel_held.0);
+        self.kernel_held.1 = s.seq + wait;
+        let undo = |why: String, plan: &mut Plan| {
+            plan.push(
+                Action::KernelBalancing { on: before },
+                format!(
+                    "auto: experiment {} ({KERNEL} {}) rolled back: {why}; it goes back {}, and \
+                     {} is tried again in {wait} rounds",
+                    e.number,
+                    word(!before),
+                    word(before),
+                    word(!before)
+                ),
+            );
+        };
+        match verdict {
+            Verdict::Wait => {
+                self.kernel_held.0 -= 1;
+                self.trial = Some(e);
+            }
+            Verdict::Judged(j) => {
+                let numbers = format!(
+                    "the groups in scope together went {}{}, over {} rounds",
+                    percent(j.all),
+                    j.control
+                        .map(|c| format!(" (those measured throughout {})", percent(c)))
+                        .unwrap_or_default(),
+                    self.judge.measure_rounds
+                );
+                if j.keeps_jointly(self.judge.margin) {
+                    self.verdicts.push(format!(
+                        "experiment {} ({KERNEL} {}) kept: {numbers}; {} is tried again in \
+                         {wait} rounds",
+                        e.number,
+                        word(!before),
+                        word(before)
+                    ));
+                    self.history = e.trial.measured_history();
+                } else {
+                    undo(
+                        format!(
+                            "{numbers} (kept when the groups together gain more than {})",
+                            percent(self.judge.margin)
+                        ),
+                        plan,
+                    );
+                    self.history.clear();
+                }
+            }
+            Verdict::Unjudged => {
+                undo(
+                    "a group came or went while it was measured and none was measured \
+                     throughout to judge it against"
+                        .into(),
+                    plan,
+                );
+                self.history.clear();
+            }
+        }
+    }
+
+    /// Starts a trial of the kernel's balancing the other way where the
+    /// kernel has the setting and its wait is over. It comes after every
+    /// other move: it is the slowest to settle and to judge, and a short
+    /// run would spend its time on it before the moves that pay at once.
+    fn maybe_try_kernel(&mut self, view: &View<'_>, plan: &mut Plan) {
+        let s = view.snapshot;
+        if let Some(now) = s.machine.numa_balancing
+            && s.seq >= self.kernel_held.1
+        {
+            self.try_kernel(view, now, plan);
+        }
+    }
+
+    /// Starts a trial of the kernel's balancing turned the other way from
+    /// `now`, once every group in scope past its start has a baseline:
+    /// every group judged as one.
+    fn try_kernel(&mut self, view: &View<'_>, now: bool, plan: &mut Plan) {
+        let s = view.snapshot;
+        let n = self.judge.measure_rounds;
+        let Some(baseline) = self.baseline(view, SETTLED_AGE * n as u64) else {
+            return;
+        };
+        if baseline.is_empty() {
+            return;
+        }
+        let number = self.experiments + 1;
+        self.experiments = number;
+        let earlier: String = self.verdicts.drain(..).map(|v| v + "; ").collect();
+        let moves: Vec<Move> = s
+            .groups
+            .iter()
+            .filter(|g| view.managed.contains(&g.pid))
+            .map(|g| Move {
+                pid: g.pid,
+                label: String::new(),
+                kind: KERNEL,
+                moved_memory: false,
+                undo_home: Vec::new(),
+                undo: Vec::new(),
+                memory_to: None,
+                memory_before: BTreeMap::new(),
+            })
+            .collect();
+        let on = !now;
+        plan.push(
+            Action::KernelBalancing { on },
+            format!(
+                "auto: {earlier}experiment {number}: trying the {KERNEL} {} (it is {} now), judged \
+                 over the {} groups in scope together over {n} rounds after {} to settle, kept \
+                 above {}: {}",
+                if on { "on" } else { "off" },
+                if now { "on" } else { "off" },
+                baseline.len(),
+                if on {
+                    KERNEL_ON_SETTLE_ROUNDS
+                } else {
+                    KERNEL_OFF_SETTLE_ROUNDS
+                },
+                percent(self.judge.margin),
+                if on {
+                    "the kernel moves pages toward the threads that touch them and threads toward \
+                     their memory, at the cost of a hinting fault on each page it scans"
+                } else {
+                    "no more hinting faults, and pages and threads stay where they are"
+                }
+            ),
+        );
+        self.trial = Some(Experiment {
+            number,
+            trial: Trial::new(moves.iter().map(|m| m.pid).collect(), baseline),
+            moves,
+            rounds: 0,
+            layout: None,
+            kernel: Some(now),
+            memory_seen: BTreeMap::new(),
+            still_rounds: 0,
+        });
     }
 
     /// Undoes move `m` of experiment `number`, saying `why` in each
@@ -932,6 +1203,9 @@ impl Auto {
             moves,
             rounds: 0,
             layout: Some(before),
+            kernel: None,
+            memory_seen: BTreeMap::new(),
+            still_rounds: 0,
         });
     }
 
@@ -1021,6 +1295,9 @@ impl Auto {
             moves,
             rounds: 0,
             layout: None,
+            kernel: None,
+            memory_seen: BTreeMap::new(),
+            still_rounds: 0,
         });
     }
 }
@@ -1128,6 +1405,19 @@ impl Policy for Auto {
         }
         let following = self.follow(view, &mut plan);
         if self.layout_kept {
+            // DI-Migrate manages the threads and their memory; the
+            // kernel's balancing is still tried the other way, on the
+            // layout it keeps.
+            if let Some(progress) = progress(view) {
+                if self.trial.is_some() {
+                    self.go_on(view, &progress, &mut plan);
+                } else {
+                    self.history.push(&progress, self.judge.measure_rounds);
+                    if self.undoing.is_empty() && following.is_empty() {
+                        self.maybe_try_kernel(view, &mut plan);
+                    }
+                }
+            }
             return plan;
         }
         // A move is tried only where its premise holds (the one under
@@ -1254,6 +1544,9 @@ impl Policy for Auto {
                 .collect();
         }
         self.try_moves(view, kinds, &mut plan);
+        if self.trial.is_none() && busy.is_empty() && following.is_empty() {
+            self.maybe_try_kernel(view, &mut plan);
+        }
         plan
     }
 }

@@ -712,3 +712,132 @@ fn one_node_machine_is_left_to_linux() {
     let one = Topology::synthetic("pack:1 numa:1 l3:1 core:4 pu:1").unwrap();
     assert!(!tried(&one));
 }
+
+/// Round `seq` of a process whose memory is where its threads run (node
+/// 0, nothing for numad to move), on a kernel whose automatic NUMA
+/// balancing is `balancing`, its threads retiring `ips` instructions per
+/// second each.
+fn kernel_round(seq: u64, balancing: bool, ips: u64) -> Snapshot {
+    let t = topo();
+    let mut s = round(seq, t.span(), Some(ips));
+    if let Some(m) = s.groups[0].memory.as_mut() {
+        *m = BTreeMap::from([(
+            0,
+            NodeMemory {
+                anon: GIB,
+                file: 0,
+                huge: 0,
+            },
+        )]);
+    }
+    s.machine.numa_balancing = Some(balancing);
+    s
+}
+
+/// The kernel setting a plan asks for, if it asks for one.
+fn kernel_action(plan: &Plan) -> Option<(bool, &str)> {
+    plan.decisions.iter().find_map(|d| match d.action {
+        Action::KernelBalancing { on } => Some((on, d.reason.as_str())),
+        _ => None,
+    })
+}
+
+/// Rounds on a kernel with balancing off until `auto` turns it on; the
+/// round it did.
+fn until_kernel_trial(auto: &mut Auto, t: &Topology) -> u64 {
+    for seq in 1..=20 {
+        let plan = decide(auto, t, &kernel_round(seq, false, 1_000_000_000));
+        if let Some((on, why)) = kernel_action(&plan) {
+            assert!(on, "{why}");
+            assert!(why.contains("experiment 1: trying"), "{why}");
+            return seq;
+        }
+    }
+    panic!("auto never tried the kernel's balancing");
+}
+
+#[test]
+fn the_kernels_balancing_is_tried_the_other_way_and_kept_when_the_groups_gain() {
+    let t = topo();
+    let p = AutoParams::default();
+    let mut auto = Auto::new(p.clone());
+    let started = until_kernel_trial(&mut auto, &t);
+    assert_eq!(
+        started,
+        1 + SETTLED_AGE * p.measure_rounds as u64,
+        "once the group is past its start, with a baseline"
+    );
+    // On, the group goes 10 % faster: nothing is undone, and the verdict
+    // is told with the next experiment.
+    let mut seq = started;
+    for _ in 0..KERNEL_ON_SETTLE_ROUNDS + p.measure_rounds + 2 {
+        seq += 1;
+        let plan = decide(&mut auto, &t, &kernel_round(seq, true, 1_100_000_000));
+        assert!(kernel_action(&plan).is_none(), "{plan:?}");
+    }
+    // The other way (off) is tried again after the first wait.
+    let wait = JudgeParams::default().backoff_rounds;
+    let mut tried = None;
+    for _ in 0..wait + 5 {
+        seq += 1;
+        let plan = decide(&mut auto, &t, &kernel_round(seq, true, 1_100_000_000));
+        if let Some((on, why)) = kernel_action(&plan) {
+            tried = Some((seq, on, why.to_string()));
+            break;
+        }
+    }
+    let (_, on, why) = tried.expect("the other setting is tried again");
+    assert!(!on, "{why}");
+    assert!(
+        why.contains("kept: the groups in scope together went +10.0 %"),
+        "{why}"
+    );
+}
+
+#[test]
+fn the_kernels_balancing_is_put_back_when_the_groups_lose() {
+    let t = topo();
+    let p = AutoParams::default();
+    let mut auto = Auto::new(p.clone());
+    let started = until_kernel_trial(&mut auto, &t);
+    let mut back = None;
+    for seq in started + 1..started + 20 {
+        let plan = decide(&mut auto, &t, &kernel_round(seq, true, 900_000_000));
+        if let Some((on, why)) = kernel_action(&plan) {
+            back = Some((seq, on, why.to_string()));
+            break;
+        }
+    }
+    let (seq, on, why) = back.expect("rolled back");
+    assert!(!on, "put back off: {why}");
+    assert!(why.contains("rolled back"), "{why}");
+    assert!(why.contains("-10.0 %"), "{why}");
+    assert!(
+        seq > started + KERNEL_ON_SETTLE_ROUNDS as u64,
+        "judged only once settled: {seq}"
+    );
+}
+
+#[test]
+fn the_kernels_balancing_is_not_tried_again_where_the_engine_does_not_change_it() {
+    let t = topo();
+    let mut auto = Auto::new(AutoParams::default());
+    let started = until_kernel_trial(&mut auto, &t);
+    // The engine skipped the action (not the whole machine in scope, or
+    // `manage_kernel_balancing = false`): the kernel stays off.
+    for seq in started + 1..started + 600 {
+        let plan = decide(&mut auto, &t, &kernel_round(seq, false, 1_000_000_000));
+        assert!(kernel_action(&plan).is_none(), "round {seq}: {plan:?}");
+    }
+}
+
+#[test]
+fn a_kernel_without_the_setting_is_left_alone() {
+    let t = topo();
+    let mut auto = Auto::new(AutoParams::default());
+    for seq in 1..200 {
+        let mut s = kernel_round(seq, false, 1_000_000_000);
+        s.machine.numa_balancing = None;
+        assert!(kernel_action(&decide(&mut auto, &t, &s)).is_none());
+    }
+}

@@ -66,6 +66,8 @@ fn run(policy: &str, samples: usize, threads: usize, nodes: usize, cpus: usize) 
         makespan_s: end,
         finished: true,
         numa_balancing: false,
+        numa_balancing_end: false,
+        numa_balancing_changes: 0,
         hinting_faults: 0,
         numa_task_moves: 0,
         uncore_penalty_cycles: 120.0,
@@ -101,6 +103,8 @@ fn run(policy: &str, samples: usize, threads: usize, nodes: usize, cpus: usize) 
 fn summary(policy: &str, mean: f64, vs_default: Option<f64>, energy: Option<f64>) -> PolicySummary {
     PolicySummary {
         numa_balancing: false,
+        numa_balancing_changed_runs: 0,
+        numa_balancing_on_at_end_runs: 0,
         policy: policy.into(),
         mean_runtime_s: mean,
         worst_runtime_s: mean * 1.1,

@@ -130,6 +130,28 @@ impl World {
     }
 }
 
+impl World {
+    /// Whether the simulated kernel balances between nodes now.
+    pub fn balancing_on(&self) -> bool {
+        self.workload.linux.numa_balancing
+    }
+
+    /// Turns the simulated kernel's automatic NUMA balancing on or off
+    /// (`sysctl kernel.numa_balancing`). As in the kernel, each process's
+    /// scanner keeps its state while it is off: its next scan was due
+    /// `numa_balancing_scan_delay_ms` after it started, so a process older
+    /// than that is scanned at the next step once it is on
+    /// (`task_numa_work` compares `mm->numa_next_scan` with now), and the
+    /// threads' fault statistics and preferred nodes are those of when it
+    /// was last on.
+    pub fn set_numa_balancing(&mut self, on: bool) {
+        if self.workload.linux.numa_balancing != on {
+            self.workload.linux.numa_balancing = on;
+            self.totals.numa_balancing_changes += 1;
+        }
+    }
+}
+
 impl Actuator for World {
     fn affinity(&self, task: TaskId, _tgid: i32) -> Result<CpuSet, AffinityError> {
         let t = self.find_thread(task).ok_or(AffinityError::Gone)?;
@@ -179,6 +201,10 @@ impl Actuator for World {
                 Ok((ai, node)) => self.move_window(ai, *address, *pages_before, *pages_after, node),
                 Err(o) => o,
             },
+            Action::KernelBalancing { on } => {
+                self.set_numa_balancing(*on);
+                Outcome::Done
+            }
         }
     }
 }

@@ -598,6 +598,43 @@ mod tests {
         w.solver.cpu_node(w.threads[k].cpu.unwrap())
     }
 
+    /// `sysctl kernel.numa_balancing=1` on a process that ran without it:
+    /// its first scan is long due, so it is scanned at once, and its
+    /// memory follows a moved thread as if it had been on all along;
+    /// turned off again, the faults stop.
+    #[test]
+    fn balancing_turned_on_and_off_mid_run() {
+        let mut w = world("westmere-2s", &[0], MemoryPlacement::FirstTouch, false);
+        run(&mut w, 2.5);
+        pin(&mut w, 0, "8");
+        run(&mut w, 1.0);
+        assert_eq!(w.totals().hinting_faults, 0);
+        assert_eq!(w.snapshot().machine.numa_balancing, Some(false));
+        assert_eq!(
+            w.apply(&Action::KernelBalancing { on: true }),
+            Outcome::Done
+        );
+        assert_eq!(w.snapshot().machine.numa_balancing, Some(true));
+        w.advance();
+        assert!(w.totals().hinting_faults > 0, "scanned at once");
+        run(&mut w, 5.0);
+        let m = mib(&mut w, 0);
+        assert!(m[0] < 1.0 && (m[1] - 256.0).abs() < 1.0, "{m:?}");
+        assert_eq!(
+            w.apply(&Action::KernelBalancing { on: false }),
+            Outcome::Done
+        );
+        let faults = w.totals().hinting_faults;
+        run(&mut w, 3.0);
+        assert_eq!(w.totals().hinting_faults, faults, "no scans while off");
+        assert_eq!(w.totals().numa_balancing_changes, 2);
+        assert_eq!(
+            w.apply(&Action::KernelBalancing { on: false }),
+            Outcome::Done
+        );
+        assert_eq!(w.totals().numa_balancing_changes, 2, "already off");
+    }
+
     /// The guest measurement (issue 17): a thread moved to the other node
     /// has all its 256 MiB follow within 5 s. Here it ran on node 0 for
     /// 2.5 s first, so its pages' last faults name node 0 and the

@@ -126,6 +126,9 @@ pub struct Totals {
     /// toward their memory (a swap counts once).
     pub hinting_faults: u64,
     pub numa_task_moves: u64,
+    /// Times a policy turned the kernel's automatic NUMA balancing on or
+    /// off.
+    pub numa_balancing_changes: u64,
     pub energy_j: f64,
     /// Over all threads: instructions, LLC misses, uncore requests and
     /// the cycles they were outstanding (seed 000 §3.1's t').

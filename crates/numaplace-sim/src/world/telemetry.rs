@@ -228,6 +228,7 @@ impl World {
                 energy,
                 resctrl: Vec::new(),
                 clock_ticks: TICKS as u64,
+                numa_balancing: Some(self.workload.linux.numa_balancing),
             },
             samples,
             signatures,

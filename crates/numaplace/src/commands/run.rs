@@ -157,6 +157,20 @@ impl Actuator for Hands {
             Hands::Dry(r) => r.affinity(task, tgid),
         }
     }
+
+    fn kernel_balancing_value(&self) -> Option<Result<u32, String>> {
+        match self {
+            Hands::Host(h) => Actuator::kernel_balancing_value(h),
+            Hands::Dry(_) => None,
+        }
+    }
+
+    fn set_kernel_balancing_value(&mut self, value: u32) -> Result<(), String> {
+        match self {
+            Hands::Host(h) => Actuator::set_kernel_balancing_value(h, value),
+            Hands::Dry(r) => r.set_kernel_balancing_value(value),
+        }
+    }
 }
 
 /// Write-ahead of original affinities into the state file.
@@ -174,6 +188,18 @@ impl PinGuard for StateGuard<'_> {
     ) -> Result<(), String> {
         self.state
             .record_pin(task, tgid, original.clone(), new.clone())
+            .map_err(|e| e.to_string())
+    }
+
+    /// `kernel.numa_balancing` as it is now, recorded before numaplace
+    /// turns balancing between nodes `on` or off (the tiering bit kept).
+    fn before_kernel_balancing(&mut self, on: bool) -> Result<(), String> {
+        let root = numaplace_linux::sysroot::SysRoot::host();
+        let now = numaplace_linux::balancing::read_value(&root)
+            .map_err(|e| format!("cannot read kernel.numa_balancing: {e}"))?;
+        let applied = if on { now | 1 } else { now & !1 };
+        self.state
+            .record_kernel_balancing(now, applied)
             .map_err(|e| e.to_string())
     }
 }
@@ -707,6 +733,13 @@ pub(crate) fn describe_decision(e: &JournalEntry) -> String {
         Action::MoveWindow {
             to_node, address, ..
         } => format!("move pages around {address:#x} to node {to_node}"),
+        Action::KernelBalancing { on } => {
+            return format!(
+                "the machine: turn the kernel's automatic NUMA balancing {}\n    because {}",
+                if *on { "on" } else { "off" },
+                printable(&e.reason)
+            );
+        }
     };
     format!(
         "{} (pid {}): {what}\n    because {}",

@@ -96,6 +96,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
         trace: args.sim.report.is_some(),
         numa_balancing: args.sim.numa_balancing,
         memory_mover: args.sim.memory_mover.unwrap_or_default(),
+        manage_kernel_balancing: !args.sim.keep_kernel_balancing,
         ..RunOptions::default()
     };
     let r = run(
@@ -213,6 +214,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
         workers,
         numa_balancing: args.sim.numa_balancing,
         memory_mover: args.sim.memory_mover.unwrap_or_default(),
+        manage_kernel_balancing: !args.sim.keep_kernel_balancing,
     };
     let start = Instant::now();
     let c = compare(&machine, &workload, &opts);
@@ -343,6 +345,7 @@ fn sweep_cmd(args: &CompareArgs, n: u64) -> Result<()> {
         worst: 3,
         numa_balancing: args.sim.numa_balancing,
         memory_mover: args.sim.memory_mover.unwrap_or_default(),
+        manage_kernel_balancing: !args.sim.keep_kernel_balancing,
     };
     let start = Instant::now();
     let bar = Progress::new(start);
