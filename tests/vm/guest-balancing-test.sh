@@ -28,6 +28,14 @@
 #   e. records 2 rounds with `numaplace record` (the hinting faults per node
 #      of each thread, the signal that needs no PMU), then stops the daemon
 #      with SIGTERM;
+#   g. runs `numaplace run` with `auto` (counters made up from CPU time by
+#      --counters-from, every process in scope, interval 1s, its own state
+#      file and journal) until it turns kernel.numa_balancing off as an
+#      experiment (at most AUTO_WAIT_S, 120 s), records the state file then,
+#      kills it with SIGKILL mid-trial, and starts `numaplace run` again on
+#      the same state file, which puts the setting back at start; records
+#      the setting after the crash and after the restart, both daemons'
+#      stderr and auto's journal;
 #   f. prints the results as one JSON object between
 #      @@NUMAPLACE-GUEST-BALANCING-JSON-BEGIN@@ / -END@@ lines (the journal as
 #      "journal", the daemon's stderr as "daemon_stderr", the recording's
@@ -70,6 +78,7 @@ HOG_MIB=$hog_mib
 ALLOC_MIB=$alloc_mib
 SAMPLES=$samples
 SAMPLE_S=$sample_s
+AUTO_WAIT_S=120
 . /guest-lib.sh
 ALL=\$(cat /sys/devices/system/cpu/online)
 NODE0=\$(cat /sys/devices/system/node/node0/cpulist)
@@ -177,6 +186,48 @@ CONF
   echo "guest: --- numaplace stderr ---"; cat /tmp/np/run.err; echo "guest: ---"
   add "\"daemon_stderr\": \$(json_text /tmp/np/run.err)"
   add "\"hog_allowed_after\": \"\$(awk '/^Cpus_allowed_list:/ { print \$2 }' /proc/\$HOG/status)\""
+
+  # g. auto and the kernel's setting, a crash in the middle of its trial.
+  cat > /tmp/np/rules.toml <<'RULES'
+# counters numaplace cannot measure here, made up per thread from its CPU time
+[[thread]]
+comm = "hog-*"
+llc_mpki = 40.0
+ipc = 1.0
+ghz = 2.0
+RULES
+  numaplace -v run --counters-from /tmp/np/rules.toml --all --interval 1s \
+    --state /tmp/np/auto-state.json --journal /tmp/np/auto-journal.jsonl 2> /tmp/np/auto.err &
+  A=\$!
+  echo "guest: numaplace run (auto) started (pid \$A)"
+  off=false
+  i=0
+  while [ \$i -lt \$((AUTO_WAIT_S * 10)) ]; do
+    if [ "\$(cat /proc/sys/kernel/numa_balancing)" = 0 ]; then off=true; break; fi
+    if ended \$A; then break; fi
+    usleep 100000
+    i=\$((i + 1))
+  done
+  echo "guest: auto turned kernel.numa_balancing off: \$off after \$((i / 10)) s"
+  add "\"auto_turned_off\": \$off"
+  add "\"auto_state_during\": \$(cat /tmp/np/auto-state.json 2>/dev/null || echo null)"
+  kill -9 \$A
+  wait \$A
+  add "\"after_crash\": \"\$(cat /proc/sys/kernel/numa_balancing)\""
+  numaplace -v run --policy numad-like --pid \$HOG --interval 5s \
+    --state /tmp/np/auto-state.json 2> /tmp/np/restart.err &
+  R=\$!
+  i=0
+  until grep -q "restored" /tmp/np/restart.err 2>/dev/null || ended \$R || [ \$i -gt 300 ]; do
+    usleep 100000
+    i=\$((i + 1))
+  done
+  kill -TERM \$R
+  wait \$R
+  add "\"after_restart\": \"\$(cat /proc/sys/kernel/numa_balancing)\""
+  add "\"auto_stderr\": \$(json_text /tmp/np/auto.err)"
+  add "\"restart_stderr\": \$(json_text /tmp/np/restart.err)"
+  add "\"auto_journal\": \$(json_lines /tmp/np/auto-journal.jsonl)"
   kill -TERM \$HOG \$ALLOC
 fi
 

@@ -6,8 +6,11 @@
 //! (journalled as such) while it moves itself the memory the kernel never
 //! will (a process under `mbind(MPOL_BIND)`). The hog's pages must follow
 //! its threads and then stay: after placement the pages moved per minute
-//! fall to near zero (no ping-pong). Boots QEMU, so it is ignored by
-//! default; `.ci/run` runs it with `--ignored`.
+//! fall to near zero (no ping-pong). Then `auto` (counters made up from
+//! CPU time) turns `kernel.numa_balancing` off as an experiment, after
+//! recording the value it found in its state file; killed with SIGKILL
+//! mid-trial, the next start puts the value back. Boots QEMU, so it is
+//! ignored by default; `.ci/run` runs it with `--ignored`.
 //!
 //! Thresholds, with margin for TCG emulation on a loaded 2-core host (the
 //! kernel moved 256 MiB after its threads within 5 s there):
@@ -273,4 +276,41 @@ fn with_the_kernels_balancing_on_pages_settle_after_numaplace_pins_a_hog() {
 
     // e. SIGTERM put the affinities back.
     assert_eq!(v["hog_allowed_after"], "0-3");
+
+    // g. auto turned the kernel's balancing off as an experiment, after
+    // recording the value it found; killed mid-trial, the next start put
+    // it back.
+    let auto_err = v["auto_stderr"].as_str().unwrap_or("");
+    assert_eq!(
+        v["auto_turned_off"], true,
+        "auto never turned kernel.numa_balancing off; its stderr:\n{auto_err}"
+    );
+    let state = &v["auto_state_during"];
+    assert_eq!(state["version"], 2, "{state}");
+    assert_eq!(state["kernel_balancing"]["original"], 1, "{state}");
+    assert_eq!(state["kernel_balancing"]["applied"], 0, "{state}");
+    let trial = v["auto_journal"]
+        .as_array()
+        .expect("auto_journal")
+        .iter()
+        .find(|e| e["action"] == "kernel_balancing")
+        .unwrap_or_else(|| panic!("no kernel_balancing entry in auto's journal"));
+    assert_eq!(trial["on"], false, "{trial}");
+    assert_eq!(trial["outcome"], "done", "{trial}");
+    assert!(
+        trial["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("experiment") && r.contains("trying the kernel")),
+        "{trial}"
+    );
+    assert_eq!(v["after_crash"], "0", "SIGKILL left it as auto set it");
+    let restart = v["restart_stderr"].as_str().unwrap_or("");
+    assert_eq!(
+        v["after_restart"], "1",
+        "the next start put it back; its stderr:\n{restart}"
+    );
+    assert!(
+        restart.contains("kernel.numa_balancing back to 1"),
+        "{restart}"
+    );
 }

@@ -507,6 +507,22 @@ fn say_balancing(balancing: NumaBalancing, c: &Config) {
     } else {
         tracing::info!("{line}");
     }
+    if balancing != NumaBalancing::Absent {
+        let may = c.engine.manage_kernel_balancing && c.scope.all;
+        tracing::info!(
+            "{}",
+            if may {
+                "kernel.numa_balancing may be turned on or off by the policy (auto tries the other \
+                 setting as an experiment); the value found is recorded in the state file first \
+                 and put back at stop ([engine] manage_kernel_balancing = false to forbid it)"
+            } else if c.engine.manage_kernel_balancing {
+                "kernel.numa_balancing is left as it is: the scope is not every process, and the \
+                 setting is the whole machine's"
+            } else {
+                "kernel.numa_balancing is left as it is ([engine] manage_kernel_balancing = false)"
+            }
+        );
+    }
     if on {
         tracing::info!(
             "where each thread's memory accesses go is read from the kernel's NUMA hinting \
