@@ -81,6 +81,7 @@ fn singles(name: &str, n: usize, instructions: f64, max_seconds: f64) -> Workloa
             cpus: None,
             start_s: 0.0,
             runs: 1,
+            job: None,
         })
         .collect();
     Workload {

@@ -63,6 +63,10 @@ pub struct Constants {
     /// Time the scanner spends per page it marks (`change_prot_numa`),
     /// charged to the process's first running thread.
     pub numa_scan_ns_per_page: Param,
+    /// Cycles per instruction of a rank spinning at a barrier in MPI's
+    /// progress loop (`ThreadModel::spin`; `docs/simulator.md`, "MPI
+    /// jobs").
+    pub spin_cpi: Param,
 }
 
 impl Default for Constants {
@@ -104,6 +108,15 @@ impl Default for Constants {
                 Assumed(
                     "change_prot_numa rewrites one PTE per page and flushes the TLB once \
                      per range: about 10 ns a page"
+                        .into(),
+                ),
+            ),
+            spin_cpi: p(
+                1.0,
+                Assumed(
+                    "MPI's progress loop (Open MPI's opal_progress, MPICH's busy poll) \
+                     loads a few flags that stay in the L1, compares and branches: about one \
+                     instruction per cycle, nothing to the uncore"
                         .into(),
                 ),
             ),

@@ -31,6 +31,11 @@
 //! runs = 1                     # 1..=10000, default 1: runs back to back
 //! shared = "128KiB"            # bytes shared by the app's threads, default 0
 //! sharers = 4                  # how many of its threads (the first) use it, default all
+//! # an MPI job's structure (docs/simulator.md, "MPI jobs"): its copies are its ranks
+//! rank_skew = 0.1              # 0 <= rank_skew < 1, default 0; > 0 needs copies > 1: copy r of n
+//!                              # runs (1 + rank_skew (2r/(n-1) - 1)) x every phase's instructions
+//! barrier = "phase"            # "none" (default) | "phase": the ranks (every thread of every copy)
+//!                              # wait for each other, spinning, at the end of each phase and run
 //! # the thread model; a phase inherits every key it does not set
 //! instructions = 1e11          # > 0 per thread and run; required here unless [[app.phase]] is
 //!                              # given, and then forbidden here
@@ -98,7 +103,8 @@ use resolve::parse_named;
 
 use crate::machine::{Machine, PRESETS};
 use crate::workload::{
-    AppKind, AppSpec, LinuxModel, MemoryPlacement, Pattern, Phase, ThreadModel, Workload,
+    AppKind, AppSpec, Barrier, Job, LinuxModel, MemoryPlacement, Pattern, Phase, ThreadModel,
+    Workload,
 };
 
 /// Ranges of a scenario's counts and times, checked before anything is

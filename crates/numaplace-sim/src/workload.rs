@@ -119,6 +119,56 @@ pub struct AppSpec {
     /// How many times it runs back to back (seed 004 restarts each
     /// benchmark until all have run three times); at least 1.
     pub runs: u32,
+    /// The parallel job this application is one rank of, when its
+    /// scenario gives the job a structure (`rank_skew`, `barrier`);
+    /// `None` for an application on its own, and for copies that are
+    /// merely identical.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<Job>,
+}
+
+/// One rank of a parallel (MPI) job: an `[[app]]` table with `copies`,
+/// each copy a rank, as seed 004 §3.2 runs a SPEC MPI2007 job as "16
+/// processes" (`docs/simulator.md`, "MPI jobs").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// The job's name (its `[[app]]` table's): the ranks that carry it
+    /// meet at the same barriers.
+    pub name: String,
+    /// This rank, from 0, of `ranks`.
+    pub rank: u32,
+    pub ranks: u32,
+    /// The spread of work over the ranks: rank `r` runs each phase's
+    /// instructions times [`Job::work_factor`] (already applied to its
+    /// phases; kept here to show).
+    pub rank_skew: f64,
+    /// Where the ranks wait for each other.
+    pub barrier: Barrier,
+}
+
+impl Job {
+    /// The share of a phase's instructions rank `rank` of `ranks` runs:
+    /// spread evenly from `1 − skew` (rank 0) to `1 + skew` (the last
+    /// rank), so the job's total work is unchanged; 1 for a job of one
+    /// rank.
+    pub fn work_factor(rank: u32, ranks: u32, skew: f64) -> f64 {
+        if ranks < 2 {
+            return 1.0;
+        }
+        1.0 + skew * (2.0 * f64::from(rank) / f64::from(ranks - 1) - 1.0)
+    }
+}
+
+/// Where the ranks of a job wait for each other.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Barrier {
+    /// Never: each rank runs at its own pace, as independent copies do.
+    None,
+    /// At the end of every phase (and of the run): a rank that finished
+    /// a phase spins in MPI's progress loop until every rank of the job
+    /// has finished it, so the job advances at its slowest rank's pace.
+    Phase,
 }
 
 impl AppSpec {
@@ -192,6 +242,22 @@ impl Workload {
 }
 
 impl ThreadModel {
+    /// A rank waiting at a barrier (`Barrier::Phase`): MPI's progress
+    /// loop polls its message queues and flags, a few cache lines that
+    /// stay in the L1, so it retires instructions at `cpi` cycles each and
+    /// sends nothing to the uncore (no LLC references, no misses, no
+    /// memory traffic). `cpi` is `Constants::spin_cpi` (assumed).
+    pub fn spin(cpi: f64) -> ThreadModel {
+        ThreadModel {
+            cpi_core: cpi,
+            uncore_pki: 0.0,
+            working_set: 4096,
+            pattern: Pattern::Uniform,
+            mlp: 1.0,
+            shared_writes_pki: 0.0,
+        }
+    }
+
     /// A thread of seed 000's micro-benchmark (Fig. 3): a randomly linked
     /// list of 64-byte entries over `working_set` bytes, walked one
     /// dependent hop at a time, and after each walk an atomic add to every

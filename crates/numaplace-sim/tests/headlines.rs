@@ -445,10 +445,14 @@ fn seed004_dino_up_to_20_percent_better_than_linux() {
 fn seed004_dino_up_to_30_percent_better_on_mpi_jobs() {
     let v = up_to(mpi004(), "dino", true);
     row("004 DINO vs default, MPI, best job, %", "30", v);
-    // Measured 0.0 % (10 seeds): the model's ranks are identical copies
-    // in lock-step, so no policy has anything to sort (docs/simulator.md).
-    // Tolerance 3 points: a change here is the missing mechanism arriving
-    // (or a regression) and the table must say which.
+    // Measured 0.0 % (10 seeds), before and after the jobs got their
+    // structure (ranks with 0.9-1.1 times the work meeting at a barrier at
+    // each phase end; docs/simulator.md, "MPI jobs"). DINO moves no rank:
+    // the simulated Linux already runs the 16 busy ranks one per core
+    // beside their memory and never moves them, within 1.3 % of the
+    // oracle's best static placement, so there is nothing to gain here.
+    // Tolerance 3 points, as for the other seed 004 rows: a change here is
+    // a change of the model or of DINO, and the table must say which.
     within("004 DINO MPI", v, 0.0, 3.0);
 }
 
@@ -467,8 +471,13 @@ fn seed004_di_plain_up_to_36_percent_worse() {
 fn seed004_di_migrate_up_to_25_percent_worse_on_mpi() {
     let v = up_to(mpi004(), "di-migrate", false);
     row("004 DI-Migrate vs default, MPI, worst job, %", "25", v);
-    // Measured 0.0 % (10 seeds), as for DINO on MPI. Tolerance 3 points.
-    within("004 DI-Migrate MPI", v, 0.0, 3.0);
+    // Measured 0.2 % (lu, 10 seeds; 0.0 % before the jobs' structure).
+    // The waiting ranks' falling miss rates reorder DI's sorted array every
+    // round, but DI-Migrate leaves a rank whose memory is on one node
+    // within that node (issue 16, `aside.rs`), so it re-places ranks within
+    // nodes only and copies no memory: none of the cost the paper
+    // measured. Tolerance 3 points.
+    within("004 DI-Migrate MPI", v, 0.2, 3.0);
 }
 
 /// Seed 004 Table 1: memory migrations per hour of execution per
@@ -492,17 +501,27 @@ fn seed004_table1_memory_migrations_per_hour() {
          DI-Migrate {mlo:.0}-{mhi:.0}, DINO {dlo:.0}-{dhi:.0}"
     );
     // Measured DI-Migrate 0-0 and DINO 0-53 per hour (10 seeds; `compare
-    // --per-app` shows the same): DINO 17-53 on the SPEC apps (soplex 34,
-    // milc 22, lbm 19, gamess 25, namd 34), 0 on every MPI job. The
-    // simulated SPEC apps keep one miss rate for a whole run and the MPI
-    // ranks are identical, so DI's sorted order never changes across
-    // domains; DINO moves a SPEC process across domains about once per
-    // run. The paper's order (DI-Migrate far above DINO) is reversed.
+    // --per-app` shows the same), before and after the MPI jobs got their
+    // structure: DINO 17-53 on the SPEC apps (soplex 34, milc 22, lbm 19,
+    // gamess 25, namd 34), 0 on every MPI job. The simulated SPEC apps
+    // keep one miss rate for a whole run, and DI-Migrate leaves a thread
+    // whose memory is on one node within that node (issue 16, `aside.rs`):
+    // the MPI ranks' churn in DI's sorted order (re-placed about 1060
+    // times per process and hour, `tests/dino.rs`) stays within nodes and
+    // moves no memory. DINO moves a SPEC process across domains about once
+    // per run. The paper's order (DI-Migrate far above DINO) is reversed.
     // Tolerances: DI-Migrate's max 5 per hour; DINO's max 15 and its min
     // 10 per hour (a process moves once or twice a run, so 30 runs per
-    // app leave a few per hour of noise).
+    // app leave a few per hour of noise); on MPI jobs both 0, 5 per hour.
     within("004 Table 1 DI-Migrate max", mhi, 0.0, 5.0);
     within("004 Table 1 DINO max", dhi, 53.2, 15.0);
+    for p in ["di-migrate", "dino"] {
+        let mpi = mpi004()[p]
+            .values()
+            .map(|(_, m)| *m)
+            .fold(f64::MIN, f64::max);
+        within(&format!("004 Table 1 {p} max over MPI"), mpi, 0.0, 5.0);
+    }
     let spec_lo = spec004()["dino"]
         .values()
         .map(|(_, m)| *m)

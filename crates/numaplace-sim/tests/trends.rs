@@ -121,6 +121,7 @@ fn busy_threads() -> Workload {
             cpus: None,
             start_s: 0.0,
             runs: 1,
+            job: None,
         }],
         step_ms: 10.0,
         max_seconds: 3600.0,

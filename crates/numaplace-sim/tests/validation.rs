@@ -38,6 +38,7 @@ fn micro(machine: &str, threads: u32, ws: u64, shared: u64, memory: MemoryPlacem
             cpus: None,
             start_s: 0.0,
             runs: 1,
+            job: None,
         }],
         step_ms: 10.0,
         max_seconds: 36_000.0,

@@ -45,6 +45,8 @@ pub(super) struct RawApp {
     pub(super) runs: Raw,
     pub(super) shared: Raw,
     pub(super) sharers: Raw,
+    pub(super) rank_skew: Raw,
+    pub(super) barrier: Raw,
     pub(super) instructions: Raw,
     pub(super) cpi: Raw,
     pub(super) uncore_pki: Raw,

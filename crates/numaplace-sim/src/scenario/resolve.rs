@@ -556,24 +556,97 @@ fn app(
     };
 
     let phases = phases(cx, a, &prefix, span, shared_bytes)?;
-
-    let spec = |name: String| AppSpec {
-        name,
-        kind,
-        threads,
-        phases: phases.clone(),
-        shared_bytes,
-        sharers,
-        memory,
-        cpus: cpus.clone(),
-        start_s,
-        runs,
+    let (rank_skew, barrier) = job_keys(cx, a, &prefix, copies)?;
+    // A job structure only where the scenario asks for one: copies
+    // without it stay identical, independent applications.
+    let job = |rank: u32| {
+        (rank_skew > 0.0 || barrier != Barrier::None).then(|| Job {
+            name: name.clone(),
+            rank,
+            ranks: copies,
+            rank_skew,
+            barrier,
+        })
+    };
+    let spec = |name: String, rank: u32| {
+        let factor = Job::work_factor(rank, copies, rank_skew);
+        AppSpec {
+            name,
+            kind,
+            threads,
+            phases: phases
+                .iter()
+                .map(|p| Phase {
+                    instructions: p.instructions * factor,
+                    model: p.model.clone(),
+                })
+                .collect(),
+            shared_bytes,
+            sharers,
+            memory,
+            cpus: cpus.clone(),
+            start_s,
+            runs,
+            job: job(rank),
+        }
     };
     Ok(if copies == 1 {
-        vec![spec(name)]
+        vec![spec(name.clone(), 0)]
     } else {
-        (0..copies).map(|c| spec(format!("{name}.{c}"))).collect()
+        (0..copies)
+            .map(|c| spec(format!("{name}.{c}"), c))
+            .collect()
     })
+}
+
+/// The job keys of an `[[app]]` table: `rank_skew` (0 ≤ skew < 1, and
+/// more than 0 only with copies > 1) and `barrier` (`"none"` or
+/// `"phase"`).
+fn job_keys(
+    cx: &Ctx<'_>,
+    a: &RawApp,
+    prefix: &str,
+    copies: u32,
+) -> Result<(f64, Barrier), ScenarioError> {
+    let path = |k: &str| format!("{prefix}.{k}");
+    let rank_skew = match &a.rank_skew {
+        Some(v) => {
+            let s = cx.bounded(v, &path("rank_skew"), 0.0, false, Some(1.0))?;
+            if s >= 1.0 {
+                return Err(cx.bad(
+                    v,
+                    &path("rank_skew"),
+                    format!(
+                        "{s} would leave rank 0 no work: the ranks run 1 - rank_skew to 1 + rank_skew of each phase, so give 0 <= rank_skew < 1"
+                    ),
+                ));
+            }
+            if s > 0.0 && copies < 2 {
+                return Err(cx.bad(
+                    v,
+                    &path("rank_skew"),
+                    "spreads work over the ranks of a job, its copies, and this app has one: set copies (like copies = 16) or remove rank_skew".into(),
+                ));
+            }
+            s
+        }
+        None => 0.0,
+    };
+    let barrier = match &a.barrier {
+        None => Barrier::None,
+        Some(v) => match cx.string(v, &path("barrier"), "\"none\" or \"phase\"")? {
+            "none" => Barrier::None,
+            "phase" => Barrier::Phase,
+            other => {
+                return Err(cx.bad(
+                    v,
+                    &path("barrier"),
+                    format!("unknown barrier {other:?}: use \"none\" or \"phase\""),
+                ));
+            }
+        },
+    };
+    Ok((rank_skew, barrier))
 }
 
 /// `memory = "first-touch" | "interleave" | "node:N"`, N a node of the machine.

@@ -683,3 +683,53 @@ fn counts_and_times_have_stated_ranges() {
     );
     assert!(e.contains("at most 100000"), "{e}");
 }
+
+#[test]
+fn copies_are_independent_unless_the_job_asks_for_a_structure() {
+    let copies = BASE.replace("name = \"a\"", "name = \"a\"\ncopies = 3");
+    let w = parse(&copies, "t.toml").unwrap();
+    assert!(w.apps.iter().all(|a| a.job.is_none()));
+    assert!(w.apps.iter().all(|a| a.instructions() == 1e10));
+
+    let job = copies.replace(
+        "copies = 3",
+        "copies = 3\nrank_skew = 0.1\nbarrier = \"phase\"",
+    );
+    let w = parse(&job, "t.toml").unwrap();
+    let work: Vec<f64> = w.apps.iter().map(|a| a.instructions()).collect();
+    assert_eq!(work, [0.9e10, 1e10, 1.1e10]);
+    for (r, a) in w.apps.iter().enumerate() {
+        let j = a.job.as_ref().unwrap();
+        assert_eq!((j.name.as_str(), j.rank, j.ranks), ("a", r as u32, 3));
+        assert_eq!((j.rank_skew, j.barrier), (0.1, Barrier::Phase));
+    }
+    // A barrier alone: equal work, ranks that wait for each other.
+    let w = parse(
+        &copies.replace("copies = 3", "copies = 3\nbarrier = \"phase\""),
+        "t.toml",
+    )
+    .unwrap();
+    assert!(w.apps.iter().all(|a| a.instructions() == 1e10));
+    assert!(
+        w.apps
+            .iter()
+            .all(|a| a.job.as_ref().unwrap().barrier == Barrier::Phase)
+    );
+
+    fails(
+        &copies.replace("copies = 3", "copies = 3\nrank_skew = 1"),
+        "t.toml:7:13: field `app[0].rank_skew`: 1 would leave rank 0 no work",
+    );
+    fails(
+        &copies.replace("copies = 3", "copies = 3\nrank_skew = -0.1"),
+        "t.toml:7:13: field `app[0].rank_skew`: must be between 0 and 1",
+    );
+    fails(
+        &BASE.replace("name = \"a\"", "name = \"a\"\nrank_skew = 0.1"),
+        "t.toml:6:13: field `app[0].rank_skew`: spreads work over the ranks of a job, its copies",
+    );
+    fails(
+        &copies.replace("copies = 3", "copies = 3\nbarrier = \"collective\""),
+        "t.toml:7:11: field `app[0].barrier`: unknown barrier \"collective\": use \"none\" or \"phase\"",
+    );
+}

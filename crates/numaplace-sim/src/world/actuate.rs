@@ -233,6 +233,7 @@ mod tests {
                 cpus: cpus.map(|c| c.parse().unwrap()),
                 start_s: 0.0,
                 runs: 1,
+                job: None,
             }],
             step_ms: 10.0,
             max_seconds: 1000.0,

@@ -549,6 +549,7 @@ mod tests {
                     cpus: None,
                     start_s: 0.0,
                     runs: 1,
+                    job: None,
                 })
                 .collect(),
             step_ms: 10.0,

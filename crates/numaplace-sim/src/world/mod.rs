@@ -27,7 +27,7 @@ use crate::machine::Machine;
 use crate::model::{Background, Constants, Runner, Solver, Speed};
 use crate::outcome::{AppRun, MemoryTrace, ThreadTrace, Trace};
 use crate::rng::Rng;
-use crate::workload::{AppKind, MemoryPlacement, Workload};
+use crate::workload::{AppKind, AppSpec, MemoryPlacement, ThreadModel, Workload};
 
 /// Bytes per page.
 pub const PAGE: f64 = 4096.0;
@@ -114,6 +114,24 @@ struct ThreadState {
     finished_at: Option<f64>,
     /// Automatic NUMA balancing's fault statistics.
     numa: autonuma::TaskFaults,
+    /// At its job's barrier (`Barrier::Phase`): it finished the
+    /// instructions of phase `phase` and spins until every rank has.
+    waiting: bool,
+    /// When it reached the barrier, simulated seconds.
+    arrived_at: f64,
+}
+
+impl ThreadState {
+    /// What it runs now: its phase's model (of `spec`, its application),
+    /// or `spin`, MPI's progress loop, while it waits at its job's
+    /// barrier.
+    fn model<'a>(&self, spec: &'a AppSpec, spin: &'a ThreadModel) -> &'a ThreadModel {
+        if self.waiting {
+            spin
+        } else {
+            &spec.phases[self.phase].model
+        }
+    }
 }
 
 /// Statistics over the whole run.
@@ -170,6 +188,11 @@ pub struct World {
     /// Seed 002's per-thread page sets, when asked for (`pages.rs`).
     page_sets: Option<pages::PageSetConfig>,
     page_rng: Rng,
+    /// What a rank waiting at a barrier runs (`ThreadModel::spin`).
+    spin: ThreadModel,
+    /// The jobs whose ranks meet at barriers: per job, its applications
+    /// (the ranks), in order.
+    barrier_jobs: Vec<Vec<usize>>,
 }
 
 impl World {
@@ -185,6 +208,7 @@ impl World {
         seed: u64,
         constants: Constants,
     ) -> World {
+        let spin = ThreadModel::spin(constants.spin_cpi.value);
         let solver = Solver::new(&machine, constants);
         let nodes = machine.topology.nodes().len();
         let all_cpus: CpuSet = (0..machine.topology.cpus().len() as u32).collect();
@@ -205,6 +229,7 @@ impl World {
             })
             .collect();
         let packages = machine.topology.packages().len();
+        let barrier_jobs = barrier::jobs(&workload);
         World {
             step: workload.step_ms / 1000.0,
             background: Background {
@@ -233,6 +258,8 @@ impl World {
             samples_per_interval: 32,
             page_sets: None,
             page_rng: Rng::new(seed ^ 0x9a9e_5e75),
+            spin,
+            barrier_jobs,
             machine,
             workload,
         }
@@ -362,6 +389,8 @@ impl World {
                 cpu_seconds: 0.0,
                 finished_at: None,
                 numa: autonuma::TaskFaults::new(nodes),
+                waiting: false,
+                arrived_at: 0.0,
             });
             ids.push(self.threads.len() - 1);
         }
@@ -386,6 +415,7 @@ impl World {
 
 mod actuate;
 mod autonuma;
+mod barrier;
 mod linux;
 pub mod pages;
 mod sampling;

@@ -106,7 +106,7 @@ impl World {
                 continue;
             }
             let spec = &self.workload.apps[th.app];
-            let m = &spec.phases[th.phase].model;
+            let m = th.model(spec, &self.spin);
             let shared_pages = spec.shared_bytes / page;
             let q = if shared_pages > 0 && th.index < spec.sharers && m.shared_writes_pki > 0.0 {
                 m.shared_writes_pki / (m.shared_writes_pki + m.uncore_pki).max(1e-9)

@@ -157,7 +157,7 @@ impl World {
                 carry[t] = want - n;
                 let th = &self.threads[t];
                 let spec = &self.workload.apps[th.app];
-                let m = &spec.phases[th.phase].model;
+                let m = th.model(spec, &self.spin);
                 let base = PRIVATE_BASE + th.index as u64 * PRIVATE_STRIDE;
                 let lines = (m.working_set / 64 / sig.scale[l]).max(1);
                 let shared_lines = spec.shared_bytes / 64 / sig.scale[l];
@@ -255,7 +255,7 @@ impl World {
             }
             let app = &self.apps[th.app];
             let spec = &self.workload.apps[th.app];
-            let m = &spec.phases[th.phase].model;
+            let m = th.model(spec, &self.spin);
             let s = th.last_speed;
             let shared_weight = if spec.shared_bytes > 0 {
                 s.transfers_per_instr
@@ -335,6 +335,7 @@ mod tests {
             cpus: None,
             start_s: 0.0,
             runs: 1,
+            job: None,
         }
     }
 

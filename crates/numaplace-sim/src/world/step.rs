@@ -3,6 +3,7 @@
 //! restart.
 
 use super::*;
+use crate::workload::Barrier;
 
 impl World {
     /// Runs the world for one step of the workload's length.
@@ -50,7 +51,8 @@ impl World {
                 Runner {
                     cpu,
                     share: 1.0 / load[cpu].max(1) as f64,
-                    model: &spec.phases[th.phase].model,
+                    // A rank at its job's barrier runs MPI's progress loop.
+                    model: th.model(spec, &self.spin),
                     pages: f,
                     group: th.app,
                     shared_bytes: spec.shared_bytes,
@@ -71,9 +73,15 @@ impl World {
             .iter_mut()
             .for_each(|x| *x = 0.0);
         let ghz = self.solver.ghz();
+        let spin_cpi = self.spin.cpi_core;
+        let mut arrived = false;
         for (&t, s) in active.iter().zip(&speeds) {
             let th = &mut self.threads[t];
             let spec = &self.workload.apps[th.app];
+            let barrier = spec
+                .job
+                .as_ref()
+                .is_some_and(|j| j.barrier == Barrier::Phase);
             let share = 1.0 / load[th.cpu.unwrap_or(0)].max(1) as f64;
             th.prev_ips = s.ips;
             th.last_speed = *s;
@@ -82,16 +90,27 @@ impl World {
             let stall = (th.stall_ns * 1e-9).min(dt * share);
             th.stall_ns -= stall * 1e9;
             let run = dt - stall / share.max(1e-9);
-            let mut instr = s.ips * run.max(0.0);
+            // A rank already at the barrier ran the progress loop all step.
+            let waited = th.waiting;
+            let mut instr = if waited { 0.0 } else { s.ips * run.max(0.0) };
             let mut used = 0.0;
-            while instr > 0.0 && !th.done {
+            while instr > 0.0 && !th.done && !th.waiting {
                 let phase = &spec.phases[th.phase];
                 let left = phase.instructions - th.phase_done;
                 if instr >= left {
                     used += left / s.ips.max(1e-9);
-                    th.phase_done = 0.0;
                     th.run_done += left;
                     instr -= left;
+                    if barrier {
+                        // Phase done: wait for the job's other ranks
+                        // (`release_barriers`), spinning the rest of the step.
+                        th.phase_done = phase.instructions;
+                        th.waiting = true;
+                        th.arrived_at = self.time + stall / share.max(1e-9) + used;
+                        arrived = true;
+                        break;
+                    }
+                    th.phase_done = 0.0;
                     th.phase += 1;
                     if th.phase == spec.phases.len() {
                         th.done = true;
@@ -106,20 +125,37 @@ impl World {
                 }
             }
             let done_instr = s.ips * used;
+            // Spinning at the barrier (busy, no progress, nothing to the
+            // uncore): the step's speed is the progress loop's when it
+            // waited from the start, else the rest of the step runs at
+            // `spin_cpi` on its share of the CPU.
+            let spun = if th.waiting {
+                (run.max(0.0) - used).max(0.0)
+            } else {
+                0.0
+            };
+            let spin_instr = if waited {
+                s.ips * spun
+            } else {
+                spun * share * ghz * 1e9 / spin_cpi
+            };
             let a = &mut th.acc;
-            a.instructions += done_instr;
-            a.cycles += (used + stall) * share * ghz * 1e9;
+            a.instructions += done_instr + spin_instr;
+            a.cycles += (used + spun + stall) * share * ghz * 1e9;
             a.llc_refs += done_instr * s.uncore_per_instr;
             a.llc_misses += done_instr * s.llc_miss_per_instr;
             let reqs = done_instr * (s.uncore_per_instr + s.transfers_per_instr);
             a.uncore_requests += reqs;
             a.uncore_occupancy += reqs * s.uncore_penalty_cycles;
-            a.run_ns += (used + stall) * share * 1e9;
+            a.run_ns += (used + spun + stall) * share * 1e9;
             let t = &mut self.totals;
-            t.instructions += done_instr;
+            t.instructions += done_instr + spin_instr;
             t.llc_misses += done_instr * s.llc_miss_per_instr;
             t.uncore_requests += reqs;
             t.uncore_occupancy += reqs * s.uncore_penalty_cycles;
+        }
+        if arrived {
+            self.release_barriers();
         }
         self.feed_signatures(&active, &speeds, &load);
         self.speeds = speeds;
