@@ -61,6 +61,10 @@ impl World {
             .collect();
         let mut speeds = std::mem::take(&mut self.speeds);
         self.solver.solve(&runners, &self.background, &mut speeds);
+        // M8: what the step's switch-ins cost the threads that time-share
+        // a CPU, stalled like a migration's refill (M7).
+        let mut refill = Vec::new();
+        self.solver.slice_refill(&runners, &speeds, &mut refill);
         drop(runners);
         self.background
             .node_bytes_per_s
@@ -71,8 +75,9 @@ impl World {
             .iter_mut()
             .for_each(|x| *x = 0.0);
         let ghz = self.solver.ghz();
-        for (&t, s) in active.iter().zip(&speeds) {
+        for ((&t, s), refill_ns_per_s) in active.iter().zip(&speeds).zip(refill) {
             let th = &mut self.threads[t];
+            th.stall_ns += refill_ns_per_s * dt;
             let spec = &self.workload.apps[th.app];
             let share = 1.0 / load[th.cpu.unwrap_or(0)].max(1) as f64;
             th.prev_ips = s.ips;
