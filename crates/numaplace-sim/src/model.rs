@@ -30,7 +30,7 @@ pub struct Mechanisms {
     pub remote_latency: bool,
     /// A thread that time-shares its CPU re-fetches, at each switch-in,
     /// what the threads that ran while it was out evicted from its caches
-    /// (M8); off: a switch costs nothing.
+    /// (M8); off, or with `cache_sharing` off: a switch costs nothing.
     pub slice_refill: bool,
 }
 

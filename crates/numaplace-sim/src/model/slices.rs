@@ -93,9 +93,11 @@ impl Solver {
     /// state on M2's miss curve, each at its memory latency over its MLP.
     /// A private L2 below the LLC loses lines alike to the uncore requests
     /// of its CPU's and its SMT siblings' threads; their excess misses
-    /// whose LLC copy survived come back at the LLC hit latency. A refill never takes longer than the
-    /// slice it starts (a thread that cannot refill within its slice spends
-    /// the slice refilling). Zero for every thread alone on its CPU.
+    /// whose LLC copy survived come back at the LLC hit latency. A refill
+    /// never takes longer than the slice it starts (a thread that cannot
+    /// refill within its slice spends the slice refilling). Zero for every
+    /// thread alone on its CPU, and with `cache_sharing` off (no thread
+    /// then evicts another's lines).
     pub fn slice_refill(&self, runners: &[Runner<'_>], speeds: &[Speed], out: &mut Vec<f64>) {
         out.clear();
         out.resize(runners.len(), 0.0);
