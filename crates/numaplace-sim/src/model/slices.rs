@@ -29,8 +29,8 @@ const REFILL_POINTS: usize = 16;
 /// growing by `dc` costs `(1 − curve(to) / curve(c)) dc` extra misses:
 /// `∫ from..to (1 − curve(to) / curve(c)) dc`. Under the power law
 /// `c^−α` from an empty cache that is `α / (1 + α)` of `to` (a streaming
-/// program with a flat curve loses little by losing its lines); a working
-/// set that fits (`curve(to) = 0`) refills whole.
+/// program with a flat curve loses little by losing its lines); a thread
+/// that misses nothing once refilled (`curve(to) = 0`) refills whole.
 pub(super) fn excess_misses(curve: impl Fn(f64) -> f64, from: f64, to: f64) -> f64 {
     if to <= from {
         return 0.0;
