@@ -2,7 +2,8 @@
 //! memory lives, how fast does each go? One call solves one time step to a
 //! fixed point (rates depend on speeds, latencies on rates). Every equation
 //! is in `docs/simulator.md` with the source of its constants; the
-//! numbering there (M1-M7) is used in the comments here.
+//! numbering there (M1-M8) is used in the comments here. M8, what a
+//! thread's time slices cost it in cache refills, is `model/slices.rs`.
 
 use serde::Serialize;
 
@@ -27,6 +28,10 @@ pub struct Mechanisms {
     /// Remote nodes cost more than the local one (M3); off: every node
     /// answers at the local latency.
     pub remote_latency: bool,
+    /// A thread that time-shares its CPU re-fetches, at each switch-in,
+    /// what the threads that ran while it was out evicted from its caches
+    /// (M8); off, or with `cache_sharing` off: a switch costs nothing.
+    pub slice_refill: bool,
 }
 
 impl Default for Mechanisms {
@@ -36,6 +41,7 @@ impl Default for Mechanisms {
             controller_queueing: true,
             link_queueing: true,
             remote_latency: true,
+            slice_refill: true,
         }
     }
 }
@@ -67,6 +73,12 @@ pub struct Constants {
     /// progress loop (`ThreadModel::spin`; `docs/simulator.md`, "MPI
     /// jobs").
     pub spin_cpi: Param,
+    /// CFS's target latency before its scaling with the number of CPUs
+    /// (M8): the period in which every runnable thread of a CPU runs once.
+    pub sched_latency_ms: Param,
+    /// CFS's minimum preemption granularity before the same scaling (M8):
+    /// no slice is shorter.
+    pub sched_min_granularity_ms: Param,
 }
 
 impl Default for Constants {
@@ -117,6 +129,25 @@ impl Default for Constants {
                     "MPI's progress loop (Open MPI's opal_progress, MPICH's busy poll) \
                      loads a few flags that stay in the L1, compares and branches: about one \
                      instruction per cycle, nothing to the uncore"
+                        .into(),
+                ),
+            ),
+            sched_latency_ms: p(
+                6.0,
+                Published(
+                    "kernel/sched/fair.c (CFS, until EEVDF replaced it in v6.6): \
+                     normalized_sysctl_sched_latency = 6000000ULL ns, times \
+                     1 + ilog2(min(online CPUs, 8)) (get_update_sysctl_factor, \
+                     SCHED_TUNABLESCALING_LOG, the default); earlier CFS kernels, \
+                     the seed's 2.6.2x among them, had 20 ms"
+                        .into(),
+                ),
+            ),
+            sched_min_granularity_ms: p(
+                0.75,
+                Published(
+                    "kernel/sched/fair.c (CFS): normalized_sysctl_sched_min_granularity \
+                     = 750000ULL ns, scaled alike; the 2.6.2x kernels had 4 ms"
                         .into(),
                 ),
             ),
@@ -277,6 +308,9 @@ pub struct Solver {
     pub constants: Constants,
     ghz: f64,
     l2_bytes: Vec<f64>,
+    /// Per core, its L2 when that is private (below the LLC), else 0: the
+    /// private level a switch-in refills from the LLC (M8).
+    private_l2_bytes: Vec<f64>,
     llc_bytes: Vec<f64>,
     cpu_core: Vec<usize>,
     cpu_llc: Vec<usize>,
@@ -304,6 +338,14 @@ impl Solver {
             .iter()
             .map(|c| t.core_cache(c.id, 2).map_or(0.0, |c| c.size as f64))
             .collect();
+        let private_l2_bytes = t
+            .cores()
+            .iter()
+            .map(|c| match t.core_cache(c.id, 2) {
+                Some(l2) if t.llcs()[c.llc].cache != Some(l2.id) => l2.size as f64,
+                _ => 0.0,
+            })
+            .collect();
         let llc_bytes = (0..t.llcs().len())
             .map(|l| t.llc_size(l).unwrap_or(0) as f64)
             .collect();
@@ -312,6 +354,7 @@ impl Solver {
             constants,
             ghz: m.params.ghz.value,
             l2_bytes,
+            private_l2_bytes,
             llc_bytes,
             cpu_core: t.cpus().iter().map(|c| c.core).collect(),
             cpu_llc: t.cpus().iter().map(|c| c.llc).collect(),
@@ -816,5 +859,6 @@ impl Solver {
     }
 }
 
+mod slices;
 #[cfg(test)]
 mod tests;

@@ -297,6 +297,17 @@ fn seed003() -> &'static BTreeMap<String, Vec<f64>> {
         for (name, g) in per_mix.into_iter().flatten() {
             gains.entry(name).or_default().push(g);
         }
+        let per: Vec<String> = gains
+            .iter()
+            .map(|(n, v)| {
+                let max = v.iter().copied().fold(f64::MIN, f64::max);
+                format!("{n} {max:.1}/{:.1}", mean_rsd(v).0)
+            })
+            .collect();
+        eprintln!(
+            "  seed 003, best pairing over the worst, per program max/mean %: {}",
+            per.join(", ")
+        );
         gains
     })
 }
@@ -316,10 +327,14 @@ fn seed003_symbiotic_pairing_up_to_54_percent() {
         "54",
         max,
     );
-    // Measured 15.9 % (mcf, as in the paper; all 495 mixes, the best of
-    // the three pairings). Tolerance 3 points: the pairings are bound
-    // runs, deterministic; 3 points is a change of the cache model.
-    within("003 max", max, 15.9, 3.0);
+    // Measured 18.9 % (omnetpp; all 495 mixes, the best of the three
+    // pairings) since M8 charges each switch-in its cache refill; 15.9 %
+    // (mcf, as in the paper) before, when a time slice cost nothing.
+    // The refill is larger for a cache-sensitive program whose partner
+    // on its core evicts it, so the pairing matters more for omnetpp and
+    // mcf. Tolerance 3 points: the pairings are bound runs,
+    // deterministic; 3 points is a change of the cache or slice model.
+    within("003 max", max, 18.9, 3.0);
 }
 
 /// Seed 003 abstract: 22 % on average.
@@ -332,8 +347,13 @@ fn seed003_symbiotic_pairing_22_percent_on_average() {
         "22",
         mean,
     );
-    // Measured 3.4 % (all 495 mixes). Tolerance 1 point, as above.
-    within("003 mean", mean, 3.4, 1.0);
+    // Measured 2.9 % (all 495 mixes) with M8's refill; 3.4 % before.
+    // The refill lengthens every pairing's runs, most where two
+    // cache-sensitive programs alternate on one core, which is what
+    // seed 003 pairs to keep them from co-running, so the gain of the
+    // best pairing over the worst shrinks on average. Tolerance 1 point,
+    // as above.
+    within("003 mean", mean, 2.9, 1.0);
 }
 
 // ---------------------------------------------------------------------

@@ -152,3 +152,82 @@ fn only_sharers_pay_for_shared_lines() {
     assert_eq!(out[0].transfers_per_instr, 0.0);
     assert!(out[0].ips > 2.0 * shared, "{} vs {shared}", out[0].ips);
 }
+
+#[test]
+fn cfs_slices_follow_the_kernels_defaults_scaled_by_the_cpu_count() {
+    // 2 CPUs: factor 1 + ilog2(2) = 2, latency 12 ms, granularity 1.5 ms.
+    let duo = Solver::new(&Machine::preset("core2duo").unwrap(), Constants::default());
+    assert!((duo.slice_s(2) - 0.006).abs() < 1e-12);
+    assert!((duo.slice_s(4) - 0.003).abs() < 1e-12);
+    assert!((duo.slice_s(16) - 0.0015).abs() < 1e-12);
+    // 16 CPUs: the factor stops at 8 CPUs, 4: 24 ms and 3 ms.
+    let w = Solver::new(
+        &Machine::preset("westmere-2s").unwrap(),
+        Constants::default(),
+    );
+    assert!((w.slice_s(2) - 0.012).abs() < 1e-12);
+    assert!((w.slice_s(10) - 0.003).abs() < 1e-12);
+}
+
+#[test]
+fn a_refill_costs_the_misses_beyond_the_steady_state() {
+    // Power law c^-a from an empty cache: a / (1 + a) of the content.
+    for alpha in [0.1, 0.5, 0.7] {
+        let got = slices::excess_misses(|c: f64| c.powf(-alpha), 0.0, 1000.0);
+        let want = 1000.0 * alpha / (1.0 + alpha);
+        assert!((got - want).abs() < 0.02 * want, "{alpha}: {got} {want}");
+    }
+    // A set that fits refills whole; nothing lost costs nothing.
+    let fits = |c: f64| 1.0 - (c / 1000.0).min(1.0);
+    assert!((slices::excess_misses(fits, 200.0, 1000.0) - 800.0).abs() < 1e-9);
+    assert_eq!(slices::excess_misses(fits, 1000.0, 1000.0), 0.0);
+}
+
+#[test]
+fn only_threads_that_time_share_a_cpu_pay_for_switches() {
+    let m = Machine::preset("core2duo").unwrap();
+    let model = |uncore_pki, llc_mpki, alpha, ws| ThreadModel {
+        cpi_core: 0.8,
+        uncore_pki,
+        working_set: ws,
+        pattern: Pattern::PowerLaw { llc_mpki, alpha },
+        mlp: 1.5,
+        shared_writes_pki: 0.0,
+    };
+    let x = model(80.0, 25.0, 0.7, 1 << 30);
+    let hog = model(35.0, 28.0, 0.1, 32 << 20);
+    let light = model(3.0, 0.3, 0.1, 1 << 20);
+    let pages = [1.0];
+    let mut s = Solver::new(&m, Constants::default());
+    let mut refill = |rs: &[Runner<'_>]| {
+        let mut speeds = Vec::new();
+        s.solve(rs, &Background::default(), &mut speeds);
+        let mut out = Vec::new();
+        s.slice_refill(rs, &speeds, &mut out);
+        out
+    };
+    // One thread per CPU: nothing, whoever runs beside it.
+    let alone = refill(&[runner(0, 1.0, &x, &pages), runner(1, 1.0, &hog, &pages)]);
+    assert_eq!(alone, vec![0.0, 0.0]);
+    // X time-sharing CPU 0 with the hog loses more of its cache than
+    // with the light thread, and pays at most its whole CPU share.
+    let with_hog = refill(&[runner(0, 0.5, &x, &pages), runner(0, 0.5, &hog, &pages)]);
+    let with_light = refill(&[runner(0, 0.5, &x, &pages), runner(0, 0.5, &light, &pages)]);
+    assert!(
+        with_hog[0] > 4.0 * with_light[0],
+        "{with_hog:?} {with_light:?}"
+    );
+    assert!(with_hog[0] > 0.0 && with_hog[0] <= 0.5e9, "{with_hog:?}");
+    // The streaming hog loses little by losing its lines (a flat curve).
+    assert!(with_hog[1] < with_hog[0], "{with_hog:?}");
+    // Switched off, nothing.
+    let mut c = Constants::default();
+    c.mechanisms.slice_refill = false;
+    let mut off = Solver::new(&m, c);
+    let rs = [runner(0, 0.5, &x, &pages), runner(0, 0.5, &hog, &pages)];
+    let mut speeds = Vec::new();
+    off.solve(&rs, &Background::default(), &mut speeds);
+    let mut out = Vec::new();
+    off.slice_refill(&rs, &speeds, &mut out);
+    assert_eq!(out, vec![0.0, 0.0]);
+}

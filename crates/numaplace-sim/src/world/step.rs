@@ -63,6 +63,10 @@ impl World {
             .collect();
         let mut speeds = std::mem::take(&mut self.speeds);
         self.solver.solve(&runners, &self.background, &mut speeds);
+        // M8: what the step's switch-ins cost the threads that time-share
+        // a CPU, stalled like a migration's refill (M7).
+        let mut refill = Vec::new();
+        self.solver.slice_refill(&runners, &speeds, &mut refill);
         drop(runners);
         self.background
             .node_bytes_per_s
@@ -75,8 +79,9 @@ impl World {
         let ghz = self.solver.ghz();
         let spin_cpi = self.spin.cpi_core;
         let mut arrived = false;
-        for (&t, s) in active.iter().zip(&speeds) {
+        for ((&t, s), refill_ns_per_s) in active.iter().zip(&speeds).zip(refill) {
             let th = &mut self.threads[t];
+            th.stall_ns += refill_ns_per_s * dt;
             let spec = &self.workload.apps[th.app];
             let barrier = spec
                 .job
