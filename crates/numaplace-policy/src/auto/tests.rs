@@ -841,3 +841,46 @@ fn a_kernel_without_the_setting_is_left_alone() {
         assert!(kernel_action(&decide(&mut auto, &t, &s)).is_none());
     }
 }
+
+/// Judged on a kernel turned on, a trial that shows no loss beyond the
+/// margin is kept (what balancing gains mostly shows later); turned off,
+/// one that shows a gain within the margin is not.
+#[test]
+fn the_kernels_balancing_is_kept_on_unless_clearly_slower_and_off_only_if_clearly_faster() {
+    let t = topo();
+    let p = AutoParams::default();
+    let mut auto = Auto::new(p.clone());
+    let started = until_kernel_trial(&mut auto, &t);
+    // On: 1 % slower, within the margin: kept (no rollback), and off is
+    // tried after the wait.
+    let mut seq = started;
+    let mut next = None;
+    for _ in 0..KERNEL_ON_SETTLE_ROUNDS + p.measure_rounds + 40 {
+        seq += 1;
+        let plan = decide(&mut auto, &t, &kernel_round(seq, true, 990_000_000));
+        if let Some((on, why)) = kernel_action(&plan) {
+            next = Some((on, why.to_string()));
+            break;
+        }
+    }
+    let (on, why) = next.expect("a next trial");
+    assert!(!on, "kept on, then off tried: {why}");
+    assert!(
+        why.contains("kept: the groups in scope together went -1.0 %"),
+        "{why}"
+    );
+    // Off: 1 % faster, within the margin: put back on.
+    let mut back = None;
+    for _ in 0..20 {
+        seq += 1;
+        let plan = decide(&mut auto, &t, &kernel_round(seq, false, 1_000_000_000));
+        if let Some((on, why)) = kernel_action(&plan) {
+            back = Some((on, why.to_string()));
+            break;
+        }
+    }
+    let (on, why) = back.expect("judged");
+    assert!(on, "put back on: {why}");
+    assert!(why.contains("rolled back"), "{why}");
+    assert!(why.contains("gain more than +2.0 %"), "{why}");
+}
