@@ -35,7 +35,9 @@ const HEADERS: [&str; 11] = [
 
 const FOOTER: &str = "mean: mean application run time over the seeds; autonuma: whether the \
 simulated kernel under the policy ran its automatic NUMA balancing (`default` is Linux with it \
-off, as the seeds measured; `autonuma` with it on, as distributions ship); vs default / vs \
+off, as the seeds measured; `autonuma` with it on, as distributions ship; `off, set in N: M \
+on`: it started off, and the policy switched it itself in N runs, M of which ended with it on); \
+vs default / vs \
 oracle: change of the mean against `default` and the oracle's static placement (negative % = \
 faster); worst: slowest seed; RSD: relative standard deviation over the seeds; migr/h: per \
 simulated hour; energy, power: from the machine's power model; -: not available.";
