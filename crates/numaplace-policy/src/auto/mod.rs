@@ -872,6 +872,10 @@ impl Auto {
         } else {
             e.trial.observe(&self.judge, progress)
         };
+        if verdict == Verdict::Wait {
+            self.trial = Some(e);
+            return;
+        }
         self.kernel_held.0 += 1;
         let wait = self.judge.backoff_after(self.kernel_held.0);
         self.kernel_held.1 = s.seq + wait;
@@ -889,10 +893,7 @@ impl Auto {
             );
         };
         match verdict {
-            Verdict::Wait => {
-                self.kernel_held.0 -= 1;
-                self.trial = Some(e);
-            }
+            Verdict::Wait => {}
             Verdict::Judged(j) => {
                 let numbers = format!(
                     "the groups in scope together went {}{}, over {} rounds",
