@@ -144,6 +144,12 @@ const KERNEL_OFF_SETTLE_ROUNDS: usize = 1;
 /// The kernel is taken to have placed memory once less than this share of
 /// the groups' memory changed node over a round, two rounds in a row.
 const KERNEL_STILL: f64 = 0.01;
+/// The kernel is taken to have found memory to move (misplaced pages, the
+/// premise of its gains that show only later) once this share of the
+/// groups' memory changed node while a trial of it settled: a few scan
+/// windows' worth of a large process, a page in a few hundred of a small
+/// one, and no process that merely grew.
+const KERNEL_FOUND_WORK: f64 = 0.002;
 /// The longest a trial of the kernel's balancing waits for its pages to
 /// settle before it is measured anyway.
 const KERNEL_MAX_SETTLE_ROUNDS: usize = 60;
@@ -210,8 +216,9 @@ struct Experiment {
     /// hardly moved ([`KERNEL_STILL`]).
     memory_seen: BTreeMap<i32, BTreeMap<u32, u64>>,
     still_rounds: usize,
-    /// The largest share of the groups' memory that changed node in one
-    /// round while it settled: whether the kernel found memory to move.
+    /// The share of the groups' memory that changed node while it
+    /// settled, summed over its rounds: whether the kernel found memory to
+    /// move ([`KERNEL_FOUND_WORK`]).
     moved_share: f64,
 }
 
@@ -842,19 +849,21 @@ impl Auto {
                     .chain(was.into_iter().flat_map(|w| w.keys()))
                     .copied()
                     .collect();
-                let gained: u64 = nodes
-                    .iter()
-                    .map(|n| {
-                        let a = now.get(n).copied().unwrap_or(0);
-                        let b = was.and_then(|w| w.get(n)).copied().unwrap_or(0);
-                        a.saturating_sub(b)
-                    })
-                    .sum();
-                moved += gained;
+                // Pages that changed node: what some nodes gained and
+                // others lost (a process that only grew or shrank moved
+                // nothing).
+                let (mut gained, mut lost) = (0u64, 0u64);
+                for n in &nodes {
+                    let a = now.get(n).copied().unwrap_or(0);
+                    let b = was.and_then(|w| w.get(n)).copied().unwrap_or(0);
+                    gained += a.saturating_sub(b);
+                    lost += b.saturating_sub(a);
+                }
+                moved += gained.min(lost);
             }
             let still = total > 0 && (moved as f64) < KERNEL_STILL * total as f64;
             if !e.memory_seen.is_empty() && total > 0 {
-                e.moved_share = e.moved_share.max(moved as f64 / total as f64);
+                e.moved_share += moved as f64 / total as f64;
             }
             e.still_rounds = if still && !e.memory_seen.is_empty() {
                 e.still_rounds + 1
@@ -923,7 +932,7 @@ impl Auto {
                 // while it settled: where it moved none, its faults are
                 // all it brought (mix-186: 10 s, +1.7 % under `autonuma`,
                 // no page moved), and it must pay like any move.
-                let found_work = e.moved_share >= KERNEL_STILL;
+                let found_work = e.moved_share >= KERNEL_FOUND_WORK;
                 let bar = if before || !found_work {
                     self.judge.margin
                 } else {
