@@ -141,11 +141,17 @@ pub fn write_value(root: &SysRoot, value: u32) -> io::Result<()> {
     f.write_all(format!("{value}\n").as_bytes())
 }
 
+/// The bit mask `value` with balancing between nodes (bit 0x1) set to
+/// `on`, every other bit (tiering) as it is.
+pub fn with_between_nodes(value: u32, on: bool) -> u32 {
+    if on { value | 1 } else { value & !1 }
+}
+
 /// Turns balancing between nodes (bit 0x1) on or off, the tiering bit
 /// kept: returns the value before and the value written.
 pub fn set_between_nodes(root: &SysRoot, on: bool) -> io::Result<(u32, u32)> {
     let before = read_value(root)?;
-    let after = if on { before | 1 } else { before & !1 };
+    let after = with_between_nodes(before, on);
     if after != before {
         write_value(root, after)?;
     }

@@ -208,12 +208,16 @@ struct Experiment {
     /// layout re-pins threads every round, so the first round's pins do
     /// not say what it changed).
     layout: Option<BTreeMap<i32, Before>>,
-    /// A trial of the kernel's balancing ([`KERNEL`]): the setting before
-    /// it, what a rollback puts back.
-    kernel: Option<bool>,
-    /// While a trial of the kernel's balancing settles: each group's
-    /// memory per node last round, and the rounds in a row in which it
-    /// hardly moved ([`KERNEL_STILL`]).
+    /// A trial of the kernel's balancing ([`KERNEL`]).
+    kernel: Option<KernelTrial>,
+}
+
+/// What a trial of the kernel's balancing keeps while it settles.
+struct KernelTrial {
+    /// The setting before it, what a rollback puts back.
+    before: bool,
+    /// Each group's memory per node last round, and the rounds in a row
+    /// in which it hardly moved ([`KERNEL_STILL`]).
     memory_seen: BTreeMap<i32, BTreeMap<u32, u64>>,
     still_rounds: usize,
     /// The share of the groups' memory that changed node while it
@@ -644,8 +648,8 @@ impl Auto {
         };
         e.rounds += 1;
         e.moves.retain(|m| s.group(m.pid).is_some()); // exited: nothing to undo
-        if let Some(before) = e.kernel {
-            self.go_on_kernel(s, e, before, progress, plan);
+        if let Some(k) = e.kernel.take() {
+            self.go_on_kernel(s, e, k, progress, plan);
             return;
         }
         if e.moves.is_empty() {
@@ -819,10 +823,11 @@ impl Auto {
         &mut self,
         s: &Snapshot,
         mut e: Experiment,
-        before: bool,
+        mut k: KernelTrial,
         progress: &BTreeMap<i32, f64>,
         plan: &mut Plan,
     ) {
+        let before = k.before;
         let word = |on: bool| if on { "on" } else { "off" };
         if s.machine.numa_balancing != Some(!before) {
             // Not carried out (the engine's journal says why), or changed
@@ -843,7 +848,7 @@ impl Auto {
             let (mut moved, mut total) = (0u64, 0u64);
             for (pid, now) in &memory {
                 total += now.values().sum::<u64>();
-                let was = e.memory_seen.get(pid);
+                let was = k.memory_seen.get(pid);
                 let nodes: BTreeSet<u32> = now
                     .keys()
                     .chain(was.into_iter().flat_map(|w| w.keys()))
@@ -862,22 +867,23 @@ impl Auto {
                 moved += gained.min(lost);
             }
             let still = total > 0 && (moved as f64) < KERNEL_STILL * total as f64;
-            if !e.memory_seen.is_empty() && total > 0 {
-                e.moved_share += moved as f64 / total as f64;
+            if !k.memory_seen.is_empty() && total > 0 {
+                k.moved_share += moved as f64 / total as f64;
             }
-            e.still_rounds = if still && !e.memory_seen.is_empty() {
-                e.still_rounds + 1
+            k.still_rounds = if still && !k.memory_seen.is_empty() {
+                k.still_rounds + 1
             } else {
                 0
             };
-            e.memory_seen = memory;
+            k.memory_seen = memory;
             let settled = if before {
                 e.rounds > KERNEL_OFF_SETTLE_ROUNDS
             } else {
-                e.rounds > KERNEL_ON_SETTLE_ROUNDS && e.still_rounds >= 2
+                e.rounds > KERNEL_ON_SETTLE_ROUNDS && k.still_rounds >= 2
                     || e.rounds > KERNEL_MAX_SETTLE_ROUNDS
             };
             if !settled {
+                e.kernel = Some(k);
                 self.trial = Some(e);
                 return;
             }
@@ -888,6 +894,7 @@ impl Auto {
             e.trial.observe(&self.judge, progress)
         };
         if verdict == Verdict::Wait {
+            e.kernel = Some(k);
             self.trial = Some(e);
             return;
         }
@@ -932,7 +939,7 @@ impl Auto {
                 // while it settled: where it moved none, its faults are
                 // all it brought (mix-186: 10 s, +1.7 % under `autonuma`,
                 // no page moved), and it must pay like any move.
-                let found_work = e.moved_share >= KERNEL_FOUND_WORK;
+                let found_work = k.moved_share >= KERNEL_FOUND_WORK;
                 let bar = if before || !found_work {
                     self.judge.margin
                 } else {
@@ -1061,10 +1068,12 @@ impl Auto {
             moves,
             rounds: 0,
             layout: None,
-            kernel: Some(now),
-            memory_seen: BTreeMap::new(),
-            still_rounds: 0,
-            moved_share: 0.0,
+            kernel: Some(KernelTrial {
+                before: now,
+                memory_seen: BTreeMap::new(),
+                still_rounds: 0,
+                moved_share: 0.0,
+            }),
         });
     }
 
@@ -1260,9 +1269,6 @@ impl Auto {
             rounds: 0,
             layout: Some(before),
             kernel: None,
-            memory_seen: BTreeMap::new(),
-            still_rounds: 0,
-            moved_share: 0.0,
         });
     }
 
@@ -1353,9 +1359,6 @@ impl Auto {
             rounds: 0,
             layout: None,
             kernel: None,
-            memory_seen: BTreeMap::new(),
-            still_rounds: 0,
-            moved_share: 0.0,
         });
     }
 }

@@ -197,7 +197,7 @@ impl PinGuard for StateGuard<'_> {
         let root = numaplace_linux::sysroot::SysRoot::host();
         let now = numaplace_linux::balancing::read_value(&root)
             .map_err(|e| format!("cannot read kernel.numa_balancing: {e}"))?;
-        let applied = if on { now | 1 } else { now & !1 };
+        let applied = numaplace_linux::balancing::with_between_nodes(now, on);
         self.state
             .record_kernel_balancing(now, applied)
             .map_err(|e| e.to_string())
