@@ -18,6 +18,16 @@ use crate::cli::{Cli, Command};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
+    if !matches!(cli.command, Command::Run(_)) {
+        // A command whose output is cut short (`numaplace scenarios | head`)
+        // ends as any Unix filter does, by SIGPIPE, instead of panicking on
+        // the failed write. Not the daemon: it writes to metrics clients
+        // over UNIX sockets, where a client that hangs up must cost it
+        // nothing (Rust's runtime leaves SIGPIPE ignored for that).
+        // SAFETY: at start-up, before any other thread; SIG_DFL is a valid
+        // disposition for SIGPIPE.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     let result = match cli.command {
         Command::Topology(args) => commands::topology::run(&args),
         Command::Tasks(args) => commands::tasks::run(&args),

@@ -154,7 +154,9 @@ pub fn render(m: &MetricsState) -> String {
     out
 }
 
-/// The most connections answered at once; more are closed at once.
+/// The most connections held open at once. One more evicts the oldest: a
+/// local user holding connections open cannot keep a scrape out, since the
+/// scraper's connection is the newest and sends its request at once.
 pub const MAX_CONNECTIONS: usize = 32;
 /// The longest a connection may take to send its request and read the
 /// answer, in all.
@@ -180,6 +182,10 @@ fn respond(stream: &mut dyn ReadWrite, shared: &Shared) {
             break;
         }
     }
+    if n == 0 {
+        // Closed, evicted or silent: nobody to answer.
+        return;
+    }
     let req = String::from_utf8_lossy(&buf[..n]);
     let line = req.lines().next().unwrap_or("");
     let (status, body) = if line.starts_with("GET /metrics ") || line == "GET /metrics" {
@@ -201,16 +207,28 @@ fn respond(stream: &mut dyn ReadWrite, shared: &Shared) {
 trait ReadWrite: Read + Write {}
 impl<T: Read + Write> ReadWrite for T {}
 
+/// Closes a connection from outside the thread answering it: its blocked
+/// read or write returns at once.
+type Closer = Box<dyn FnOnce() + Send>;
+
 /// A connection whose reads and writes can be bounded in time, so one slow
-/// client cannot hold the endpoint.
+/// client cannot hold the endpoint, and that can be closed from outside.
 trait Connection: ReadWrite + Send + 'static {
     fn bound(&self, limit: Duration);
+    /// `None` when the socket cannot be duplicated (out of descriptors).
+    fn closer(&self) -> Option<Closer>;
 }
 
 impl Connection for std::net::TcpStream {
     fn bound(&self, limit: Duration) {
         let _ = self.set_read_timeout(Some(limit));
         let _ = self.set_write_timeout(Some(limit));
+    }
+    fn closer(&self) -> Option<Closer> {
+        let c = self.try_clone().ok()?;
+        Some(Box::new(move || {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }))
     }
 }
 
@@ -219,37 +237,69 @@ impl Connection for std::os::unix::net::UnixStream {
         let _ = self.set_read_timeout(Some(limit));
         let _ = self.set_write_timeout(Some(limit));
     }
+    fn closer(&self) -> Option<Closer> {
+        let c = self.try_clone().ok()?;
+        Some(Box::new(move || {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }))
+    }
+}
+
+/// The connections being answered, oldest first.
+#[derive(Default)]
+struct Open {
+    next: u64,
+    conns: std::collections::VecDeque<(u64, Closer)>,
+}
+
+impl Open {
+    /// Takes a connection in, evicting the oldest when [`MAX_CONNECTIONS`]
+    /// are open; its id.
+    fn admit(&mut self, closer: Closer) -> u64 {
+        while self.conns.len() >= MAX_CONNECTIONS {
+            let Some((_, oldest)) = self.conns.pop_front() else {
+                break;
+            };
+            oldest();
+        }
+        let id = self.next;
+        self.next += 1;
+        self.conns.push_back((id, closer));
+        id
+    }
+
+    fn done(&mut self, id: u64) {
+        self.conns.retain(|(i, _)| *i != id);
+    }
 }
 
 /// Accepts connections in a thread of its own and answers each in a thread
-/// of its own, at most [`MAX_CONNECTIONS`] at once (more are closed at
-/// once), each bounded in time and size: idle connections held open by
-/// anyone cannot stall a scrape.
+/// of its own, each bounded in time and size; at most [`MAX_CONNECTIONS`]
+/// open, a new one evicting the oldest, so idle connections held open by
+/// anyone cannot keep a scrape out.
 fn spawn_server<C: Connection>(
     incoming: impl Iterator<Item = std::io::Result<C>> + Send + 'static,
     shared: Shared,
 ) -> Result<()> {
-    let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let open = Arc::new(Mutex::new(Open::default()));
     std::thread::Builder::new()
         .name("np-metrics".into())
         .spawn(move || {
-            use std::sync::atomic::Ordering;
             for mut c in incoming.flatten() {
-                if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-                    active.fetch_sub(1, Ordering::AcqRel);
-                    drop(c);
+                let Some(closer) = c.closer() else {
                     continue;
-                }
-                let (shared, active2) = (Arc::clone(&shared), Arc::clone(&active));
+                };
+                let id = open.lock().unwrap_or_else(|p| p.into_inner()).admit(closer);
+                let (shared, open2) = (Arc::clone(&shared), Arc::clone(&open));
                 let spawned = std::thread::Builder::new()
                     .name("np-metrics-conn".into())
                     .spawn(move || {
                         c.bound(CONNECTION_TIME);
                         respond(&mut c, &shared);
-                        active2.fetch_sub(1, Ordering::AcqRel);
+                        open2.lock().unwrap_or_else(|p| p.into_inner()).done(id);
                     });
                 if spawned.is_err() {
-                    active.fetch_sub(1, Ordering::AcqRel);
+                    open.lock().unwrap_or_else(|p| p.into_inner()).done(id);
                 }
             }
         })?;
@@ -387,8 +437,9 @@ mod tests {
         body
     }
 
-    /// Idle connections held open by anyone (fewer than the cap) do not
-    /// stall a scrape. The 60 s timeout only bounds a failure.
+    /// Idle connections held open by anyone, three times the cap, do not
+    /// keep a scrape out: the newest evicts the oldest. The 60 s timeout
+    /// only bounds a failure.
     #[test]
     fn a_scrape_answers_while_idle_connections_are_held_open() {
         let shared: Shared = Arc::new(Mutex::new(MetricsState::default()));
@@ -396,14 +447,45 @@ mod tests {
         let addr = probe.local_addr().unwrap();
         drop(probe);
         serve(&Listen::Tcp(addr), Arc::clone(&shared)).unwrap();
-        let idle: Vec<_> = (0..10)
+        let mut idle: Vec<_> = (0..3 * MAX_CONNECTIONS)
             .map(|_| std::net::TcpStream::connect(addr).unwrap())
             .collect();
-        let s = std::net::TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        let body = scrape(s);
-        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+        for _ in 0..3 {
+            let s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+            let body = scrape(s);
+            assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+        }
+        // The oldest idle connection was closed by the server, unanswered.
+        idle[0]
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut rest = Vec::new();
+        assert_eq!(idle[0].read_to_end(&mut rest).unwrap_or(0), 0);
         drop(idle);
+    }
+
+    /// The table of open connections: the oldest goes first, a finished
+    /// one leaves, never more than the cap.
+    #[test]
+    fn the_oldest_connection_is_evicted_at_the_cap() {
+        let closed = Arc::new(Mutex::new(Vec::new()));
+        let mut open = Open::default();
+        let closer = |i: usize| -> Closer {
+            let closed = Arc::clone(&closed);
+            Box::new(move || closed.lock().unwrap().push(i))
+        };
+        let ids: Vec<u64> = (0..MAX_CONNECTIONS)
+            .map(|i| open.admit(closer(i)))
+            .collect();
+        assert!(closed.lock().unwrap().is_empty());
+        open.done(ids[0]);
+        open.admit(closer(100));
+        assert!(closed.lock().unwrap().is_empty(), "a slot was free");
+        open.admit(closer(101));
+        open.admit(closer(102));
+        assert_eq!(*closed.lock().unwrap(), vec![1, 2]);
+        assert_eq!(open.conns.len(), MAX_CONNECTIONS);
     }
 
     /// A socket a live endpoint serves is not taken over; a stale one

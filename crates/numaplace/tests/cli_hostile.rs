@@ -330,3 +330,38 @@ fn a_second_daemon_on_the_same_state_file_is_refused_with_the_holders_pid() {
     let _ = sleeper.kill();
     let _ = sleeper.wait();
 }
+
+/// Output cut short (`numaplace scenarios | head -0`): the command ends by
+/// SIGPIPE, as a Unix filter does, without a panic on stderr.
+#[test]
+fn output_to_a_closed_pipe_ends_by_sigpipe_not_a_panic() {
+    use std::os::unix::process::ExitStatusExt;
+    for args in [
+        vec!["scenarios"],
+        vec!["topology", "--synthetic", "pack:2 core:64 pu:2"],
+    ] {
+        // A pipe whose reader is gone before the child starts.
+        let mut fds = [0; 2];
+        // SAFETY: fds has room for the two descriptors pipe(2) writes.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: both descriptors were just created and are owned here.
+        let (reader, writer) = unsafe {
+            use std::os::fd::FromRawFd;
+            (
+                std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+            )
+        };
+        drop(reader);
+        let o = Command::new(env!("CARGO_BIN_EXE_numaplace"))
+            .args(&args)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::from(writer))
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.signal(), Some(libc::SIGPIPE), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
