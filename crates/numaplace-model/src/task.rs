@@ -35,7 +35,8 @@ pub struct Task {
     pub tgid: i32,
     /// Clock ticks since boot when it started.
     pub start_time: u64,
-    /// The kernel's `comm` (at most 15 bytes), lossy UTF-8. Untrusted.
+    /// The kernel's `comm` (at most 15 bytes); bytes that are not UTF-8
+    /// kept as [`name_from_bytes`] says. Untrusted.
     pub comm: String,
     /// The kernel's one-letter state (`R`, `S`, `D`, `T`, `Z`, `I`, ...).
     pub state: char,
@@ -182,9 +183,31 @@ impl TaskGroup {
     }
 }
 
+/// The first of the 128 private-use code points (U+10FF80..=U+10FFFF) that
+/// stand for the bytes 0x80..=0xFF of a name that are not UTF-8.
+const RAW_BYTE: u32 = 0x10FF00;
+
+/// A name the kernel keeps as bytes (`comm`, a command-line argument) as
+/// text, without losing any: valid UTF-8 as it is, each byte that is not
+/// (always 0x80..=0xFF) as the private-use character U+10FF00 + byte,
+/// which [`printable`] shows as `\xNN` and JSON carries as it is.
+/// `String::from_utf8_lossy` would turn every such byte into the same
+/// U+FFFD, so two names differing only there would look the same.
+pub fn name_from_bytes(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(chunk.valid());
+        for &b in chunk.invalid() {
+            out.push(char::from_u32(RAW_BYTE + u32::from(b)).unwrap_or('\u{fffd}'));
+        }
+    }
+    out
+}
+
 /// Makes an untrusted name safe to print on a terminal: control
 /// characters and backslashes are escaped (`\n`, `\x1b`, `\\`), so a thread
-/// cannot move the cursor or forge table rows.
+/// cannot move the cursor or forge table rows; a byte that was not UTF-8
+/// (see [`name_from_bytes`]) shows as `\xNN`, like a control byte.
 pub fn printable(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for c in name.chars() {
@@ -194,6 +217,9 @@ pub fn printable(name: &str) -> String {
             '\t' => out.push_str("\\t"),
             c if c.is_control() => {
                 let _ = write!(out, "\\x{:02x}", c as u32);
+            }
+            c if ('\u{10ff80}'..='\u{10ffff}').contains(&c) => {
+                let _ = write!(out, "\\x{:02x}", c as u32 - RAW_BYTE);
             }
             // Bidirectional controls (Trojan Source, CVE-2021-42574) and
             // zero-width format characters reorder or hide what a terminal
@@ -290,6 +316,10 @@ mod tests {
         assert_eq!(printable("evil\u{202e}gpj"), "evil\\u{202e}gpj");
         assert_eq!(printable("a\u{2066}b\u{200b}c"), "a\\u{2066}b\\u{200b}c");
         assert_eq!(printable(&String::from_utf8_lossy(b"x\xff")), "x\\u{fffd}");
+        // Bytes that are not UTF-8 are shown as the bytes they were.
+        assert_eq!(printable(&name_from_bytes(b"x\xff\xc3(")), "x\\xff\\xc3(");
+        assert_eq!(name_from_bytes("naïve\u{202e}".as_bytes()), "naïve\u{202e}");
+        assert_ne!(name_from_bytes(b"a\xfe"), name_from_bytes(b"a\xff"));
         assert_eq!(printable("naïve 名前"), "naïve 名前");
     }
 

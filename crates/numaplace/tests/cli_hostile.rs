@@ -365,3 +365,45 @@ fn output_to_a_closed_pipe_ends_by_sigpipe_not_a_panic() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+/// A thread named with bytes that are not UTF-8 and a right-to-left
+/// override: `tasks` shows the bytes as `\xNN` and the override escaped,
+/// and JSON keeps the two names apart.
+#[test]
+fn names_that_are_not_utf8_show_their_bytes_escaped() {
+    let (named_tx, named_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let t = std::thread::spawn(move || {
+        // 15 bytes at most; \xe2\x80\xae is U+202E.
+        let name = b"np\xff\xfe\xe2\x80\xaeok\0";
+        // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes.
+        unsafe { libc::prctl(libc::PR_SET_NAME, name.as_ptr()) };
+        // SAFETY: gettid has no preconditions.
+        named_tx.send(unsafe { libc::gettid() }).unwrap();
+        let _ = done_rx.recv();
+    });
+    let tid = named_rx.recv().unwrap();
+    let pid = std::process::id().to_string();
+    let o = numaplace(&["tasks", "--pid", &pid, "--interval", "0"]);
+    let json = numaplace(&["tasks", "--pid", &pid, "--interval", "0", "--json"]);
+    done_tx.send(()).unwrap();
+    t.join().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    let row = out
+        .lines()
+        .find(|l| l.contains(&format!(" {tid} ")))
+        .unwrap_or_else(|| panic!("no row for thread {tid}: {out}"));
+    // The column cuts long names (with `~`); the escapes come first.
+    assert!(row.contains("np\\xff\\xfe\\u{202e"), "{row}");
+    assert!(
+        !row.contains('\u{202e}') && !row.contains('\u{fffd}'),
+        "{row}"
+    );
+    let s: numaplace_model::Snapshot = serde_json::from_slice(&json.stdout).unwrap();
+    let comm = &s.task(tid).expect("the named thread").comm;
+    assert_eq!(
+        comm,
+        &numaplace_model::task::name_from_bytes(b"np\xff\xfe\xe2\x80\xaeok")
+    );
+}

@@ -61,11 +61,12 @@ impl ProcReader {
     }
 
     /// A thread's name from its `comm` file, without the trailing newline,
-    /// lossy UTF-8 (at most 15 bytes in the kernel). Untrusted.
+    /// bytes that are not UTF-8 kept (`name_from_bytes`; at most 15 bytes in
+    /// the kernel). Untrusted.
     pub fn comm(&self, pid: i32, tid: i32) -> Result<String, ProcError> {
         let (_, bytes) = self.read(&task_file(pid, tid, "comm"), SMALL)?;
         let name = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
-        Ok(String::from_utf8_lossy(name).into_owned())
+        Ok(numaplace_model::task::name_from_bytes(name))
     }
 
     /// A process's command line; empty for kernel threads.

@@ -1,6 +1,7 @@
 //! `/proc/<pid>/cmdline`: the arguments, each followed by a NUL.
 
-/// Splits a `cmdline` into its arguments, lossy UTF-8. Empty for kernel
+/// Splits a `cmdline` into its arguments (bytes that are not UTF-8 kept,
+/// see `name_from_bytes`). Empty for kernel
 /// threads and zombies (empty file). One trailing NUL ends the last
 /// argument; empty arguments in between are kept (`a\0\0b\0` is `a`, ``,
 /// `b`). A process that rewrote its argument area (`setproctitle`) may
@@ -11,7 +12,7 @@ pub fn parse_cmdline(bytes: &[u8]) -> Vec<String> {
     }
     let body = bytes.strip_suffix(b"\0").unwrap_or(bytes);
     body.split(|&b| b == 0)
-        .map(|arg| String::from_utf8_lossy(arg).into_owned())
+        .map(numaplace_model::task::name_from_bytes)
         .collect()
 }
 
@@ -35,7 +36,7 @@ mod tests {
             parse_cmdline(b"nginx: worker process"),
             ["nginx: worker process"]
         );
-        assert_eq!(parse_cmdline(b"caf\xe9\0x\0"), ["caf\u{fffd}", "x"]);
+        assert_eq!(parse_cmdline(b"caf\xe9\0x\0"), ["caf\u{10ffe9}", "x"]);
         assert_eq!(
             parse_cmdline(b"qemu-system-x86_64\0-name\0guest=vm1\0"),
             ["qemu-system-x86_64", "-name", "guest=vm1"]

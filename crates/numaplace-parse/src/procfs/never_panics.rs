@@ -79,7 +79,7 @@ proptest! {
         line.extend_from_slice(" 0".repeat(39 - 22 - 1).as_bytes());
         line.extend_from_slice(b" 5\n");
         let s = parse_stat(&line).unwrap();
-        prop_assert_eq!(s.comm, String::from_utf8_lossy(&comm).into_owned());
+        prop_assert_eq!(s.comm, numaplace_model::task::name_from_bytes(&comm));
         prop_assert_eq!((s.pid, s.utime, s.stime, s.num_threads), (77, 9, 8, 3));
         prop_assert_eq!((s.start_time, s.processor), (12345, Some(5)));
     }

@@ -15,7 +15,8 @@ const FILE: &str = "stat";
 pub struct TaskStat {
     /// (1) The task id (for a thread, its tid).
     pub pid: i32,
-    /// (2) The command name, lossy UTF-8 of the raw bytes. Untrusted.
+    /// (2) The command name; bytes that are not UTF-8 kept as
+    /// `numaplace_model::task::name_from_bytes` says. Untrusted.
     pub comm: String,
     /// (3) One-letter state: `R`, `S`, `D`, `T`, `t`, `Z`, `X`, `I`, ...
     pub state: char,
@@ -73,7 +74,7 @@ pub fn parse_stat(bytes: &[u8]) -> Result<TaskStat, ParseError> {
     let pid_text = std::str::from_utf8(&bytes[..open])
         .map_err(|_| malformed("the pid before '(' is not text"))?;
     let pid = parse_num::<i32>(pid_text.trim(), "pid")?;
-    let comm = String::from_utf8_lossy(&bytes[open + 1..close]).into_owned();
+    let comm = numaplace_model::task::name_from_bytes(&bytes[open + 1..close]);
 
     let rest = std::str::from_utf8(&bytes[close + 1..])
         .map_err(|_| malformed("the fields after the command name are not text"))?;
@@ -221,9 +222,10 @@ mod tests {
     }
 
     #[test]
-    fn comm_that_is_not_utf8_is_lossy() {
+    fn comm_that_is_not_utf8_keeps_its_bytes() {
         let s = parse_stat(&with_comm(b"caf\xe9")).unwrap();
-        assert_eq!(s.comm, "caf\u{fffd}");
+        assert_eq!(s.comm, "caf\u{10ffe9}");
+        assert_eq!(numaplace_model::task::printable(&s.comm), "caf\\xe9");
     }
 
     #[test]
