@@ -135,7 +135,7 @@ fn comm_keeps_inner_newlines_and_drops_the_last() {
     assert_eq!(r.comm(5, 5).unwrap(), "a\nb) c");
     assert_eq!(r.stat(5, 5).unwrap().comm, "a\nb) c");
     fake.file("5/task/5/comm", b"caf\xe9\n");
-    assert_eq!(r.comm(5, 5).unwrap(), "caf\u{fffd}");
+    assert_eq!(r.comm(5, 5).unwrap(), "caf\u{10ffe9}");
     fake.file("5/task/5/comm", "");
     assert_eq!(r.comm(5, 5).unwrap(), "");
 }
