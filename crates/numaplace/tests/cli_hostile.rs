@@ -407,3 +407,21 @@ fn names_that_are_not_utf8_show_their_bytes_escaped() {
         &numaplace_model::task::name_from_bytes(b"np\xff\xfe\xe2\x80\xaeok")
     );
 }
+
+/// Every case of issue 18 from the outside, with `tests/host/hostile.sh`
+/// on the binary built: each row `ok` (as root also two daemons on one
+/// state file, kthreadd named in a state file, idle metrics connections,
+/// a second daemon on a live metrics socket).
+#[test]
+fn the_hostile_sweep_finds_every_case_handled() {
+    common::require_program("python3", "python3");
+    let out = Command::new("bash")
+        .arg(common::repo_root().join("tests/host/hostile.sh"))
+        .arg(env!("CARGO_BIN_EXE_numaplace"))
+        .output()
+        .expect("run hostile.sh");
+    let table = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{table}");
+    assert!(!table.contains("BAD"), "{table}");
+    assert!(table.lines().filter(|l| l.starts_with("ok ")).count() >= 33, "{table}");
+}
