@@ -99,9 +99,9 @@ impl Config {
             Some(p) => (p.to_path_buf(), true),
             None => (PathBuf::from(DEFAULT_PATH), false),
         };
-        let text = match numaplace_model::bounded::read_to_string(
+        let text = match numaplace_io::bounded::read_to_string(
             &path,
-            numaplace_model::bounded::CONFIG_MAX_BYTES,
+            numaplace_io::bounded::CONFIG_MAX_BYTES,
         ) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
