@@ -118,9 +118,10 @@ impl Config {
         Self::parse(&text).map_err(|e| InputError(format!("{}: {e}", path.display())).into())
     }
 
-    /// Parses and checks a config: every policy's parameters (in their
-    /// serde conversion, and [`PolicyKind::validate`]) and the scope's
-    /// values and counts.
+    /// Parses and checks a config: every policy's parameters
+    /// ([`PolicyKind::validate`]; DINO's, BRM's and symbiosis' already in
+    /// their serde conversion, which calls the same checks) and the
+    /// scope's values and counts.
     pub fn parse(text: &str) -> Result<Config, String> {
         let mut c: Config =
             toml::from_str(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))?;
