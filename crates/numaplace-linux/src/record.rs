@@ -140,12 +140,11 @@ impl Replay {
     pub fn open(path: &Path) -> Result<Replay, RecordError> {
         // A regular file only (never a device or FIFO), and every line
         // bounded: `/dev/zero` is not a recording.
-        let file =
-            numaplace_model::bounded::open_regular(path).map_err(|source| RecordError::Io {
-                path: path.to_path_buf(),
-                action: "open it",
-                source,
-            })?;
+        let file = numaplace_io::bounded::open_regular(path).map_err(|source| RecordError::Io {
+            path: path.to_path_buf(),
+            action: "open it",
+            source,
+        })?;
         let mut reader = BufReader::new(file);
         let first = match next_line(&mut reader) {
             None => {
@@ -180,13 +179,13 @@ impl Replay {
 }
 
 /// The next line of a recording, at most
-/// [`numaplace_model::bounded::RECORD_LINE_MAX_BYTES`] long.
+/// [`numaplace_io::bounded::RECORD_LINE_MAX_BYTES`] long.
 fn next_line(r: &mut BufReader<File>) -> Option<std::io::Result<String>> {
     let mut line = String::new();
-    match numaplace_model::bounded::read_line(
+    match numaplace_io::bounded::read_line(
         r,
         &mut line,
-        numaplace_model::bounded::RECORD_LINE_MAX_BYTES,
+        numaplace_io::bounded::RECORD_LINE_MAX_BYTES,
     ) {
         Ok(true) => Some(Ok(line)),
         Ok(false) => None,

@@ -129,14 +129,12 @@ fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
                 path: path.clone(),
                 detail,
             };
-            let text = numaplace_model::bounded::read_to_string(
-                path,
-                numaplace_model::bounded::XML_MAX_BYTES,
-            )
-            .map_err(|e| DiscoveryError::Read {
-                path: path.clone(),
-                detail: e.to_string(),
-            })?;
+            let text =
+                numaplace_io::bounded::read_to_string(path, numaplace_io::bounded::XML_MAX_BYTES)
+                    .map_err(|e| DiscoveryError::Read {
+                    path: path.clone(),
+                    detail: e.to_string(),
+                })?;
             Hw::builder()
                 .from_xml(&text)
                 .map_err(|e| xml_err(e.to_string()))?
@@ -193,9 +191,9 @@ fn check_sysfs_lists(root: &SysRoot) -> Result<(), DiscoveryError> {
     ];
     for (rel, max) in lists {
         let path = root.join(rel);
-        let text = match numaplace_model::bounded::read_to_string(
+        let text = match numaplace_io::bounded::read_to_string(
             &path,
-            numaplace_model::bounded::SYSFS_MAX_BYTES,
+            numaplace_io::bounded::SYSFS_MAX_BYTES,
         ) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,

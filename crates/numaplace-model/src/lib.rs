@@ -4,7 +4,6 @@
 //! `numaplace-linux` and the simulator's presets build these values, and
 //! the policies read them.
 
-pub mod bounded;
 pub mod counters;
 pub mod cpuset;
 pub mod metrics;

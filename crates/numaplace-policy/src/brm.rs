@@ -102,7 +102,7 @@ use serde::{Deserialize, Serialize};
 use numaplace_model::metrics::uncore_penalty;
 use numaplace_model::{Action, Counter, CpuSet, Plan, Task, TaskId, Topology};
 
-use crate::{Needs, Policy, Signal, View};
+use crate::{Needs, Policy, Signal, View, within};
 use numaplace_model::scope::glob;
 
 /// BRM's parameters (`[policy]` with `name = "brm"`).
@@ -159,37 +159,41 @@ pub const MAX_RESET_ROUNDS: u32 = 1_000_000;
 /// The most name patterns BRM matches every thread against.
 pub const MAX_COMMS: usize = 1024;
 
-impl BrmParams {
-    /// Checks every parameter's range; the message names the key, the
-    /// value and the range. Called wherever the parameters are read (the
-    /// serde conversion), so config, replay and simulator all check them.
-    pub fn validate(&self) -> Result<(), String> {
-        if !(1..=MAX_RESET_ROUNDS).contains(&self.reset_max_rounds) {
-            return Err(format!(
-                "brm: reset-max-rounds = {}: must be 1..={MAX_RESET_ROUNDS}",
-                self.reset_max_rounds
-            ));
-        }
-        if !(1..=self.reset_max_rounds).contains(&self.reset_min_rounds) {
-            return Err(format!(
-                "brm: reset-min-rounds = {}: must be 1..={} (at most reset-max-rounds)",
-                self.reset_min_rounds, self.reset_max_rounds
-            ));
-        }
-        if let Some(r) = self.min_uncore_requests_per_s
-            && !(r.is_finite() && r >= 0.0)
-        {
-            return Err(format!(
-                "brm: min-uncore-requests-per-s = {r}: must be a finite number, 0 or more"
-            ));
-        }
-        if self.comms.len() > MAX_COMMS {
-            return Err(format!(
-                "brm: comms has {} patterns: must be 0..={MAX_COMMS}",
-                self.comms.len()
-            ));
-        }
-        Ok(())
+/// Every parameter's range; the message names the key, the value and the
+/// range. The serde conversion calls it, so config, replay and simulator
+/// all check them.
+impl crate::Params for BrmParams {
+    fn validate(&self) -> Result<(), String> {
+        let check = || {
+            within(
+                "reset-max-rounds",
+                self.reset_max_rounds,
+                1,
+                MAX_RESET_ROUNDS,
+            )?;
+            within(
+                "reset-min-rounds",
+                self.reset_min_rounds,
+                1,
+                self.reset_max_rounds,
+            )
+            .map_err(|e| format!("{e} (at most reset-max-rounds)"))?;
+            if let Some(r) = self.min_uncore_requests_per_s
+                && !(r.is_finite() && r >= 0.0)
+            {
+                return Err(format!(
+                    "min-uncore-requests-per-s = {r}: must be a finite number, 0 or more"
+                ));
+            }
+            if self.comms.len() > MAX_COMMS {
+                return Err(format!(
+                    "comms has {} patterns: must be 0..={MAX_COMMS}",
+                    self.comms.len()
+                ));
+            }
+            Ok(())
+        };
+        check().map_err(|e| format!("brm: {e}"))
     }
 }
 
@@ -231,7 +235,7 @@ impl TryFrom<RawBrmParams> for BrmParams {
             reset_min_rounds: r.reset_min_rounds,
             reset_max_rounds: r.reset_max_rounds,
         };
-        p.validate()?;
+        crate::Params::validate(&p)?;
         Ok(p)
     }
 }
@@ -861,12 +865,6 @@ fn runnable_per_domain(
         }
     }
     runnable
-}
-
-impl crate::Params for BrmParams {
-    fn validate(&self) -> Result<(), String> {
-        BrmParams::validate(self)
-    }
 }
 
 pub mod premise;

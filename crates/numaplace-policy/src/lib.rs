@@ -83,6 +83,9 @@ pub struct Needs {
 /// read (the config file, a replay's config), before the policy is built,
 /// so that a value out of range is an error naming the key and its range
 /// instead of a wrong placement, a panic or an allocation that fails.
+/// `validate` is the one home of each type's range checks: the serde
+/// conversions that check (DINO's, BRM's, symbiosis') call it, as does
+/// [`crate::PolicyKind::validate`].
 pub trait Params {
     fn validate(&self) -> Result<(), String> {
         Ok(())

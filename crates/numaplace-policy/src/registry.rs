@@ -135,6 +135,7 @@ impl std::error::Error for UnknownPolicy {}
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Params;
 
     #[test]
     fn names_round_trip() {

@@ -161,14 +161,15 @@ impl TryFrom<RawParams> for SymbiosisParams {
             live_filter_bits: r.live_filter_bits,
             live_window_rounds: r.live_window_rounds,
         };
-        p.validate()?;
+        crate::Params::validate(&p)?;
         Ok(p)
     }
 }
 
-impl SymbiosisParams {
-    /// Checks the ranges; the error names the key and what to give.
-    pub fn validate(&self) -> Result<(), String> {
+/// Checks the ranges; the error names the key and what to give. The serde
+/// conversion calls it, so config, replay and simulator all check them.
+impl crate::Params for SymbiosisParams {
+    fn validate(&self) -> Result<(), String> {
         if !(2..=20).contains(&self.exact_limit) {
             return Err(format!(
                 "symbiosis: exact-limit {} out of range: give 2 to 20 tasks",
@@ -684,12 +685,6 @@ impl Symbiosis {
             }
             self.ours.insert(c.id, core_cpus.clone());
         }
-    }
-}
-
-impl crate::Params for SymbiosisParams {
-    fn validate(&self) -> Result<(), String> {
-        SymbiosisParams::validate(self)
     }
 }
 

@@ -31,11 +31,9 @@ fn error(path: &Path, message: impl Into<String>) -> MachineError {
 impl Machine {
     /// Reads a machine file and checks its numbers.
     pub fn load(path: &Path) -> Result<Machine, MachineError> {
-        let text = numaplace_model::bounded::read_to_string(
-            path,
-            numaplace_model::bounded::CONFIG_MAX_BYTES,
-        )
-        .map_err(|e| error(path, format!("cannot read the machine file: {e}")))?;
+        let text =
+            numaplace_io::bounded::read_to_string(path, numaplace_io::bounded::CONFIG_MAX_BYTES)
+                .map_err(|e| error(path, format!("cannot read the machine file: {e}")))?;
         Self::parse(&text, path)
     }
 

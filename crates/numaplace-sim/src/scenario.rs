@@ -174,17 +174,15 @@ pub fn parse(text: &str, origin: &str) -> Result<Workload, ScenarioError> {
 /// Reads and parses a scenario file.
 pub fn load(path: &Path) -> Result<Workload, ScenarioError> {
     let origin = path.display().to_string();
-    let text = numaplace_model::bounded::read_to_string(
-        path,
-        numaplace_model::bounded::SCENARIO_MAX_BYTES,
-    )
-    .map_err(|e| ScenarioError {
-        origin: origin.clone(),
-        line: None,
-        column: None,
-        field: None,
-        message: format!("cannot read the scenario file: {e}"),
-    })?;
+    let text =
+        numaplace_io::bounded::read_to_string(path, numaplace_io::bounded::SCENARIO_MAX_BYTES)
+            .map_err(|e| ScenarioError {
+                origin: origin.clone(),
+                line: None,
+                column: None,
+                field: None,
+                message: format!("cannot read the scenario file: {e}"),
+            })?;
     parse(&text, &origin)
 }
 

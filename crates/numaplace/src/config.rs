@@ -99,9 +99,9 @@ impl Config {
             Some(p) => (p.to_path_buf(), true),
             None => (PathBuf::from(DEFAULT_PATH), false),
         };
-        let text = match numaplace_model::bounded::read_to_string(
+        let text = match numaplace_io::bounded::read_to_string(
             &path,
-            numaplace_model::bounded::CONFIG_MAX_BYTES,
+            numaplace_io::bounded::CONFIG_MAX_BYTES,
         ) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
@@ -118,9 +118,10 @@ impl Config {
         Self::parse(&text).map_err(|e| InputError(format!("{}: {e}", path.display())).into())
     }
 
-    /// Parses and checks a config: every policy's parameters (in their
-    /// serde conversion, and [`PolicyKind::validate`]) and the scope's
-    /// values and counts.
+    /// Parses and checks a config: every policy's parameters
+    /// ([`PolicyKind::validate`]; DINO's, BRM's and symbiosis' already in
+    /// their serde conversion, which calls the same checks) and the
+    /// scope's values and counts.
     pub fn parse(text: &str) -> Result<Config, String> {
         let mut c: Config =
             toml::from_str(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))?;

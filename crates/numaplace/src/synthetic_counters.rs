@@ -214,16 +214,14 @@ pub struct SyntheticCounters {
 impl SyntheticCounters {
     /// Reads and checks `path`; every error names it (exit 2).
     pub fn load(path: &Path) -> Result<SyntheticCounters> {
-        let text = numaplace_model::bounded::read_to_string(
-            path,
-            numaplace_model::bounded::CONFIG_MAX_BYTES,
-        )
-        .map_err(|e| {
-            InputError(format!(
-                "--counters-from {}: cannot read it: {e}",
-                path.display()
-            ))
-        })?;
+        let text =
+            numaplace_io::bounded::read_to_string(path, numaplace_io::bounded::CONFIG_MAX_BYTES)
+                .map_err(|e| {
+                    InputError(format!(
+                        "--counters-from {}: cannot read it: {e}",
+                        path.display()
+                    ))
+                })?;
         let rules = parse(&text)
             .map_err(|e| InputError(format!("--counters-from {}: {e}", path.display())))?;
         Ok(SyntheticCounters {

@@ -142,9 +142,9 @@ impl TryFrom<AdaptiveConfig> for AdaptiveParams {
         let models = match &c.coefficients {
             None => Models::builtin(),
             Some(path) => {
-                let text = numaplace_model::bounded::read_to_string(
+                let text = numaplace_io::bounded::read_to_string(
                     path,
-                    numaplace_model::bounded::CONFIG_MAX_BYTES,
+                    numaplace_io::bounded::CONFIG_MAX_BYTES,
                 )
                 .map_err(|e| {
                     format!(

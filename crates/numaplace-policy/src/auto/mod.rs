@@ -75,9 +75,9 @@ impl Default for AutoParams {
     }
 }
 
-impl AutoParams {
-    /// Checks the ranges; says which key is wrong and what it may be.
-    pub fn validate(&self) -> Result<(), String> {
+/// Checks the ranges; says which key is wrong and what it may be.
+impl crate::Params for AutoParams {
+    fn validate(&self) -> Result<(), String> {
         within("measure-rounds", self.measure_rounds, 1, 100)?;
         if !self.margin_percent.is_finite() {
             return Err(format!(
@@ -89,7 +89,9 @@ impl AutoParams {
         within("backoff-rounds", self.backoff_rounds, 1, 100_000)?;
         within("max-settle-rounds", self.max_settle_rounds, 1, 1000)
     }
+}
 
+impl AutoParams {
     fn judge(&self) -> JudgeParams {
         JudgeParams {
             measure_rounds: self.measure_rounds,
@@ -1651,12 +1653,6 @@ impl Auto {
             true
         });
         still
-    }
-}
-
-impl crate::Params for AutoParams {
-    fn validate(&self) -> Result<(), String> {
-        AutoParams::validate(self)
     }
 }
 

@@ -10,6 +10,7 @@ use numaplace_model::{
 };
 
 use super::*;
+use crate::Params;
 use crate::testutil::{counters, decide, process, task};
 
 const GIB: u64 = 1 << 30;

@@ -233,33 +233,29 @@ pub const MAX_HYSTERESIS_WINDOW: usize = 10_000;
 /// The most pages moved around one sampled address (4 GiB of 4 KiB pages).
 pub const MAX_WINDOW_PAGES: u64 = 1 << 20;
 
-impl DinoParams {
-    /// Checks every parameter's range; the message names the key, the
-    /// value and the range. Called wherever the parameters are read (the
-    /// serde conversion), so config, replay and simulator all check them.
-    pub fn validate(&self) -> Result<(), String> {
-        self.thresholds
-            .validate()
-            .map_err(|e| format!("dino: {e}"))?;
-        if !(1..=MAX_HYSTERESIS_WINDOW).contains(&self.hysteresis_window) {
-            return Err(format!(
-                "dino: hysteresis-window = {}: must be 1..={MAX_HYSTERESIS_WINDOW}",
-                self.hysteresis_window
-            ));
-        }
-        if !(1..=self.hysteresis_window).contains(&self.hysteresis_needed) {
-            return Err(format!(
-                "dino: hysteresis-needed = {}: must be 1..={} (at most hysteresis-window)",
-                self.hysteresis_needed, self.hysteresis_window
-            ));
-        }
-        if !(1..=MAX_WINDOW_PAGES).contains(&self.window_pages) {
-            return Err(format!(
-                "dino: window-pages = {}: must be 1..={MAX_WINDOW_PAGES}",
-                self.window_pages
-            ));
-        }
-        Ok(())
+/// Every parameter's range; the message names the key, the value and the
+/// range. The serde conversion calls it, so config, replay and simulator
+/// all check them.
+impl crate::Params for DinoParams {
+    fn validate(&self) -> Result<(), String> {
+        let check = || {
+            self.thresholds.validate()?;
+            crate::within(
+                "hysteresis-window",
+                self.hysteresis_window,
+                1,
+                MAX_HYSTERESIS_WINDOW,
+            )?;
+            crate::within(
+                "hysteresis-needed",
+                self.hysteresis_needed,
+                1,
+                self.hysteresis_window,
+            )
+            .map_err(|e| format!("{e} (at most hysteresis-window)"))?;
+            crate::within("window-pages", self.window_pages, 1, MAX_WINDOW_PAGES)
+        };
+        check().map_err(|e| format!("dino: {e}"))
     }
 }
 
@@ -296,7 +292,7 @@ impl TryFrom<RawDinoParams> for DinoParams {
             hysteresis_needed: r.hysteresis_needed,
             window_pages: r.window_pages,
         };
-        p.validate()?;
+        crate::Params::validate(&p)?;
         Ok(p)
     }
 }
@@ -712,12 +708,6 @@ impl Policy for DistributedIntensity {
             f.plan(view.snapshot, &placed, &mut plan);
         }
         plan
-    }
-}
-
-impl crate::Params for DinoParams {
-    fn validate(&self) -> Result<(), String> {
-        DinoParams::validate(self)
     }
 }
 

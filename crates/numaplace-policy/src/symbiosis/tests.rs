@@ -8,6 +8,7 @@ use super::live::{Filter, footprint};
 use super::partition::{Graph, bisect, partition, proportional_counts};
 use super::place::{Member, Options, co_run_cost, interference, place};
 use super::*;
+use crate::Params;
 
 fn bits(ones: &[usize]) -> Filter {
     let mut f = Filter::new(6);
