@@ -115,7 +115,15 @@ impl Config {
                 .into());
             }
         };
-        Self::parse(&text).map_err(|e| InputError(format!("{}: {e}", path.display())).into())
+        Self::parse(&text).map_err(|e| {
+            // `FILE:LINE:COLUMN: what` where the error has a place.
+            let sep = if e.starts_with(|c: char| c.is_ascii_digit()) {
+                ":"
+            } else {
+                ": "
+            };
+            InputError(format!("{}{sep}{e}", path.display())).into()
+        })
     }
 
     /// Parses and checks a config: every policy's parameters
@@ -123,12 +131,11 @@ impl Config {
     /// their serde conversion, which calls the same checks) and the
     /// scope's values and counts.
     pub fn parse(text: &str) -> Result<Config, String> {
-        let mut c: Config =
-            toml::from_str(text).map_err(|e| e.to_string().trim_end().replace('\n', " "))?;
+        let mut c: Config = toml::from_str(text).map_err(|e| one_line(text, &e))?;
         // Read again as a plain table (the text parsed above, at most
         // CONFIG_MAX_BYTES): whether `[policy]` is there at all.
         c.policy_named = toml::from_str::<toml::Table>(text)
-            .map_err(|e| e.to_string().trim_end().replace('\n', " "))?
+            .map_err(|e| one_line(text, &e))?
             .contains_key("policy");
         c.policy
             .validate()
@@ -138,9 +145,35 @@ impl Config {
     }
 }
 
+/// A TOML error as one line, `LINE:COLUMN: what`, instead of toml's
+/// multi-line snippet (a parameter out of range is reported at its table's
+/// header, where its serde conversion runs).
+fn one_line(text: &str, e: &toml::de::Error) -> String {
+    let what = e.message().trim_end().replace('\n', " ");
+    match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            format!("{line}:{column}: {what}")
+        }
+        None => what,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// TOML's errors are one line with the place, not its snippet.
+    #[test]
+    fn errors_are_one_line_with_line_and_column() {
+        let e = Config::parse("interval = \"2s\"\n[scope]\nfoo = 1\n").unwrap_err();
+        assert!(e.starts_with("3:1: unknown field `foo`"), "{e}");
+        let e = Config::parse("[policy]\nname = \"dino\"\nwindow-pages = 0\n").unwrap_err();
+        assert!(e.starts_with("1:1: dino: window-pages = 0"), "{e}");
+        assert!(!e.contains('|'), "{e}");
+    }
 
     #[test]
     fn full_config() {

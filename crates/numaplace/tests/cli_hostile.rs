@@ -423,5 +423,8 @@ fn the_hostile_sweep_finds_every_case_handled() {
     let table = format!("{}{}", text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{table}");
     assert!(!table.contains("BAD"), "{table}");
-    assert!(table.lines().filter(|l| l.starts_with("ok ")).count() >= 33, "{table}");
+    assert!(
+        table.lines().filter(|l| l.starts_with("ok ")).count() >= 33,
+        "{table}"
+    );
 }
