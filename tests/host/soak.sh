@@ -112,6 +112,6 @@ END {
   printf "dry:  RSS %d-%d KiB (after 1 min %d, end %d), fds %d-%d (end %d)\n", lo[4], hi[4], d0, last_d, lo[5], hi[5], last_df
   if (last_r > 1.5 * r0 || last_d > 1.5 * d0) { print "RSS grew by more than 50%"; exit 1 }
   if (last_rf > rf0 || last_df > df0) { print "fds grew"; exit 1 }
-}' "$work/samples"
+}' "$work/samples" || { echo "the samples (seconds, KiB, fds):" >&2; cat "$work/samples" >&2; bad=1; }
 [ "$bad" = 0 ] && echo "every affinity restored (original $original)"
 exit "$bad"

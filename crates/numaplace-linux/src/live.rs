@@ -81,6 +81,13 @@ impl Telemetry for LiveTelemetry {
                 Ok(snapshot) => {
                     self.collect_ns
                         .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                    // Hinting faults exist while the kernel balances
+                    // between nodes, which a policy (auto) or an operator
+                    // may switch during the run: from the next round they
+                    // are read or not as it now says.
+                    if let Some(on) = snapshot.machine.numa_balancing {
+                        self.collector.set_numa_faults(on);
+                    }
                     return Ok(Some(snapshot));
                 }
                 Err(e) => {

@@ -462,7 +462,9 @@ impl Policy for Symbiosis {
 
 /// The node holding a task's memory: where its own sampled data
 /// addresses are mostly (at least [`crate::dino::aside::ANCHOR_SHARE`] of
-/// them), where it has enough; else its process's node (`homes`). Threads
+/// them), where it has enough; else where its hinting faults are mostly,
+/// where the kernel balances and it took enough; else its process's node
+/// (`homes`). Threads
 /// of one process each first-touch their own data on the node they run
 /// on, so a process's memory "mostly on node 0" can be the memory of five
 /// threads of eight there and of three elsewhere: judged by the process,
@@ -480,13 +482,15 @@ fn thread_home(view: &View<'_>, c: &Candidate, homes: &BTreeMap<i32, usize>) -> 
         .filter(|n| !n.span.intersection(t.span()).is_empty())
         .map(|n| n.os_id)
         .collect();
-    if samples.iter().filter(|a| a.node.is_some()).count() >= crate::dino::aside::MIN_SAMPLES {
-        return match crate::dino::aside::home(samples, None, &cpu_nodes)? {
-            crate::dino::aside::Home::Anchored(os) => t.node_by_os_id(os).map(|n| n.id),
-            crate::dino::aside::Home::Spread => None,
-        };
+    // The thread's own accesses first: sampled addresses, else its
+    // hinting faults (the kernel balancing, no PMU); the process's node
+    // only where neither says anything.
+    let faults = view.snapshot.numa_faults.get(&c.id.tid);
+    match crate::dino::aside::home(samples, faults, None, &cpu_nodes) {
+        Some((crate::dino::aside::Home::Anchored(os), _)) => t.node_by_os_id(os).map(|n| n.id),
+        Some((crate::dino::aside::Home::Spread, _)) => None,
+        None => homes.get(&c.tgid).copied(),
     }
-    homes.get(&c.tgid).copied()
 }
 
 /// Each process in scope whose memory is more than half on one node with

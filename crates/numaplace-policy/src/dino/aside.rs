@@ -13,11 +13,14 @@
 //!   *anchored* there ([`home`]): DI-Plain does not place it on another
 //!   node. A thread whose memory is spread (interleaved, or on a node
 //!   without CPUs, equally far from every core) loses nothing by moving,
-//!   so DI-Plain's premise holds for it.
+//!   so DI-Plain's premise holds for it. A thread's own accesses say
+//!   where its memory is best: sampled addresses, else the kernel's NUMA
+//!   hinting faults where it balances (a VM without a PMU), else its
+//!   process's pages ([`home`], [`Evidence`]).
 
 use std::collections::BTreeMap;
 
-use numaplace_model::{AddressSample, NodeMemory, Snapshot, Topology};
+use numaplace_model::{AddressSample, NodeMemory, NumaFaults, Snapshot, Topology};
 
 /// A thread is anchored to a node holding at least this share of its
 /// memory (sampled addresses, or its process's resident memory).
@@ -55,35 +58,75 @@ pub enum Home {
     Spread,
 }
 
-/// A thread's memory home from its sampled addresses where it has enough,
-/// else from its process's anonymous memory per node. `None`: nothing is
-/// known (no samples, no memory readings).
+/// Hinting faults (decayed counts) a thread needs before its faults are
+/// taken as where its memory is.
+pub const MIN_FAULTS: u64 = 16;
+
+/// Which reading said where a thread's memory is; every decision that
+/// used it names it in its reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Evidence {
+    /// Its own sampled data addresses (PEBS, IBS, or the simulator's).
+    Samples,
+    /// Its own NUMA hinting faults per node, from `/proc/PID/task/TID/sched`
+    /// while the kernel balances (where its accesses went lately).
+    HintingFaults,
+    /// Its process's anonymous memory per node (`numa_maps`).
+    ProcessMemory,
+}
+
+impl Evidence {
+    /// For a reason: "memory on node 1 by {describe}".
+    pub fn describe(self) -> &'static str {
+        match self {
+            Evidence::Samples => "its sampled addresses",
+            Evidence::HintingFaults => "its NUMA hinting faults",
+            Evidence::ProcessMemory => "its process's resident memory",
+        }
+    }
+}
+
+/// A thread's memory home, from the first of these it has: its sampled
+/// addresses (at least [`MIN_SAMPLES`] with a node), its hinting faults
+/// (at least [`MIN_FAULTS`]: a host or VM without PEBS/IBS but with the
+/// kernel's NUMA balancing on), its process's anonymous memory per node.
+/// The first two are the thread's own accesses; the last is where its
+/// process's pages are, which for a process whose threads each first-touch
+/// their own data is the wrong answer for some of them. `None`: nothing is
+/// known.
 pub fn home(
     samples: &[AddressSample],
+    faults: Option<&NumaFaults>,
     process: Option<&BTreeMap<u32, NodeMemory>>,
     cpu_nodes: &[u32],
-) -> Option<Home> {
+) -> Option<(Home, Evidence)> {
     let mut per_node: BTreeMap<u32, f64> = BTreeMap::new();
     let known: Vec<u32> = samples.iter().filter_map(|a| a.node).collect();
-    if known.len() >= MIN_SAMPLES {
+    let evidence = if known.len() >= MIN_SAMPLES {
         for n in known {
             *per_node.entry(n).or_default() += 1.0;
         }
+        Evidence::Samples
+    } else if let Some(f) = faults.filter(|f| f.total() >= MIN_FAULTS) {
+        for (&n, &count) in &f.memory {
+            *per_node.entry(n).or_default() += count as f64;
+        }
+        Evidence::HintingFaults
     } else {
         for (&n, m) in process? {
             *per_node.entry(n).or_default() += m.anon as f64;
         }
-    }
+        Evidence::ProcessMemory
+    };
     let total: f64 = per_node.values().sum();
     if total <= 0.0 {
         return None;
     }
     let (&node, &most) = per_node.iter().max_by(|a, b| a.1.total_cmp(b.1))?;
-    Some(
-        if most / total >= ANCHOR_SHARE && cpu_nodes.contains(&node) {
-            Home::Anchored(node)
-        } else {
-            Home::Spread
-        },
-    )
+    let home = if most / total >= ANCHOR_SHARE && cpu_nodes.contains(&node) {
+        Home::Anchored(node)
+    } else {
+        Home::Spread
+    };
+    Some((home, evidence))
 }

@@ -359,6 +359,7 @@ impl Policy for Dino {
         let memory = process_memory(view.snapshot);
         let mut first = Vec::with_capacity(cands.len());
         let mut slotted = Vec::with_capacity(cands.len());
+        let mut evidence = Vec::with_capacity(cands.len());
         for (i, c) in cands.iter().enumerate() {
             let seen = p.thresholds.classify(c.mpki);
             let class = self
@@ -375,11 +376,14 @@ impl Policy for Dino {
                 .samples
                 .get(&c.id.tid)
                 .map_or(&[][..], |v| &v[..]);
-            let home = aside::home(
+            let found = aside::home(
                 samples,
+                view.snapshot.numa_faults.get(&c.id.tid),
                 memory.get(&c.tgid).copied().flatten(),
                 &m.cpu_nodes,
             );
+            evidence.push(found);
+            let home = found.map(|(h, _)| h);
             // Not placed yet: where it runs now, near its memory, is its
             // old place, so the matching keeps it there when a slot of
             // its class is free (§3.3.3's "minimize the number of
@@ -454,6 +458,12 @@ impl Policy for Dino {
                         class.name()
                     ),
                 };
+                let memory = match evidence[i] {
+                    Some((aside::Home::Anchored(h), e)) => {
+                        format!("; its memory is on node {h} by {}", e.describe())
+                    }
+                    _ => String::new(),
+                };
                 plan.push(
                     Action::Pin {
                         task: c.id,
@@ -461,7 +471,7 @@ impl Policy for Dino {
                         cpus: cpus.clone(),
                     },
                     format!(
-                        "dino: {who} ({:.1} LLC misses per 1000 instructions) to slot {slot} of core {core} (CPUs {cpus}, node {node}): {why}",
+                        "dino: {who} ({:.1} LLC misses per 1000 instructions) to slot {slot} of core {core} (CPUs {cpus}, node {node}): {why}{memory}",
                         c.mpki
                     ),
                 );
@@ -475,18 +485,19 @@ impl Policy for Dino {
 }
 
 /// The node holding a thread's memory, when that is not `node` (where DI
-/// would put it) and its memory is anchored there ([`aside::home`]).
+/// would put it) and its memory is anchored there ([`aside::home`]), with
+/// what said so.
 fn anchored_elsewhere(
     s: &Snapshot,
     c: &Candidate,
     memory: &HashMap<i32, Option<&BTreeMap<u32, numaplace_model::NodeMemory>>>,
     m: &Machine,
     node: u32,
-) -> Option<u32> {
+) -> Option<(u32, aside::Evidence)> {
     let samples = s.samples.get(&c.id.tid).map_or(&[][..], |v| &v[..]);
     let process = memory.get(&c.tgid).copied().flatten();
-    match aside::home(samples, process, &m.cpu_nodes)? {
-        aside::Home::Anchored(h) if h != node => Some(h),
+    match aside::home(samples, s.numa_faults.get(&c.id.tid), process, &m.cpu_nodes)? {
+        (aside::Home::Anchored(h), e) if h != node => Some((h, e)),
         _ => None,
     }
 }
@@ -620,7 +631,7 @@ impl Policy for DistributedIntensity {
         let mut placed = Vec::new();
         // Threads on each node: those DI deals there, then those left
         // beside their memory there, up to the node's cores.
-        let anchored: Vec<Option<u32>> = cands
+        let anchored: Vec<Option<(u32, aside::Evidence)>> = cands
             .iter()
             .enumerate()
             .map(|(i, c)| {
@@ -640,7 +651,7 @@ impl Policy for DistributedIntensity {
             };
             let (cpus, node) = &m.cores[core];
             let who = format!("thread {} of {}", c.id.tid, c.label);
-            if let Some(home) = anchored[i] {
+            if let Some((home, evidence)) = anchored[i] {
                 // DI-Plain's memory stays (§3.1): moving the thread away
                 // from it is what §3.2 measured as harm. It is left to
                 // Linux within its memory's node, while the node has a
@@ -675,7 +686,8 @@ impl Policy for DistributedIntensity {
                             cpus,
                         },
                         format!(
-                            "{name}: {who} {how}: its memory is on node {home} and does not follow it to core {core} (node {node}), where its rank would put it"
+                            "{name}: {who} {how}: its memory is on node {home} (by {}) and does not follow it to core {core} (node {node}), where its rank would put it",
+                            evidence.describe()
                         ),
                     );
                 }

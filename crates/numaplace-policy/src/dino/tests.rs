@@ -525,11 +525,67 @@ fn di_plain_leaves_a_thread_beside_its_memory() {
     let back: BTreeMap<i32, CpuSet> = pins(&plan).into_iter().collect();
     assert_eq!(back.get(&1), Some(&node1), "{plan:?}");
     assert!(
-        plan.decisions.iter().any(|d| d
-            .reason
-            .contains("its memory is on node 1 and does not follow it")),
+        plan.decisions.iter().any(|d| d.reason.contains(
+            "its memory is on node 1 (by its process's resident memory) and does not follow it"
+        )),
         "{plan:?}"
     );
+}
+
+/// Issue 19: without sampled addresses (no PEBS/IBS, a VM without a PMU)
+/// a thread's own NUMA hinting faults say where its memory is, before its
+/// process's pages do, and the reason names them. Two threads of one
+/// process: its pages mostly on node 0, but thread 1's accesses go to
+/// node 1.
+#[test]
+fn hinting_faults_place_a_thread_by_its_own_accesses() {
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:2 pu:1");
+    f.thread(1, 1, 50.0);
+    f.thread(2, 1, 0.5);
+    f.memory
+        .insert(1, BTreeMap::from([(0, 3 << 30), (1, 1 << 30)]));
+    let node0 = f.topo.nodes()[0].span.clone();
+    let node1 = f.topo.nodes()[1].span.clone();
+    let faults = |n0: u64, n1: u64| numaplace_model::NumaFaults {
+        memory: BTreeMap::from([(0, n0), (1, n1)]),
+        preferred_node: None,
+    };
+    // DI ranks thread 1 first onto node 0; its faults (90 % on node 1)
+    // keep it beside its memory on node 1.
+    let mut s = f.snapshot();
+    s.numa_faults.insert(1, faults(30, 270));
+    let plan = decide(&mut DistributedIntensity::plain(), &f.topo, &s);
+    let got: BTreeMap<i32, CpuSet> = pins(&plan).into_iter().collect();
+    assert_eq!(got.get(&1), Some(&node1), "{plan:?}");
+    assert!(
+        plan.decisions
+            .iter()
+            .any(|d| d.reason.contains("(by its NUMA hinting faults)")),
+        "{plan:?}"
+    );
+    // Too few faults to go by: the process's pages (node 0) decide, and DI
+    // deals thread 1 to node 0 as ranked.
+    let mut s = f.snapshot();
+    s.numa_faults.insert(1, faults(1, 5));
+    let plan = decide(&mut DistributedIntensity::plain(), &f.topo, &s);
+    let got: BTreeMap<i32, CpuSet> = pins(&plan).into_iter().collect();
+    assert!(got.get(&1).is_some_and(|c| c.is_subset(&node0)), "{plan:?}");
+    // Samples, where there are enough, come first.
+    let mut s = f.snapshot();
+    s.numa_faults.insert(1, faults(30, 270));
+    s.samples.insert(
+        1,
+        (0..16)
+            .map(|k| AddressSample {
+                address: 0x1000 * k,
+                node: Some(0),
+                write: false,
+            })
+            .collect(),
+    );
+    let plan = decide(&mut DistributedIntensity::plain(), &f.topo, &s);
+    let got: BTreeMap<i32, CpuSet> = pins(&plan).into_iter().collect();
+    assert!(got.get(&1).is_some_and(|c| c.is_subset(&node0)), "{plan:?}");
 }
 
 /// Issue 16: DINO's first placement counts where a thread runs beside its
