@@ -26,8 +26,9 @@
 #      and /proc/vmstat's numa_pages_migrated, pgmigrate_success and
 #      numa_hint_faults;
 #   e. records 2 rounds with `numaplace record` (the hinting faults per node
-#      of each thread, the signal that needs no PMU), then stops the daemon
-#      with SIGTERM;
+#      of each thread, the signal that needs no PMU), prints `numaplace
+#      doctor` and keeps its JSON as "doctor", then stops the daemon with
+#      SIGTERM;
 #   g. runs `numaplace run` with `auto` (counters made up from CPU time by
 #      --counters-from, every process in scope, interval 1s, its own state
 #      file and journal) until it turns kernel.numa_balancing off as an
@@ -174,6 +175,11 @@ CONF
     || { echo "guest: numaplace record failed"; cat /tmp/np/rec.err; }
   add "\"recorded\": \$(json_lines /tmp/np/rec.jsonl)"
   add "\"record_stderr\": \$(json_text /tmp/np/rec.err)"
+  # What numaplace can read and do here (balancing on, 2 nodes, no PMU).
+  echo "guest: --- numaplace doctor ---"; numaplace doctor; echo "guest: ---"
+  numaplace doctor --json > /tmp/np/doctor.json 2> /tmp/np/doctor.err \
+    || { echo "guest: numaplace doctor failed"; cat /tmp/np/doctor.err; echo null > /tmp/np/doctor.json; }
+  add "\"doctor\": \$(cat /tmp/np/doctor.json)"
   kill -TERM \$D
   i=0
   until ended \$D; do

@@ -59,6 +59,15 @@ pub enum Command {
         numaplace tasks --pid 1234 --json")]
     Tasks(TasksArgs),
 
+    /// Every signal the policies read and every interface numaplace acts
+    /// through: where each comes from on this machine (events and their
+    /// encodings, files, syscalls), whether it works, which policies read
+    /// it, and the one thing to do where it does not.
+    #[command(after_help = "Examples:\n  \
+        numaplace doctor\n  \
+        numaplace doctor --json")]
+    Doctor(DoctorArgs),
+
     /// Record what numaplace sees, one snapshot per interval, as JSON lines
     /// (the machine's topology first), for replaying decisions later.
     #[command(
@@ -172,6 +181,14 @@ pub enum Command {
         after_help = "Example:\n  numaplace manpages target/man && man -l target/man/numaplace.1"
     )]
     Manpages(ManpagesArgs),
+}
+
+/// `numaplace doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Print JSON for programs instead of the table
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `numaplace completions`: a shell's completion script.

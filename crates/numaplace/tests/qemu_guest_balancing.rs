@@ -274,6 +274,39 @@ fn with_the_kernels_balancing_on_pages_settle_after_numaplace_pins_a_hog() {
         "no hog thread with hinting faults in the recording: {faults:?}"
     );
 
+    // e'. `numaplace doctor` in the guest: 2 nodes, hinting faults read
+    // (balancing on), pinning and page moves work, no PMU.
+    let doctor = v["doctor"].as_array().expect("doctor's JSON");
+    let check = |name: &str| {
+        doctor
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in doctor: {doctor:?}"))
+    };
+    assert!(
+        check("topology")["source"]
+            .as_str()
+            .is_some_and(|s| s.contains("2 NUMA nodes")),
+        "{doctor:?}"
+    );
+    for name in [
+        "NUMA hinting faults",
+        "pinning threads",
+        "moving memory",
+        "memory per node",
+    ] {
+        assert_eq!(check(name)["status"], "ok", "{name}: {doctor:?}");
+    }
+    assert_eq!(
+        check("sampled data addresses")["status"],
+        "missing",
+        "{doctor:?}"
+    );
+    assert!(
+        check("sampled data addresses")["fix"].is_string(),
+        "{doctor:?}"
+    );
+
     // e. SIGTERM put the affinities back.
     assert_eq!(v["hog_allowed_after"], "0-3");
 

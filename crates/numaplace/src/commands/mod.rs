@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod calibrate;
+pub mod doctor;
 pub mod manual;
 pub mod record;
 pub mod run;

@@ -457,6 +457,9 @@ fn start_collecting(
     for why in blind_policy(engine, &collector, synthetic.is_some()) {
         tracing::warn!("{why}");
     }
+    if let Some(short) = super::doctor::short(&super::doctor::checks(&SysRoot::host())) {
+        tracing::warn!("{short}");
+    }
     say_balancing(balancing, c);
     // The kernel takes hinting faults only while it balances: then they
     // say, per thread, which node its memory accesses go to.
@@ -689,6 +692,9 @@ pub fn advise(args: &RunArgs) -> Result<()> {
     }
     for why in blind_policy(&engine, &collector, s.synthetic.is_some()) {
         println!("Note: {why}.");
+    }
+    if let Some(short) = super::doctor::short(&super::doctor::checks(&SysRoot::host())) {
+        println!("Note: {short}.");
     }
     println!(
         "Note: {}; {}.",

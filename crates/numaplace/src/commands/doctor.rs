@@ -1,0 +1,627 @@
+//! `numaplace doctor`: every signal the policies read and every interface
+//! numaplace acts through, where each comes from on this machine, whether
+//! it works, who needs it, and the one thing to do where it does not.
+//!
+//! It asks the same readers the daemon uses (the collector with every
+//! option on, the kernel's files, one harmless call of each syscall the
+//! engine makes), so what it says is what `run` would meet.
+
+use std::fmt::Write as _;
+
+use anyhow::Result;
+use numaplace_linux::balancing::NumaBalancing;
+use numaplace_linux::{CollectOptions, Collector, SysRoot, TopologySource, discover};
+use numaplace_policy::Signal;
+use numaplace_policy::registry::PolicyKind;
+use serde::Serialize;
+
+use crate::cli::DoctorArgs;
+
+/// Whether something works here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Works.
+    Ok,
+    /// Works in part (some of its events, only one's own tasks).
+    Partial,
+    /// Could work, but is switched off.
+    Off,
+    /// Not here.
+    Missing,
+}
+
+impl Status {
+    fn word(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Partial => "partial",
+            Status::Off => "off",
+            Status::Missing => "MISSING",
+        }
+    }
+}
+
+/// One line of the report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Check {
+    /// What: a signal a policy reads, or an interface the engine uses.
+    pub name: String,
+    pub status: Status,
+    /// Where it comes from here: events and their encodings, files,
+    /// syscalls; or why it is not there.
+    pub source: String,
+    /// The one thing to do where it does not work.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+    /// The policies that read it (empty: the engine itself, or every one).
+    pub used_by: Vec<String>,
+}
+
+/// `numaplace doctor`.
+pub fn run(args: &DoctorArgs) -> Result<()> {
+    let checks = checks(&SysRoot::host());
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&checks)?);
+    } else {
+        print!("{}", render(&checks));
+    }
+    Ok(())
+}
+
+/// The table: one block per check.
+pub fn render(checks: &[Check]) -> String {
+    let mut out = String::new();
+    for c in checks {
+        let _ = writeln!(out, "{:<8} {}", c.status.word(), c.name);
+        let _ = writeln!(out, "         from: {}", c.source);
+        if !c.used_by.is_empty() {
+            let _ = writeln!(out, "         read by: {}", c.used_by.join(", "));
+        }
+        if let Some(fix) = &c.fix {
+            let _ = writeln!(out, "         to do: {fix}");
+        }
+    }
+    let missing = checks.iter().filter(|c| c.status != Status::Ok).count();
+    let _ = writeln!(
+        out,
+        "{} of {} work here{}",
+        checks.len() - missing,
+        checks.len(),
+        if missing == 0 {
+            String::new()
+        } else {
+            format!("; {missing} do not, or only in part (see `to do`)")
+        }
+    );
+    out
+}
+
+/// The short form `run` and `advise` print at start: what does not work,
+/// in a line; `None` if everything does.
+pub fn short(checks: &[Check]) -> Option<String> {
+    let not: Vec<String> = checks
+        .iter()
+        .filter(|c| c.status != Status::Ok)
+        .map(|c| format!("{} {}", c.name, c.status.word().to_lowercase()))
+        .collect();
+    (!not.is_empty()).then(|| {
+        format!(
+            "doctor: {} (`numaplace doctor` says where each comes from and what to do)",
+            not.join(", ")
+        )
+    })
+}
+
+/// Every check, on the machine under `root`.
+pub fn checks(root: &SysRoot) -> Vec<Check> {
+    let mut out = vec![topology(root)];
+    let mut collector = Collector::new(
+        root.clone(),
+        CollectOptions {
+            memory: true,
+            counters: true,
+            machine: true,
+            samples: true,
+        },
+    );
+    let collected = collector.collect();
+    for signal in Signal::ALL {
+        out.push(signal_check(&collector, signal));
+    }
+    out.push(memory_per_node(collected.as_ref().ok()));
+    out.push(hinting_faults(root));
+    out.extend(actuation(root));
+    out
+}
+
+/// The policies that say what they do without `signal`: those that read it.
+fn readers(signal: Signal) -> Vec<String> {
+    PolicyKind::NAMES
+        .iter()
+        .filter(|name| {
+            PolicyKind::from_name(name)
+                .map(|k| k.build().without(signal).is_some())
+                .unwrap_or(false)
+        })
+        .map(|n| n.to_string())
+        .collect()
+}
+
+fn topology(root: &SysRoot) -> Check {
+    match discover(&TopologySource::Sysfs(root.clone())) {
+        Ok(t) => {
+            let llcs = t.llcs().len();
+            Check {
+                name: "topology".into(),
+                status: Status::Ok,
+                source: format!(
+                    "hwloc over {}: {} packages, {} NUMA nodes, {llcs} LLC domains, {} cores, {} CPUs",
+                    root.path().join("sys").display(),
+                    t.packages().len(),
+                    t.nodes().len(),
+                    t.cores().len(),
+                    t.cpus().len()
+                ),
+                fix: None,
+                used_by: Vec::new(),
+            }
+        }
+        Err(e) => Check {
+            name: "topology".into(),
+            status: Status::Missing,
+            source: format!("{e}"),
+            fix: Some("numaplace cannot place anything without it: report this machine's /sys/devices/system tree".into()),
+            used_by: Vec::new(),
+        },
+    }
+}
+
+/// What to do about a missing counter, from the reason the monitor gave.
+fn counter_fix(reason: &str) -> String {
+    if reason.contains("virtual PMU") || reason.contains("no hardware PMU") {
+        "give the VM a virtual PMU (QEMU/KVM `-cpu host,pmu=on`; libvirt `<cpu mode='host-passthrough'/>` \
+         and `<pmu state='on'/>`), or run on the host"
+            .into()
+    } else if reason.contains("paranoid") {
+        "run numaplace as root, or lower kernel.perf_event_paranoid (sysctl kernel.perf_event_paranoid=1)"
+            .into()
+    } else if reason.contains("no core PMU") {
+        "the kernel lists no core PMU: on a VM give it a virtual PMU; on bare metal load the CPU's perf driver".into()
+    } else {
+        "give the event's raw encoding (see docs/design.md, counters) or run on a CPU that has it"
+            .into()
+    }
+}
+
+fn signal_check(collector: &Collector, signal: Signal) -> Check {
+    let used_by = readers(signal);
+    let name = signal.name().to_string();
+    match signal {
+        Signal::LlcMissRate | Signal::Cpi | Signal::UncorePenalty => {
+            let Some(perf) = collector.perf() else {
+                return Check {
+                    name,
+                    status: Status::Missing,
+                    source: "perf_event is not open here".into(),
+                    fix: Some("run as root on a kernel with perf_event".into()),
+                    used_by,
+                };
+            };
+            let a = perf.availability();
+            let mut parts = Vec::new();
+            let mut fix = None;
+            let mut counted = 0;
+            for &c in signal.counters() {
+                match a.counters.get(&c) {
+                    Some(numaplace_linux::perf::CounterStatus::Counted { event }) => {
+                        counted += 1;
+                        parts.push(format!("{}: {event}", c.name()));
+                    }
+                    _ => {
+                        let reason = a.reason(c).unwrap_or("not counted");
+                        fix.get_or_insert_with(|| counter_fix(reason));
+                        parts.push(format!("{}: not counted: {reason}", c.name()));
+                    }
+                }
+            }
+            let status = match counted {
+                0 => Status::Missing,
+                n if n == signal.counters().len() => Status::Ok,
+                _ => Status::Partial,
+            };
+            Check {
+                name,
+                status,
+                source: format!("perf_event per thread: {}", dedup_reasons(&parts)),
+                fix,
+                used_by,
+            }
+        }
+        Signal::Samples => match collector.sampler().map(|s| s.availability()) {
+            Some(a) if a.is_available() => Check {
+                name,
+                status: Status::Ok,
+                source: format!("perf_event sampling: {}", a.event.as_deref().unwrap_or("?")),
+                fix: None,
+                used_by,
+            },
+            a => {
+                let reason = a
+                    .and_then(|a| a.reason())
+                    .unwrap_or("the address sampler did not start");
+                Check {
+                    name,
+                    status: Status::Missing,
+                    source: reason.to_string(),
+                    fix: Some(counter_fix(reason)),
+                    used_by,
+                }
+            }
+        },
+        Signal::Energy => match collector.rapl() {
+            Some(r) => Check {
+                name,
+                status: Status::Ok,
+                source: format!(
+                    "powercap RAPL zones: {}",
+                    r.zones()
+                        .iter()
+                        .map(|z| format!("{} ({})", z.zone, z.name))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                fix: None,
+                used_by,
+            },
+            None => {
+                let why = missing_reason(collector, "energy")
+                    .unwrap_or_else(|| "no RAPL energy counters".into());
+                Check {
+                    name,
+                    status: Status::Missing,
+                    source: why,
+                    fix: Some(
+                        "load the RAPL driver (`modprobe intel_rapl_msr`; AMD Zen uses the same driver on \
+                         Linux 5.8 and later); a VM has none"
+                            .into(),
+                    ),
+                    used_by,
+                }
+            }
+        },
+        Signal::LlcOccupancy => match collector.resctrl() {
+            Some(r) if r.mon_features().iter().any(|f| f == "llc_occupancy") => Check {
+                name,
+                status: Status::Ok,
+                source: format!(
+                    "resctrl at {}: monitors {}",
+                    r.dir().display(),
+                    r.mon_features().join(", ")
+                ),
+                fix: None,
+                used_by,
+            },
+            Some(r) => Check {
+                name,
+                status: Status::Missing,
+                source: format!(
+                    "resctrl at {} monitors no llc_occupancy ({})",
+                    r.dir().display(),
+                    r.mon_features().join(", ")
+                ),
+                fix: Some(
+                    "this CPU has no cache occupancy monitoring (Intel RDT CMT, AMD PQoS)".into(),
+                ),
+                used_by,
+            },
+            None => {
+                let why = missing_reason(collector, "LLC occupancy")
+                    .unwrap_or_else(|| "resctrl is not mounted".into());
+                Check {
+                    name,
+                    status: Status::Missing,
+                    source: why,
+                    fix: Some(
+                        "mount resctrl (`mount -t resctrl resctrl /sys/fs/resctrl`) on a CPU with cache \
+                         monitoring (Intel RDT CMT, AMD PQoS)"
+                            .into(),
+                    ),
+                    used_by,
+                }
+            }
+        },
+    }
+}
+
+/// The counters of one signal usually share one reason: say it once.
+fn dedup_reasons(parts: &[String]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    for p in parts {
+        let (name, rest) = p.split_once(": ").unwrap_or((p, ""));
+        match out.iter_mut().find(|o| o.ends_with(&format!(": {rest}"))) {
+            Some(o) if !rest.is_empty() => {
+                let at = o.len() - rest.len() - 2;
+                o.insert_str(at, &format!(", {name}"));
+            }
+            _ => out.push(p.clone()),
+        }
+    }
+    out.join("; ")
+}
+
+/// The collector's own words for a machine reading it lacks.
+fn missing_reason(collector: &Collector, what: &str) -> Option<String> {
+    collector
+        .missing_signals()
+        .iter()
+        .find(|m| m.contains(what))
+        .cloned()
+}
+
+fn memory_per_node(snapshot: Option<&numaplace_model::Snapshot>) -> Check {
+    let me = std::process::id() as i32;
+    let ours = snapshot
+        .and_then(|s| s.group(me))
+        .and_then(|g| g.memory.as_ref());
+    match ours {
+        Some(m) => Check {
+            name: "memory per node".into(),
+            status: Status::Ok,
+            source: format!(
+                "/proc/PID/numa_maps (numaplace's own: {} node{})",
+                m.len(),
+                if m.len() == 1 { "" } else { "s" }
+            ),
+            fix: None,
+            used_by: Vec::new(),
+        },
+        None => Check {
+            name: "memory per node".into(),
+            status: Status::Missing,
+            source: "/proc/self/numa_maps could not be read".into(),
+            fix: Some(
+                "a kernel built with CONFIG_NUMA shows numa_maps; in a container, mount /proc"
+                    .into(),
+            ),
+            used_by: Vec::new(),
+        },
+    }
+}
+
+fn hinting_faults(root: &SysRoot) -> Check {
+    let b = NumaBalancing::read(root);
+    let name = "NUMA hinting faults".to_string();
+    let used_by = vec![
+        "di-plain".into(),
+        "di-migrate".into(),
+        "dino".into(),
+        "symbiosis".into(),
+    ];
+    // The per-thread lines exist only with CONFIG_SCHED_DEBUG.
+    let sched = root.read("proc/self/sched");
+    let shows = sched
+        .as_deref()
+        .is_ok_and(|t| t.contains("numa_faults") || t.contains("total_numa_faults"));
+    match b {
+        NumaBalancing::Absent => Check {
+            name,
+            status: Status::Missing,
+            source: "kernel.numa_balancing is not in this kernel (no CONFIG_NUMA_BALANCING)".into(),
+            fix: Some("a kernel built with CONFIG_NUMA_BALANCING (every major distribution's is)".into()),
+            used_by,
+        },
+        b if !b.balances_between_nodes() => Check {
+            name,
+            status: Status::Off,
+            source: format!(
+                "{}; the kernel takes hinting faults only while it balances",
+                b.describe()
+            ),
+            fix: Some(
+                "where there are no sampled addresses: `sysctl kernel.numa_balancing=1`, or let auto try \
+                 it (`[engine] manage_kernel_balancing`, with `[scope] all = true`)"
+                    .into(),
+            ),
+            used_by,
+        },
+        b if sched.is_err() => Check {
+            name,
+            status: Status::Missing,
+            source: format!(
+                "{}, but /proc/PID/sched does not exist (a kernel without CONFIG_SCHED_DEBUG)",
+                b.describe()
+            ),
+            fix: Some("a kernel built with CONFIG_SCHED_DEBUG".into()),
+            used_by,
+        },
+        b => Check {
+            name,
+            status: Status::Ok,
+            source: format!(
+                "/proc/PID/task/TID/sched numa_faults lines{}; {}",
+                if shows { "" } else { " (none yet for numaplace itself)" },
+                b.describe()
+            ),
+            fix: None,
+            used_by,
+        },
+    }
+}
+
+/// Whether this process may act on other users' tasks: root, or
+/// CAP_SYS_NICE (bit 23) in its effective set.
+fn may_act_on_others(root: &SysRoot) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    root.read("proc/self/status")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("CapEff:"))
+                .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        })
+        .is_some_and(|caps| caps & (1 << 23) != 0)
+}
+
+fn actuation(root: &SysRoot) -> Vec<Check> {
+    let others = may_act_on_others(root);
+    let scope_note = if others {
+        "any user's tasks (root or CAP_SYS_NICE)"
+    } else {
+        "only numaplace's own user's tasks"
+    };
+    let partial_fix = (!others).then(|| "run numaplace as root (or with CAP_SYS_NICE)".to_string());
+    let mut out = Vec::new();
+    // Pinning: set this thread's affinity to what it is.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a valid cpu_set_t of `size` bytes; pid 0 is this thread.
+    let got = unsafe { libc::sched_getaffinity(0, size, &mut set) };
+    // SAFETY: as above; the mask is the one just read, so nothing changes.
+    let put = (got == 0).then(|| unsafe { libc::sched_setaffinity(0, size, &set) });
+    out.push(match put {
+        Some(0) => Check {
+            name: "pinning threads".into(),
+            status: if others { Status::Ok } else { Status::Partial },
+            source: format!("sched_setaffinity(2): {scope_note}"),
+            fix: partial_fix.clone(),
+            used_by: Vec::new(),
+        },
+        _ => Check {
+            name: "pinning threads".into(),
+            status: Status::Missing,
+            source: format!(
+                "sched_setaffinity(2) on numaplace's own thread failed: {}",
+                std::io::Error::last_os_error()
+            ),
+            fix: Some(
+                "a seccomp profile or container runtime forbids it: allow sched_setaffinity".into(),
+            ),
+            used_by: Vec::new(),
+        },
+    });
+    // Moving memory: ask move_pages(2) where one of our pages is.
+    let probe = Box::new(0u64);
+    let mut pages = [(&*probe as *const u64).cast::<libc::c_void>().cast_mut()];
+    let mut status = [-1i32];
+    // SAFETY: one page pointer (a live heap address of ours), no target
+    // nodes (a query), one status slot; pid 0 is this process.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_pages,
+            0,
+            1usize,
+            pages.as_mut_ptr(),
+            std::ptr::null::<i32>(),
+            status.as_mut_ptr(),
+            0,
+        )
+    };
+    out.push(if rc == 0 {
+        Check {
+            name: "moving memory".into(),
+            status: if others { Status::Ok } else { Status::Partial },
+            source: format!(
+                "move_pages(2) (numaplace's own page is on node {}): {scope_note}",
+                status[0]
+            ),
+            fix: partial_fix,
+            used_by: Vec::new(),
+        }
+    } else {
+        Check {
+            name: "moving memory".into(),
+            status: Status::Missing,
+            source: format!("move_pages(2) failed: {}", std::io::Error::last_os_error()),
+            fix: Some("a kernel built with CONFIG_NUMA and CONFIG_MIGRATION; in a container, allow move_pages".into()),
+            used_by: Vec::new(),
+        }
+    });
+    // Switching the kernel's balancing: the sysctl must be writable.
+    let path = root.path().join(numaplace_linux::balancing::SYSCTL);
+    let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).ok();
+    // SAFETY: a NUL-terminated path; access(2) only checks.
+    let writable = c_path.is_some_and(|p| unsafe { libc::access(p.as_ptr(), libc::W_OK) } == 0);
+    out.push(Check {
+        name: "switching kernel.numa_balancing".into(),
+        status: if writable {
+            Status::Ok
+        } else {
+            Status::Missing
+        },
+        source: if writable {
+            format!("{} is writable", path.display())
+        } else {
+            format!("{} is absent or not writable by numaplace", path.display())
+        },
+        fix: (!writable).then(|| {
+            "run numaplace as root on a kernel with CONFIG_NUMA_BALANCING (only `auto` with \
+             `[scope] all = true` uses it)"
+                .into()
+        }),
+        used_by: vec!["auto".into()],
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_shared_by_counters_are_said_once() {
+        let parts = vec![
+            "instructions: not counted: no PMU".to_string(),
+            "cycles: not counted: no PMU".to_string(),
+            "llc_misses: cache-misses".to_string(),
+        ];
+        assert_eq!(
+            dedup_reasons(&parts),
+            "instructions, cycles: not counted: no PMU; llc_misses: cache-misses"
+        );
+    }
+
+    #[test]
+    fn the_short_form_names_what_does_not_work() {
+        let c = |name: &str, status| Check {
+            name: name.into(),
+            status,
+            source: String::new(),
+            fix: None,
+            used_by: Vec::new(),
+        };
+        assert_eq!(short(&[c("topology", Status::Ok)]), None);
+        let s = short(&[
+            c("topology", Status::Ok),
+            c("sampled addresses", Status::Missing),
+        ])
+        .unwrap();
+        assert!(s.starts_with("doctor: sampled addresses missing ("), "{s}");
+    }
+
+    /// On this machine: every check has a source, the topology and the
+    /// actuation syscalls work, and whatever does not work says what to do.
+    #[test]
+    fn every_check_on_this_machine_says_where_it_comes_from() {
+        let checks = checks(&SysRoot::host());
+        assert!(checks.len() >= 11, "{checks:?}");
+        for c in &checks {
+            assert!(!c.source.is_empty(), "{c:?}");
+            if c.status != Status::Ok && c.status != Status::Partial {
+                assert!(c.fix.is_some(), "{c:?}");
+            }
+        }
+        let by = |n: &str| checks.iter().find(|c| c.name == n).unwrap();
+        assert_eq!(by("topology").status, Status::Ok);
+        assert_ne!(by("pinning threads").status, Status::Missing);
+        assert_ne!(by("moving memory").status, Status::Missing);
+        assert!(
+            by(Signal::UncorePenalty.name())
+                .used_by
+                .contains(&"brm".to_string())
+        );
+    }
+}
