@@ -282,8 +282,8 @@ fn signal_check(collector: &Collector, signal: Signal) -> Check {
                     status: Status::Missing,
                     source: why,
                     fix: Some(
-                        "load the RAPL driver (`modprobe intel_rapl_msr`; AMD Zen uses the same driver on \
-                         Linux 5.8 and later); a VM has none"
+                        "load the RAPL driver (`modprobe intel_rapl_msr`: Intel, or AMD Zen on Linux \
+                         5.11+); a VM has none"
                             .into(),
                     ),
                     used_by,
