@@ -44,6 +44,8 @@ use std::path::PathBuf;
 use numaplace_model::Counter;
 use thiserror::Error;
 
+use super::libpfm::EventEncoder;
+use super::libpfm_events::libpfm_event;
 use crate::sysroot::{ReadError, SysRoot};
 
 /// Where the kernel lists its PMUs, relative to the root.
@@ -287,9 +289,14 @@ impl Pmu {
         Ok(words)
     }
 
-    /// Encodes terms into an event of this PMU; `what` says where they came
-    /// from (for messages).
-    pub fn event(&self, terms: &[Term], what: String) -> Result<RawEvent, ParseError> {
+    /// Encodes terms into an event of this PMU; `what` names it perf-style
+    /// (for messages), `origin` says where the terms came from.
+    pub fn event(
+        &self,
+        terms: &[Term],
+        what: String,
+        origin: EventOrigin,
+    ) -> Result<RawEvent, ParseError> {
         let [config, config1, config2] = self.encode(terms)?;
         Ok(RawEvent {
             what,
@@ -297,6 +304,7 @@ impl Pmu {
             config,
             config1,
             config2,
+            origin,
         })
     }
 }
@@ -311,6 +319,47 @@ pub struct RawEvent {
     pub config: u64,
     pub config1: u64,
     pub config2: u64,
+    /// Where the encoding came from.
+    pub origin: EventOrigin,
+}
+
+impl RawEvent {
+    /// Where it came from and what it encodes to, in one line:
+    /// `libpfm4 skx::OFFCORE_REQUESTS_OUTSTANDING:DEMAND_DATA_RD:c=1 = config 0x1000160`.
+    pub fn source(&self) -> String {
+        let mut s = format!("{} = config {:#x}", self.origin, self.config);
+        if self.config1 != 0 {
+            let _ = write!(s, ", config1 {:#x}", self.config1);
+        }
+        if self.config2 != 0 {
+            let _ = write!(s, ", config2 {:#x}", self.config2);
+        }
+        s
+    }
+}
+
+/// Where an event's encoding came from: the resolution order is the
+/// user's, then sysfs', then libpfm4's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventOrigin {
+    /// Given by the user (configuration), checked against sysfs' format
+    /// files.
+    User { text: String },
+    /// Described by the kernel in sysfs (an event file, or a PMU's type).
+    Sysfs { path: PathBuf },
+    /// Encoded by libpfm4 for the PMU it detected (or was forced to):
+    /// its fully qualified name, `skx::OFFCORE_REQUESTS:DEMAND_DATA_RD`.
+    Libpfm { event: String },
+}
+
+impl std::fmt::Display for EventOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EventOrigin::User { text } => write!(f, "the configured encoding {text}"),
+            EventOrigin::Sysfs { path } => write!(f, "sysfs {}", path.display()),
+            EventOrigin::Libpfm { event } => write!(f, "libpfm4 {event}"),
+        }
+    }
 }
 
 /// Reading or encoding an event under a root failed.
@@ -398,6 +447,7 @@ impl<'a> EventResolver<'a> {
             return Ok(None);
         };
         let path = self.root.join(&rel);
+        let origin = EventOrigin::Sysfs { path: path.clone() };
         let mut terms = parse_terms(&text).map_err(|source| EventError::Parse {
             path: path.clone(),
             source,
@@ -408,7 +458,7 @@ impl<'a> EventResolver<'a> {
             let _ = write!(what, ",{field}={value}");
         }
         what.push('/');
-        pmu.event(&terms, what)
+        pmu.event(&terms, what, origin)
             .map(Some)
             .map_err(|source| EventError::Parse { path, source })
     }
@@ -424,7 +474,10 @@ impl<'a> EventResolver<'a> {
             what: what.clone(),
             source,
         })?;
-        pmu.event(&terms, what.clone())
+        let origin = EventOrigin::User {
+            text: text.trim().to_owned(),
+        };
+        pmu.event(&terms, what.clone(), origin)
             .map_err(|source| EventError::Encoding { what, source })
     }
 }
@@ -514,20 +567,31 @@ impl UncoreEvents {
 }
 
 /// Resolves the uncore pair: the user's encodings where given, else the
-/// candidate names in the core PMUs present.
-pub fn resolve_uncore(root: &SysRoot, user: &UncoreEncodings) -> UncoreEvents {
+/// candidate names in the core PMUs present, else libpfm4's events for
+/// this CPU (through `encoder`, [`host_encoder`](super::libpfm::host_encoder)
+/// on a live host).
+pub fn resolve_uncore(
+    root: &SysRoot,
+    user: &UncoreEncodings,
+    encoder: &dyn EventEncoder,
+) -> UncoreEvents {
     let resolver = EventResolver::new(root);
     let pmus: Vec<Pmu> = CORE_PMUS
         .iter()
         .filter_map(|name| resolver.pmu(name).ok())
         .collect();
-    let one = |given: &Option<String>, candidates: &[Candidate]| -> Result<RawEvent, String> {
+    let one = |given: &Option<String>,
+               candidates: &[Candidate],
+               counter: Counter|
+     -> Result<RawEvent, String> {
         if let Some(text) = given {
             return resolver
                 .encoding(text, "cpu")
                 .map_err(|e| format!("the given encoding is unusable: {e}"));
         }
         if pmus.is_empty() {
+            // libpfm4 would encode for a CPU whose PMU the kernel does not
+            // drive: nothing could open it.
             let known = resolver.pmus().map(|p| p.join(", ")).unwrap_or_default();
             return Err(format!(
                 "no core PMU: {} has none of {} (only: {known})",
@@ -547,9 +611,13 @@ pub fn resolve_uncore(root: &SysRoot, user: &UncoreEncodings) -> UncoreEvents {
         }
         let names: Vec<&str> = candidates.iter().map(|c| c.name).collect();
         let pmu_names: Vec<&str> = pmus.iter().map(|p| p.name.as_str()).collect();
+        let pfm = match libpfm_event(encoder, counter) {
+            Ok(ev) => return Ok(ev),
+            Err(why) => why,
+        };
         let mut why = format!(
             "none of {} is described under {}/{{{}}}/events (kernels list only generic \
-             events there): give the encoding for this CPU",
+             events there), and {pfm}: give the encoding for this CPU",
             names.join(", "),
             root.join(EVENT_SOURCE_DIR).display(),
             pmu_names.join(",")
@@ -560,8 +628,12 @@ pub fn resolve_uncore(root: &SysRoot, user: &UncoreEncodings) -> UncoreEvents {
         Err(why)
     };
     UncoreEvents {
-        occupancy: one(&user.occupancy, &OCCUPANCY_CANDIDATES),
-        requests: one(&user.requests, &REQUEST_CANDIDATES),
+        occupancy: one(
+            &user.occupancy,
+            &OCCUPANCY_CANDIDATES,
+            Counter::UncoreOccupancy,
+        ),
+        requests: one(&user.requests, &REQUEST_CANDIDATES, Counter::UncoreRequests),
     }
 }
 

@@ -49,6 +49,11 @@ const AMD_FORMATS: &[(&str, &str)] = &[
     ("cmask", "config:24-31"),
 ];
 
+/// No libpfm4: these tests check what sysfs and the user give.
+fn no_pfm() -> crate::perf::libpfm::NoEncoder {
+    crate::perf::libpfm::NoEncoder("libpfm4 is not asked in this test".into())
+}
+
 const SOFTWARE: FakePmu = ("software", "1", &[], &[]);
 
 #[test]
@@ -154,7 +159,7 @@ fn resolves_intel_like_events_by_name() {
     assert_eq!((loads.config, loads.config1), (0x01cd, 3));
     assert_eq!(r.named_event(&cpu, "absent", &[]).unwrap(), None);
 
-    let u = resolve_uncore(&root, &UncoreEncodings::default());
+    let u = resolve_uncore(&root, &UncoreEncodings::default(), &no_pfm());
     let occ = u.occupancy.unwrap();
     assert_eq!((occ.pmu_type, occ.config), (4, 0x0100_0160));
     assert_eq!(
@@ -175,7 +180,7 @@ fn falls_back_to_occupancy_with_cmask() {
             "event=0x60,umask=0x01,cmask=4",
         )],
     )]);
-    let u = resolve_uncore(&root, &UncoreEncodings::default());
+    let u = resolve_uncore(&root, &UncoreEncodings::default(), &no_pfm());
     let occ = u.occupancy.unwrap();
     assert_eq!((occ.pmu_type, occ.config), (8, 0x0100_0160));
     assert!(occ.what.ends_with(",cmask=1/"), "{}", occ.what);
@@ -195,7 +200,7 @@ fn resolves_amd_like_events_with_split_event_field() {
             ("ls_mab_alloc.all_allocations", "event=0x41,umask=0x7f"),
         ],
     )]);
-    let u = resolve_uncore(&root, &UncoreEncodings::default());
+    let u = resolve_uncore(&root, &UncoreEncodings::default(), &no_pfm());
     assert_eq!(u.occupancy.unwrap().config, 0x0100_005f);
     assert_eq!(u.requests.unwrap().config, 0x7f41);
     let cpu = EventResolver::new(&root).pmu("cpu").unwrap();
@@ -210,7 +215,7 @@ fn resolves_amd_like_events_with_split_event_field() {
 #[test]
 fn generic_only_kernel_reports_the_uncore_pair_unavailable() {
     let (_d, root) = tree(&[("cpu", "4", INTEL_FORMATS, &[("cpu-cycles", "event=0x3c")])]);
-    let u = resolve_uncore(&root, &UncoreEncodings::default());
+    let u = resolve_uncore(&root, &UncoreEncodings::default(), &no_pfm());
     assert!(
         u.occupancy
             .unwrap_err()
@@ -222,7 +227,7 @@ fn generic_only_kernel_reports_the_uncore_pair_unavailable() {
         occupancy: Some("event=0x60,umask=0x01,cmask=1".into()),
         requests: Some("cpu/event=0xb0,umask=0x01,bogus=3/".into()),
     };
-    let u = resolve_uncore(&root, &given);
+    let u = resolve_uncore(&root, &given, &no_pfm());
     assert_eq!(u.occupancy.unwrap().config, 0x0100_0160);
     let why = u.requests.unwrap_err();
     assert!(
@@ -244,7 +249,7 @@ fn no_core_pmu_is_said_plainly() {
             &[("tsc", "event=0x00")],
         ),
     ]);
-    let u = resolve_uncore(&root, &UncoreEncodings::default());
+    let u = resolve_uncore(&root, &UncoreEncodings::default(), &no_pfm());
     let why = u.occupancy.unwrap_err();
     assert!(
         why.contains("no core PMU") && why.contains("msr, software"),
@@ -296,7 +301,7 @@ fn bad_files_are_errors_with_their_path() {
         "event=?",
     )
     .unwrap();
-    let why = resolve_uncore(&root, &UncoreEncodings::default())
+    let why = resolve_uncore(&root, &UncoreEncodings::default(), &no_pfm())
         .requests
         .unwrap_err();
     assert!(
@@ -308,7 +313,7 @@ fn bad_files_are_errors_with_their_path() {
 #[test]
 fn this_host_resolves_without_error() {
     // Whatever this machine has, resolving reports (never panics or fails).
-    let u = resolve_uncore(&SysRoot::host(), &UncoreEncodings::default());
+    let u = resolve_uncore(&SysRoot::host(), &UncoreEncodings::default(), &no_pfm());
     for c in Counter::UNCORE {
         match u.get(c).unwrap() {
             Ok(ev) => assert!(!ev.what.is_empty()),

@@ -313,8 +313,14 @@ impl AddressSampler {
         let ps = page_size() as usize;
         let data_pages = config.ring_pages.max(1).next_power_of_two();
         let ring_bytes = data_pages * ps;
-        let chosen = choose_event(root, config.source, config.ldlat, &host)
-            .and_then(|ev| probe(&ev, config.rate, ring_bytes, &host).map(|attrs| (ev, attrs)));
+        let chosen = choose_event(
+            root,
+            config.source,
+            config.ldlat,
+            &host,
+            super::libpfm::host_encoder(),
+        )
+        .and_then(|ev| probe(&ev, config.rate, ring_bytes, &host).map(|attrs| (ev, attrs)));
         let fd_limit = raise_fd_limit();
         let (event, attrs, availability) = match chosen {
             Ok((ev, attrs)) => {
