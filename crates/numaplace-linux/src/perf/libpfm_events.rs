@@ -140,14 +140,15 @@ const ZEN2: CpuEvents = CpuEvents {
     pmus: &["amd64_fam17h_zen2"],
     cpu: "AMD Zen 2",
     occupancy: Choice::Absent(
-        "libpfm4's zen2 table has no LsAllocMabCount (PMCx05F), the count of L1D misses in \
-         flight",
+        "Zen 2 lists no count of L1D misses in flight: neither libpfm4's zen2 table nor \
+         perf's amdzen2 events (linux tools/perf/pmu-events/arch/x86/amdzen2/memory.json) have \
+         LsAllocMabCount (PMCx05F), which Zen 3 introduced",
     ),
     requests: Choice::Event {
         name: "MAB_ALLOCATION_BY_PIPE:DATA_PIPE",
         note: "miss-address-buffer allocations by loads (PMCx041 unit mask 01h, perf's \
-               ls_mab_alloc.loads): L1D demand misses, a superset of the uncore requests as \
-               seed 000's super queue is",
+               ls_mab_alloc.loads in amdzen2/memory.json): L1D load misses, a superset of the \
+               uncore requests as seed 000's super queue is",
     },
     llc_references: Choice::Absent(ZEN_LLC),
     llc_misses: Choice::Absent(ZEN_LLC),
@@ -159,15 +160,18 @@ const ZEN2: CpuEvents = CpuEvents {
 
 const ZEN34_OCCUPANCY: Choice = Choice::Absent(
     "ALLOC_MAB_COUNT (PMCx05F) counts the L1D misses in flight divided by 4 unless a second \
-     counter is merged with it (MergeEvent; AMD PPR, as libpfm4's table says), which perf does \
-     not do for it: with cmask=1 it would count the cycles with at least 4 misses in flight, \
-     not those with at least one (seed 000 §3.1's t')",
+     counter is merged with it (MergeEvent, AMD PPR \"Large Increment per Cycle Events\"; \
+     perf's amdzen3/memory.json and libpfm4's table say so), which perf does not do for it: \
+     with cmask=1 it would count the cycles with at least 4 misses in flight, not those with \
+     at least one (seed 000 §3.1's t')",
 );
 const ZEN34_REQUESTS: Choice = Choice::Event {
     name: "MAB_ALLOCATION_BY_TYPE:LS",
-    note: "miss-address-buffer allocations by loads and stores, without hardware prefetches \
-           (PMCx041 unit mask 3Fh, perf's ls_mab_alloc.load_store_allocations): L1D demand \
-           misses, a superset of the uncore requests as seed 000's super queue is",
+    note: "miss-address-buffer allocations by the load-store pipes, without the hardware \
+           prefetcher's (PMCx041 unit mask 3Fh, perf's ls_mab_alloc.load_store_allocations in \
+           amdzen3/memory.json and amdzen4/cache.json; on Zen 3 it includes the DC \
+           prefetcher's, 08h): L1D misses, a superset of the uncore requests as seed 000's \
+           super queue is; libpfm4 has no loads-only unit mask for Zen 3/4",
 };
 
 const ZEN3: CpuEvents = CpuEvents {
