@@ -2,38 +2,60 @@
 //! `sys/bus/event_source/devices/<pmu>/type` (the `perf_event_attr.type`),
 //! `.../events/<name>` (terms such as `event=0x60,umask=0x08,cmask=1`) and
 //! `.../format/<field>` (where a term's bits go: `config:0-7`,
-//! `config1:0-15`, or split as `config:0-7,32-35`).
+//! `config1:0-15`, or split as `config:0-7,32-35`); and, for the events
+//! Linux does not describe there, from libpfm4 ([`super::libpfm`]).
 //!
 //! Parsing and encoding are pure functions on `&str`; [`EventResolver`]
 //! binds them to a [`SysRoot`].
+//!
+//! ## Where an event comes from, in order
+//!
+//! 1. The user's raw encoding ([`UncoreEncodings`], from the
+//!    configuration), checked against the PMU's format files.
+//! 2. A name in sysfs, in the core PMUs [`CORE_PMUS`].
+//! 3. libpfm4, through an [`EventEncoder`]: the event that
+//!    [`super::libpfm_events`] lists for the core PMU libpfm4 detects
+//!    (`skx`, `amd64_fam19h_zen3`, ...), which says why where a CPU has
+//!    none. libpfm4 is loaded at run time; without it this step says
+//!    "libpfm4 not found: install Debian's libpfm4 for model-specific
+//!    events". It is not asked where sysfs shows no core PMU (a VM
+//!    without a virtual PMU): nothing could open its encoding.
+//!
+//! Every [`RawEvent`] keeps its [`EventOrigin`]; [`RawEvent::source`] says
+//! it in one line (`libpfm4 skx::OFFCORE_REQUESTS_OUTSTANDING:DEMAND_DATA_RD:c=1
+//! = config 0x1000160`). The generic counters (instructions, cycles, LLC
+//! references and misses) are the kernel's generic events first; the
+//! monitor tries libpfm4's model-specific event only where the generic one
+//! does not open ([`super::monitor`]).
 //!
 //! ## The uncore-penalty events (seed 000 §3.1)
 //!
 //! The uncore penalty `P = t' / λ` needs, per thread, the cycles with at
 //! least one outstanding demand request (`t'`, [`Counter::UncoreOccupancy`])
-//! and the number of such requests (`λ`, [`Counter::UncoreRequests`]). They
-//! are looked up under these names, first hit wins, in the core PMUs
-//! [`CORE_PMUS`]:
+//! and the number of such requests (`λ`, [`Counter::UncoreRequests`]). In
+//! sysfs they are looked up under these names, first hit wins:
 //!
 //! - occupancy: Intel `offcore_requests_outstanding.cycles_with_demand_data_rd`,
-//!   else Intel `offcore_requests_outstanding.demand_data_rd` with `cmask=1`,
-//!   else AMD Zen `ls_alloc_mab_count` (PMCx05F, in-flight L1D misses in the
-//!   miss address buffer each cycle) with `cmask=1`;
+//!   else Intel `offcore_requests_outstanding.demand_data_rd` with `cmask=1`;
 //! - requests: Intel `offcore_requests.demand_data_rd`, else AMD Zen
-//!   `ls_mab_alloc.all_allocations` (Zen 4/5) or `ls_mab_alloc.loads`
+//!   `ls_mab_alloc.all_allocations` (Zen 3/4/5) or `ls_mab_alloc.loads`
 //!   (Zen 2/3).
 //!
-//! The AMD pair measures L1D misses in flight, not L2 misses: a superset of
-//! the uncore requests (as the seed's super queue is), the closest per-thread
-//! equivalent. AMD's true L3-miss latency events (`l3_xi_sampled_latency*`,
-//! Zen 4) live in the `amd_l3` uncore PMU, which counts per CPU only and
-//! cannot be attached to a thread, so they are not candidates.
+//! AMD has no occupancy candidate: Zen's `ls_alloc_mab_count` (PMCx05F)
+//! counts the L1D misses in flight divided by 4 unless a second counter is
+//! merged with it (perf's `amdzen3/memory.json`, after AMD's PPR), so with
+//! `cmask=1` it counts cycles with at least 4 misses in flight, not `t'`.
+//! The AMD requests count L1D misses, not L2 misses: a superset of the
+//! uncore requests (as the seed's super queue is). AMD's L3-miss latency
+//! events (`l3_xi_sampled_latency*`, Zen 4) live in the `amd_l3` uncore
+//! PMU, which counts per CPU only and cannot be attached to a thread.
 //!
 //! Linux puts only generic events (`cpu-cycles`, `cache-misses`, ...) in
 //! sysfs; the model-specific names above live in perf's pmu-events tables.
-//! So on most kernels none is found and both counters are reported
-//! unavailable with that reason; the user can then give the encoding
-//! ([`UncoreEncodings`]), which is checked against the PMU's format files.
+//! So on most kernels sysfs has none, and libpfm4 gives them
+//! ([`super::libpfm_events`] lists, per CPU, which events and why not);
+//! where neither does, the counter is unavailable with both reasons, and
+//! the user can give the encoding.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -508,18 +530,15 @@ pub struct Candidate {
     pub overrides: &'static [(&'static str, u64)],
 }
 
-/// Candidates for [`Counter::UncoreOccupancy`] (`t'`), best first.
-pub const OCCUPANCY_CANDIDATES: [Candidate; 3] = [
+/// Candidates for [`Counter::UncoreOccupancy`] (`t'`), best first. None
+/// for AMD: see the module docs.
+pub const OCCUPANCY_CANDIDATES: [Candidate; 2] = [
     Candidate {
         name: "offcore_requests_outstanding.cycles_with_demand_data_rd",
         overrides: &[],
     },
     Candidate {
         name: "offcore_requests_outstanding.demand_data_rd",
-        overrides: &[("cmask", 1)],
-    },
-    Candidate {
-        name: "ls_alloc_mab_count",
         overrides: &[("cmask", 1)],
     },
 ];

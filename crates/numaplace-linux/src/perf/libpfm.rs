@@ -358,6 +358,36 @@ pub fn short_fstr(fstr: &str) -> String {
     kept.join(":")
 }
 
+/// A stand-in for libpfm4 in tests: one core PMU, and the events it knows
+/// with their `(config, config1)`.
+#[cfg(test)]
+#[derive(Debug, Clone)]
+pub(crate) struct FakeEncoder {
+    pub pmu: &'static str,
+    pub events: Vec<(&'static str, u64, u64)>,
+}
+
+#[cfg(test)]
+impl EventEncoder for FakeEncoder {
+    fn core_pmu(&self) -> Result<String, String> {
+        Ok(self.pmu.into())
+    }
+    fn encode(&self, event: &str) -> Result<PfmEncoding, String> {
+        let (_, config, config1) = self
+            .events
+            .iter()
+            .find(|(name, ..)| *name == event)
+            .ok_or_else(|| format!("libpfm4 cannot encode {event}: event not found"))?;
+        Ok(PfmEncoding {
+            pmu_type: 4,
+            config: *config,
+            config1: *config1,
+            config2: 0,
+            name: event.into(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

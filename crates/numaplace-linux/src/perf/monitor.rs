@@ -242,14 +242,20 @@ impl PerfMonitor {
     /// raises the fd limit. Never fails: what does not work is in
     /// [`availability`](Self::availability). `root` supplies the sysfs and
     /// procfs facts; the counters themselves are always the live kernel's.
+    /// Model-specific events come from this process's libpfm4
+    /// ([`host_encoder`]) where sysfs and the configuration give none.
     pub fn new(root: &SysRoot, config: &PerfConfig) -> Self {
+        Self::with_encoder(root, config, host_encoder())
+    }
+
+    /// [`new`](Self::new), with `encoder` in libpfm4's place.
+    pub fn with_encoder(root: &SysRoot, config: &PerfConfig, encoder: &dyn EventEncoder) -> Self {
         let host = host_facts(root);
         let opts = OpenOptions {
             exclude_kernel: exclude_kernel_for(host.paranoid),
         };
         let mut statuses = BTreeMap::new();
 
-        let encoder = host_encoder();
         let mut candidates: Vec<Alternatives> = Counter::HARDWARE
             .iter()
             .filter_map(|&c| generic_then_libpfm(c, encoder))

@@ -219,6 +219,43 @@ fn ibs_op_comes_from_its_pmu_type() {
 }
 
 #[test]
+fn without_mem_loads_in_sysfs_libpfm4_gives_pebs_and_its_aux_leader() {
+    // A Sapphire Rapids whose kernel describes no mem-loads: libpfm4's
+    // MEM_TRANS_RETIRED:LOAD_LATENCY, led by LD_BLOCKS:STORE_FORWARD (the
+    // kernel's mem-loads-aux). Values: Intel's SPR/events/sapphirerapids_core.json.
+    let (_d, root) = tree(&[
+        ("cpu", "4", INTEL_FORMATS, &[]),
+        ("software", "1", &[], &[]),
+    ]);
+    let spr = crate::perf::libpfm::FakeEncoder {
+        pmu: "spr",
+        events: vec![
+            ("spr::MEM_TRANS_RETIRED:LOAD_LATENCY:ldlat=3", 0x01cd, 3),
+            ("spr::MEM_TRANS_RETIRED:LOAD_LATENCY:ldlat=30", 0x01cd, 30),
+            ("spr::LD_BLOCKS:STORE_FORWARD", 0x8203, 0),
+        ],
+    };
+    let host = facts(&root, false);
+    let ev = choose_event(&root, None, None, &host, &spr).unwrap();
+    assert_eq!(ev.source, SampleSource::PebsLoads);
+    assert_eq!(ev.what, "spr::MEM_TRANS_RETIRED:LOAD_LATENCY:ldlat=3");
+    let raw = ev.event.unwrap();
+    assert_eq!((raw.config, raw.config1), (0x01cd, 3));
+    assert_eq!(ev.aux.unwrap().config, 0x8203);
+    let ev = choose_event(&root, None, Some(30), &host, &spr).unwrap();
+    assert_eq!(
+        ev.event.unwrap().source(),
+        "libpfm4 spr::MEM_TRANS_RETIRED:LOAD_LATENCY:ldlat=30 = config 0x1cd, config1 0x1e"
+    );
+    // Neither: the reason has both halves.
+    let e = resolve_event(&root, SampleSource::PebsLoads, None, &host, &no_pfm()).unwrap_err();
+    assert!(
+        e.contains("mem-loads does not exist and libpfm4 is not asked"),
+        "{e}"
+    );
+}
+
+#[test]
 fn without_pebs_or_ibs_the_reason_says_what_is_missing() {
     // A VM without a virtual PMU (like the machine this was written on).
     let (_d, vm) = tree(&[("breakpoint", "5", &[], &[]), ("software", "1", &[], &[])]);
