@@ -23,7 +23,7 @@ use super::availability::{
     Availability, CounterStatus, FdLimit, HostFacts, errno_name, open_failure_reason,
 };
 use super::counters::{EventSpec, OpenOptions, ThreadCounters, exclude_kernel_for, read_paranoid};
-use super::events::{EventResolver, UncoreEncodings, resolve_uncore};
+use super::events::{CORE_PMUS, EventResolver, UncoreEncodings, resolve_uncore};
 use super::libpfm::{EventEncoder, host_encoder};
 use super::libpfm_events::libpfm_event;
 use super::registry::{OpenFailure, ThreadSet};
@@ -219,19 +219,28 @@ fn probe_into(
         }
         if !joined {
             reasons.extend(alt.unresolved);
-            let reason = reasons.join("; instead: ");
+            let reason = reasons.join("; and ");
             statuses.insert(alt.counter, CounterStatus::Unavailable { reason });
         }
     }
 }
 
-/// A generic hardware counter's events: the kernel's generic event, then
-/// libpfm4's model-specific one for this CPU where it has one.
-fn generic_then_libpfm(c: Counter, encoder: &dyn EventEncoder) -> Option<Alternatives> {
+/// A generic hardware counter's events: the kernel's generic event, then,
+/// where the kernel shows a core PMU, libpfm4's model-specific one for
+/// this CPU (without a core PMU nothing could open it).
+fn generic_then_libpfm(
+    c: Counter,
+    encoder: &dyn EventEncoder,
+    core_pmu: bool,
+) -> Option<Alternatives> {
     let mut alt = Alternatives::one(EventSpec::generic(c)?);
+    if !core_pmu {
+        return Some(alt);
+    }
     match libpfm_event(encoder, c) {
         Ok(ev) => alt.specs.push(EventSpec::raw(c, ev)),
-        // Only worth saying if the generic event fails too.
+        // Only said if the generic event fails too.
+        Err(why) if why.starts_with("libpfm4") => alt.unresolved.push(why),
         Err(why) => alt.unresolved.push(format!("libpfm4: {why}")),
     }
     Some(alt)
@@ -256,9 +265,10 @@ impl PerfMonitor {
         };
         let mut statuses = BTreeMap::new();
 
+        let core_pmu = host.pmus.iter().any(|p| CORE_PMUS.contains(&p.as_str()));
         let mut candidates: Vec<Alternatives> = Counter::HARDWARE
             .iter()
-            .filter_map(|&c| generic_then_libpfm(c, encoder))
+            .filter_map(|&c| generic_then_libpfm(c, encoder, core_pmu))
             .collect();
         let uncore = resolve_uncore(root, &config.uncore, encoder);
         for c in Counter::UNCORE {
