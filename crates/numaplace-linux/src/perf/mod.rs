@@ -2,8 +2,9 @@
 //! (via the `perf-event2` crate).
 //!
 //! - [`events`]: events by name from sysfs (`.../events/*`, `.../format/*`),
-//!   encoded to raw `(type, config, config1, config2)`; the uncore-penalty
-//!   pair of seed 000 §3.1.
+//!   encoded to raw `(type, config, config1, config2)`, after the user's
+//!   encoding and before libpfm4's; each keeps its [`EventOrigin`]; the
+//!   uncore-penalty pair of seed 000 §3.1.
 //! - [`libpfm`]: libpfm4 loaded at run time, which encodes model-specific
 //!   events for the CPU it detects; [`libpfm_events`]: which of its events
 //!   stands for each counter on each CPU, or why none does.

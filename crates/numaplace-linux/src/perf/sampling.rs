@@ -20,6 +20,12 @@
 //!   every sample has `write: false`. On hybrid parts the first core PMU
 //!   listing `mem-loads` (`cpu_core`) is used, so only P-core time is
 //!   sampled.
+//!   Where sysfs describes no `mem-loads` but shows a core PMU, libpfm4's
+//!   load-latency event for the CPU is used ([`super::libpfm_events`]:
+//!   `MEM_INST_RETIRED:LATENCY_ABOVE_THRESHOLD` on Westmere,
+//!   `MEM_TRANS_RETIRED:LOAD_LATENCY` from Skylake-SP on, led by
+//!   `LD_BLOCKS:STORE_FORWARD`, the kernel's `mem-loads-aux`, on Sapphire
+//!   Rapids), with `ldlat` or 3 cycles as sysfs gives.
 //! - **AMD, IBS op**: the `ibs_op` PMU (its `type` from sysfs, config 0:
 //!   counting cycles). Per-thread IBS needs a kernel whose IBS PMU has a
 //!   task context (Linux 6.2 on); older ones say `EINVAL`. IBS cannot
