@@ -29,8 +29,12 @@ build_packages=(gcc libc6-dev pkg-config libhwloc-dev libudev-dev ca-certificate
 # busybox-static and cpio (the QEMU guests, tests/vm/), numactl (migratepages,
 # which the daemon test compares numaplace's page moves with), g++ (libFuzzer,
 # built by cargo-fuzz), dpkg-dev (dpkg-shlibdeps, for the package's
-# dependencies), python3 (the clients of tests/host/hostile.sh and soak.sh).
-test_packages=(hwloc bzip2 xz-utils tar qemu-system-x86 busybox-static cpio numactl g++ dpkg-dev python3)
+# dependencies), python3 (the clients of tests/host/hostile.sh and soak.sh),
+# libpfm4 (libpfm.so.4, which numaplace loads at run time for model-specific
+# events; crates/numaplace-linux/tests/libpfm_cpus.rs checks its encodings for
+# each CPU numaplace knows and fails without it; no -dev package: nothing
+# links it).
+test_packages=(hwloc bzip2 xz-utils tar qemu-system-x86 busybox-static cpio numactl g++ dpkg-dev python3 libpfm4)
 
 fail() { # one line, exit 2: what this machine lacks and what to do
     echo "setup.sh: $*" >&2

@@ -124,6 +124,10 @@ fn package_holds_the_binary_unit_config_man_pages_and_completions() {
         control.contains("libhwloc"),
         "Depends names libhwloc: {control}"
     );
+    assert!(
+        control.contains("Recommends: libpfm4"),
+        "Recommends names libpfm4 (loaded at run time): {control}"
+    );
 
     let tmp = tempfile::tempdir().unwrap();
     let ctl = tmp.path().join("DEBIAN");

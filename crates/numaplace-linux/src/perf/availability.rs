@@ -10,8 +10,10 @@ use numaplace_model::Counter;
 /// Whether one counter is counted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CounterStatus {
-    /// In every monitored thread's group, as `event`.
-    Counted { event: String },
+    /// In every monitored thread's group, as `event` (perf's spelling);
+    /// `source` says where its encoding came from
+    /// ([`EventSpec::source`](super::EventSpec::source)).
+    Counted { event: String, source: String },
     /// Works here, but is not in the group (`why`).
     Spare { why: String },
     /// Cannot be counted here.
@@ -86,8 +88,8 @@ impl fmt::Display for Availability {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (c, status) in &self.counters {
             match status {
-                CounterStatus::Counted { event } => {
-                    writeln!(f, "{:<17} counted ({event})", c.name())?
+                CounterStatus::Counted { event, source } => {
+                    writeln!(f, "{:<17} counted ({event}; from {source})", c.name())?
                 }
                 CounterStatus::Spare { why } => {
                     writeln!(f, "{:<17} works, not counted: {why}", c.name())?
@@ -298,6 +300,7 @@ mod tests {
                 c,
                 CounterStatus::Counted {
                     event: c.name().into(),
+                    source: "the kernel's generic event".into(),
                 },
             );
         }

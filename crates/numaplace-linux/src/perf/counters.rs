@@ -66,6 +66,19 @@ impl EventSpec {
         }
     }
 
+    /// Where the event's encoding came from, in one line: the kernel's
+    /// generic event, or [`RawEvent::source`] (the user's encoding, sysfs,
+    /// libpfm4).
+    pub fn source(&self) -> String {
+        match &self.source {
+            EventSource::Raw(ev) => ev.source(),
+            EventSource::Generic => match generic_name(self.counter) {
+                Some(name) => format!("the kernel's generic event {name}"),
+                None => "no generic event".into(),
+            },
+        }
+    }
+
     fn builder(&self) -> Builder<'static> {
         let mut b = match (&self.source, self.counter) {
             (EventSource::Raw(ev), _) => {
@@ -84,6 +97,21 @@ impl EventSpec {
         );
         b
     }
+}
+
+/// The `PERF_COUNT_*` constant of a counter's generic event.
+fn generic_name(c: Counter) -> Option<&'static str> {
+    Some(match c {
+        Counter::Instructions => "PERF_COUNT_HW_INSTRUCTIONS",
+        Counter::Cycles => "PERF_COUNT_HW_CPU_CYCLES",
+        Counter::LlcReferences => "PERF_COUNT_HW_CACHE_REFERENCES",
+        Counter::LlcMisses => "PERF_COUNT_HW_CACHE_MISSES",
+        Counter::TaskClock => "PERF_COUNT_SW_TASK_CLOCK",
+        Counter::ContextSwitches => "PERF_COUNT_SW_CONTEXT_SWITCHES",
+        Counter::CpuMigrations => "PERF_COUNT_SW_CPU_MIGRATIONS",
+        Counter::PageFaults => "PERF_COUNT_SW_PAGE_FAULTS",
+        Counter::UncoreOccupancy | Counter::UncoreRequests => return None,
+    })
 }
 
 fn generic_builder(c: Counter) -> Builder<'static> {
@@ -278,6 +306,10 @@ mod tests {
         assert_eq!(d(Counter::Instructions), "instructions");
         assert_eq!(d(Counter::LlcMisses), "cache-misses");
         assert_eq!(d(Counter::TaskClock), "task-clock");
+        assert_eq!(
+            EventSpec::generic(Counter::LlcMisses).unwrap().source(),
+            "the kernel's generic event PERF_COUNT_HW_CACHE_MISSES"
+        );
         assert!(EventSpec::generic(Counter::UncoreRequests).is_none());
         assert!(
             !EventSpec::generic(Counter::PageFaults)

@@ -2,38 +2,60 @@
 //! `sys/bus/event_source/devices/<pmu>/type` (the `perf_event_attr.type`),
 //! `.../events/<name>` (terms such as `event=0x60,umask=0x08,cmask=1`) and
 //! `.../format/<field>` (where a term's bits go: `config:0-7`,
-//! `config1:0-15`, or split as `config:0-7,32-35`).
+//! `config1:0-15`, or split as `config:0-7,32-35`); and, for the events
+//! Linux does not describe there, from libpfm4 ([`super::libpfm`]).
 //!
 //! Parsing and encoding are pure functions on `&str`; [`EventResolver`]
 //! binds them to a [`SysRoot`].
+//!
+//! ## Where an event comes from, in order
+//!
+//! 1. The user's raw encoding ([`UncoreEncodings`], from the
+//!    configuration), checked against the PMU's format files.
+//! 2. A name in sysfs, in the core PMUs [`CORE_PMUS`].
+//! 3. libpfm4, through an [`EventEncoder`]: the event that
+//!    [`super::libpfm_events`] lists for the core PMU libpfm4 detects
+//!    (`skx`, `amd64_fam19h_zen3`, ...), which says why where a CPU has
+//!    none. libpfm4 is loaded at run time; without it this step says
+//!    "libpfm4 not found: install Debian's libpfm4 for model-specific
+//!    events". It is not asked where sysfs shows no core PMU (a VM
+//!    without a virtual PMU): nothing could open its encoding.
+//!
+//! Every [`RawEvent`] keeps its [`EventOrigin`]; [`RawEvent::source`] says
+//! it in one line (`libpfm4 skx::OFFCORE_REQUESTS_OUTSTANDING:DEMAND_DATA_RD:c=1
+//! = config 0x1000160`). The generic counters (instructions, cycles, LLC
+//! references and misses) are the kernel's generic events first; the
+//! monitor tries libpfm4's model-specific event only where the generic one
+//! does not open ([`super::monitor`]).
 //!
 //! ## The uncore-penalty events (seed 000 §3.1)
 //!
 //! The uncore penalty `P = t' / λ` needs, per thread, the cycles with at
 //! least one outstanding demand request (`t'`, [`Counter::UncoreOccupancy`])
-//! and the number of such requests (`λ`, [`Counter::UncoreRequests`]). They
-//! are looked up under these names, first hit wins, in the core PMUs
-//! [`CORE_PMUS`]:
+//! and the number of such requests (`λ`, [`Counter::UncoreRequests`]). In
+//! sysfs they are looked up under these names, first hit wins:
 //!
 //! - occupancy: Intel `offcore_requests_outstanding.cycles_with_demand_data_rd`,
-//!   else Intel `offcore_requests_outstanding.demand_data_rd` with `cmask=1`,
-//!   else AMD Zen `ls_alloc_mab_count` (PMCx05F, in-flight L1D misses in the
-//!   miss address buffer each cycle) with `cmask=1`;
+//!   else Intel `offcore_requests_outstanding.demand_data_rd` with `cmask=1`;
 //! - requests: Intel `offcore_requests.demand_data_rd`, else AMD Zen
-//!   `ls_mab_alloc.all_allocations` (Zen 4/5) or `ls_mab_alloc.loads`
+//!   `ls_mab_alloc.all_allocations` (Zen 3/4/5) or `ls_mab_alloc.loads`
 //!   (Zen 2/3).
 //!
-//! The AMD pair measures L1D misses in flight, not L2 misses: a superset of
-//! the uncore requests (as the seed's super queue is), the closest per-thread
-//! equivalent. AMD's true L3-miss latency events (`l3_xi_sampled_latency*`,
-//! Zen 4) live in the `amd_l3` uncore PMU, which counts per CPU only and
-//! cannot be attached to a thread, so they are not candidates.
+//! AMD has no occupancy candidate: Zen's `ls_alloc_mab_count` (PMCx05F)
+//! counts the L1D misses in flight divided by 4 unless a second counter is
+//! merged with it (perf's `amdzen3/memory.json`, after AMD's PPR), so with
+//! `cmask=1` it counts cycles with at least 4 misses in flight, not `t'`.
+//! The AMD requests count L1D misses, not L2 misses: a superset of the
+//! uncore requests (as the seed's super queue is). AMD's L3-miss latency
+//! events (`l3_xi_sampled_latency*`, Zen 4) live in the `amd_l3` uncore
+//! PMU, which counts per CPU only and cannot be attached to a thread.
 //!
 //! Linux puts only generic events (`cpu-cycles`, `cache-misses`, ...) in
 //! sysfs; the model-specific names above live in perf's pmu-events tables.
-//! So on most kernels none is found and both counters are reported
-//! unavailable with that reason; the user can then give the encoding
-//! ([`UncoreEncodings`]), which is checked against the PMU's format files.
+//! So on most kernels sysfs has none, and libpfm4 gives them
+//! ([`super::libpfm_events`] lists, per CPU, which events and why not);
+//! where neither does, the counter is unavailable with both reasons, and
+//! the user can give the encoding.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -44,6 +66,8 @@ use std::path::PathBuf;
 use numaplace_model::Counter;
 use thiserror::Error;
 
+use super::libpfm::EventEncoder;
+use super::libpfm_events::libpfm_event;
 use crate::sysroot::{ReadError, SysRoot};
 
 /// Where the kernel lists its PMUs, relative to the root.
@@ -287,9 +311,14 @@ impl Pmu {
         Ok(words)
     }
 
-    /// Encodes terms into an event of this PMU; `what` says where they came
-    /// from (for messages).
-    pub fn event(&self, terms: &[Term], what: String) -> Result<RawEvent, ParseError> {
+    /// Encodes terms into an event of this PMU; `what` names it perf-style
+    /// (for messages), `origin` says where the terms came from.
+    pub fn event(
+        &self,
+        terms: &[Term],
+        what: String,
+        origin: EventOrigin,
+    ) -> Result<RawEvent, ParseError> {
         let [config, config1, config2] = self.encode(terms)?;
         Ok(RawEvent {
             what,
@@ -297,6 +326,7 @@ impl Pmu {
             config,
             config1,
             config2,
+            origin,
         })
     }
 }
@@ -311,6 +341,47 @@ pub struct RawEvent {
     pub config: u64,
     pub config1: u64,
     pub config2: u64,
+    /// Where the encoding came from.
+    pub origin: EventOrigin,
+}
+
+impl RawEvent {
+    /// Where it came from and what it encodes to, in one line:
+    /// `libpfm4 skx::OFFCORE_REQUESTS_OUTSTANDING:DEMAND_DATA_RD:c=1 = config 0x1000160`.
+    pub fn source(&self) -> String {
+        let mut s = format!("{} = config {:#x}", self.origin, self.config);
+        if self.config1 != 0 {
+            let _ = write!(s, ", config1 {:#x}", self.config1);
+        }
+        if self.config2 != 0 {
+            let _ = write!(s, ", config2 {:#x}", self.config2);
+        }
+        s
+    }
+}
+
+/// Where an event's encoding came from: the resolution order is the
+/// user's, then sysfs', then libpfm4's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventOrigin {
+    /// Given by the user (configuration), checked against sysfs' format
+    /// files.
+    User { text: String },
+    /// Described by the kernel in sysfs (an event file, or a PMU's type).
+    Sysfs { path: PathBuf },
+    /// Encoded by libpfm4 for the PMU it detected (or was forced to):
+    /// its fully qualified name, `skx::OFFCORE_REQUESTS:DEMAND_DATA_RD`.
+    Libpfm { event: String },
+}
+
+impl std::fmt::Display for EventOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EventOrigin::User { text } => write!(f, "the configured encoding {text}"),
+            EventOrigin::Sysfs { path } => write!(f, "sysfs {}", path.display()),
+            EventOrigin::Libpfm { event } => write!(f, "libpfm4 {event}"),
+        }
+    }
 }
 
 /// Reading or encoding an event under a root failed.
@@ -398,6 +469,7 @@ impl<'a> EventResolver<'a> {
             return Ok(None);
         };
         let path = self.root.join(&rel);
+        let origin = EventOrigin::Sysfs { path: path.clone() };
         let mut terms = parse_terms(&text).map_err(|source| EventError::Parse {
             path: path.clone(),
             source,
@@ -408,7 +480,7 @@ impl<'a> EventResolver<'a> {
             let _ = write!(what, ",{field}={value}");
         }
         what.push('/');
-        pmu.event(&terms, what)
+        pmu.event(&terms, what, origin)
             .map(Some)
             .map_err(|source| EventError::Parse { path, source })
     }
@@ -424,7 +496,10 @@ impl<'a> EventResolver<'a> {
             what: what.clone(),
             source,
         })?;
-        pmu.event(&terms, what.clone())
+        let origin = EventOrigin::User {
+            text: text.trim().to_owned(),
+        };
+        pmu.event(&terms, what.clone(), origin)
             .map_err(|source| EventError::Encoding { what, source })
     }
 }
@@ -455,18 +530,15 @@ pub struct Candidate {
     pub overrides: &'static [(&'static str, u64)],
 }
 
-/// Candidates for [`Counter::UncoreOccupancy`] (`t'`), best first.
-pub const OCCUPANCY_CANDIDATES: [Candidate; 3] = [
+/// Candidates for [`Counter::UncoreOccupancy`] (`t'`), best first. None
+/// for AMD: see the module docs.
+pub const OCCUPANCY_CANDIDATES: [Candidate; 2] = [
     Candidate {
         name: "offcore_requests_outstanding.cycles_with_demand_data_rd",
         overrides: &[],
     },
     Candidate {
         name: "offcore_requests_outstanding.demand_data_rd",
-        overrides: &[("cmask", 1)],
-    },
-    Candidate {
-        name: "ls_alloc_mab_count",
         overrides: &[("cmask", 1)],
     },
 ];
@@ -514,20 +586,31 @@ impl UncoreEvents {
 }
 
 /// Resolves the uncore pair: the user's encodings where given, else the
-/// candidate names in the core PMUs present.
-pub fn resolve_uncore(root: &SysRoot, user: &UncoreEncodings) -> UncoreEvents {
+/// candidate names in the core PMUs present, else libpfm4's events for
+/// this CPU (through `encoder`, [`host_encoder`](super::libpfm::host_encoder)
+/// on a live host).
+pub fn resolve_uncore(
+    root: &SysRoot,
+    user: &UncoreEncodings,
+    encoder: &dyn EventEncoder,
+) -> UncoreEvents {
     let resolver = EventResolver::new(root);
     let pmus: Vec<Pmu> = CORE_PMUS
         .iter()
         .filter_map(|name| resolver.pmu(name).ok())
         .collect();
-    let one = |given: &Option<String>, candidates: &[Candidate]| -> Result<RawEvent, String> {
+    let one = |given: &Option<String>,
+               candidates: &[Candidate],
+               counter: Counter|
+     -> Result<RawEvent, String> {
         if let Some(text) = given {
             return resolver
                 .encoding(text, "cpu")
                 .map_err(|e| format!("the given encoding is unusable: {e}"));
         }
         if pmus.is_empty() {
+            // libpfm4 would encode for a CPU whose PMU the kernel does not
+            // drive: nothing could open it.
             let known = resolver.pmus().map(|p| p.join(", ")).unwrap_or_default();
             return Err(format!(
                 "no core PMU: {} has none of {} (only: {known})",
@@ -547,9 +630,13 @@ pub fn resolve_uncore(root: &SysRoot, user: &UncoreEncodings) -> UncoreEvents {
         }
         let names: Vec<&str> = candidates.iter().map(|c| c.name).collect();
         let pmu_names: Vec<&str> = pmus.iter().map(|p| p.name.as_str()).collect();
+        let pfm = match libpfm_event(encoder, counter) {
+            Ok(ev) => return Ok(ev),
+            Err(why) => why,
+        };
         let mut why = format!(
             "none of {} is described under {}/{{{}}}/events (kernels list only generic \
-             events there): give the encoding for this CPU",
+             events there), and {pfm}: give the encoding for this CPU",
             names.join(", "),
             root.join(EVENT_SOURCE_DIR).display(),
             pmu_names.join(",")
@@ -560,8 +647,12 @@ pub fn resolve_uncore(root: &SysRoot, user: &UncoreEncodings) -> UncoreEvents {
         Err(why)
     };
     UncoreEvents {
-        occupancy: one(&user.occupancy, &OCCUPANCY_CANDIDATES),
-        requests: one(&user.requests, &REQUEST_CANDIDATES),
+        occupancy: one(
+            &user.occupancy,
+            &OCCUPANCY_CANDIDATES,
+            Counter::UncoreOccupancy,
+        ),
+        requests: one(&user.requests, &REQUEST_CANDIDATES, Counter::UncoreRequests),
     }
 }
 

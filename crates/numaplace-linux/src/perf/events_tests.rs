@@ -49,6 +49,11 @@ const AMD_FORMATS: &[(&str, &str)] = &[
     ("cmask", "config:24-31"),
 ];
 
+/// No libpfm4: these tests check what sysfs and the user give.
+fn no_pfm() -> crate::perf::libpfm::NoEncoder {
+    crate::perf::libpfm::NoEncoder("libpfm4 is not asked in this test".into())
+}
+
 const SOFTWARE: FakePmu = ("software", "1", &[], &[]);
 
 #[test]
@@ -154,7 +159,7 @@ fn resolves_intel_like_events_by_name() {
     assert_eq!((loads.config, loads.config1), (0x01cd, 3));
     assert_eq!(r.named_event(&cpu, "absent", &[]).unwrap(), None);
 
-    let u = resolve_uncore(&root, &UncoreEncodings::default());
+    let u = resolve_uncore(&root, &UncoreEncodings::default(), &no_pfm());
     let occ = u.occupancy.unwrap();
     assert_eq!((occ.pmu_type, occ.config), (4, 0x0100_0160));
     assert_eq!(
@@ -175,7 +180,7 @@ fn falls_back_to_occupancy_with_cmask() {
             "event=0x60,umask=0x01,cmask=4",
         )],
     )]);
-    let u = resolve_uncore(&root, &UncoreEncodings::default());
+    let u = resolve_uncore(&root, &UncoreEncodings::default(), &no_pfm());
     let occ = u.occupancy.unwrap();
     assert_eq!((occ.pmu_type, occ.config), (8, 0x0100_0160));
     assert!(occ.what.ends_with(",cmask=1/"), "{}", occ.what);
@@ -195,8 +200,11 @@ fn resolves_amd_like_events_with_split_event_field() {
             ("ls_mab_alloc.all_allocations", "event=0x41,umask=0x7f"),
         ],
     )]);
-    let u = resolve_uncore(&root, &UncoreEncodings::default());
-    assert_eq!(u.occupancy.unwrap().config, 0x0100_005f);
+    let u = resolve_uncore(&root, &UncoreEncodings::default(), &no_pfm());
+    // ls_alloc_mab_count counts misses in flight / 4: with cmask=1 it is
+    // not t', so it is no candidate.
+    let why = u.occupancy.unwrap_err();
+    assert!(!why.contains("ls_alloc_mab_count"), "{why}");
     assert_eq!(u.requests.unwrap().config, 0x7f41);
     let cpu = EventResolver::new(&root).pmu("cpu").unwrap();
     // An extended (12-bit) AMD event number lands in bits 32-35.
@@ -210,7 +218,7 @@ fn resolves_amd_like_events_with_split_event_field() {
 #[test]
 fn generic_only_kernel_reports_the_uncore_pair_unavailable() {
     let (_d, root) = tree(&[("cpu", "4", INTEL_FORMATS, &[("cpu-cycles", "event=0x3c")])]);
-    let u = resolve_uncore(&root, &UncoreEncodings::default());
+    let u = resolve_uncore(&root, &UncoreEncodings::default(), &no_pfm());
     assert!(
         u.occupancy
             .unwrap_err()
@@ -222,7 +230,7 @@ fn generic_only_kernel_reports_the_uncore_pair_unavailable() {
         occupancy: Some("event=0x60,umask=0x01,cmask=1".into()),
         requests: Some("cpu/event=0xb0,umask=0x01,bogus=3/".into()),
     };
-    let u = resolve_uncore(&root, &given);
+    let u = resolve_uncore(&root, &given, &no_pfm());
     assert_eq!(u.occupancy.unwrap().config, 0x0100_0160);
     let why = u.requests.unwrap_err();
     assert!(
@@ -244,7 +252,7 @@ fn no_core_pmu_is_said_plainly() {
             &[("tsc", "event=0x00")],
         ),
     ]);
-    let u = resolve_uncore(&root, &UncoreEncodings::default());
+    let u = resolve_uncore(&root, &UncoreEncodings::default(), &no_pfm());
     let why = u.occupancy.unwrap_err();
     assert!(
         why.contains("no core PMU") && why.contains("msr, software"),
@@ -296,7 +304,7 @@ fn bad_files_are_errors_with_their_path() {
         "event=?",
     )
     .unwrap();
-    let why = resolve_uncore(&root, &UncoreEncodings::default())
+    let why = resolve_uncore(&root, &UncoreEncodings::default(), &no_pfm())
         .requests
         .unwrap_err();
     assert!(
@@ -308,11 +316,104 @@ fn bad_files_are_errors_with_their_path() {
 #[test]
 fn this_host_resolves_without_error() {
     // Whatever this machine has, resolving reports (never panics or fails).
-    let u = resolve_uncore(&SysRoot::host(), &UncoreEncodings::default());
+    let u = resolve_uncore(&SysRoot::host(), &UncoreEncodings::default(), &no_pfm());
     for c in Counter::UNCORE {
         match u.get(c).unwrap() {
             Ok(ev) => assert!(!ev.what.is_empty()),
             Err(why) => assert!(!why.is_empty()),
         }
     }
+}
+
+/// libpfm4 as it would answer on a Skylake-SP (values: Intel's
+/// SKX/events/skylakex_core.json, as tests/libpfm_cpus.rs checks them).
+fn skx() -> crate::perf::libpfm::FakeEncoder {
+    crate::perf::libpfm::FakeEncoder {
+        pmu: "skx",
+        events: vec![
+            (
+                "skx::OFFCORE_REQUESTS_OUTSTANDING:DEMAND_DATA_RD:c=1",
+                0x0100_0160,
+                0,
+            ),
+            ("skx::OFFCORE_REQUESTS:DEMAND_DATA_RD", 0x01b0, 0),
+        ],
+    }
+}
+
+#[test]
+fn the_users_encoding_then_sysfs_then_libpfm4() {
+    let (_d, root) = tree(&[(
+        "cpu",
+        "4",
+        INTEL_FORMATS,
+        &[("offcore_requests.demand_data_rd", "event=0xb0,umask=0x01")],
+    )]);
+    let given = UncoreEncodings {
+        occupancy: None,
+        requests: Some("event=0xb0,umask=0x11".into()),
+    };
+    // The user's encoding wins over sysfs; sysfs' name is used where the
+    // user gives none; libpfm4 only where neither has the event.
+    let u = resolve_uncore(&root, &given, &skx());
+    let req = u.requests.unwrap();
+    assert_eq!(req.config, 0x11b0);
+    assert_eq!(
+        req.source(),
+        "the configured encoding event=0xb0,umask=0x11 = config 0x11b0"
+    );
+    let occ = u.occupancy.unwrap();
+    assert_eq!(
+        occ.source(),
+        "libpfm4 skx::OFFCORE_REQUESTS_OUTSTANDING:DEMAND_DATA_RD:c=1 = config 0x1000160"
+    );
+    assert_eq!(
+        occ.what,
+        "skx::OFFCORE_REQUESTS_OUTSTANDING:DEMAND_DATA_RD:c=1"
+    );
+
+    let u = resolve_uncore(&root, &UncoreEncodings::default(), &skx());
+    let req = u.requests.unwrap();
+    let file = root
+        .join(EVENT_SOURCE_DIR)
+        .join("cpu/events/offcore_requests.demand_data_rd");
+    assert_eq!(req.origin, EventOrigin::Sysfs { path: file.clone() });
+    assert_eq!(
+        req.source(),
+        format!("sysfs {} = config 0x1b0", file.display())
+    );
+}
+
+#[test]
+fn without_libpfm4_the_reason_says_to_install_it() {
+    let (_d, root) = tree(&[("cpu", "4", INTEL_FORMATS, &[("cpu-cycles", "event=0x3c")])]);
+    let missing = crate::perf::libpfm::NoEncoder(format!(
+        "{} (dlopen libpfm.so.4: not found)",
+        crate::perf::LIBPFM_MISSING
+    ));
+    let why = resolve_uncore(&root, &UncoreEncodings::default(), &missing)
+        .occupancy
+        .unwrap_err();
+    assert!(
+        why.contains("and libpfm4 not found: install Debian's libpfm4 for model-specific events"),
+        "{why}"
+    );
+    // A CPU libpfm4 knows, without the event: the reason is the CPU's.
+    let zen3 = crate::perf::libpfm::FakeEncoder {
+        pmu: "amd64_fam19h_zen3",
+        events: vec![],
+    };
+    let why = resolve_uncore(&root, &UncoreEncodings::default(), &zen3)
+        .occupancy
+        .unwrap_err();
+    assert!(
+        why.contains("not on AMD Zen 3") && why.contains("divided by 4"),
+        "{why}"
+    );
+    // No core PMU in sysfs: libpfm4's encoding could not be opened anyway.
+    let (_d, vm) = tree(&[SOFTWARE]);
+    let why = resolve_uncore(&vm, &UncoreEncodings::default(), &skx())
+        .occupancy
+        .unwrap_err();
+    assert!(why.starts_with("no core PMU"), "{why}");
 }

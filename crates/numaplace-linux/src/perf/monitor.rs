@@ -23,7 +23,9 @@ use super::availability::{
     Availability, CounterStatus, FdLimit, HostFacts, errno_name, open_failure_reason,
 };
 use super::counters::{EventSpec, OpenOptions, ThreadCounters, exclude_kernel_for, read_paranoid};
-use super::events::{EventResolver, UncoreEncodings, resolve_uncore};
+use super::events::{CORE_PMUS, EventResolver, UncoreEncodings, resolve_uncore};
+use super::libpfm::{EventEncoder, host_encoder};
+use super::libpfm_events::libpfm_event;
 use super::registry::{OpenFailure, ThreadSet};
 use super::scaling::{GroupReading, delta};
 use crate::sysroot::SysRoot;
@@ -167,26 +169,81 @@ pub(super) fn raise_nofile_limit() -> FdLimit {
     limit
 }
 
-/// Opens `candidates` one by one on this thread, keeping those that join
-/// the group (`chosen`); failures are recorded in `statuses`.
+/// One counter's events, in the order they are tried, and why others
+/// could not even be encoded.
+struct Alternatives {
+    counter: Counter,
+    specs: Vec<EventSpec>,
+    unresolved: Vec<String>,
+}
+
+impl Alternatives {
+    fn one(spec: EventSpec) -> Self {
+        Alternatives {
+            counter: spec.counter,
+            specs: vec![spec],
+            unresolved: Vec::new(),
+        }
+    }
+}
+
+/// Opens each counter's alternatives one by one on this thread, keeping
+/// the first that joins the group (`chosen`); where none does, the reasons
+/// are recorded in `statuses`.
 fn probe_into(
     chosen: &mut Vec<EventSpec>,
-    candidates: Vec<EventSpec>,
+    candidates: Vec<Alternatives>,
     opts: OpenOptions,
     host: &HostFacts,
     statuses: &mut BTreeMap<Counter, CounterStatus>,
 ) {
-    for spec in candidates {
-        let mut trial = chosen.clone();
-        trial.push(spec.clone());
-        match ThreadCounters::open(0, &trial, opts) {
-            Ok(_) => chosen.push(spec),
-            Err(e) => {
-                let reason = open_failure_reason(&e.event, spec.is_hardware(), &e.source, host);
-                statuses.insert(spec.counter, CounterStatus::Unavailable { reason });
+    for alt in candidates {
+        let mut reasons: Vec<String> = Vec::new();
+        let mut joined = false;
+        for spec in alt.specs {
+            let mut trial = chosen.clone();
+            trial.push(spec.clone());
+            match ThreadCounters::open(0, &trial, opts) {
+                Ok(_) => {
+                    chosen.push(spec);
+                    joined = true;
+                    break;
+                }
+                Err(e) => {
+                    let r = open_failure_reason(&e.event, spec.is_hardware(), &e.source, host);
+                    if !reasons.contains(&r) {
+                        reasons.push(r);
+                    }
+                }
             }
         }
+        if !joined {
+            reasons.extend(alt.unresolved);
+            let reason = reasons.join("; and ");
+            statuses.insert(alt.counter, CounterStatus::Unavailable { reason });
+        }
     }
+}
+
+/// A generic hardware counter's events: the kernel's generic event, then,
+/// where the kernel shows a core PMU, libpfm4's model-specific one for
+/// this CPU (without a core PMU nothing could open it).
+fn generic_then_libpfm(
+    c: Counter,
+    encoder: &dyn EventEncoder,
+    core_pmu: bool,
+) -> Option<Alternatives> {
+    let mut alt = Alternatives::one(EventSpec::generic(c)?);
+    if !core_pmu {
+        return Some(alt);
+    }
+    match libpfm_event(encoder, c) {
+        Ok(ev) => alt.specs.push(EventSpec::raw(c, ev)),
+        // Only said if the generic event fails too.
+        Err(why) if why.starts_with("libpfm4") => alt.unresolved.push(why),
+        Err(why) => alt.unresolved.push(format!("libpfm4: {why}")),
+    }
+    Some(alt)
 }
 
 impl PerfMonitor {
@@ -194,21 +251,29 @@ impl PerfMonitor {
     /// raises the fd limit. Never fails: what does not work is in
     /// [`availability`](Self::availability). `root` supplies the sysfs and
     /// procfs facts; the counters themselves are always the live kernel's.
+    /// Model-specific events come from this process's libpfm4
+    /// ([`host_encoder`]) where sysfs and the configuration give none.
     pub fn new(root: &SysRoot, config: &PerfConfig) -> Self {
+        Self::with_encoder(root, config, host_encoder())
+    }
+
+    /// [`new`](Self::new), with `encoder` in libpfm4's place.
+    pub fn with_encoder(root: &SysRoot, config: &PerfConfig, encoder: &dyn EventEncoder) -> Self {
         let host = host_facts(root);
         let opts = OpenOptions {
             exclude_kernel: exclude_kernel_for(host.paranoid),
         };
         let mut statuses = BTreeMap::new();
 
-        let mut candidates: Vec<EventSpec> = Counter::HARDWARE
+        let core_pmu = host.pmus.iter().any(|p| CORE_PMUS.contains(&p.as_str()));
+        let mut candidates: Vec<Alternatives> = Counter::HARDWARE
             .iter()
-            .filter_map(|&c| EventSpec::generic(c))
+            .filter_map(|&c| generic_then_libpfm(c, encoder, core_pmu))
             .collect();
-        let uncore = resolve_uncore(root, &config.uncore);
+        let uncore = resolve_uncore(root, &config.uncore, encoder);
         for c in Counter::UNCORE {
             match uncore.get(c) {
-                Some(Ok(ev)) => candidates.push(EventSpec::raw(c, ev.clone())),
+                Some(Ok(ev)) => candidates.push(Alternatives::one(EventSpec::raw(c, ev.clone()))),
                 Some(Err(reason)) => {
                     statuses.insert(
                         c,
@@ -224,9 +289,9 @@ impl PerfMonitor {
         probe_into(&mut hardware, candidates, opts, &host, &mut statuses);
 
         let mut software = Vec::new();
-        let sw: Vec<EventSpec> = Counter::SOFTWARE
+        let sw: Vec<Alternatives> = Counter::SOFTWARE
             .iter()
-            .filter_map(|&c| EventSpec::generic(c))
+            .filter_map(|&c| EventSpec::generic(c).map(Alternatives::one))
             .collect();
         probe_into(&mut software, sw, opts, &host, &mut statuses);
 
@@ -254,6 +319,7 @@ impl PerfMonitor {
                 spec.counter,
                 CounterStatus::Counted {
                     event: spec.describe(),
+                    source: spec.source(),
                 },
             );
         }

@@ -235,3 +235,74 @@ fn budget_and_host_facts_are_pure() {
         }
     );
 }
+
+#[test]
+fn libpfm4_events_are_tried_after_the_generic_ones_and_say_where_they_came_from() {
+    // A root whose sysfs has a core PMU describing no model-specific event,
+    // and libpfm4 answering as on a Skylake-SP. The events are opened on
+    // the live kernel: counted (with libpfm4 as their source) or refused
+    // (with libpfm4's event named in the reason), never "give the encoding".
+    let dir = tempfile::tempdir().unwrap();
+    let cpu = dir.path().join("sys/bus/event_source/devices/cpu");
+    std::fs::create_dir_all(cpu.join("format")).unwrap();
+    std::fs::create_dir_all(cpu.join("events")).unwrap();
+    std::fs::create_dir_all(dir.path().join("sys/devices/system/cpu")).unwrap();
+    std::fs::write(cpu.join("type"), "4\n").unwrap();
+    for (f, bits) in [
+        ("event", "config:0-7"),
+        ("umask", "config:8-15"),
+        ("cmask", "config:24-31"),
+    ] {
+        std::fs::write(cpu.join("format").join(f), bits).unwrap();
+    }
+    let root = SysRoot::new(dir.path()).unwrap();
+    // Values: Intel's SKX/events/skylakex_core.json (tests/libpfm_cpus.rs).
+    let skx = crate::perf::libpfm::FakeEncoder {
+        pmu: "skx",
+        events: vec![
+            ("skx::INSTRUCTION_RETIRED", 0xc0, 0),
+            (
+                "skx::OFFCORE_REQUESTS_OUTSTANDING:DEMAND_DATA_RD:c=1",
+                0x0100_0160,
+                0,
+            ),
+            ("skx::OFFCORE_REQUESTS:DEMAND_DATA_RD", 0x01b0, 0),
+        ],
+    };
+    let m = PerfMonitor::with_encoder(&root, &PerfConfig::default(), &skx);
+    let a = m.availability();
+    match &a.counters[&Counter::UncoreOccupancy] {
+        CounterStatus::Counted { source, .. } => assert_eq!(
+            source,
+            "libpfm4 skx::OFFCORE_REQUESTS_OUTSTANDING:DEMAND_DATA_RD:c=1 = config 0x1000160"
+        ),
+        CounterStatus::Unavailable { reason } => assert!(
+            reason
+                .contains("perf_event_open(skx::OFFCORE_REQUESTS_OUTSTANDING:DEMAND_DATA_RD:c=1)"),
+            "{reason}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    match &a.counters[&Counter::Instructions] {
+        CounterStatus::Counted { source, .. } => assert!(
+            source == "the kernel's generic event PERF_COUNT_HW_INSTRUCTIONS"
+                || source == "libpfm4 skx::INSTRUCTION_RETIRED = config 0xc0",
+            "{source}"
+        ),
+        // Both were tried, the generic event first.
+        CounterStatus::Unavailable { reason } => {
+            let generic = reason.find("perf_event_open(instructions)");
+            let pfm = reason.find("perf_event_open(skx::INSTRUCTION_RETIRED)");
+            assert!(generic.is_some() && generic < pfm, "{reason}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // An event libpfm4 cannot encode: its reason joins the generic one's.
+    eprintln!("{a}");
+    if let Some(why) = a.reason(Counter::Cycles) {
+        assert!(
+            why.contains("; and libpfm4 cannot encode skx::UNHALTED_CORE_CYCLES"),
+            "{why}"
+        );
+    }
+}

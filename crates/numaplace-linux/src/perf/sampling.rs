@@ -20,6 +20,12 @@
 //!   every sample has `write: false`. On hybrid parts the first core PMU
 //!   listing `mem-loads` (`cpu_core`) is used, so only P-core time is
 //!   sampled.
+//!   Where sysfs describes no `mem-loads` but shows a core PMU, libpfm4's
+//!   load-latency event for the CPU is used ([`super::libpfm_events`]:
+//!   `MEM_INST_RETIRED:LATENCY_ABOVE_THRESHOLD` on Westmere,
+//!   `MEM_TRANS_RETIRED:LOAD_LATENCY` from Skylake-SP on, led by
+//!   `LD_BLOCKS:STORE_FORWARD`, the kernel's `mem-loads-aux`, on Sapphire
+//!   Rapids), with `ldlat` or 3 cycles as sysfs gives.
 //! - **AMD, IBS op**: the `ibs_op` PMU (its `type` from sysfs, config 0:
 //!   counting cycles). Per-thread IBS needs a kernel whose IBS PMU has a
 //!   task context (Linux 6.2 on); older ones say `EINVAL`. IBS cannot
@@ -67,6 +73,7 @@ use perf_event::{Builder, SampleFlag, SampleSkid, Sampler};
 use super::availability::{FdLimit, HostFacts, errno_name, open_failure_reason};
 use super::counters::thread_alive;
 use super::events::{CORE_PMUS, EVENT_SOURCE_DIR, EventError, EventResolver, RawEvent};
+use super::libpfm::{EventEncoder, host_encoder};
 use super::monitor::{SyncReport, host_facts, thread_budget};
 use super::registry::{self, ThreadSet};
 use crate::sysroot::SysRoot;
@@ -221,6 +228,10 @@ pub struct SampleRound {
 pub struct SamplingAvailability {
     /// The event sampled; `Err`: why nothing is.
     pub event: Result<String, String>,
+    /// Where the event's encoding came from ([`RawEvent::source`]: sysfs
+    /// or libpfm4); `None` for page faults (a generic event) and where
+    /// nothing is sampled.
+    pub event_source: Option<String>,
     pub source: Option<SampleSource>,
     pub precise_ip: u8,
     /// User space only (false: IBS, which samples the kernel too; its
@@ -264,6 +275,9 @@ impl fmt::Display for SamplingAvailability {
                         "user and kernel (kernel addresses dropped)"
                     }
                 )?;
+                if let Some(from) = &self.event_source {
+                    writeln!(f, "encoded from {from}")?;
+                }
                 write!(
                     f,
                     "{} fds and {} KiB of ring buffer per thread; RLIMIT_NOFILE {} (hard {}) \
@@ -308,12 +322,23 @@ impl AddressSampler {
     /// (see the module docs). Never fails: what does not work is in
     /// [`availability`](Self::availability). `root` supplies the sysfs and
     /// procfs facts; the events themselves are always the live kernel's.
+    /// PEBS comes from this process's libpfm4 ([`host_encoder`]) where
+    /// sysfs describes no `mem-loads`.
     pub fn new(root: &SysRoot, config: &SamplerConfig) -> Self {
+        Self::with_encoder(root, config, host_encoder())
+    }
+
+    /// [`new`](Self::new), with `encoder` in libpfm4's place.
+    pub fn with_encoder(
+        root: &SysRoot,
+        config: &SamplerConfig,
+        encoder: &dyn EventEncoder,
+    ) -> Self {
         let host = host_facts(root);
         let ps = page_size() as usize;
         let data_pages = config.ring_pages.max(1).next_power_of_two();
         let ring_bytes = data_pages * ps;
-        let chosen = choose_event(root, config.source, config.ldlat, &host)
+        let chosen = choose_event(root, config.source, config.ldlat, &host, encoder)
             .and_then(|ev| probe(&ev, config.rate, ring_bytes, &host).map(|attrs| (ev, attrs)));
         let fd_limit = raise_fd_limit();
         let (event, attrs, availability) = match chosen {
@@ -329,6 +354,7 @@ impl AddressSampler {
                 .min(config.max_ring_bytes / per_thread_bytes);
                 let a = SamplingAvailability {
                     event: Ok(ev.what.clone()),
+                    event_source: ev.event.as_ref().map(RawEvent::source),
                     source: Some(ev.source),
                     precise_ip: attrs.precise_ip,
                     exclude_kernel: attrs.exclude_kernel,
@@ -345,6 +371,7 @@ impl AddressSampler {
                 tracing::debug!("no sampled data addresses: {reason}");
                 let a = SamplingAvailability {
                     event: Err(reason),
+                    event_source: None,
                     source: None,
                     precise_ip: 0,
                     exclude_kernel: true,

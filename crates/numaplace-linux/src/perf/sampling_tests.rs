@@ -5,6 +5,11 @@ use std::time::Duration;
 
 use super::*;
 
+/// No libpfm4: these tests check what sysfs gives.
+fn no_pfm() -> crate::perf::libpfm::NoEncoder {
+    crate::perf::libpfm::NoEncoder("libpfm4 is not asked in this test".into())
+}
+
 // ---------------------------------------------------------------- records
 
 /// A sample body: `u64` words, with `(pid, tid)` packed as the kernel does.
@@ -130,7 +135,7 @@ fn mem_loads_comes_from_sysfs_with_its_ldlat() {
         ("software", "1", &[], &[]),
     ]);
     let host = facts(&root, false);
-    let ev = choose_event(&root, None, None, &host).unwrap();
+    let ev = choose_event(&root, None, None, &host, &no_pfm()).unwrap();
     assert_eq!(ev.source, SampleSource::PebsLoads);
     assert_eq!(ev.what, "cpu/mem-loads/");
     let raw = ev.event.unwrap();
@@ -140,11 +145,18 @@ fn mem_loads_comes_from_sysfs_with_its_ldlat() {
     );
     assert_eq!(ev.aux, None);
     // A threshold of our own replaces sysfs'.
-    let ev = resolve_event(&root, SampleSource::PebsLoads, Some(30), &host).unwrap();
+    let ev = resolve_event(&root, SampleSource::PebsLoads, Some(30), &host, &no_pfm()).unwrap();
     assert_eq!(ev.what, "cpu/mem-loads,ldlat=30/");
     assert_eq!(ev.event.unwrap().config1, 30);
     // Too wide for the 16-bit field: said, not truncated.
-    let e = resolve_event(&root, SampleSource::PebsLoads, Some(1 << 20), &host).unwrap_err();
+    let e = resolve_event(
+        &root,
+        SampleSource::PebsLoads,
+        Some(1 << 20),
+        &host,
+        &no_pfm(),
+    )
+    .unwrap_err();
     assert!(e.contains("unusable") && e.contains("ldlat"), "{e}");
 }
 
@@ -159,7 +171,7 @@ fn mem_loads_aux_leads_where_listed_and_hybrid_uses_cpu_core() {
         ),
         ("cpu_atom", "10", INTEL_FORMATS, &[]),
     ]);
-    let ev = choose_event(&root, None, None, &facts(&root, false)).unwrap();
+    let ev = choose_event(&root, None, None, &facts(&root, false), &no_pfm()).unwrap();
     assert_eq!(ev.what, "cpu_core/mem-loads/");
     assert_eq!(ev.event.as_ref().unwrap().pmu_type, 8);
     let aux = ev.aux.unwrap();
@@ -175,13 +187,13 @@ fn ibs_op_comes_from_its_pmu_type() {
     ]);
     let host = facts(&root, false);
     // No mem-loads: IBS.
-    let ev = choose_event(&root, None, None, &host).unwrap();
+    let ev = choose_event(&root, None, None, &host, &no_pfm()).unwrap();
     assert_eq!(ev.source, SampleSource::IbsOp);
     assert_eq!(ev.what, "ibs_op//");
     let raw = ev.event.unwrap();
     assert_eq!((raw.pmu_type, raw.config, raw.config1), (11, 0, 0));
     // Asked for PEBS explicitly: why not.
-    let e = choose_event(&root, Some(SampleSource::PebsLoads), None, &host).unwrap_err();
+    let e = choose_event(&root, Some(SampleSource::PebsLoads), None, &host, &no_pfm()).unwrap_err();
     assert!(
         e.starts_with(
             "no PEBS here: sys/bus/event_source/devices/cpu/events/mem-loads does not exist"
@@ -193,17 +205,61 @@ fn ibs_op_comes_from_its_pmu_type() {
         ("cpu", "4", INTEL_FORMATS, &[MEM_LOADS]),
         ("ibs_op", "11", IBS_FORMATS, &[]),
     ]);
-    let ev = choose_event(&both, None, None, &facts(&both, false)).unwrap();
+    let ev = choose_event(&both, None, None, &facts(&both, false), &no_pfm()).unwrap();
     assert_eq!(ev.source, SampleSource::PebsLoads);
-    let ev = choose_event(&both, Some(SampleSource::IbsOp), None, &facts(&both, false)).unwrap();
+    let ev = choose_event(
+        &both,
+        Some(SampleSource::IbsOp),
+        None,
+        &facts(&both, false),
+        &no_pfm(),
+    )
+    .unwrap();
     assert_eq!(ev.source, SampleSource::IbsOp);
+}
+
+#[test]
+fn without_mem_loads_in_sysfs_libpfm4_gives_pebs_and_its_aux_leader() {
+    // A Sapphire Rapids whose kernel describes no mem-loads: libpfm4's
+    // MEM_TRANS_RETIRED:LOAD_LATENCY, led by LD_BLOCKS:STORE_FORWARD (the
+    // kernel's mem-loads-aux). Values: Intel's SPR/events/sapphirerapids_core.json.
+    let (_d, root) = tree(&[
+        ("cpu", "4", INTEL_FORMATS, &[]),
+        ("software", "1", &[], &[]),
+    ]);
+    let spr = crate::perf::libpfm::FakeEncoder {
+        pmu: "spr",
+        events: vec![
+            ("spr::MEM_TRANS_RETIRED:LOAD_LATENCY:ldlat=3", 0x01cd, 3),
+            ("spr::MEM_TRANS_RETIRED:LOAD_LATENCY:ldlat=30", 0x01cd, 30),
+            ("spr::LD_BLOCKS:STORE_FORWARD", 0x8203, 0),
+        ],
+    };
+    let host = facts(&root, false);
+    let ev = choose_event(&root, None, None, &host, &spr).unwrap();
+    assert_eq!(ev.source, SampleSource::PebsLoads);
+    assert_eq!(ev.what, "spr::MEM_TRANS_RETIRED:LOAD_LATENCY:ldlat=3");
+    let raw = ev.event.unwrap();
+    assert_eq!((raw.config, raw.config1), (0x01cd, 3));
+    assert_eq!(ev.aux.unwrap().config, 0x8203);
+    let ev = choose_event(&root, None, Some(30), &host, &spr).unwrap();
+    assert_eq!(
+        ev.event.unwrap().source(),
+        "libpfm4 spr::MEM_TRANS_RETIRED:LOAD_LATENCY:ldlat=30 = config 0x1cd, config1 0x1e"
+    );
+    // Neither: the reason has both halves.
+    let e = resolve_event(&root, SampleSource::PebsLoads, None, &host, &no_pfm()).unwrap_err();
+    assert!(
+        e.contains("mem-loads does not exist and libpfm4 is not asked"),
+        "{e}"
+    );
 }
 
 #[test]
 fn without_pebs_or_ibs_the_reason_says_what_is_missing() {
     // A VM without a virtual PMU (like the machine this was written on).
     let (_d, vm) = tree(&[("breakpoint", "5", &[], &[]), ("software", "1", &[], &[])]);
-    let e = choose_event(&vm, None, None, &facts(&vm, true)).unwrap_err();
+    let e = choose_event(&vm, None, None, &facts(&vm, true), &no_pfm()).unwrap_err();
     assert!(
         e.starts_with(
             "no PEBS/IBS here: this CPU's PMU is not exposed (the kernel lists only breakpoint, \
@@ -211,9 +267,16 @@ fn without_pebs_or_ibs_the_reason_says_what_is_missing() {
         ),
         "{e}"
     );
-    let e = choose_event(&vm, None, None, &facts(&vm, false)).unwrap_err();
+    let e = choose_event(&vm, None, None, &facts(&vm, false), &no_pfm()).unwrap_err();
     assert!(e.contains("perf driver does not drive"), "{e}");
-    let e = choose_event(&vm, Some(SampleSource::IbsOp), None, &facts(&vm, true)).unwrap_err();
+    let e = choose_event(
+        &vm,
+        Some(SampleSource::IbsOp),
+        None,
+        &facts(&vm, true),
+        &no_pfm(),
+    )
+    .unwrap_err();
     assert!(
         e.starts_with("no IBS here: this CPU's PMU is not exposed"),
         "{e}"
@@ -221,13 +284,20 @@ fn without_pebs_or_ibs_the_reason_says_what_is_missing() {
 
     // A core PMU, but neither mem-loads nor IBS.
     let (_d, bare) = tree(&[("cpu", "4", INTEL_FORMATS, &[("cycles", "event=0x3c")])]);
-    let e = choose_event(&bare, None, None, &facts(&bare, true)).unwrap_err();
+    let e = choose_event(&bare, None, None, &facts(&bare, true), &no_pfm()).unwrap_err();
     assert!(
         e.starts_with("no PEBS/IBS here: the cpu PMU describes no mem-loads event")
             && e.contains("does not pass them through"),
         "{e}"
     );
-    let e = choose_event(&bare, Some(SampleSource::IbsOp), None, &facts(&bare, false)).unwrap_err();
+    let e = choose_event(
+        &bare,
+        Some(SampleSource::IbsOp),
+        None,
+        &facts(&bare, false),
+        &no_pfm(),
+    )
+    .unwrap_err();
     assert!(e.starts_with("no IBS here: there is no"), "{e}");
 
     // A broken description is reported, not taken for absent.
@@ -237,11 +307,18 @@ fn without_pebs_or_ibs_the_reason_says_what_is_missing() {
         INTEL_FORMATS,
         &[("mem-loads", "event=0xcd,umask=0x1,ldlat=?")],
     )]);
-    let e = choose_event(&broken, None, None, &facts(&broken, false)).unwrap_err();
+    let e = choose_event(&broken, None, None, &facts(&broken, false), &no_pfm()).unwrap_err();
     assert!(e.contains("unusable") && e.contains("ldlat"), "{e}");
 
     // Page faults need nothing from sysfs.
-    let ev = choose_event(&vm, Some(SampleSource::PageFaults), None, &facts(&vm, true)).unwrap();
+    let ev = choose_event(
+        &vm,
+        Some(SampleSource::PageFaults),
+        None,
+        &facts(&vm, true),
+        &no_pfm(),
+    )
+    .unwrap();
     assert_eq!(
         (ev.what.as_str(), ev.event, ev.aux),
         ("page-faults", None, None)
@@ -726,6 +803,7 @@ fn a_sampling_fd_hangs_up_when_its_thread_exits() {
         SampleSource::PageFaults,
         None,
         &HostFacts::default(),
+        &no_pfm(),
     )
     .unwrap();
     let t = Toucher::spawn();

@@ -3,6 +3,14 @@
 //! there is none.
 
 use super::*;
+use crate::perf::events::EventOrigin;
+use crate::perf::libpfm::EventEncoder;
+use crate::perf::libpfm_events::libpfm_load_latency;
+
+/// The load-latency threshold the kernel's `mem-loads` descriptions give
+/// (`ldlat=3`, linux `arch/x86/events/intel/core.c`), used for libpfm4's
+/// event too when none is configured.
+pub const SYSFS_LDLAT: u64 = 3;
 
 /// Whether the PMUs include a core PMU (Intel, AMD or ARM).
 pub(super) fn has_core_pmu(host: &HostFacts) -> bool {
@@ -36,11 +44,13 @@ pub(super) fn via_vm(host: &HostFacts) -> &'static str {
 }
 
 /// The `mem-loads` event of the first core PMU that describes it, with
-/// `mem-loads-aux` where listed.
+/// `mem-loads-aux` where listed; else libpfm4's load-latency event for this
+/// CPU (at `ldlat`, or sysfs' usual threshold of 3 cycles).
 pub(super) fn resolve_pebs(
     root: &SysRoot,
     ldlat: Option<u64>,
     host: &HostFacts,
+    encoder: &dyn EventEncoder,
 ) -> Result<SampleEvent, String> {
     let resolver = EventResolver::new(root);
     let overrides: Vec<(&str, u64)> = ldlat.map(|l| ("ldlat", l)).into_iter().collect();
@@ -77,8 +87,20 @@ pub(super) fn resolve_pebs(
     if looked.is_empty() {
         return Err(pmu_not_exposed(host, "PEBS"));
     }
+    let pfm = match libpfm_load_latency(encoder, ldlat.unwrap_or(SYSFS_LDLAT)) {
+        Ok((ev, aux)) => {
+            return Ok(SampleEvent {
+                source: SampleSource::PebsLoads,
+                what: ev.what.clone(),
+                event: Some(ev),
+                aux,
+            });
+        }
+        Err(why) => why,
+    };
     Err(format!(
-        "no PEBS here: {} does not exist (no PEBS load-latency sampling on this CPU{})",
+        "no PEBS here: {} does not exist and {pfm} (no PEBS load-latency sampling on this \
+         CPU{})",
         looked.join(" or "),
         via_vm(host)
     ))
@@ -88,8 +110,11 @@ pub(super) fn resolve_pebs(
 pub(super) fn resolve_ibs(root: &SysRoot, host: &HostFacts) -> Result<SampleEvent, String> {
     match EventResolver::new(root).pmu("ibs_op") {
         Ok(pmu) => {
+            let origin = EventOrigin::Sysfs {
+                path: root.join(&format!("{EVENT_SOURCE_DIR}/ibs_op/type")),
+            };
             let ev = pmu
-                .event(&[], "ibs_op//".into())
+                .event(&[], "ibs_op//".into(), origin)
                 .map_err(|e| format!("no IBS here: {e}"))?;
             Ok(SampleEvent {
                 source: SampleSource::IbsOp,
@@ -116,9 +141,10 @@ pub fn resolve_event(
     source: SampleSource,
     ldlat: Option<u64>,
     host: &HostFacts,
+    encoder: &dyn EventEncoder,
 ) -> Result<SampleEvent, String> {
     match source {
-        SampleSource::PebsLoads => resolve_pebs(root, ldlat, host),
+        SampleSource::PebsLoads => resolve_pebs(root, ldlat, host, encoder),
         SampleSource::IbsOp => resolve_ibs(root, host),
         SampleSource::PageFaults => Ok(SampleEvent {
             source,
@@ -136,11 +162,12 @@ pub fn choose_event(
     source: Option<SampleSource>,
     ldlat: Option<u64>,
     host: &HostFacts,
+    encoder: &dyn EventEncoder,
 ) -> Result<SampleEvent, String> {
     if let Some(s) = source {
-        return resolve_event(root, s, ldlat, host);
+        return resolve_event(root, s, ldlat, host, encoder);
     }
-    let pebs = resolve_pebs(root, ldlat, host);
+    let pebs = resolve_pebs(root, ldlat, host, encoder);
     if pebs.is_ok() {
         return pebs;
     }
