@@ -126,6 +126,7 @@ pub fn checks(root: &SysRoot) -> Vec<Check> {
         },
     );
     let collected = collector.collect();
+    out.push(libpfm());
     for signal in Signal::ALL {
         out.push(signal_check(&collector, signal));
     }
@@ -177,6 +178,47 @@ fn topology(root: &SysRoot) -> Check {
     }
 }
 
+/// libpfm4, which names the model-specific events (the uncore pair, and
+/// load-latency sampling where sysfs does not) for this CPU.
+fn libpfm() -> Check {
+    let forced = std::env::var("LIBPFM_FORCE_PMU").ok();
+    let forced_note = forced
+        .as_deref()
+        .map(|p| {
+            format!(
+                "; LIBPFM_FORCE_PMU={p} is set, so it encodes for that CPU, whatever this one is"
+            )
+        })
+        .unwrap_or_default();
+    let used_by = readers(Signal::UncorePenalty);
+    match numaplace_linux::perf::host_encoder().core_pmu() {
+        Ok(pmu) => Check {
+            name: "model-specific events (libpfm4)".into(),
+            status: Status::Ok,
+            source: format!(
+                "libpfm4 ({}) encodes for core PMU {pmu}{forced_note}",
+                numaplace_linux::perf::libpfm::LIBPFM_SONAME
+            ),
+            fix: forced.map(|_| "unset LIBPFM_FORCE_PMU in numaplace's environment".into()),
+            used_by,
+        },
+        Err(why) => {
+            let fix = if why.starts_with(numaplace_linux::perf::LIBPFM_MISSING) {
+                "apt-get install libpfm4 (Debian; libpfm on Fedora)"
+            } else {
+                "on a VM give it a virtual PMU; on a CPU newer than this libpfm4, a newer libpfm4"
+            };
+            Check {
+                name: "model-specific events (libpfm4)".into(),
+                status: Status::Missing,
+                source: format!("{why}{forced_note}"),
+                fix: Some(fix.into()),
+                used_by,
+            }
+        }
+    }
+}
+
 /// What to do about a missing counter, from the reason the monitor gave.
 fn counter_fix(reason: &str) -> String {
     if reason.contains("virtual PMU") || reason.contains("no hardware PMU") {
@@ -214,9 +256,9 @@ fn signal_check(collector: &Collector, signal: Signal) -> Check {
             let mut counted = 0;
             for &c in signal.counters() {
                 match a.counters.get(&c) {
-                    Some(numaplace_linux::perf::CounterStatus::Counted { event }) => {
+                    Some(numaplace_linux::perf::CounterStatus::Counted { event, source }) => {
                         counted += 1;
-                        parts.push(format!("{}: {event}", c.name()));
+                        parts.push(format!("{}: {event} ({source})", c.name()));
                     }
                     _ => {
                         let reason = a.reason(c).unwrap_or("not counted");
@@ -242,7 +284,14 @@ fn signal_check(collector: &Collector, signal: Signal) -> Check {
             Some(a) if a.is_available() => Check {
                 name,
                 status: Status::Ok,
-                source: format!("perf_event sampling: {}", a.event.as_deref().unwrap_or("?")),
+                source: format!(
+                    "perf_event sampling: {}{}",
+                    a.event.as_deref().unwrap_or("?"),
+                    a.event_source
+                        .as_deref()
+                        .map(|s| format!(" ({s})"))
+                        .unwrap_or_default()
+                ),
                 fix: None,
                 used_by,
             },
