@@ -164,7 +164,12 @@ if [ $root = 1 ]; then
         --metrics "unix:$work/m.sock" --state "$work/m3.json" 2>/dev/null &
     sockd=$!
     bg+=($sockd)
-    sleep 2
+    # Both listening before anything is asked of them (a loaded machine
+    # starts them slowly): at most 60 s.
+    for _ in $(seq 600); do
+        [ -S "$work/m.sock" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+        sleep 0.1
+    done
     cat >"$work/scrape.py" <<'PY'
 import socket, sys, time
 port, held = int(sys.argv[1]), int(sys.argv[2])
@@ -193,10 +198,27 @@ PY
     row "10 idle metrics connections, then scrapes" "0" -- python3 "$work/scrape.py" "$port" 10
     row "100 idle metrics connections, then scrapes" "0" -- python3 "$work/scrape.py" "$port" 100
     row "a second daemon on the same metrics socket" "2:another process listens" -- "$bin" run --pid $sleeper --policy default --dry-run --rounds 1 --metrics "unix:$work/m.sock" --state "$work/m4.json"
-    if python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n"); sys.exit(0 if s.recv(12).startswith(b"HTTP/1.0 200") else 1)' "$work/m.sock" 2>/dev/null; then
+    cat >"$work/unix.py" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.settimeout(60)
+s.connect(sys.argv[1])
+s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+body = b""
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    body += b
+print(body[:40])
+sys.exit(0 if body.startswith(b"HTTP/1.0 200") else 1)
+PY
+    if answer=$(python3 "$work/unix.py" "$work/m.sock" 2>&1); then
         echo "     (the first daemon's socket still answers)"
     else
-        echo "BAD  (the first daemon's socket no longer answers)"
+        alive=no
+        kill -0 "$sockd" 2>/dev/null && alive=yes
+        echo "BAD  (the first daemon's socket no longer answers: $answer; first daemon alive: $alive)"
         bad=1
     fi
 else

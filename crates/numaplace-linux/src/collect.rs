@@ -601,7 +601,18 @@ mod tests {
         unsafe { std::ptr::write_bytes(addr.cast::<u8>(), 1, LEN) };
 
         c.set_numa_faults(true);
-        let s = c.collect().unwrap();
+        // Other tests of this binary map and unmap memory in their threads
+        // meanwhile, and a numa_maps read that races with a change of the
+        // mapping list can miss a line (the kernel's seq_file restarts
+        // from the last address it showed): a few reads, as the daemon's
+        // next rounds would.
+        let mut s = c.collect().unwrap();
+        for _ in 0..10 {
+            if s.explicit_mempolicy.contains(&me) {
+                break;
+            }
+            s = c.collect().unwrap();
+        }
         // SAFETY: the mapping made above, no longer used.
         unsafe { libc::munmap(addr, LEN) };
         assert!(

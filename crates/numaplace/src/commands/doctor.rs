@@ -45,6 +45,9 @@ impl Status {
 /// One line of the report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Check {
+    /// A short stable name for programs and the one-line form
+    /// (`llc-miss-rate`, `samples`, `pinning`).
+    pub id: String,
     /// What: a signal a policy reads, or an interface the engine uses.
     pub name: String,
     pub status: Status,
@@ -103,7 +106,7 @@ pub fn short(checks: &[Check]) -> Option<String> {
     let not: Vec<String> = checks
         .iter()
         .filter(|c| c.status != Status::Ok)
-        .map(|c| format!("{} {}", c.name, c.status.word().to_lowercase()))
+        .map(|c| format!("{} {}", c.id, c.status.word().to_lowercase()))
         .collect();
     (!not.is_empty()).then(|| {
         format!(
@@ -116,7 +119,7 @@ pub fn short(checks: &[Check]) -> Option<String> {
 /// Every check, on the machine under `root`.
 pub fn checks(root: &SysRoot) -> Vec<Check> {
     let mut out = vec![topology(root)];
-    let mut collector = Collector::new(
+    let collector = Collector::new(
         root.clone(),
         CollectOptions {
             memory: true,
@@ -125,12 +128,14 @@ pub fn checks(root: &SysRoot) -> Vec<Check> {
             samples: true,
         },
     );
-    let collected = collector.collect();
+    // What can be counted, sampled and read is decided when the collector
+    // is made (on numaplace's own thread); nothing is collected, so no
+    // thread of the machine gets a counter for this.
     out.push(libpfm());
     for signal in Signal::ALL {
         out.push(signal_check(&collector, signal));
     }
-    out.push(memory_per_node(collected.as_ref().ok()));
+    out.push(memory_per_node(root));
     out.push(hinting_faults(root));
     out.extend(actuation(root));
     out
@@ -154,6 +159,7 @@ fn topology(root: &SysRoot) -> Check {
         Ok(t) => {
             let llcs = t.llcs().len();
             Check {
+                id: "topology".into(),
                 name: "topology".into(),
                 status: Status::Ok,
                 source: format!(
@@ -169,6 +175,7 @@ fn topology(root: &SysRoot) -> Check {
             }
         }
         Err(e) => Check {
+            id: "topology".into(),
             name: "topology".into(),
             status: Status::Missing,
             source: format!("{e}"),
@@ -193,6 +200,7 @@ fn libpfm() -> Check {
     let used_by = readers(Signal::UncorePenalty);
     match numaplace_linux::perf::host_encoder().core_pmu() {
         Ok(pmu) => Check {
+            id: "libpfm4".into(),
             name: "model-specific events (libpfm4)".into(),
             status: Status::Ok,
             source: format!(
@@ -209,6 +217,7 @@ fn libpfm() -> Check {
                 "on a VM give it a virtual PMU; on a CPU newer than this libpfm4, a newer libpfm4"
             };
             Check {
+                id: "libpfm4".into(),
                 name: "model-specific events (libpfm4)".into(),
                 status: Status::Missing,
                 source: format!("{why}{forced_note}"),
@@ -239,10 +248,19 @@ fn counter_fix(reason: &str) -> String {
 fn signal_check(collector: &Collector, signal: Signal) -> Check {
     let used_by = readers(signal);
     let name = signal.name().to_string();
+    let id = match signal {
+        Signal::LlcMissRate => "llc-miss-rate",
+        Signal::Cpi => "cpi",
+        Signal::UncorePenalty => "uncore-penalty",
+        Signal::Samples => "samples",
+        Signal::LlcOccupancy => "llc-occupancy",
+        Signal::Energy => "energy",
+    };
     match signal {
         Signal::LlcMissRate | Signal::Cpi | Signal::UncorePenalty => {
             let Some(perf) = collector.perf() else {
                 return Check {
+                    id: id.into(),
                     name,
                     status: Status::Missing,
                     source: "perf_event is not open here".into(),
@@ -273,6 +291,7 @@ fn signal_check(collector: &Collector, signal: Signal) -> Check {
                 _ => Status::Partial,
             };
             Check {
+                id: id.into(),
                 name,
                 status,
                 source: format!("perf_event per thread: {}", dedup_reasons(&parts)),
@@ -282,6 +301,7 @@ fn signal_check(collector: &Collector, signal: Signal) -> Check {
         }
         Signal::Samples => match collector.sampler().map(|s| s.availability()) {
             Some(a) if a.is_available() => Check {
+                id: id.into(),
                 name,
                 status: Status::Ok,
                 source: format!(
@@ -300,6 +320,7 @@ fn signal_check(collector: &Collector, signal: Signal) -> Check {
                     .and_then(|a| a.reason())
                     .unwrap_or("the address sampler did not start");
                 Check {
+                    id: id.into(),
                     name,
                     status: Status::Missing,
                     source: reason.to_string(),
@@ -310,6 +331,7 @@ fn signal_check(collector: &Collector, signal: Signal) -> Check {
         },
         Signal::Energy => match collector.rapl() {
             Some(r) => Check {
+                id: id.into(),
                 name,
                 status: Status::Ok,
                 source: format!(
@@ -327,6 +349,7 @@ fn signal_check(collector: &Collector, signal: Signal) -> Check {
                 let why = missing_reason(collector, "energy")
                     .unwrap_or_else(|| "no RAPL energy counters".into());
                 Check {
+                    id: id.into(),
                     name,
                     status: Status::Missing,
                     source: why,
@@ -341,6 +364,7 @@ fn signal_check(collector: &Collector, signal: Signal) -> Check {
         },
         Signal::LlcOccupancy => match collector.resctrl() {
             Some(r) if r.mon_features().iter().any(|f| f == "llc_occupancy") => Check {
+                id: id.into(),
                 name,
                 status: Status::Ok,
                 source: format!(
@@ -352,6 +376,7 @@ fn signal_check(collector: &Collector, signal: Signal) -> Check {
                 used_by,
             },
             Some(r) => Check {
+                id: id.into(),
                 name,
                 status: Status::Missing,
                 source: format!(
@@ -368,6 +393,7 @@ fn signal_check(collector: &Collector, signal: Signal) -> Check {
                 let why = missing_reason(collector, "LLC occupancy")
                     .unwrap_or_else(|| "resctrl is not mounted".into());
                 Check {
+                    id: id.into(),
                     name,
                     status: Status::Missing,
                     source: why,
@@ -408,27 +434,30 @@ fn missing_reason(collector: &Collector, what: &str) -> Option<String> {
         .cloned()
 }
 
-fn memory_per_node(snapshot: Option<&numaplace_model::Snapshot>) -> Check {
-    let me = std::process::id() as i32;
-    let ours = snapshot
-        .and_then(|s| s.group(me))
-        .and_then(|g| g.memory.as_ref());
-    match ours {
-        Some(m) => Check {
+fn memory_per_node(root: &SysRoot) -> Check {
+    let maps = root
+        .read("proc/self/numa_maps")
+        .ok()
+        .map(|text| numaplace_linux::procfs::parse_numa_maps(&text));
+    match maps {
+        Some(m) if m.mappings > 0 => Check {
+            id: "memory-per-node".into(),
             name: "memory per node".into(),
             status: Status::Ok,
             source: format!(
-                "/proc/PID/numa_maps (numaplace's own: {} node{})",
-                m.len(),
-                if m.len() == 1 { "" } else { "s" }
+                "/proc/PID/numa_maps (numaplace's own: {} mappings on {} node{})",
+                m.mappings,
+                m.nodes.len(),
+                if m.nodes.len() == 1 { "" } else { "s" }
             ),
             fix: None,
             used_by: Vec::new(),
         },
-        None => Check {
+        _ => Check {
+            id: "memory-per-node".into(),
             name: "memory per node".into(),
             status: Status::Missing,
-            source: "/proc/self/numa_maps could not be read".into(),
+            source: "/proc/self/numa_maps could not be read or lists nothing".into(),
             fix: Some(
                 "a kernel built with CONFIG_NUMA shows numa_maps; in a container, mount /proc"
                     .into(),
@@ -441,6 +470,7 @@ fn memory_per_node(snapshot: Option<&numaplace_model::Snapshot>) -> Check {
 fn hinting_faults(root: &SysRoot) -> Check {
     let b = NumaBalancing::read(root);
     let name = "NUMA hinting faults".to_string();
+    let id = "hinting-faults";
     let used_by = vec![
         "di-plain".into(),
         "di-migrate".into(),
@@ -454,6 +484,7 @@ fn hinting_faults(root: &SysRoot) -> Check {
         .is_ok_and(|t| t.contains("numa_faults") || t.contains("total_numa_faults"));
     match b {
         NumaBalancing::Absent => Check {
+            id: id.into(),
             name,
             status: Status::Missing,
             source: "kernel.numa_balancing is not in this kernel (no CONFIG_NUMA_BALANCING)".into(),
@@ -461,6 +492,7 @@ fn hinting_faults(root: &SysRoot) -> Check {
             used_by,
         },
         b if !b.balances_between_nodes() => Check {
+            id: id.into(),
             name,
             status: Status::Off,
             source: format!(
@@ -475,6 +507,7 @@ fn hinting_faults(root: &SysRoot) -> Check {
             used_by,
         },
         b if sched.is_err() => Check {
+            id: id.into(),
             name,
             status: Status::Missing,
             source: format!(
@@ -485,6 +518,7 @@ fn hinting_faults(root: &SysRoot) -> Check {
             used_by,
         },
         b => Check {
+            id: id.into(),
             name,
             status: Status::Ok,
             source: format!(
@@ -533,6 +567,7 @@ fn actuation(root: &SysRoot) -> Vec<Check> {
     let put = (got == 0).then(|| unsafe { libc::sched_setaffinity(0, size, &set) });
     out.push(match put {
         Some(0) => Check {
+            id: "pinning".into(),
             name: "pinning threads".into(),
             status: if others { Status::Ok } else { Status::Partial },
             source: format!("sched_setaffinity(2): {scope_note}"),
@@ -540,6 +575,7 @@ fn actuation(root: &SysRoot) -> Vec<Check> {
             used_by: Vec::new(),
         },
         _ => Check {
+            id: "pinning".into(),
             name: "pinning threads".into(),
             status: Status::Missing,
             source: format!(
@@ -571,6 +607,7 @@ fn actuation(root: &SysRoot) -> Vec<Check> {
     };
     out.push(if rc == 0 {
         Check {
+            id: "moving-memory".into(),
             name: "moving memory".into(),
             status: if others { Status::Ok } else { Status::Partial },
             source: format!(
@@ -582,6 +619,7 @@ fn actuation(root: &SysRoot) -> Vec<Check> {
         }
     } else {
         Check {
+            id: "moving-memory".into(),
             name: "moving memory".into(),
             status: Status::Missing,
             source: format!("move_pages(2) failed: {}", std::io::Error::last_os_error()),
@@ -595,6 +633,7 @@ fn actuation(root: &SysRoot) -> Vec<Check> {
     // SAFETY: a NUL-terminated path; access(2) only checks.
     let writable = c_path.is_some_and(|p| unsafe { libc::access(p.as_ptr(), libc::W_OK) } == 0);
     out.push(Check {
+        id: "kernel-balancing-switch".into(),
         name: "switching kernel.numa_balancing".into(),
         status: if writable {
             Status::Ok
@@ -635,20 +674,17 @@ mod tests {
 
     #[test]
     fn the_short_form_names_what_does_not_work() {
-        let c = |name: &str, status| Check {
-            name: name.into(),
+        let c = |id: &str, status| Check {
+            id: id.into(),
+            name: format!("the {id}"),
             status,
             source: String::new(),
             fix: None,
             used_by: Vec::new(),
         };
         assert_eq!(short(&[c("topology", Status::Ok)]), None);
-        let s = short(&[
-            c("topology", Status::Ok),
-            c("sampled addresses", Status::Missing),
-        ])
-        .unwrap();
-        assert!(s.starts_with("doctor: sampled addresses missing ("), "{s}");
+        let s = short(&[c("topology", Status::Ok), c("samples", Status::Missing)]).unwrap();
+        assert!(s.starts_with("doctor: samples missing ("), "{s}");
     }
 
     /// On this machine: every check has a source, the topology and the
@@ -656,7 +692,9 @@ mod tests {
     #[test]
     fn every_check_on_this_machine_says_where_it_comes_from() {
         let checks = checks(&SysRoot::host());
-        assert!(checks.len() >= 11, "{checks:?}");
+        assert!(checks.len() >= 13, "{checks:?}");
+        let ids: std::collections::BTreeSet<&str> = checks.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(ids.len(), checks.len(), "one id each: {checks:?}");
         for c in &checks {
             assert!(!c.source.is_empty(), "{c:?}");
             if c.status != Status::Ok && c.status != Status::Partial {
