@@ -21,7 +21,9 @@
 //!   memory; home CPUs partition the machine within each locality.
 //! * L3 domains, and LLC domains: each CPU's LLC domain is the outermost
 //!   data/unified cache hwloc shows above it; CPUs under no cache at all
-//!   (trees without cache information) share their package's domain.
+//!   (trees without cache information) share their package's domain. A
+//!   cache hwloc puts inside a core (one per hardware thread) counts as one
+//!   of the whole core: numaplace places threads by core.
 //!   Where a cgroup leaves us none of a cache's CPUs, lstopo keeps it with
 //!   an empty cpuset and numaplace drops it (no thread of ours can share
 //!   it); both keep such a package and its nodes.
@@ -33,7 +35,7 @@ mod lstopo;
 use std::path::Path;
 
 use lstopo::*;
-use numaplace_linux::{SysRoot, TopologySource, discover};
+use numaplace_linux::{RepairKind, SysRoot, TopologySource, discover, discover_repaired};
 use numaplace_model::{CacheKind, CpuSet, Topology};
 
 fn list(s: &CpuSet) -> Vec<u32> {
@@ -71,12 +73,57 @@ fn same_sets(diffs: &mut Vec<String>, what: &str, mut got: Vec<Vec<u32>>, mut wa
 fn differences(tarball: &Path) -> Vec<String> {
     let tmp = tempfile::tempdir().unwrap();
     let root = extract_fixture(tarball, tmp.path());
-    let want = lstopo_view(&root);
-    let got: Topology = match discover(&TopologySource::Sysfs(SysRoot::new(&root).unwrap())) {
-        Ok(t) => t,
+    differences_at(&root, &tarball.file_name().unwrap().to_string_lossy())
+}
+
+/// The snapshots whose files contradict each other in a way that changes
+/// packages, with the repair each needs; every other snapshot needs none
+/// of these.
+const PACKAGE_REPAIRS: [(&str, RepairKind); 2] = [
+    ("16ia64-8n2s.tar.bz2", RepairKind::DuplicatePackageId),
+    (
+        "40intel64-4n10c+pci-conflicts.tar.bz2",
+        RepairKind::CpusInNoPackage,
+    ),
+];
+
+/// A cache hwloc puts inside a core (one per hardware thread) stands for
+/// the whole core: numaplace places threads by core.
+fn widened(cpus: &[u32], cores: &[Vec<u32>]) -> Vec<u32> {
+    cores
+        .iter()
+        .find(|c| c.len() > cpus.len() && cpus.iter().all(|x| c.contains(x)))
+        .cloned()
+        .unwrap_or_else(|| cpus.to_vec())
+}
+
+fn differences_at(root: &Path, name: &str) -> Vec<String> {
+    let want = lstopo_view(root);
+    let found = match discover_repaired(&TopologySource::Sysfs(SysRoot::new(root).unwrap())) {
+        Ok(d) => d,
         Err(e) => return vec![format!("refused: {e}")],
     };
+    let got = &found.topology;
     let mut diffs = Vec::new();
+
+    // Package repairs: exactly those the table names, each once.
+    let package_repairs: Vec<RepairKind> = found
+        .repairs
+        .iter()
+        .map(|r| r.kind)
+        .filter(|k| {
+            matches!(
+                k,
+                RepairKind::DuplicatePackageId | RepairKind::CpusInNoPackage
+            )
+        })
+        .collect();
+    let expected: Vec<RepairKind> = PACKAGE_REPAIRS
+        .iter()
+        .filter(|(n, _)| *n == name)
+        .map(|(_, k)| *k)
+        .collect();
+    same(&mut diffs, "package repairs", package_repairs, expected);
 
     same(&mut diffs, "CPUs", list(got.span()), want.pus.clone());
     same(&mut diffs, "CPU count", got.cpus().len(), want.pus.len());
@@ -150,14 +197,27 @@ fn differences(tarball: &Path) -> Vec<String> {
         .filter(|c| c.level == 3 && c.kind != CacheKind::Instruction)
         .map(|c| list(&c.span))
         .collect();
-    let want_l3: Vec<Vec<u32>> = want.l3.iter().filter(|s| !s.is_empty()).cloned().collect();
+    let mut want_l3: Vec<Vec<u32>> = want
+        .l3
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| widened(s, &want.core_cpus))
+        .collect();
+    want_l3.sort();
+    want_l3.dedup();
     same_sets(&mut diffs, "L3 cpusets", l3, want_l3);
 
     // The LLC domains policies use: each CPU's outermost cache, or its
     // package where no cache is known.
     let llc: Vec<Vec<u32>> = got.llcs().iter().map(|l| list(&l.span)).collect();
-    let (mut want_llc, uncached) = want.outermost_caches();
-    want_llc.retain(|s| !s.is_empty());
+    let (want_llc, uncached) = want.outermost_caches();
+    let mut want_llc: Vec<Vec<u32>> = want_llc
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| widened(s, &want.core_cpus))
+        .collect();
+    want_llc.sort();
+    want_llc.dedup();
     for p in got.packages() {
         let mine: Vec<u32> = uncached
             .iter()
@@ -200,9 +260,9 @@ fn differences(tarball: &Path) -> Vec<String> {
     }
 
     // And what numaplace prints for programs reads back to the same machine.
-    let json = serde_json::to_string(&got).unwrap();
+    let json = serde_json::to_string(got).unwrap();
     let back: Topology = serde_json::from_str(&json).unwrap();
-    if back != got {
+    if back != *got {
         diffs.push("JSON round trip changes the topology".into());
     }
     diffs
@@ -274,6 +334,65 @@ fn every_own_capture_matches_lstopo() {
         );
     }
     all_agree(&all);
+}
+
+/// A tree whose cache lists name one hardware thread where the core has
+/// two (16em64t-4s2c2t with every `shared_cpu_map` cut down to its own
+/// CPU): hwloc puts an L1, L2 and L3 per thread inside each core. numaplace
+/// reads it, reports the repair, and otherwise agrees with lstopo.
+#[test]
+fn caches_split_across_a_cores_threads_are_repaired_and_agree() {
+    require_lstopo();
+    let tmp = tempfile::tempdir().unwrap();
+    let root = extract_fixture(&fixtures_dir().join("16em64t-4s2c2t.tar.bz2"), tmp.path());
+    let cpu_dir = root.join("sys/devices/system/cpu");
+    let mut cut = 0;
+    for entry in std::fs::read_dir(&cpu_dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(n) = name.strip_prefix("cpu").and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(indexes) = std::fs::read_dir(path.join("cache")) else {
+            continue;
+        };
+        let own = 1u64 << n;
+        for index in indexes {
+            let map = index.unwrap().path().join("shared_cpu_map");
+            std::fs::write(
+                &map,
+                format!("{:08x},{:08x}\n", own >> 32, own & 0xffff_ffff),
+            )
+            .unwrap();
+            let _ = std::fs::remove_file(map.with_file_name("shared_cpu_list"));
+            cut += 1;
+        }
+    }
+    assert!(cut >= 16, "only {cut} cache lists cut");
+    let want = lstopo_view(&root);
+    let per_thread = want
+        .caches
+        .iter()
+        .filter(|(level, cpus)| *level == 1 && cpus.len() == 1)
+        .count();
+    assert_eq!(
+        per_thread, 16,
+        "lstopo does not see per-thread L1s:\n{want}"
+    );
+
+    let d = differences_at(&root, "16em64t-4s2c2t with per-thread caches");
+    assert!(d.is_empty(), "{}", d.join("\n"));
+    let found = discover_repaired(&TopologySource::Sysfs(SysRoot::new(&root).unwrap())).unwrap();
+    let kinds: Vec<RepairKind> = found.repairs.iter().map(|r| r.kind).collect();
+    // One repair each for L1, L2 and L3.
+    assert_eq!(
+        kinds,
+        vec![RepairKind::CacheInsideCore; 3],
+        "{:?}",
+        found.repairs
+    );
+    assert!(found.topology.cores().iter().all(|c| c.span.len() == 2));
+    assert_eq!(found.topology.llcs().len(), 8, "one LLC domain per core");
 }
 
 /// Traps the shared snapshots hold, checked on numaplace's side.

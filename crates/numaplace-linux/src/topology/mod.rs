@@ -460,6 +460,8 @@ fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> (TopologyDesc, V
         });
     }
 
+    repairs.extend(repair::widen_caches_inside_cores(&cores, &mut caches));
+
     let distances = node_distances(hw, &nodes);
 
     let cpu_kinds = match hw.cpu_kinds() {

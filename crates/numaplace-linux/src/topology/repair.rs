@@ -15,7 +15,7 @@
 //! Input that is no machine at all (no CPU, ids beyond Linux's range) is
 //! not repaired: it is refused before hwloc sees it.
 
-use numaplace_model::{CpuSet, NodeDesc, PackageDesc};
+use numaplace_model::{CacheDesc, CoreDesc, CpuSet, NodeDesc, PackageDesc};
 
 /// What kind of contradiction was repaired.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +28,9 @@ pub enum RepairKind {
     CpusInNoPackage,
     /// CPUs whose NUMA node is offline were counted with an online node.
     CpusInNoNode,
+    /// Caches hwloc puts inside a core (one per hardware thread) were
+    /// widened to the whole core.
+    CacheInsideCore,
 }
 
 /// One repair of what hwloc read, in a sentence that says what was
@@ -110,8 +113,8 @@ pub fn package_for_cpus_in_none(all: &CpuSet, packages: &mut Vec<PackageDesc>) -
     had_packages.then(|| Repair {
         kind: RepairKind::CpusInNoPackage,
         message: format!(
-            "CPUs {outside} are in no package in hwloc's view (the kernel's cache and package \
-             lists contradict each other); counting them as a package of their own, {os_id}"
+            "CPUs {outside} are in no package in hwloc's view; counting them as a package of \
+             their own, {os_id}"
         ),
     })
 }
@@ -168,6 +171,71 @@ pub fn adopt_cpus_in_no_node(
         .collect()
 }
 
+/// Caches hwloc puts inside a core: a tree whose cache list names one
+/// hardware thread (`cpuN/cache/indexM/shared_cpu_list`) where the core
+/// has several (`thread_siblings_list`) gets, from hwloc, an L1 per thread
+/// below the core. The model shares caches between whole cores (a thread
+/// is placed by its core), so the caches of one level and kind inside one
+/// core become one cache of the whole core, as large as they are together.
+/// hwloc's tree is nested, so a cache that meets a core and does not hold
+/// it is inside it.
+pub fn widen_caches_inside_cores(cores: &[CoreDesc], caches: &mut Vec<CacheDesc>) -> Vec<Repair> {
+    let inside = |c: &CacheDesc| {
+        cores
+            .iter()
+            .position(|core| c.cpus.is_subset(&core.cpus) && c.cpus != core.cpus)
+    };
+    // (core, level, kind) -> the widened cache and how many it replaced.
+    let mut widened: Vec<(usize, CacheDesc, usize)> = Vec::new();
+    let mut kept = Vec::with_capacity(caches.len());
+    for c in caches.drain(..) {
+        let Some(core) = inside(&c) else {
+            kept.push(c);
+            continue;
+        };
+        match widened
+            .iter_mut()
+            .find(|(k, w, _)| *k == core && w.level == c.level && w.kind == c.kind)
+        {
+            Some((_, w, n)) => {
+                w.size += c.size;
+                *n += 1;
+            }
+            None => {
+                let cpus = cores[core].cpus.clone();
+                widened.push((core, CacheDesc { cpus, ..c }, 1));
+            }
+        }
+    }
+    // One repair per level and kind, naming the cores.
+    let mut repairs: Vec<(u8, String, CpuSet, usize)> = Vec::new();
+    for (_, w, n) in &widened {
+        let kind = format!("{:?}", w.kind).to_lowercase();
+        match repairs
+            .iter_mut()
+            .find(|(l, k, _, _)| *l == w.level && *k == kind)
+        {
+            Some((_, _, cpus, count)) => {
+                *cpus = cpus.union(&w.cpus);
+                *count += n;
+            }
+            None => repairs.push((w.level, kind, w.cpus.clone(), *n)),
+        }
+    }
+    kept.extend(widened.into_iter().map(|(_, w, _)| w));
+    *caches = kept;
+    repairs
+        .into_iter()
+        .map(|(level, kind, cpus, n)| Repair {
+            kind: RepairKind::CacheInsideCore,
+            message: format!(
+                "{n} L{level} {kind} caches of CPUs {cpus} each hold part of a core's hardware \
+                 threads in hwloc's view; counting one L{level} per core, of all its threads"
+            ),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -211,6 +279,69 @@ mod tests {
         assert_eq!(p.last(), Some(&pkg(2, "6-7")));
         assert_eq!(r.kind, RepairKind::CpusInNoPackage);
         assert!(r.message.contains("CPUs 6-7"), "{r}");
+    }
+
+    fn cache(level: u8, size: u64, cpus: &str) -> CacheDesc {
+        CacheDesc {
+            level,
+            kind: numaplace_model::CacheKind::Data,
+            size,
+            line_size: 64,
+            ways: 8,
+            cpus: CpuSet::parse_list(cpus).unwrap(),
+        }
+    }
+
+    #[test]
+    fn per_thread_caches_become_the_cores() {
+        let cores = vec![
+            CoreDesc {
+                os_id: 0,
+                cpus: CpuSet::parse_list("0,2").unwrap(),
+            },
+            CoreDesc {
+                os_id: 1,
+                cpus: CpuSet::parse_list("1,3").unwrap(),
+            },
+        ];
+        let mut caches = vec![
+            cache(1, 32, "0"),
+            cache(1, 32, "2"),
+            cache(1, 32, "1,3"),
+            cache(2, 256, "0-3"),
+        ];
+        let r = widen_caches_inside_cores(&cores, &mut caches);
+        let spans: Vec<(u8, u64, String)> = caches
+            .iter()
+            .map(|c| (c.level, c.size, c.cpus.to_string()))
+            .collect();
+        assert_eq!(
+            spans,
+            vec![
+                (1, 32, "1,3".into()),
+                (2, 256, "0-3".into()),
+                (1, 64, "0,2".into())
+            ]
+        );
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].kind, RepairKind::CacheInsideCore);
+        assert!(
+            r[0].message.starts_with("2 L1 data caches of CPUs 0,2 "),
+            "{}",
+            r[0]
+        );
+    }
+
+    #[test]
+    fn caches_of_whole_cores_are_left_alone() {
+        let cores = vec![CoreDesc {
+            os_id: 0,
+            cpus: CpuSet::parse_list("0-1").unwrap(),
+        }];
+        let mut caches = vec![cache(1, 32, "0-1"), cache(3, 1024, "0-1")];
+        let before = caches.clone();
+        assert!(widen_caches_inside_cores(&cores, &mut caches).is_empty());
+        assert_eq!(caches, before);
     }
 
     #[test]
