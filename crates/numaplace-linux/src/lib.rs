@@ -23,4 +23,6 @@ pub use collect::{CollectOptions, Collector};
 pub use live::LiveTelemetry;
 pub use record::{RecordError, Recorder, Replay};
 pub use sysroot::{ReadError, SysRoot, SysRootError};
-pub use topology::{DiscoveryError, TopologySource, discover};
+pub use topology::{
+    Discovered, DiscoveryError, Repair, RepairKind, TopologySource, discover, discover_repaired,
+};

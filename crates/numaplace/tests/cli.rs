@@ -46,7 +46,7 @@ fn topology_of_this_machine() {
 fn topology_of_every_fixture_as_json() {
     let mut all = lstopo::all_fixture_tarballs();
     all.extend(lstopo::tarballs_in(&lstopo::own_fixtures_dir()));
-    assert!(all.len() >= 12, "only {} fixtures found", all.len());
+    assert!(all.len() >= 37, "only {} fixtures found", all.len());
     for path in all {
         let name = path.to_string_lossy().into_owned();
         let tmp = tempfile::tempdir().unwrap();
@@ -58,6 +58,51 @@ fn topology_of_every_fixture_as_json() {
         let o = numaplace(&["topology", "--sysfs-root", root.to_str().unwrap()]);
         assert!(stdout(&o).contains("Machine (sysfs:"), "{name}");
     }
+}
+
+/// A snapshot whose files contradict each other is read as hwloc reads
+/// it, and each repair is one warning line on stderr; a consistent one
+/// prints nothing there.
+#[test]
+fn topology_reports_each_repair_once_on_stderr() {
+    let cases = [
+        (
+            "hwloc-linux/16ia64-8n2s.tar.bz2",
+            Some("packages whose kernel id"),
+        ),
+        (
+            "hwloc-linux/40intel64-4n10c+pci-conflicts.tar.bz2",
+            Some("CPUs 3,7,11,15,19,23,27,31,35,39 are in no package"),
+        ),
+        ("16em64t-4s2c2t.tar.bz2", None),
+    ];
+    for (name, want) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = lstopo::extract_fixture(&lstopo::fixtures_dir().join(name), tmp.path());
+        let o = numaplace(&["topology", "--sysfs-root", root.to_str().unwrap()]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let err = stderr(&o);
+        let lines: Vec<&str> = err.lines().collect();
+        match want {
+            Some(text) => {
+                assert_eq!(lines.len(), 1, "{name}: {err}");
+                assert!(
+                    lines[0].starts_with("numaplace: warning: sysfs:"),
+                    "{name}: {err}"
+                );
+                assert!(lines[0].contains(text), "{name}: {err}");
+            }
+            None => assert!(lines.is_empty(), "{name}: {err}"),
+        }
+        assert!(stdout(&o).contains("Machine (sysfs:"), "{name}");
+    }
+    let o = numaplace(&["topology", "--synthetic", "pack:1 core:2 l1d:2 pu:1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("counting one L1 per core, of all its threads"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

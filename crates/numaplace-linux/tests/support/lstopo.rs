@@ -54,6 +54,14 @@ pub struct LstopoView {
     pub packages: usize,
     /// Number of `Core` objects.
     pub cores: usize,
+    /// Each `Package`'s cpuset as sorted PU os indexes (empty ones kept);
+    /// the list is sorted.
+    pub package_cpus: Vec<Vec<u32>>,
+    /// Each `Core`'s cpuset, the same way.
+    pub core_cpus: Vec<Vec<u32>>,
+    /// Every data/unified CPU cache as (level, sorted PU os indexes), in
+    /// document order; instruction and memory-side caches are left out.
+    pub caches: Vec<(u32, Vec<u32>)>,
     /// PU os_index list, sorted.
     pub pus: Vec<u32>,
     /// NUMA nodes, sorted by os_index.
@@ -285,8 +293,8 @@ pub fn parse_lstopo_xml(xml: &str) -> LstopoView {
         "lstopo XML root element is not <topology>"
     );
 
-    let mut packages = 0;
-    let mut cores = 0;
+    let mut package_cpus = Vec::new();
+    let mut core_cpus = Vec::new();
     let mut pus = Vec::new();
     let mut numa_nodes = Vec::new();
     // (level, cpus) of data/unified CPU caches.
@@ -299,8 +307,8 @@ pub fn parse_lstopo_xml(xml: &str) -> LstopoView {
     {
         let ty = obj.attribute("type").unwrap_or("");
         match ty {
-            "Package" => packages += 1,
-            "Core" => cores += 1,
+            "Package" => package_cpus.push(cpus_of(obj)),
+            "Core" => core_cpus.push(cpus_of(obj)),
             "PU" => pus.push(attr_u32(obj, "os_index").expect("PU without os_index")),
             "NUMANode" => {
                 let os_index = attr_u32(obj, "os_index").expect("NUMANode without os_index");
@@ -324,6 +332,8 @@ pub fn parse_lstopo_xml(xml: &str) -> LstopoView {
         }
     }
     pus.sort_unstable();
+    package_cpus.sort();
+    core_cpus.sort();
     numa_nodes.sort_by_key(|n| n.os_index);
 
     let mut l3: Vec<Vec<u32>> = caches
@@ -345,13 +355,42 @@ pub fn parse_lstopo_xml(xml: &str) -> LstopoView {
     let distances = parse_distances(topo, &gp_to_os);
 
     LstopoView {
-        packages,
-        cores,
+        packages: package_cpus.len(),
+        cores: core_cpus.len(),
+        package_cpus,
+        core_cpus,
+        caches,
         pus,
         numa_nodes,
         l3,
         llc,
         distances,
+    }
+}
+
+impl LstopoView {
+    /// The last-level-cache domains as each PU sees them: for every PU, the
+    /// cpuset of the outermost data/unified cache holding it (sorted,
+    /// each once), and the PUs that no cache holds. On a machine whose
+    /// caches are all of one depth this is `llc`; where some CPUs have a
+    /// deeper cache than others it is not.
+    pub fn outermost_caches(&self) -> (Vec<Vec<u32>>, Vec<u32>) {
+        let mut domains: Vec<Vec<u32>> = Vec::new();
+        let mut uncached = Vec::new();
+        for &pu in &self.pus {
+            let outermost = self
+                .caches
+                .iter()
+                .filter(|(_, cpus)| cpus.contains(&pu))
+                .max_by_key(|(level, _)| *level);
+            match outermost {
+                Some((_, cpus)) if !domains.contains(cpus) => domains.push(cpus.clone()),
+                Some(_) => {}
+                None => uncached.push(pu),
+            }
+        }
+        domains.sort();
+        (domains, uncached)
     }
 }
 
@@ -591,14 +630,26 @@ pub fn tarballs_in(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Every snapshot tarball of the main set: the repository's, then those of
-/// `extra_fixtures_dir()` whose file name the repository lacks.
+/// The folders of snapshots inside a fixture directory: the directory
+/// itself and its `hwloc-linux/` (the rest of hwloc's Linux test trees).
+pub const SNAPSHOT_SUBDIRS: [&str; 2] = ["", "hwloc-linux"];
+
+/// Every snapshot tarball: the repository's (`tests/fixtures/sysfs/` and
+/// its `hwloc-linux/`), then those of `extra_fixtures_dir()` (and its
+/// `hwloc-linux/`) whose file name the repository lacks.
 pub fn all_fixture_tarballs() -> Vec<PathBuf> {
-    let mut all = tarballs_in(&fixtures_dir());
-    if let Some(extra) = extra_fixtures_dir() {
-        for p in tarballs_in(&extra) {
-            if !all.iter().any(|q| q.file_name() == p.file_name()) {
-                all.push(p);
+    let mut all = Vec::new();
+    let dirs = std::iter::once(fixtures_dir()).chain(extra_fixtures_dir());
+    for dir in dirs {
+        for sub in SNAPSHOT_SUBDIRS {
+            let d = dir.join(sub);
+            if !d.is_dir() {
+                continue;
+            }
+            for p in tarballs_in(&d) {
+                if !all.iter().any(|q: &PathBuf| q.file_name() == p.file_name()) {
+                    all.push(p);
+                }
             }
         }
     }

@@ -19,7 +19,7 @@ use numaplace_linux::actuate::HostActuator;
 use numaplace_linux::balancing::NumaBalancing;
 use numaplace_linux::state::StateFile;
 use numaplace_linux::{
-    CollectOptions, Collector, LiveTelemetry, SysRoot, TopologySource, discover,
+    CollectOptions, Collector, LiveTelemetry, SysRoot, TopologySource, discover_repaired,
 };
 use numaplace_model::task::printable;
 use numaplace_model::{Action, CpuSet, Outcome, Snapshot, TaskId, Topology};
@@ -111,7 +111,12 @@ fn settings(args: &RunArgs) -> Result<Settings> {
         }
         None => config.policy.build().default_interval(),
     };
-    let topology = restrict(discover(&TopologySource::Sysfs(SysRoot::host()))?, &config)?;
+    // Once, at start: what discovery repaired in this machine's files.
+    let found = discover_repaired(&TopologySource::Sysfs(SysRoot::host()))?;
+    for r in &found.repairs {
+        tracing::warn!("topology repaired: {r}");
+    }
+    let topology = restrict(found.topology, &config)?;
     if let Some(l) = &config.metrics.listen {
         metrics::parse_listen(l)?;
     }

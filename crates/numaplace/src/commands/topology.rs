@@ -1,7 +1,7 @@
 //! `numaplace topology`.
 
 use anyhow::Result;
-use numaplace_linux::{SysRoot, TopologySource, discover};
+use numaplace_linux::{SysRoot, TopologySource, discover_repaired};
 use numaplace_model::{CpuSet, Topology};
 
 use crate::cli::{MachineArgs, TopologyArgs};
@@ -27,7 +27,9 @@ pub fn run(args: &TopologyArgs) -> Result<()> {
 }
 
 /// The machine the arguments name: another one's tree, XML or synthetic
-/// description, or this one.
+/// description, or this one. What discovery repaired in it (where its
+/// files contradict each other, hwloc's reading is followed) is printed on
+/// stderr, a line each.
 pub fn load(m: &MachineArgs) -> Result<Topology> {
     let source = if let Some(dir) = &m.sysfs_root {
         TopologySource::Sysfs(SysRoot::new(dir)?)
@@ -38,5 +40,9 @@ pub fn load(m: &MachineArgs) -> Result<Topology> {
     } else {
         TopologySource::Sysfs(SysRoot::host())
     };
-    Ok(discover(&source)?)
+    let found = discover_repaired(&source)?;
+    for r in &found.repairs {
+        eprintln!("numaplace: warning: {}: {r}", source.describe());
+    }
+    Ok(found.topology)
 }

@@ -2,8 +2,9 @@
 //! `hwlocality` binding), from the live host, another machine's sysfs
 //! snapshot, an hwloc XML file or a synthetic description.
 //!
-//! What hwloc reports is converted to a [`TopologyDesc`] and validated by
-//! [`Topology::new`]. hwloc's view is the allowed one: CPUs offline or
+//! What hwloc reports is converted to a [`TopologyDesc`], repaired where the
+//! machine's files contradict each other ([`repair`]: hwloc's answer is
+//! followed, each repair reported) and validated by [`Topology::new`]. hwloc's view is the allowed one: CPUs offline or
 //! outside our cgroup's cpuset are absent, memory nodes outside its mems
 //! are absent. Nodes and packages whose memory we may use but none of whose
 //! CPUs we may run on stay, as CPU-less.
@@ -23,6 +24,10 @@ use numaplace_model::{
 use thiserror::Error;
 
 use crate::sysroot::SysRoot;
+
+pub mod repair;
+
+pub use repair::{Repair, RepairKind};
 
 /// Where to read a machine from.
 #[derive(Debug, Clone)]
@@ -83,19 +88,38 @@ const HWLOC_REDIRECTS: [&str; 4] = [
     "HWLOC_COMPONENTS",
 ];
 
-/// Reads the machine `source` names.
-pub fn discover(source: &TopologySource) -> Result<Topology, DiscoveryError> {
+/// A machine as discovered, with what discovery had to repair in what
+/// hwloc read (empty when the machine's files agree with each other).
+#[derive(Debug, Clone)]
+pub struct Discovered {
+    pub topology: Topology,
+    pub repairs: Vec<Repair>,
+}
+
+/// Reads the machine `source` names, and says what it repaired: the caller
+/// reports each repair once (see [`repair`]).
+pub fn discover_repaired(source: &TopologySource) -> Result<Discovered, DiscoveryError> {
     let name = source.describe();
     let hw = load(source)?;
     let sysfs = match source {
         TopologySource::Sysfs(r) => Some(r.clone()),
         _ => None,
     };
-    let desc = convert(&hw, name.clone(), sysfs.as_ref());
-    Topology::new(desc).map_err(|error| DiscoveryError::Inconsistent {
+    let (desc, repairs) = convert(&hw, name.clone(), sysfs.as_ref());
+    let topology = Topology::new(desc).map_err(|error| DiscoveryError::Inconsistent {
         source_name: name,
         error,
-    })
+    })?;
+    Ok(Discovered { topology, repairs })
+}
+
+/// Reads the machine `source` names; each repair is logged as a warning.
+pub fn discover(source: &TopologySource) -> Result<Topology, DiscoveryError> {
+    let d = discover_repaired(source)?;
+    for r in &d.repairs {
+        tracing::warn!("{}: {r}", source.describe());
+    }
+    Ok(d.topology)
 }
 
 fn hwloc_err(what: &str, e: impl std::fmt::Display) -> DiscoveryError {
@@ -310,26 +334,35 @@ fn sysfs_node_cpus(root: &SysRoot, node: u32) -> Option<CpuSet> {
     CpuSet::parse_list(&text).ok()
 }
 
-fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> TopologyDesc {
+fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> (TopologyDesc, Vec<Repair>) {
     let all: CpuSet = hw
         .cpuset()
         .iter_set()
         .map(|i| usize::from(i) as u32)
         .collect();
+    let mut repairs = Vec::new();
 
-    let mut packages: Vec<PackageDesc> = hw
-        .objects_with_type(ObjectType::Package)
+    // hwloc's packages, in its order; nodes find theirs by hwloc identity
+    // (kernel ids may repeat until repaired).
+    let hw_packages: Vec<&TopologyObject> = hw.objects_with_type(ObjectType::Package).collect();
+    let mut packages: Vec<PackageDesc> = hw_packages
+        .iter()
         .map(|p| PackageDesc {
             os_id: os_id(p),
             cpus: cpuset_of(p),
         })
         .collect();
-    if packages.is_empty() {
-        packages.push(PackageDesc {
-            os_id: 0,
-            cpus: all.clone(),
-        });
-    }
+    repairs.extend(repair::unique_package_ids(&mut packages));
+    repairs.extend(repair::package_for_cpus_in_none(&all, &mut packages));
+    let package_of = |n: &TopologyObject| -> Option<u32> {
+        let p = n
+            .ancestors()
+            .find(|a| a.object_type() == ObjectType::Package)?;
+        let i = hw_packages
+            .iter()
+            .position(|q| q.global_persistent_index() == p.global_persistent_index())?;
+        Some(packages[i].os_id)
+    };
 
     let mut cores: Vec<CoreDesc> = hw
         .objects_with_type(ObjectType::Core)
@@ -363,10 +396,7 @@ fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> TopologyDesc {
                 Some(ObjectAttributes::NUMANode(a)) => a.local_memory().map_or(0, |m| m.get()),
                 _ => 0,
             };
-            let package = n
-                .ancestors()
-                .find(|a| a.object_type() == ObjectType::Package)
-                .map(os_id);
+            let package = package_of(n);
             NodeDesc {
                 os_id: os_id(n),
                 memory,
@@ -400,7 +430,7 @@ fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> TopologyDesc {
         }
     }
 
-    adopt_orphan_cpus(&all, &packages, &mut nodes);
+    repairs.extend(repair::adopt_cpus_in_no_node(&all, &packages, &mut nodes));
 
     let mut caches = Vec::new();
     for obj in hw.objects().filter(|o| o.object_type().is_cpu_cache()) {
@@ -430,6 +460,8 @@ fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> TopologyDesc {
         });
     }
 
+    repairs.extend(repair::widen_caches_inside_cores(&cores, &mut caches));
+
     let distances = node_distances(hw, &nodes);
 
     let cpu_kinds = match hw.cpu_kinds() {
@@ -448,7 +480,7 @@ fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> TopologyDesc {
         _ => Vec::new(),
     };
 
-    TopologyDesc {
+    let desc = TopologyDesc {
         source,
         packages,
         cores,
@@ -456,7 +488,8 @@ fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> TopologyDesc {
         caches,
         distances,
         cpu_kinds,
-    }
+    };
+    (desc, repairs)
 }
 
 /// The NUMA distance matrix in the order of `nodes`: the operating
@@ -489,48 +522,4 @@ fn node_distances(hw: &Hw, nodes: &[NodeDesc]) -> Option<Vec<u32>> {
         }
     }
     Some(out)
-}
-
-/// CPUs whose own node is offline (the kernel links them to a node that is
-/// not online, as on a machine with node 0 offline) are in no node of
-/// hwloc's. Their memory comes from another node, as Linux falls back to
-/// the nearest node with memory: we count them with a node that has memory
-/// in their package if there is one, else with the first node that has
-/// memory, and say so.
-fn adopt_orphan_cpus(all: &CpuSet, packages: &[PackageDesc], nodes: &mut [NodeDesc]) {
-    let homed = nodes.iter().fold(CpuSet::new(), |a, n| a.union(&n.cpus));
-    let orphans = all.difference(&homed);
-    if orphans.is_empty() || nodes.is_empty() {
-        return;
-    }
-    let mut adopted: Vec<(u32, CpuSet)> = Vec::new();
-    for cpu in orphans.iter() {
-        let package = packages
-            .iter()
-            .find(|p| p.cpus.contains(cpu))
-            .map(|p| p.os_id);
-        let has_memory = |n: &&NodeDesc| n.memory > 0;
-        let pick = nodes
-            .iter()
-            .filter(has_memory)
-            .find(|n| n.package.is_some() && n.package == package)
-            .or_else(|| nodes.iter().find(has_memory))
-            .or(nodes.first())
-            .map(|n| n.os_id);
-        if let Some(os) = pick {
-            if let Some(n) = nodes.iter_mut().find(|n| n.os_id == os) {
-                n.cpus.insert(cpu);
-            }
-            match adopted.iter_mut().find(|(o, _)| *o == os) {
-                Some((_, s)) => s.insert(cpu),
-                None => adopted.push((os, [cpu].into_iter().collect())),
-            }
-        }
-    }
-    for (os, cpus) in adopted {
-        tracing::warn!(
-            "CPUs {cpus} are in no online NUMA node (their node is offline); \
-             counting them with node {os}, where their memory comes from"
-        );
-    }
 }
