@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 use numaplace_linux::balancing::NumaBalancing;
-use numaplace_linux::{CollectOptions, Collector, SysRoot, TopologySource, discover};
+use numaplace_linux::{CollectOptions, Collector, SysRoot, TopologySource, discover_repaired};
 use numaplace_policy::Signal;
 use numaplace_policy::registry::PolicyKind;
 use serde::Serialize;
@@ -155,9 +155,23 @@ fn readers(signal: Signal) -> Vec<String> {
 }
 
 fn topology(root: &SysRoot) -> Check {
-    match discover(&TopologySource::Sysfs(root.clone())) {
-        Ok(t) => {
+    match discover_repaired(&TopologySource::Sysfs(root.clone())) {
+        Ok(found) => {
+            let t = &found.topology;
             let llcs = t.llcs().len();
+            let repaired = if found.repairs.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; repaired where the kernel's files contradict each other: {}",
+                    found
+                        .repairs
+                        .iter()
+                        .map(|r| r.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            };
             Check {
                 id: "topology".into(),
                 name: "topology".into(),
@@ -169,7 +183,7 @@ fn topology(root: &SysRoot) -> Check {
                     t.nodes().len(),
                     t.cores().len(),
                     t.cpus().len()
-                ),
+                ) + &repaired,
                 fix: None,
                 used_by: Vec::new(),
             }
