@@ -18,10 +18,14 @@
 //! sleeps, waking every `BUSY_PERIOD`), so the carry-over cannot skip
 //! them, read as the daemon reads them (`numad-like` on a host without a
 //! PMU: memory for the process in scope, machine readings, carry-over on,
-//! no counters). Beside it, the floor: a bare loop that only opens, reads
-//! and closes each of those threads' `stat` (what the kernel charges for
-//! one procfs file per thread), in the same run, so the two compare as a
-//! ratio whatever else the machine is doing.
+//! no counters), each round after a pause of one period so that every
+//! thread ran since the last. Beside it, the floors, in the same run so
+//! they compare as ratios whatever else the machine is doing: bare loops
+//! that only open, read and close each of those threads' `stat` (what the
+//! kernel charges for one procfs file per thread), that only read each
+//! `stat` held open (what the daemon's rounds pay per thread), and that
+//! only read the process's `numa_maps` (its memory per node, read every
+//! round for a process that runs).
 //!
 //! `cargo bench -p numaplace-linux --bench collect -- 'running threads'`
 use std::hint::black_box;
@@ -191,6 +195,13 @@ fn bare_stat_loop(pid: i32, buf: &mut [u8]) -> usize {
     total
 }
 
+/// The floor with every thread's `stat` held open (what the daemon's
+/// rounds do, `collect/held.rs`): one `pread` each. Returns the bytes read.
+fn bare_held_stat_loop(files: &[std::fs::File], buf: &mut [u8]) -> usize {
+    use std::os::unix::fs::FileExt;
+    files.iter().map(|f| f.read_at(buf, 0).unwrap_or(0)).sum()
+}
+
 /// Rounds as the daemon runs them over another process whose threads run.
 fn running(c: &mut Criterion) {
     let mut g = c.benchmark_group("collect round, running threads");
@@ -248,6 +259,19 @@ fn running(c: &mut Criterion) {
             &n,
             |b, _| b.iter(|| black_box(bare_stat_loop(busy.pid(), &mut buf))),
         );
+        let held: Vec<std::fs::File> = std::fs::read_dir(format!("/proc/{}/task", busy.pid()))
+            .unwrap()
+            .filter_map(|e| {
+                let path = e.unwrap().path().join("stat");
+                std::fs::File::open(path).ok()
+            })
+            .collect();
+        g.bench_with_input(
+            BenchmarkId::new("floor: read each stat held open", n),
+            &n,
+            |b, _| b.iter(|| black_box(bare_held_stat_loop(&held, &mut buf))),
+        );
+        drop(held);
         let numa_maps = format!("/proc/{}/numa_maps", busy.pid());
         g.bench_with_input(
             BenchmarkId::new("floor: read its numa_maps", n),
