@@ -13,7 +13,7 @@
 //! the reason of every such move says it is the fallback.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
 
 use numaplace_model::{Action, Plan, Snapshot};
@@ -123,10 +123,18 @@ impl MemoryFollower {
         let round = s.seq;
         let half = self.window_pages / 2;
         let span = self.window_pages.max(1) * PAGE;
-        // Nodes a process's threads are placed on.
-        let mut nodes_of: BTreeMap<i32, BTreeSet<u32>> = BTreeMap::new();
+        // Whether all of a process's threads are placed on one node (and
+        // which): `None` once two differ.
+        let mut one_node_of: HashMap<i32, Option<u32>> = HashMap::new();
         for p in placed {
-            nodes_of.entry(p.tgid).or_default().insert(p.node);
+            one_node_of
+                .entry(p.tgid)
+                .and_modify(|n| {
+                    if *n != Some(p.node) {
+                        *n = None;
+                    }
+                })
+                .or_insert(Some(p.node));
         }
         let groups: HashMap<i32, &numaplace_model::TaskGroup> =
             s.groups.iter().map(|g| (g.pid, g)).collect();
@@ -140,7 +148,10 @@ impl MemoryFollower {
             if samples.is_empty() {
                 // Fallback: the process's pages on other nodes, when all its
                 // threads are to run on one node.
-                let one_node = nodes_of.get(&p.tgid).is_some_and(|n| n.len() == 1);
+                let one_node = one_node_of.get(&p.tgid).is_some_and(Option::is_some);
+                if !one_node || fallback_done.contains(&p.tgid) {
+                    continue;
+                }
                 // Anonymous memory only: file pages mapped by several
                 // processes (libraries, the program) cannot move and would
                 // be asked for again every round.
@@ -150,7 +161,7 @@ impl MemoryFollower {
                         .map(|(_, b)| b.anon)
                         .sum()
                 });
-                if one_node && off > 0 && fallback_done.insert(p.tgid) {
+                if off > 0 && fallback_done.insert(p.tgid) {
                     plan.push(
                         Action::MoveMemory {
                             process: g.id(),

@@ -507,7 +507,10 @@ impl Policy for Dino {
                 );
             }
             self.old.insert(c.id, (core, class));
-            self.ours.insert(c.id, cpus.clone());
+            // Most threads stay: their entry is already this (no copy).
+            if self.ours.get(&c.id) != Some(cpus) {
+                self.ours.insert(c.id, cpus.clone());
+            }
         }
         self.follower.plan(view.snapshot, &placed, &mut plan);
         plan
