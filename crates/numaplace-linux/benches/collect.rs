@@ -230,7 +230,7 @@ fn running(c: &mut Criterion) {
         // Each timed round comes after a pause of one period (not timed),
         // so every thread ran since the round before, as at the daemon's
         // intervals.
-        let (mut rounds, mut carried) = (0u64, 0u64);
+        let (mut rounds, mut carried, mut whole) = (0u64, 0u64, 0u64);
         g.bench_with_input(
             BenchmarkId::new("daemon (numad-like, no PMU)", n),
             &n,
@@ -244,6 +244,10 @@ fn running(c: &mut Criterion) {
                         timed += start.elapsed();
                         rounds += 1;
                         carried += u64::from(daemon.carried().contains(&busy.pid()));
+                        whole += u64::from(
+                            s.group(busy.pid())
+                                .is_some_and(|g| g.threads.len() == n + 1 && g.memory.is_some()),
+                        );
                         black_box(s);
                     }
                     timed
@@ -251,7 +255,7 @@ fn running(c: &mut Criterion) {
             },
         );
         eprintln!(
-            "{n} threads waking every {period:?} in another process: carried over in {carried} of {rounds} rounds"
+            "{n} threads waking every {period:?} in another process: carried over in {carried} of {rounds} rounds, every thread and the memory read in {whole}"
         );
         let mut buf = vec![0u8; 4096];
         g.bench_with_input(
