@@ -104,14 +104,13 @@ impl ProcReader {
         let path = self.root.join(&format!("proc/{pid}/numa_maps"));
         match read_whole_into(&path, LARGE, buf) {
             Ok(()) => Ok(parse_numa_maps(&String::from_utf8_lossy(buf))),
-            Err(source) => Err(ProcError::from_io(path, source)),
+            Err(source) => Err(match ProcError::from_io(path, source) {
+                ProcError::Gone { path } if self.root.join(&format!("proc/{pid}")).is_dir() => {
+                    ProcError::Unavailable { path }
+                }
+                e => e,
+            }),
         }
-        .or_else(|e| match e {
-            ProcError::Gone { path } if self.root.join(&format!("proc/{pid}")).is_dir() => {
-                Err(ProcError::Unavailable { path })
-            }
-            e => Err(e),
-        })
     }
 
     /// The NUMA balancing lines of a thread's `sched` (hinting faults per
