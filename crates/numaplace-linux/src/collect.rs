@@ -123,8 +123,6 @@ pub struct Collector {
     bufs: TaskBuffers,
     tids: Vec<i32>,
     affinity_words: Vec<libc::c_ulong>,
-    /// The last `numa_maps` read (its capacity kept for the next).
-    maps_buf: Vec<u8>,
     /// Threads' `stat` files held open between rounds (`collect/held.rs`):
     /// with the carry-over, on the live host, without counters or samples.
     held: Option<HeldStats>,
@@ -237,7 +235,6 @@ impl Collector {
             bufs: TaskBuffers::default(),
             tids: Vec::new(),
             affinity_words: Vec::new(),
-            maps_buf: Vec::new(),
             held: None,
         }
     }

@@ -293,7 +293,7 @@ impl Collector {
         if let Some(m) = self.carry.as_ref().and_then(|c| c.memory(pid, now)) {
             return Some(m.clone());
         }
-        match self.proc.numa_maps_with(pid, &mut self.maps_buf) {
+        match self.proc.numa_maps(pid) {
             Ok(m) => {
                 if m.explicit_policy_bytes > 0 {
                     self.explicit_policy.insert(pid);

@@ -93,23 +93,12 @@ impl ProcReader {
     /// [`ProcError::Unavailable`] (a kernel without `CONFIG_NUMA`), not
     /// [`ProcError::Gone`].
     pub fn numa_maps(&self, pid: i32) -> Result<NumaMaps, ProcError> {
-        self.numa_maps_with(pid, &mut Vec::new())
-    }
-
-    /// [`ProcReader::numa_maps`] read into `buf`, which a caller reading
-    /// many keeps: a process with thousands of threads has as many
-    /// mappings (their stacks), a `numa_maps` of hundreds of KiB that would
-    /// otherwise be allocated, faulted in and unmapped every round.
-    pub fn numa_maps_with(&self, pid: i32, buf: &mut Vec<u8>) -> Result<NumaMaps, ProcError> {
-        let path = self.root.join(&format!("proc/{pid}/numa_maps"));
-        match read_whole_into(&path, LARGE, buf) {
-            Ok(()) => Ok(parse_numa_maps(&String::from_utf8_lossy(buf))),
-            Err(source) => Err(match ProcError::from_io(path, source) {
-                ProcError::Gone { path } if self.root.join(&format!("proc/{pid}")).is_dir() => {
-                    ProcError::Unavailable { path }
-                }
-                e => e,
-            }),
+        match self.read(&format!("proc/{pid}/numa_maps"), LARGE) {
+            Ok((_, bytes)) => Ok(parse_numa_maps(&String::from_utf8_lossy(&bytes))),
+            Err(ProcError::Gone { path }) if self.root.join(&format!("proc/{pid}")).is_dir() => {
+                Err(ProcError::Unavailable { path })
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -158,38 +147,6 @@ fn text<'a>(path: &Path, bytes: &'a [u8], file: &'static str) -> Result<&'a str,
             what: format!("not UTF-8 text ({e})"),
         },
     })
-}
-
-/// [`read_whole`] into `buf` (cleared first; its capacity kept).
-fn read_whole_into(path: &Path, first: usize, buf: &mut Vec<u8>) -> io::Result<()> {
-    let mut file = File::open(path)?;
-    buf.clear();
-    if buf.capacity() < first {
-        buf.reserve(first);
-    }
-    // Read into the whole capacity at once: procfs generates as much as
-    // fits in one read.
-    loop {
-        let start = buf.len();
-        buf.resize(buf.capacity().max(start + first), 0);
-        let n = loop {
-            match file.read(&mut buf[start..]) {
-                Ok(n) => break n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    buf.truncate(start);
-                    return Err(e);
-                }
-            }
-        };
-        buf.truncate(start + n);
-        if n == 0 {
-            return Ok(());
-        }
-        if buf.len() == buf.capacity() {
-            buf.reserve(buf.len());
-        }
-    }
 }
 
 fn read_whole(path: &Path, first: usize) -> io::Result<Vec<u8>> {
