@@ -12,11 +12,28 @@
 //! above, and read as the daemon reads it while it stays quiet (threads and
 //! memory carried over from the round before, memory only for the process
 //! in scope).
+//!
+//! `collect round, running threads` (issue 19): another process's 2,000 and
+//! 10,000 threads that *run* between rounds (each does a little work, then
+//! sleeps, waking every `BUSY_PERIOD`), so the carry-over cannot skip
+//! them, read as the daemon reads them (`numad-like` on a host without a
+//! PMU: memory for the process in scope, machine readings, carry-over on,
+//! no counters), each round after a pause of one period so that every
+//! thread ran since the last. Beside it, the floors, in the same run so
+//! they compare as ratios whatever else the machine is doing: bare loops
+//! that only open, read and close each of those threads' `stat` (what the
+//! kernel charges for one procfs file per thread), that only read each
+//! `stat` held open (what the daemon's rounds pay per thread), and that
+//! only read the process's `numa_maps` (its memory per node, read every
+//! round for a process that runs).
+//!
+//! `cargo bench -p numaplace-linux --bench collect -- 'running threads'`
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use numaplace_linux::{CollectOptions, Collector, SysRoot};
@@ -24,6 +41,18 @@ use numaplace_model::Scope;
 
 /// Set (to a thread count) in the environment of the crowd process.
 const CROWD_PROCESS: &str = "NP_BENCH_CROWD_PROCESS";
+/// Set (to a period in ms) beside [`CROWD_PROCESS`]: its threads run.
+const CROWD_BUSY_MS: &str = "NP_BENCH_CROWD_BUSY_MS";
+/// How often each running thread wakes to work: 100 ms for 2,000 threads
+/// (issue 19's process), 500 ms for 10,000 (20,000 wake-ups a second
+/// either way, which two shared cores can serve beside the bench).
+fn busy_period(threads: usize) -> Duration {
+    if threads <= 2_000 {
+        Duration::from_millis(100)
+    } else {
+        Duration::from_millis(500)
+    }
+}
 
 /// Parked threads that live until dropped.
 struct Crowd {
@@ -67,8 +96,21 @@ struct CrowdProcess {
 
 impl CrowdProcess {
     fn spawn(n: usize) -> CrowdProcess {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .env(CROWD_PROCESS, n.to_string())
+        CrowdProcess::spawn_with(n, None)
+    }
+
+    /// `n` threads that each wake every `period` to work a little.
+    fn spawn_busy(n: usize, period: Duration) -> CrowdProcess {
+        CrowdProcess::spawn_with(n, Some(period))
+    }
+
+    fn spawn_with(n: usize, busy: Option<Duration>) -> CrowdProcess {
+        let mut cmd = Command::new(std::env::current_exe().unwrap());
+        cmd.env(CROWD_PROCESS, n.to_string());
+        if let Some(p) = busy {
+            cmd.env(CROWD_BUSY_MS, p.as_millis().to_string());
+        }
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -99,6 +141,150 @@ fn crowd_process(n: usize) {
     println!("ready");
     let _ = std::io::stdin().read_to_end(&mut Vec::new());
     drop(crowd);
+}
+
+/// The busy crowd process: `n` threads, each waking every `period` (at its
+/// own phase) to do about 20 µs of work, until stdin closes.
+fn busy_crowd_process(n: usize, period: Duration) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let handles: Vec<_> = (0..n)
+        .map(|i| {
+            let stop = Arc::clone(&stop);
+            let phase = period.mul_f64(i as f64 / n as f64);
+            std::thread::Builder::new()
+                .name(format!("np-busy-{i}"))
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    let mut next = Instant::now() + phase;
+                    let mut x = i as u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for _ in 0..20_000 {
+                            x = black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                        }
+                        next += period;
+                        let now = Instant::now();
+                        if next <= now {
+                            next = now + period;
+                        }
+                        std::thread::sleep(next - now);
+                    }
+                })
+                .expect("spawn a busy thread (raise ulimit -u or threads-max?)")
+        })
+        .collect();
+    println!("ready");
+    let _ = std::io::stdin().read_to_end(&mut Vec::new());
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        let _ = h.join();
+    }
+}
+
+/// The floor of a round over `pid`'s threads: for each, open its `stat`,
+/// read it into one reused buffer, close it; nothing parsed, nothing kept.
+/// Returns the bytes read.
+fn bare_stat_loop(pid: i32, buf: &mut [u8]) -> usize {
+    let mut total = 0;
+    for e in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let name = e.unwrap().file_name();
+        let path = format!("/proc/{pid}/task/{}/stat", name.to_string_lossy());
+        if let Ok(mut f) = std::fs::File::open(path) {
+            total += f.read(buf).unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// The floor with every thread's `stat` held open (what the daemon's
+/// rounds do, `collect/held.rs`): one `pread` each. Returns the bytes read.
+fn bare_held_stat_loop(files: &[std::fs::File], buf: &mut [u8]) -> usize {
+    use std::os::unix::fs::FileExt;
+    files.iter().map(|f| f.read_at(buf, 0).unwrap_or(0)).sum()
+}
+
+/// Rounds as the daemon runs them over another process whose threads run.
+fn running(c: &mut Criterion) {
+    let mut g = c.benchmark_group("collect round, running threads");
+    g.sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    for n in [2_000usize, 10_000] {
+        let period = busy_period(n);
+        let busy = CrowdProcess::spawn_busy(n, period);
+        g.throughput(Throughput::Elements(n as u64));
+        let mut daemon = Collector::new(
+            SysRoot::host(),
+            CollectOptions {
+                memory: true,
+                counters: false,
+                machine: true,
+                samples: false,
+            },
+        );
+        daemon.set_carry_over(Some(Duration::from_secs(10)));
+        daemon.set_memory_scope(Some(Scope {
+            pids: vec![busy.pid()],
+            ..Scope::default()
+        }));
+        daemon.collect().unwrap();
+        // Each timed round comes after a pause of one period (not timed),
+        // so every thread ran since the round before, as at the daemon's
+        // intervals.
+        let (mut rounds, mut carried, mut whole) = (0u64, 0u64, 0u64);
+        g.bench_with_input(
+            BenchmarkId::new("daemon (numad-like, no PMU)", n),
+            &n,
+            |b, _| {
+                b.iter_custom(|iters| {
+                    let mut timed = Duration::ZERO;
+                    for _ in 0..iters {
+                        std::thread::sleep(period);
+                        let start = Instant::now();
+                        let s = daemon.collect().unwrap();
+                        timed += start.elapsed();
+                        rounds += 1;
+                        carried += u64::from(daemon.carried().contains(&busy.pid()));
+                        whole += u64::from(
+                            s.group(busy.pid())
+                                .is_some_and(|g| g.threads.len() == n + 1 && g.memory.is_some()),
+                        );
+                        black_box(s);
+                    }
+                    timed
+                })
+            },
+        );
+        eprintln!(
+            "{n} threads waking every {period:?} in another process: carried over in {carried} of {rounds} rounds, every thread and the memory read in {whole}"
+        );
+        let mut buf = vec![0u8; 4096];
+        g.bench_with_input(
+            BenchmarkId::new("floor: open, read, close each stat", n),
+            &n,
+            |b, _| b.iter(|| black_box(bare_stat_loop(busy.pid(), &mut buf))),
+        );
+        let held: Vec<std::fs::File> = std::fs::read_dir(format!("/proc/{}/task", busy.pid()))
+            .unwrap()
+            .filter_map(|e| {
+                let path = e.unwrap().path().join("stat");
+                std::fs::File::open(path).ok()
+            })
+            .collect();
+        g.bench_with_input(
+            BenchmarkId::new("floor: read each stat held open", n),
+            &n,
+            |b, _| b.iter(|| black_box(bare_held_stat_loop(&held, &mut buf))),
+        );
+        drop(held);
+        let numa_maps = format!("/proc/{}/numa_maps", busy.pid());
+        g.bench_with_input(
+            BenchmarkId::new("floor: read its numa_maps", n),
+            &n,
+            |b, _| b.iter(|| black_box(std::fs::read(&numa_maps).unwrap().len())),
+        );
+        drop(busy);
+    }
+    g.finish();
 }
 
 fn bench(c: &mut Criterion) {
@@ -198,11 +384,15 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, running);
 
 fn main() {
     if let Some(n) = std::env::var_os(CROWD_PROCESS) {
-        crowd_process(n.to_str().and_then(|n| n.parse().ok()).unwrap());
+        let n = n.to_str().and_then(|n| n.parse().ok()).unwrap();
+        match std::env::var(CROWD_BUSY_MS) {
+            Ok(ms) => busy_crowd_process(n, Duration::from_millis(ms.parse().unwrap())),
+            Err(_) => crowd_process(n),
+        }
         return;
     }
     benches();

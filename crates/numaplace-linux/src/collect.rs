@@ -14,6 +14,7 @@
 //! reads memory only for the processes a policy may act on.
 
 mod carry;
+mod held;
 mod process;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,13 +27,14 @@ use numaplace_model::{
 use thiserror::Error;
 
 use self::carry::CarryOver;
+use self::held::HeldStats;
 
 use crate::balancing::NumaBalancing;
 use crate::nodes::read_node_meminfo;
 use crate::perf::sampling::fd_limit_after_raise;
 use crate::perf::{AddressSampler, CounterStatus, PerfConfig, PerfMonitor, SamplerConfig};
 use crate::powercap::{Rapl, energy_delta};
-use crate::procfs::{ProcError, ProcReader};
+use crate::procfs::{ProcError, ProcReader, TaskBuffers};
 use crate::resctrl::{Resctrl, mbm_delta};
 use crate::sysroot::SysRoot;
 
@@ -116,6 +118,14 @@ pub struct Collector {
     /// Processes whose last `numa_maps` read showed memory under an
     /// explicit memory policy.
     explicit_policy: BTreeSet<i32>,
+    /// Buffers a round reuses from thread to thread: file reads and
+    /// directory listings, a process's tids, an affinity mask.
+    bufs: TaskBuffers,
+    tids: Vec<i32>,
+    affinity_words: Vec<libc::c_ulong>,
+    /// Threads' `stat` files held open between rounds (`collect/held.rs`):
+    /// with the carry-over, on the live host, without counters or samples.
+    held: Option<HeldStats>,
 }
 
 impl Collector {
@@ -222,6 +232,10 @@ impl Collector {
             numa_faults: false,
             numa_faults_missing: None,
             explicit_policy: BTreeSet::new(),
+            bufs: TaskBuffers::default(),
+            tids: Vec::new(),
+            affinity_words: Vec::new(),
+            held: None,
         }
     }
 
@@ -247,8 +261,19 @@ impl Collector {
     /// still read every round. What that can miss, and for how long, is in
     /// `collect/carry.rs`. `None` (the default): every process is read in
     /// full every round. Fixture trees are always read in full.
+    ///
+    /// With the carry-over on, on the live host, a collector that counts
+    /// and samples nothing also keeps its threads' `stat` files open from
+    /// round to round (`collect/held.rs`: up to half the fd limit, which
+    /// is raised to the hard limit for it), so a thread that ran costs one
+    /// read of its `stat`, not an open, a read and a close.
     pub fn set_carry_over(&mut self, max_age: Option<Duration>) {
         self.carry = max_age.map(CarryOver::new);
+        let hold = self.carry.is_some()
+            && self.root.is_host()
+            && !self.opts.counters
+            && !self.opts.samples;
+        self.held = hold.then(HeldStats::new);
     }
 
     /// Reads a process in full at the next round, memory included: for a
@@ -352,6 +377,9 @@ impl Collector {
         let seen: BTreeSet<i32> = groups.iter().map(|g| g.pid).collect();
         if let Some(c) = &mut self.carry {
             c.retain_seen(|pid| seen.contains(&pid));
+        }
+        if let Some(h) = &mut self.held {
+            h.retain_seen(|pid| seen.contains(&pid));
         }
         self.explicit_policy.retain(|pid| seen.contains(pid));
         let mut snapshot = Snapshot {
@@ -633,6 +661,74 @@ mod tests {
                 assert!(why.contains("CONFIG_"), "{why}");
                 assert!(s.numa_faults.is_empty());
             }
+        }
+    }
+
+    /// Threads of a running process (this one) read through held `stat`
+    /// files: threads that exit leave the snapshot and their files are
+    /// closed, new threads are read, and every thread's fields are what a
+    /// collector without held files reads.
+    #[test]
+    fn held_stat_files_follow_threads_that_come_and_go() {
+        let opts = CollectOptions {
+            memory: false,
+            counters: false,
+            machine: false,
+            samples: false,
+        };
+        let me = std::process::id() as i32;
+        let spawn = |n: usize| {
+            let (tell, told) = mpsc::channel();
+            let (stop, stopped) = mpsc::channel::<()>();
+            let stopped = std::sync::Arc::new(std::sync::Mutex::new(stopped));
+            let handles: Vec<_> = (0..n)
+                .map(|_| {
+                    let tell = tell.clone();
+                    let stopped = std::sync::Arc::clone(&stopped);
+                    std::thread::spawn(move || {
+                        // SAFETY: gettid has no preconditions.
+                        tell.send(unsafe { libc::gettid() }).unwrap();
+                        let _ = stopped.lock().unwrap().recv();
+                    })
+                })
+                .collect();
+            let tids: BTreeSet<i32> = (0..n).map(|_| told.recv().unwrap()).collect();
+            (tids, stop, handles)
+        };
+        let mut c = Collector::new(SysRoot::host(), opts);
+        c.set_carry_over(Some(Duration::from_secs(10)));
+        assert!(c.held.is_some(), "held on the host without counters");
+        let (first, stop, handles) = spawn(8);
+        let s = c.collect().unwrap();
+        let held: BTreeSet<i32> = c.held.as_ref().unwrap().tids(me).into_iter().collect();
+        assert!(first.is_subset(&held), "{first:?} not in {held:?}");
+        for t in &first {
+            assert_eq!(s.task(*t).map(|t| t.tgid), Some(me));
+        }
+        drop(stop);
+        for h in handles {
+            h.join().unwrap();
+        }
+        let (second, stop, handles) = spawn(8);
+        let s = c.collect().unwrap();
+        let mut plain = Collector::new(SysRoot::host(), opts);
+        let p = plain.collect().unwrap();
+        let held: BTreeSet<i32> = c.held.as_ref().unwrap().tids(me).into_iter().collect();
+        for t in &second {
+            let (a, b) = (s.task(*t).unwrap(), p.task(*t).unwrap());
+            assert_eq!(
+                (a.start_time, &a.comm, a.tgid),
+                (b.start_time, &b.comm, b.tgid)
+            );
+            assert!(held.contains(t));
+        }
+        for t in first.difference(&second) {
+            assert!(s.task(*t).is_none(), "thread {t} exited");
+            assert!(!held.contains(t), "its file closed");
+        }
+        drop(stop);
+        for h in handles {
+            h.join().unwrap();
         }
     }
 

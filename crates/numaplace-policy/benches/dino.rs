@@ -92,6 +92,7 @@ fn decision(c: &mut Criterion) {
         s.groups.push(process(pid, "app", threads));
     }
     let managed = all_processes(&s);
+    let first_snapshot = s.clone();
     let mut dino = Dino::new(DinoParams::default());
     let first = dino.decide(&View {
         topology: &topo,
@@ -104,6 +105,26 @@ fn decision(c: &mut Criterion) {
             t.allowed_cpus = c.clone();
         }
     }
+    // What the timed decisions decide, as a digest of their plans (every
+    // action and reason, in order): a second policy, fed the same rounds,
+    // so that a change that is only to be faster can show it decides the
+    // same (compare the line printed before and after it).
+    let mut twin = Dino::new(DinoParams::default());
+    let mut digest = std::collections::hash_map::DefaultHasher::new();
+    let mut actions = 0;
+    for round in 0..4 {
+        let plan = twin.decide(&View {
+            topology: &topo,
+            snapshot: if round == 0 { &first_snapshot } else { &s },
+            managed: &managed,
+        });
+        actions += plan.decisions.len();
+        std::hash::Hash::hash(&format!("{plan:?}"), &mut digest);
+    }
+    eprintln!(
+        "dino plans over 4 rounds: {actions} actions, digest {:016x}",
+        std::hash::Hasher::finish(&digest)
+    );
     c.bench_function("dino_decide_10000_threads_256_cpus_8_nodes", |b| {
         b.iter(|| {
             dino.decide(black_box(&View {

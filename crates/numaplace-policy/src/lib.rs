@@ -44,7 +44,11 @@ impl View<'_> {
     /// numaplace may place onto or is what the policy itself set last
     /// (`ours`). A thread with any other affinity chose its CPUs, and the
     /// engine leaves it alone.
-    pub fn placeable(&self, t: &Task, ours: &HashMap<TaskId, CpuSet>) -> bool {
+    pub fn placeable<S: std::hash::BuildHasher>(
+        &self,
+        t: &Task,
+        ours: &HashMap<TaskId, CpuSet, S>,
+    ) -> bool {
         self.managed.contains(&t.tgid)
             && !matches!(t.state, 'Z' | 'X')
             && (self.topology.span().is_subset(&t.allowed_cpus)

@@ -375,7 +375,19 @@ impl HostActuator {
 /// harmless. The buffer starts at `possible_cpus` bits and doubles on
 /// `EINVAL`.
 pub fn thread_affinity(tid: i32, possible_cpus: usize) -> io::Result<CpuSet> {
-    let mut words = vec![0 as c_ulong; words_for(possible_cpus)];
+    thread_affinity_with(tid, possible_cpus, &mut Vec::new())
+}
+
+/// [`thread_affinity`] into a buffer the caller keeps from thread to
+/// thread (a round reads every thread's): no allocation but the set.
+pub fn thread_affinity_with(
+    tid: i32,
+    possible_cpus: usize,
+    words: &mut Vec<c_ulong>,
+) -> io::Result<CpuSet> {
+    if words.len() < words_for(possible_cpus) {
+        words.resize(words_for(possible_cpus), 0);
+    }
     loop {
         // SAFETY: the kernel writes at most the given number of bytes into
         // `words`, which has that many.
@@ -388,14 +400,17 @@ pub fn thread_affinity(tid: i32, possible_cpus: usize) -> io::Result<CpuSet> {
             )
         };
         if r >= 0 {
-            return Ok(set_from_words(&words));
+            // The kernel wrote `r` bytes (its cpumask size): the rest is
+            // not this thread's.
+            let n = (r as usize).div_ceil(size_of::<c_ulong>()).min(words.len());
+            return Ok(set_from_words(&words[..n]));
         }
         let e = io::Error::last_os_error();
         if e.raw_os_error() == Some(libc::EINVAL)
             && words.len() * (c_ulong::BITS as usize) < MAX_AFFINITY_BITS
         {
             let n = words.len() * 2;
-            words = vec![0; n];
+            words.resize(n, 0);
         } else {
             return Err(e);
         }

@@ -2,14 +2,15 @@
 //! of them, see `carry.rs`), and its memory per node.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fs::File;
 use std::time::Instant;
 
 use numaplace_model::{CpuSet, NodeMemory, NumaFaults, Snapshot, Task, TaskGroup};
 
 use super::carry::process_cpu_ns;
 use super::{Collector, MAX_CPUS};
-use crate::actuate::thread_affinity;
-use crate::procfs::ProcError;
+use crate::actuate::{thread_affinity, thread_affinity_with};
+use crate::procfs::{ProcError, TaskStat};
 use crate::vm;
 
 impl Collector {
@@ -56,7 +57,7 @@ impl Collector {
                 self.carried.push(pid);
                 tasks
             }
-            None => self.read_threads(pid, &mems, cpu_ns, now)?,
+            None => self.read_threads(pid, &main, &mems, cpu_ns, now)?,
         };
         let cmdline = self.proc.cmdline(pid).unwrap_or_else(|e| {
             self.note(&e);
@@ -91,25 +92,57 @@ impl Collector {
     }
 
     /// Lists a process's threads and reads each; `None` if none could be
-    /// read. With `cpu_ns` (its CPU clock, read before), a read that found
-    /// every thread listed is kept for the rounds the process stays quiet.
+    /// read. `main` is the main thread's `stat`, read this round (after
+    /// `cpu_ns`). With `cpu_ns` (its CPU clock, read before), a read that
+    /// found every thread listed is kept for the rounds the process stays
+    /// quiet.
+    ///
+    /// Per thread: one `openat` of its `stat` relative to the process's
+    /// `task/` directory (held open for the process), read into a buffer
+    /// reused across threads, and its allowed CPUs (one syscall on the live
+    /// host, into a reused buffer too).
     fn read_threads(
         &mut self,
         pid: i32,
+        main: &TaskStat,
         mems: &CpuSet,
         cpu_ns: Option<u64>,
         now: Instant,
     ) -> Option<Vec<Task>> {
-        let (tids, listed) = match self.proc.tids(pid) {
-            Ok(t) => (t, true),
-            Err(e) => {
-                self.note(&e);
-                (vec![pid], false)
+        let mut tids = std::mem::take(&mut self.tids);
+        let (dir, listing) = match self.proc.task_dir(pid) {
+            Ok(d) => {
+                let listing = d.tids(&mut self.bufs, &mut tids).err();
+                (Some(d), listing)
             }
+            Err(e) => (None, Some(e)),
         };
+        let listed = listing.is_none();
+        if let Some(e) = listing {
+            self.note(&e);
+            tids.clear();
+            tids.push(pid);
+        }
         let mut tasks = Vec::with_capacity(tids.len());
+        // Held `stat` files (the daemon's rounds): last round's, and this
+        // round's in tid order.
+        let mut old: Vec<(i32, Option<File>)> = match &mut self.held {
+            Some(h) => h.take(pid).into_iter().map(|(t, f)| (t, Some(f))).collect(),
+            None => Vec::new(),
+        };
+        let mut new = Vec::new();
         for &tid in &tids {
-            let stat = match self.proc.stat(pid, tid) {
+            // The main thread's was read already, this round.
+            let read = if tid == pid {
+                Ok(main.clone())
+            } else {
+                match (&dir, &self.held) {
+                    (Some(d), Some(h)) => h.stat(d, tid, &mut old, &mut new, &mut self.bufs),
+                    (Some(d), None) => d.stat(tid, &mut self.bufs),
+                    (None, _) => self.proc.stat(pid, tid),
+                }
+            };
+            let stat = match read {
                 Ok(s) => s,
                 Err(e) => {
                     self.note(&e);
@@ -122,7 +155,7 @@ impl Collector {
             // host only the process's is read (for its memory nodes, which
             // its threads share: they come from its cpuset).
             let (allowed_cpus, tgid) = if self.root.is_host() {
-                match thread_affinity(tid, MAX_CPUS) {
+                match thread_affinity_with(tid, MAX_CPUS, &mut self.affinity_words) {
                     Ok(c) => (c, pid),
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
                         self.gaps.gone += 1;
@@ -160,12 +193,21 @@ impl Collector {
             });
         }
         if let (Some(ns), Some(c)) = (cpu_ns, &mut self.carry) {
-            if listed && tasks.len() == tids.len() {
+            // A process with a thread running or runnable is never found
+            // quiet (`CarryOver::quiet`): keeping its threads would only
+            // cost a copy of each.
+            let may_be_quiet = tasks.iter().all(|t| t.state != 'R');
+            if listed && tasks.len() == tids.len() && may_be_quiet {
                 c.store(pid, ns, tasks.clone(), now);
             } else {
                 c.forget(pid);
             }
         }
+        drop(old);
+        if let Some(h) = &mut self.held {
+            h.put(pid, new);
+        }
+        self.tids = tids;
         (!tasks.is_empty()).then_some(tasks)
     }
 

@@ -9,6 +9,7 @@
 
 mod error;
 mod reader;
+mod task_dir;
 
 pub use error::{ParseError, ProcError};
 pub use numaplace_parse::procfs::{
@@ -16,3 +17,4 @@ pub use numaplace_parse::procfs::{
     parse_cmdline, parse_numa_maps, parse_numa_maps_line, parse_stat, parse_status,
 };
 pub use reader::ProcReader;
+pub use task_dir::{TaskBuffers, TaskDir};

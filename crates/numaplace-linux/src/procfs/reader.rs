@@ -6,6 +6,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use super::error::{ParseError, ProcError};
+use super::task_dir::TaskDir;
 use crate::sysroot::SysRoot;
 use numaplace_parse::procfs::{
     CgroupInfo, NumaMaps, SchedNuma, TaskStat, TaskStatus, parse_cgroup, parse_cmdline,
@@ -45,6 +46,12 @@ impl ProcReader {
     pub fn tids(&self, pid: i32) -> Result<Vec<i32>, ProcError> {
         let path = self.root.join(&format!("proc/{pid}/task"));
         numeric_dirs(&path).map_err(|source| ProcError::from_io(path, source))
+    }
+
+    /// A process's `task/` directory, open: its threads listed and their
+    /// `stat` read relative to it ([`TaskDir`]), for a round over many.
+    pub fn task_dir(&self, pid: i32) -> Result<TaskDir, ProcError> {
+        TaskDir::open(self.root.join(&format!("proc/{pid}/task")))
     }
 
     /// A thread's `stat`.

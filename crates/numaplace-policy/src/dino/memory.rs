@@ -12,7 +12,9 @@
 //! on other nodes, and only when all its threads are placed on one node:
 //! the reason of every such move says it is the fallback.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashMap};
+use std::fmt;
 
 use numaplace_model::{Action, Plan, Snapshot};
 
@@ -21,13 +23,57 @@ const PAGE: u64 = 4096;
 
 /// Where a thread is to run, for the memory that should follow it.
 #[derive(Debug, Clone)]
-pub struct Placed {
+pub struct Placed<'a> {
     pub tid: i32,
     pub tgid: i32,
     /// Kernel id of the node of the CPUs it is placed on.
     pub node: u32,
     /// For the reason: `devil thread 1234 of mcf`.
-    pub who: String,
+    pub who: Who<'a>,
+}
+
+/// A thread as a reason names it, written out only when a reason does (a
+/// decision places every thread, but moves the memory of few).
+#[derive(Debug, Clone)]
+pub enum Who<'a> {
+    /// Said as it is.
+    Text(Cow<'a, str>),
+    /// `[CLASS ]thread TID of LABEL`.
+    Thread {
+        class: Option<&'static str>,
+        tid: i32,
+        label: &'a str,
+    },
+}
+
+impl<'a> From<&'a str> for Who<'a> {
+    fn from(s: &'a str) -> Who<'a> {
+        Who::Text(Cow::Borrowed(s))
+    }
+}
+
+impl From<String> for Who<'_> {
+    fn from(s: String) -> Self {
+        Who::Text(Cow::Owned(s))
+    }
+}
+
+impl fmt::Display for Who<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Who::Text(s) => f.write_str(s),
+            Who::Thread {
+                class: Some(class),
+                tid,
+                label,
+            } => write!(f, "{class} thread {tid} of {label}"),
+            Who::Thread {
+                class: None,
+                tid,
+                label,
+            } => write!(f, "thread {tid} of {label}"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -73,14 +119,22 @@ impl MemoryFollower {
     }
 
     /// Adds this round's memory moves for `placed` threads to `plan`.
-    pub fn plan(&mut self, s: &Snapshot, placed: &[Placed], plan: &mut Plan) {
+    pub fn plan(&mut self, s: &Snapshot, placed: &[Placed<'_>], plan: &mut Plan) {
         let round = s.seq;
         let half = self.window_pages / 2;
         let span = self.window_pages.max(1) * PAGE;
-        // Nodes a process's threads are placed on.
-        let mut nodes_of: BTreeMap<i32, BTreeSet<u32>> = BTreeMap::new();
+        // Whether all of a process's threads are placed on one node (and
+        // which): `None` once two differ.
+        let mut one_node_of: HashMap<i32, Option<u32>> = HashMap::new();
         for p in placed {
-            nodes_of.entry(p.tgid).or_default().insert(p.node);
+            one_node_of
+                .entry(p.tgid)
+                .and_modify(|n| {
+                    if *n != Some(p.node) {
+                        *n = None;
+                    }
+                })
+                .or_insert(Some(p.node));
         }
         let groups: HashMap<i32, &numaplace_model::TaskGroup> =
             s.groups.iter().map(|g| (g.pid, g)).collect();
@@ -94,7 +148,10 @@ impl MemoryFollower {
             if samples.is_empty() {
                 // Fallback: the process's pages on other nodes, when all its
                 // threads are to run on one node.
-                let one_node = nodes_of.get(&p.tgid).is_some_and(|n| n.len() == 1);
+                let one_node = one_node_of.get(&p.tgid).is_some_and(Option::is_some);
+                if !one_node || fallback_done.contains(&p.tgid) {
+                    continue;
+                }
                 // Anonymous memory only: file pages mapped by several
                 // processes (libraries, the program) cannot move and would
                 // be asked for again every round.
@@ -104,7 +161,7 @@ impl MemoryFollower {
                         .map(|(_, b)| b.anon)
                         .sum()
                 });
-                if one_node && off > 0 && fallback_done.insert(p.tgid) {
+                if off > 0 && fallback_done.insert(p.tgid) {
                     plan.push(
                         Action::MoveMemory {
                             process: g.id(),

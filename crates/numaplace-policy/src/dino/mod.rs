@@ -22,7 +22,8 @@ pub mod classes;
 pub mod layout;
 pub mod memory;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::{Deserialize, Serialize};
 
@@ -41,9 +42,43 @@ const BLIND_WITHOUT_MPKI: &str = "classifies threads by their LLC misses per 100
 const FOLLOW_WITHOUT_SAMPLES: &str = "moves the pages around a migrated thread's sampled data \
      addresses (seed 004 §4), which are not sampled here: it moves a process's anonymous \
      pages on other nodes instead, hot or not, and only once all its threads run on one node";
+/// Maps keyed by thread, hashed cheaply: a decision over 10,000 threads
+/// looks each up in three of them (issue 19 found SipHash a tenth of the
+/// decision). Nothing is iterated in hash order, so the hasher cannot
+/// change a decision.
+type TaskMap<V> = HashMap<TaskId, V, BuildHasherDefault<TaskIdHasher>>;
+type TaskSet = HashSet<TaskId, BuildHasherDefault<TaskIdHasher>>;
+
+/// A multiplicative (Fx-style) hasher for [`TaskId`]s: tids and start
+/// times are not chosen by an adversary who could make them collide at
+/// will (the kernel hands them out), and the map stays correct if they do.
+#[derive(Default)]
+struct TaskIdHasher(u64);
+
+impl Hasher for TaskIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        const K: u64 = 0xf135_7aea_2e62_a9c5;
+        self.0 = (self.0.rotate_left(26) ^ v).wrapping_mul(K);
+    }
+
+    fn write_i32(&mut self, v: i32) {
+        self.write_u64(u64::from(v as u32));
+    }
+}
+
 use classes::{Hysteresis, Thresholds};
 use layout::{Class, Domains, OldPlace, Slotted};
-use memory::{MemoryFollower, Placed};
+use memory::{MemoryFollower, Placed, Who};
 
 /// The machine as the layout sees it: memory domains (nodes with CPUs) and
 /// their cores, numbered domain by domain.
@@ -93,14 +128,14 @@ impl Machine {
 /// numaplace may place onto), saying why; forgets them.
 fn release_all(
     name: &str,
-    cands: &[Candidate],
-    ours: &mut HashMap<TaskId, CpuSet>,
+    cands: &[Candidate<'_>],
+    ours: &mut TaskMap<CpuSet>,
     span: &CpuSet,
     why: &str,
     plan: &mut Plan,
 ) {
     for c in cands {
-        if ours.remove(&c.id).is_some() && c.allowed != *span {
+        if ours.remove(&c.id).is_some() && *c.allowed != *span {
             plan.push(
                 Action::Pin {
                     task: c.id,
@@ -151,26 +186,26 @@ impl Machine {
 }
 
 /// A thread this round: who it is and how intensive.
-struct Candidate {
+struct Candidate<'a> {
     id: TaskId,
     tgid: i32,
     mpki: f64,
-    label: String,
+    label: &'a str,
     /// Its affinity now.
-    allowed: CpuSet,
+    allowed: &'a CpuSet,
     /// The CPU it last ran on.
     last_cpu: Option<u32>,
 }
 
 /// The threads a DI policy may place: in scope, running, not placed by
 /// anyone but numaplace, and with LLC miss counts.
-fn candidates(
-    view: &View<'_>,
-    ours: &HashMap<TaskId, CpuSet>,
+fn candidates<'a>(
+    view: &View<'a>,
+    labels: &'a HashMap<i32, String>,
+    ours: &TaskMap<CpuSet>,
     skipped: &mut usize,
-) -> Vec<Candidate> {
+) -> Vec<Candidate<'a>> {
     let s = view.snapshot;
-    let labels = view.labels();
     let mut out = Vec::new();
     for t in &s.tasks {
         if !view.placeable(t, ours) {
@@ -188,8 +223,8 @@ fn candidates(
             id: t.id(),
             tgid: t.tgid,
             mpki: m,
-            label: labels.get(&t.tgid).cloned().unwrap_or_default(),
-            allowed: t.allowed_cpus.clone(),
+            label: labels.get(&t.tgid).map_or("", |l| l.as_str()),
+            allowed: &t.allowed_cpus,
             last_cpu: t.last_cpu,
         });
     }
@@ -300,11 +335,11 @@ impl TryFrom<RawDinoParams> for DinoParams {
 /// The `dino` policy. See the module documentation.
 pub struct Dino {
     params: DinoParams,
-    classes: HashMap<TaskId, Hysteresis>,
+    classes: TaskMap<Hysteresis>,
     /// Where each thread was placed last round, and as what.
-    old: HashMap<TaskId, (usize, Class)>,
+    old: TaskMap<(usize, Class)>,
     /// What numaplace set, to know its own pins from a thread's own.
-    ours: HashMap<TaskId, CpuSet>,
+    ours: TaskMap<CpuSet>,
     follower: MemoryFollower,
 }
 
@@ -313,9 +348,9 @@ impl Dino {
         let follower = MemoryFollower::new(params.window_pages, true);
         Dino {
             params,
-            classes: HashMap::new(),
-            old: HashMap::new(),
-            ours: HashMap::new(),
+            classes: TaskMap::default(),
+            old: TaskMap::default(),
+            ours: TaskMap::default(),
             follower,
         }
     }
@@ -347,8 +382,9 @@ impl Policy for Dino {
         let m = Machine::new(view.topology);
         let mut plan = Plan::default();
         let mut skipped = 0;
-        let cands = candidates(view, &self.ours, &mut skipped);
-        let alive: std::collections::HashSet<TaskId> = cands.iter().map(|c| c.id).collect();
+        let labels = view.labels();
+        let cands = candidates(view, &labels, &self.ours, &mut skipped);
+        let alive: TaskSet = cands.iter().map(|c| c.id).collect();
         self.classes.retain(|k, _| alive.contains(k));
         self.old.retain(|k, _| alive.contains(k));
         self.ours.retain(|k, _| alive.contains(k));
@@ -369,7 +405,7 @@ impl Policy for Dino {
                 .observe(seen);
             // Its old place counts only if it is still there.
             let placed_before = self.old.get(&c.id).and_then(|&(core, class)| {
-                (m.cores.get(core)?.0 == c.allowed).then_some(OldPlace { core, class })
+                (m.cores.get(core)?.0 == *c.allowed).then_some(OldPlace { core, class })
             });
             let samples = view
                 .snapshot
@@ -426,7 +462,11 @@ impl Policy for Dino {
             };
             let class = slotted[i].class;
             let (cpus, node) = &m.cores[core];
-            let who = format!("{} thread {} of {}", class.name(), c.id.tid, c.label);
+            let who = Who::Thread {
+                class: Some(class.name()),
+                tid: c.id.tid,
+                label: c.label,
+            };
             placed.push(Placed {
                 tid: c.id.tid,
                 tgid: c.tgid,
@@ -477,7 +517,10 @@ impl Policy for Dino {
                 );
             }
             self.old.insert(c.id, (core, class));
-            self.ours.insert(c.id, cpus.clone());
+            // Most threads stay: their entry is already this (no copy).
+            if self.ours.get(&c.id) != Some(cpus) {
+                self.ours.insert(c.id, cpus.clone());
+            }
         }
         self.follower.plan(view.snapshot, &placed, &mut plan);
         plan
@@ -489,7 +532,7 @@ impl Policy for Dino {
 /// what said so.
 fn anchored_elsewhere(
     s: &Snapshot,
-    c: &Candidate,
+    c: &Candidate<'_>,
     memory: &HashMap<i32, Option<&BTreeMap<u32, numaplace_model::NodeMemory>>>,
     m: &Machine,
     node: u32,
@@ -528,29 +571,29 @@ impl Default for DiParams {
 /// `di-plain` (§3.1) or, with memory following, `di-migrate` (§3.2).
 pub struct DistributedIntensity {
     migrate: Option<MemoryFollower>,
-    ours: HashMap<TaskId, CpuSet>,
+    ours: TaskMap<CpuSet>,
     /// [`DiParams::rank_hysteresis_percent`] as a fraction.
     hysteresis: f64,
     /// Each thread's rank last round.
-    ranks: HashMap<TaskId, usize>,
+    ranks: TaskMap<usize>,
 }
 
 impl DistributedIntensity {
     pub fn plain() -> DistributedIntensity {
         DistributedIntensity {
             migrate: None,
-            ours: HashMap::new(),
+            ours: TaskMap::default(),
             hysteresis: 0.0,
-            ranks: HashMap::new(),
+            ranks: TaskMap::default(),
         }
     }
 
     pub fn migrate(p: DiParams) -> DistributedIntensity {
         DistributedIntensity {
             migrate: Some(MemoryFollower::new(p.window_pages, false)),
-            ours: HashMap::new(),
+            ours: TaskMap::default(),
             hysteresis: p.rank_hysteresis_percent / 100.0,
-            ranks: HashMap::new(),
+            ranks: TaskMap::default(),
         }
     }
 }
@@ -560,8 +603,8 @@ impl DistributedIntensity {
 /// of each other, so that a crossing of two about equal rates moves no
 /// thread: swaps of adjacent pairs only, each undoing one inversion of
 /// last round's order, so it ends.
-fn keep_order(cands: &mut [Candidate], ranks: &HashMap<TaskId, usize>, hysteresis: f64) {
-    let rank = |c: &Candidate| ranks.get(&c.id).copied().unwrap_or(usize::MAX);
+fn keep_order(cands: &mut [Candidate<'_>], ranks: &TaskMap<usize>, hysteresis: f64) {
+    let rank = |c: &Candidate<'_>| ranks.get(&c.id).copied().unwrap_or(usize::MAX);
     let mut swapped = true;
     while swapped {
         swapped = false;
@@ -606,9 +649,10 @@ impl Policy for DistributedIntensity {
         let m = Machine::new(view.topology);
         let mut plan = Plan::default();
         let mut skipped = 0;
-        let mut cands = candidates(view, &self.ours, &mut skipped);
+        let labels = view.labels();
+        let mut cands = candidates(view, &labels, &self.ours, &mut skipped);
         let name = self.name();
-        let alive: std::collections::HashSet<TaskId> = cands.iter().map(|c| c.id).collect();
+        let alive: TaskSet = cands.iter().map(|c| c.id).collect();
         self.ours.retain(|k, _| alive.contains(k));
         if cands.is_empty() || m.cores.is_empty() {
             return plan;
@@ -650,7 +694,11 @@ impl Policy for DistributedIntensity {
                 continue;
             };
             let (cpus, node) = &m.cores[core];
-            let who = format!("thread {} of {}", c.id.tid, c.label);
+            let who = Who::Thread {
+                class: None,
+                tid: c.id.tid,
+                label: c.label,
+            };
             if let Some((home, evidence)) = anchored[i] {
                 // DI-Plain's memory stays (§3.1): moving the thread away
                 // from it is what §3.2 measured as harm. It is left to
@@ -678,7 +726,7 @@ impl Policy for DistributedIntensity {
                     self.ours.insert(c.id, cpus.clone());
                     true
                 };
-                if ours && c.allowed != cpus {
+                if ours && *c.allowed != cpus {
                     plan.push(
                         Action::Pin {
                             task: c.id,
@@ -699,7 +747,7 @@ impl Policy for DistributedIntensity {
                 node: *node,
                 who: who.clone(),
             });
-            if c.allowed != *cpus {
+            if *c.allowed != *cpus {
                 plan.push(
                     Action::Pin {
                         task: c.id,
