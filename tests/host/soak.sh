@@ -11,7 +11,8 @@
 # died, a scrape failed, the lowest RSS of the run's last quarter is more than
 # 50% above the first minute's (a leak raises the floor; the daemons' RSS
 # also follows the host's thread count, printed beside it),
-# fds grew at all after it, or an affinity was not restored. Needs root (the
+# its own fds (beside the stat files it holds, one per host thread) grew
+# at all after it, or an affinity was not restored. Needs root (the
 # real daemon pins). Release build (in CARGO_TARGET_DIR if set), or the
 # binary NUMAPLACE_BIN names. A one-minute run is the ignored cargo test
 # `cargo test -p numaplace --test soak -- --ignored`.
@@ -64,8 +65,14 @@ real=$!; pids+=("$real")
 dry=$!; pids+=("$dry")
 sleep 2
 
+# fds: the daemon's own, not counting the threads' stat files it keeps open
+# between rounds (collect/held.rs: one per thread on the host, so they
+# follow the host's threads, bounded by half the fd limit).
 sample() { # pid -> "rss_kib fds"
-    echo "$(awk '/VmRSS/ {print $2}' "/proc/$1/status") $(find "/proc/$1/fd" -mindepth 1 | wc -l)"
+    local own
+    own=$(find "/proc/$1/fd" -mindepth 1 -printf '%l\n' 2>/dev/null |
+        grep -cvE '^/proc/[0-9]+/task/[0-9]+/stat$')
+    echo "$(awk '/VmRSS/ {print $2}' "/proc/$1/status") $own"
 }
 # The host's threads: the daemons read every task's stat each round, so
 # their RSS follows how many there are (a build starting on the same
