@@ -170,14 +170,22 @@ if [ $root = 1 ]; then
         [ -S "$work/m.sock" ] && (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
         sleep 0.1
     done
+    # scrape.py ADDR HELD: holds HELD idle connections to ADDR (a loopback
+    # port, or a UNIX socket path), then scrapes it three times.
     cat >"$work/scrape.py" <<'PY'
 import socket, sys, time
-port, held = int(sys.argv[1]), int(sys.argv[2])
-idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(held)]
+addr, held = sys.argv[1], int(sys.argv[2])
+def connect():
+    if addr.startswith("/"):
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(addr)
+        return s
+    return socket.create_connection(("127.0.0.1", int(addr)))
+idle = [connect() for _ in range(held)]
 times = []
 for _ in range(3):
     t = time.monotonic()
-    s = socket.create_connection(("127.0.0.1", port))
+    s = connect()
     s.settimeout(60)
     s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
     body = b""
@@ -188,7 +196,7 @@ for _ in range(3):
         body += b
     times.append(time.monotonic() - t)
     if not body.startswith(b"HTTP/1.0 200"):
-        print("scrape not answered with %d idle connections held" % held, file=sys.stderr)
+        print("scrape not answered with %d idle connections held: %r" % (held, body[:40]), file=sys.stderr)
         sys.exit(1)
 print("3 scrapes answered with %d idle connections held, slowest %.2fs" % (held, max(times)), file=sys.stderr)
 # A server answering one connection at a time with 2 s each takes 20 s
@@ -198,22 +206,7 @@ PY
     row "10 idle metrics connections, then scrapes" "0" -- python3 "$work/scrape.py" "$port" 10
     row "100 idle metrics connections, then scrapes" "0" -- python3 "$work/scrape.py" "$port" 100
     row "a second daemon on the same metrics socket" "2:another process listens" -- "$bin" run --pid $sleeper --policy default --dry-run --rounds 1 --metrics "unix:$work/m.sock" --state "$work/m4.json"
-    cat >"$work/unix.py" <<'PY'
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.settimeout(60)
-s.connect(sys.argv[1])
-s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
-body = b""
-while True:
-    b = s.recv(65536)
-    if not b:
-        break
-    body += b
-print(body[:40])
-sys.exit(0 if body.startswith(b"HTTP/1.0 200") else 1)
-PY
-    if answer=$(python3 "$work/unix.py" "$work/m.sock" 2>&1); then
+    if answer=$(python3 "$work/scrape.py" "$work/m.sock" 0 2>&1); then
         echo "     (the first daemon's socket still answers)"
     else
         alive=no

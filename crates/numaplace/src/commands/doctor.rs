@@ -260,8 +260,6 @@ fn counter_fix(reason: &str) -> String {
 }
 
 fn signal_check(collector: &Collector, signal: Signal) -> Check {
-    let used_by = readers(signal);
-    let name = signal.name().to_string();
     let id = match signal {
         Signal::LlcMissRate => "llc-miss-rate",
         Signal::Cpi => "cpi",
@@ -270,156 +268,107 @@ fn signal_check(collector: &Collector, signal: Signal) -> Check {
         Signal::LlcOccupancy => "llc-occupancy",
         Signal::Energy => "energy",
     };
-    match signal {
-        Signal::LlcMissRate | Signal::Cpi | Signal::UncorePenalty => {
-            let Some(perf) = collector.perf() else {
-                return Check {
-                    id: id.into(),
-                    name,
-                    status: Status::Missing,
-                    source: "perf_event is not open here".into(),
-                    fix: Some("run as root on a kernel with perf_event".into()),
-                    used_by,
-                };
-            };
-            let a = perf.availability();
-            let mut parts = Vec::new();
-            let mut fix = None;
-            let mut counted = 0;
-            for &c in signal.counters() {
-                match a.counters.get(&c) {
-                    Some(numaplace_linux::perf::CounterStatus::Counted { event, source }) => {
-                        counted += 1;
-                        parts.push(format!("{}: {event} ({source})", c.name()));
-                    }
-                    _ => {
-                        let reason = a.reason(c).unwrap_or("not counted");
-                        fix.get_or_insert_with(|| counter_fix(reason));
-                        parts.push(format!("{}: not counted: {reason}", c.name()));
+    let missing = |source: String, fix: &str| (Status::Missing, source, Some(fix.to_string()));
+    let (status, source, fix) = match signal {
+        Signal::LlcMissRate | Signal::Cpi | Signal::UncorePenalty => match collector.perf() {
+            None => missing(
+                "perf_event is not open here".into(),
+                "run as root on a kernel with perf_event",
+            ),
+            Some(perf) => {
+                let a = perf.availability();
+                let mut parts = Vec::new();
+                let mut fix = None;
+                let mut counted = 0;
+                for &c in signal.counters() {
+                    match a.counters.get(&c) {
+                        Some(numaplace_linux::perf::CounterStatus::Counted { event, source }) => {
+                            counted += 1;
+                            parts.push(format!("{}: {event} ({source})", c.name()));
+                        }
+                        _ => {
+                            let reason = a.reason(c).unwrap_or("not counted");
+                            fix.get_or_insert_with(|| counter_fix(reason));
+                            parts.push(format!("{}: not counted: {reason}", c.name()));
+                        }
                     }
                 }
+                let status = match counted {
+                    0 => Status::Missing,
+                    n if n == signal.counters().len() => Status::Ok,
+                    _ => Status::Partial,
+                };
+                let source = format!("perf_event per thread: {}", dedup_reasons(&parts));
+                (status, source, fix)
             }
-            let status = match counted {
-                0 => Status::Missing,
-                n if n == signal.counters().len() => Status::Ok,
-                _ => Status::Partial,
-            };
-            Check {
-                id: id.into(),
-                name,
-                status,
-                source: format!("perf_event per thread: {}", dedup_reasons(&parts)),
-                fix,
-                used_by,
-            }
-        }
+        },
         Signal::Samples => match collector.sampler().map(|s| s.availability()) {
-            Some(a) if a.is_available() => Check {
-                id: id.into(),
-                name,
-                status: Status::Ok,
-                source: format!(
+            Some(a) if a.is_available() => {
+                let source = format!(
                     "perf_event sampling: {}{}",
                     a.event.as_deref().unwrap_or("?"),
                     a.event_source
                         .as_deref()
                         .map(|s| format!(" ({s})"))
                         .unwrap_or_default()
-                ),
-                fix: None,
-                used_by,
-            },
+                );
+                (Status::Ok, source, None)
+            }
             a => {
                 let reason = a
                     .and_then(|a| a.reason())
                     .unwrap_or("the address sampler did not start");
-                Check {
-                    id: id.into(),
-                    name,
-                    status: Status::Missing,
-                    source: reason.to_string(),
-                    fix: Some(counter_fix(reason)),
-                    used_by,
-                }
+                missing(reason.to_string(), &counter_fix(reason))
             }
         },
         Signal::Energy => match collector.rapl() {
-            Some(r) => Check {
-                id: id.into(),
-                name,
-                status: Status::Ok,
-                source: format!(
-                    "powercap RAPL zones: {}",
-                    r.zones()
-                        .iter()
-                        .map(|z| format!("{} ({})", z.zone, z.name))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                fix: None,
-                used_by,
-            },
-            None => {
-                let why = missing_reason(collector, "energy")
-                    .unwrap_or_else(|| "no RAPL energy counters".into());
-                Check {
-                    id: id.into(),
-                    name,
-                    status: Status::Missing,
-                    source: why,
-                    fix: Some(
-                        "load the RAPL driver (`modprobe intel_rapl_msr`: Intel, or AMD Zen on Linux \
-                         5.11+); a VM has none"
-                            .into(),
-                    ),
-                    used_by,
-                }
+            Some(r) => {
+                let zones: Vec<String> = r
+                    .zones()
+                    .iter()
+                    .map(|z| format!("{} ({})", z.zone, z.name))
+                    .collect();
+                let source = format!("powercap RAPL zones: {}", zones.join(", "));
+                (Status::Ok, source, None)
             }
+            None => missing(
+                missing_reason(collector, "energy")
+                    .unwrap_or_else(|| "no RAPL energy counters".into()),
+                "load the RAPL driver (`modprobe intel_rapl_msr`: Intel, or AMD Zen on Linux \
+                 5.11+); a VM has none",
+            ),
         },
         Signal::LlcOccupancy => match collector.resctrl() {
-            Some(r) if r.mon_features().iter().any(|f| f == "llc_occupancy") => Check {
-                id: id.into(),
-                name,
-                status: Status::Ok,
-                source: format!(
-                    "resctrl at {}: monitors {}",
-                    r.dir().display(),
-                    r.mon_features().join(", ")
-                ),
-                fix: None,
-                used_by,
-            },
-            Some(r) => Check {
-                id: id.into(),
-                name,
-                status: Status::Missing,
-                source: format!(
-                    "resctrl at {} monitors no llc_occupancy ({})",
-                    r.dir().display(),
-                    r.mon_features().join(", ")
-                ),
-                fix: Some(
-                    "this CPU has no cache occupancy monitoring (Intel RDT CMT, AMD PQoS)".into(),
-                ),
-                used_by,
-            },
-            None => {
-                let why = missing_reason(collector, "LLC occupancy")
-                    .unwrap_or_else(|| "resctrl is not mounted".into());
-                Check {
-                    id: id.into(),
-                    name,
-                    status: Status::Missing,
-                    source: why,
-                    fix: Some(
-                        "mount resctrl (`mount -t resctrl resctrl /sys/fs/resctrl`) on a CPU with cache \
-                         monitoring (Intel RDT CMT, AMD PQoS)"
-                            .into(),
-                    ),
-                    used_by,
+            Some(r) => {
+                let features = r.mon_features().join(", ");
+                if r.mon_features().iter().any(|f| f == "llc_occupancy") {
+                    let source = format!("resctrl at {}: monitors {features}", r.dir().display());
+                    (Status::Ok, source, None)
+                } else {
+                    missing(
+                        format!(
+                            "resctrl at {} monitors no llc_occupancy ({features})",
+                            r.dir().display()
+                        ),
+                        "this CPU has no cache occupancy monitoring (Intel RDT CMT, AMD PQoS)",
+                    )
                 }
             }
+            None => missing(
+                missing_reason(collector, "LLC occupancy")
+                    .unwrap_or_else(|| "resctrl is not mounted".into()),
+                "mount resctrl (`mount -t resctrl resctrl /sys/fs/resctrl`) on a CPU with cache \
+                 monitoring (Intel RDT CMT, AMD PQoS)",
+            ),
         },
+    };
+    Check {
+        id: id.into(),
+        name: signal.name().into(),
+        status,
+        source,
+        fix,
+        used_by: readers(signal),
     }
 }
 
