@@ -94,7 +94,7 @@ impl TaskDir {
             while at + 19 <= end {
                 let d = &bufs.dents[at..end];
                 let reclen = usize::from(u16::from_ne_bytes([d[16], d[17]]));
-                if reclen == 0 || reclen > d.len() {
+                if reclen < 20 || reclen > d.len() {
                     break;
                 }
                 let name = &d[19..reclen];
