@@ -32,7 +32,9 @@ use self::held::HeldStats;
 use crate::balancing::NumaBalancing;
 use crate::nodes::read_node_meminfo;
 use crate::perf::sampling::fd_limit_after_raise;
-use crate::perf::{AddressSampler, CounterStatus, PerfConfig, PerfMonitor, SamplerConfig};
+use crate::perf::{
+    AddressSampler, CounterStatus, PerfConfig, PerfMonitor, SamplerConfig, UncoreEncodings,
+};
 use crate::powercap::{Rapl, energy_delta};
 use crate::procfs::{ProcError, ProcReader, TaskBuffers};
 use crate::resctrl::{Resctrl, mbm_delta};
@@ -142,13 +144,27 @@ impl Collector {
     pub fn with_sampler_config(
         root: SysRoot,
         opts: CollectOptions,
+        sampler_config: SamplerConfig,
+    ) -> Collector {
+        Collector::with_config(root, opts, sampler_config, UncoreEncodings::default())
+    }
+
+    /// [`Collector::with_sampler_config`], with the operator's encodings of
+    /// the uncore pair (config `[perf]`), tried before sysfs and libpfm4.
+    pub fn with_config(
+        root: SysRoot,
+        opts: CollectOptions,
         mut sampler_config: SamplerConfig,
+        uncore: UncoreEncodings,
     ) -> Collector {
         let mut missing = Vec::new();
         // Counters and sampling share the fd budget: sampling takes one fd
         // (two with mem-loads-aux) per thread to the counters' four to six,
         // so a quarter of it keeps both at about the same number of threads.
-        let mut perf_config = PerfConfig::default();
+        let mut perf_config = PerfConfig {
+            uncore,
+            ..PerfConfig::default()
+        };
         if opts.counters && opts.samples {
             let usable = usize::try_from(fd_limit_after_raise())
                 .unwrap_or(usize::MAX)

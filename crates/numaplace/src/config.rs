@@ -42,6 +42,7 @@ pub struct Config {
     pub scope: Scope,
     pub engine: EngineConfig,
     pub metrics: MetricsConfig,
+    pub perf: PerfSection,
 }
 
 impl Default for Config {
@@ -57,6 +58,7 @@ impl Default for Config {
             scope: Scope::default(),
             engine: EngineConfig::default(),
             metrics: MetricsConfig::default(),
+            perf: PerfSection::default(),
         }
     }
 }
@@ -89,6 +91,55 @@ pub struct MetricsConfig {
     /// `127.0.0.1:9464`, `[::1]:9464` or `unix:/run/numaplace/metrics.sock`;
     /// off when unset. Only loopback addresses are accepted.
     pub listen: Option<String>,
+}
+
+/// `[perf]`: the encodings of BRM's uncore pair (seed 000 §3.1) where
+/// neither sysfs nor libpfm4 names them on this CPU, as perf writes raw
+/// events: `event=0x60,umask=0x01,cmask=1` for the core PMU, or
+/// `cpu/event=0x60,umask=0x01,cmask=1/`. Each is checked against the PMU's
+/// format files when the counters open; a bad one leaves that counter
+/// unavailable, with the reason (`numaplace doctor` shows it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PerfSection {
+    /// Cycles with at least one outstanding demand data read (t').
+    pub uncore_occupancy: Option<String>,
+    /// Demand data reads that left the core (lambda).
+    pub uncore_requests: Option<String>,
+}
+
+/// The longest raw encoding accepted (a perf event string is a few dozen
+/// bytes).
+const MAX_ENCODING_BYTES: usize = 256;
+
+impl PerfSection {
+    fn validate(&self) -> Result<(), String> {
+        for (key, v) in [
+            ("uncore_occupancy", &self.uncore_occupancy),
+            ("uncore_requests", &self.uncore_requests),
+        ] {
+            if let Some(v) = v
+                && (v.trim().is_empty()
+                    || v.len() > MAX_ENCODING_BYTES
+                    || !v.chars().all(|c| c.is_ascii_graphic()))
+            {
+                return Err(format!(
+                    "[perf] {key} = {v:?}: give a raw event as perf writes it, at most \
+                     {MAX_ENCODING_BYTES} printable ASCII characters without spaces, like \
+                     \"event=0x60,umask=0x01,cmask=1\""
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The encodings, for the collector.
+    pub fn encodings(&self) -> numaplace_linux::perf::UncoreEncodings {
+        numaplace_linux::perf::UncoreEncodings {
+            occupancy: self.uncore_occupancy.clone(),
+            requests: self.uncore_requests.clone(),
+        }
+    }
 }
 
 impl Config {
@@ -141,6 +192,7 @@ impl Config {
             .validate()
             .map_err(|e| format!("[policy] {}: {e}", c.policy.name()))?;
         c.scope.validate()?;
+        c.perf.validate()?;
         Ok(c)
     }
 }
@@ -164,6 +216,42 @@ fn one_line(text: &str, e: &toml::de::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `[perf]` gives the uncore pair's encodings to the collector; junk,
+    /// an empty value or an unknown key is refused with the key.
+    #[test]
+    fn perf_encodings_are_read_and_checked() {
+        let c = Config::parse(
+            "[perf]\nuncore_occupancy = \"event=0x60,umask=0x01,cmask=1\"\nuncore_requests = \"cpu/event=0xb0,umask=0x01/\"\n",
+        )
+        .unwrap();
+        let e = c.perf.encodings();
+        assert_eq!(
+            e.occupancy.as_deref(),
+            Some("event=0x60,umask=0x01,cmask=1")
+        );
+        assert_eq!(e.requests.as_deref(), Some("cpu/event=0xb0,umask=0x01/"));
+        assert_eq!(Config::parse("").unwrap().perf.encodings().occupancy, None);
+        for (bad, want) in [
+            (
+                "[perf]\nuncore_occupancy = \"\"\n",
+                "[perf] uncore_occupancy",
+            ),
+            (
+                "[perf]\nuncore_requests = \"event=0x60 umask=1\"\n",
+                "[perf] uncore_requests",
+            ),
+            (
+                "[perf]\nuncore_cycles = \"event=0x3c\"\n",
+                "unknown field `uncore_cycles`",
+            ),
+        ] {
+            let e = Config::parse(bad).unwrap_err();
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+        let long = format!("[perf]\nuncore_occupancy = \"{}\"\n", "e".repeat(300));
+        assert!(Config::parse(&long).unwrap_err().contains("at most 256"));
+    }
 
     /// TOML's errors are one line with the place, not its snippet.
     #[test]

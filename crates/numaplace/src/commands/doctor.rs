@@ -254,8 +254,8 @@ fn counter_fix(reason: &str) -> String {
     } else if reason.contains("no core PMU") {
         "the kernel lists no core PMU: on a VM give it a virtual PMU; on bare metal load the CPU's perf driver".into()
     } else {
-        "no event of that meaning is known for this CPU (docs/design.md: where counter events come \
-         from); a newer libpfm4 may know it, else the policies that read it go without"
+        "no event of that meaning is known for this CPU: a newer libpfm4 may know it, or give the \
+         uncore pair's raw encodings in the config's [perf] table (examples/numaplace.toml)"
             .into()
     }
 }

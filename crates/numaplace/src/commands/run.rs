@@ -451,7 +451,7 @@ fn start_collecting(
     mut synthetic: Option<&mut SyntheticCounters>,
     service: bool,
 ) -> Result<(Collector, usize)> {
-    let mut collector = collector_for(engine);
+    let mut collector = collector_for(engine, c);
     // The daemon's own cost per round: quiet processes carried over, and
     // memory read only where the policy may act (it reads no other).
     collector.set_carry_over(Some(CARRY_MAX_AGE));
@@ -605,10 +605,11 @@ pub(crate) fn without_signals(
         .collect()
 }
 
-/// A collector of what the policy reads, and machine readings.
-fn collector_for(engine: &Engine) -> Collector {
+/// A collector of what the policy reads, and machine readings; the
+/// operator's `[perf]` encodings of the uncore pair first.
+fn collector_for(engine: &Engine, c: &Config) -> Collector {
     let needs = engine.needs();
-    Collector::new(
+    Collector::with_config(
         SysRoot::host(),
         CollectOptions {
             memory: needs.memory,
@@ -616,6 +617,8 @@ fn collector_for(engine: &Engine) -> Collector {
             samples: needs.samples,
             machine: true,
         },
+        numaplace_linux::perf::SamplerConfig::default(),
+        c.perf.encodings(),
     )
 }
 
@@ -681,7 +684,7 @@ pub fn advise(args: &RunArgs) -> Result<()> {
         c.scope.clone(),
         engine_config(c, balancing),
     );
-    let mut collector = collector_for(&engine);
+    let mut collector = collector_for(&engine, c);
     collector.set_numa_faults(balancing.balances_between_nodes());
     if !c.policy_named {
         println!("Note: policy {}.", describe_policy(c));
