@@ -93,6 +93,7 @@ use serde::de::IgnoredAny;
 use toml::{Spanned, Value};
 
 mod diagnostics;
+pub use diagnostics::line_col;
 mod format;
 mod resolve;
 mod values;

@@ -204,9 +204,7 @@ fn one_line(text: &str, e: &toml::de::Error) -> String {
     let what = e.message().trim_end().replace('\n', " ");
     match e.span() {
         Some(span) => {
-            let before = &text[..span.start.min(text.len())];
-            let line = before.matches('\n').count() + 1;
-            let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+            let (line, column) = numaplace_sim::scenario::line_col(text, span.start);
             format!("{line}:{column}: {what}")
         }
         None => what,

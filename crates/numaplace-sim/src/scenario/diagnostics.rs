@@ -9,8 +9,9 @@ pub(super) struct Ctx<'a> {
     pub(super) origin: &'a str,
 }
 
-/// 1-based line and character column of a byte offset.
-pub(super) fn line_col(text: &str, offset: usize) -> (usize, usize) {
+/// 1-based line and character column of a byte offset (scenario and
+/// config errors point with it).
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
