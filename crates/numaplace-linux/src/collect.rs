@@ -547,7 +547,7 @@ pub fn is_vm(g: &TaskGroup) -> bool {
 }
 
 /// Clock ticks per second of procfs CPU times.
-fn clock_ticks() -> u64 {
+pub(crate) fn clock_ticks() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if hz > 0 { hz as u64 } else { 100 }

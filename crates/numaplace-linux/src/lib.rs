@@ -16,6 +16,7 @@ pub mod record;
 pub mod resctrl;
 pub mod state;
 pub mod sysroot;
+pub mod taskiter;
 pub mod topology;
 pub mod vm;
 
