@@ -15,6 +15,7 @@
 
 mod carry;
 mod held;
+mod iterated;
 mod process;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -28,6 +29,7 @@ use thiserror::Error;
 
 use self::carry::CarryOver;
 use self::held::HeldStats;
+use self::iterated::Iterated;
 
 use crate::balancing::NumaBalancing;
 use crate::nodes::read_node_meminfo;
@@ -128,6 +130,13 @@ pub struct Collector {
     /// Threads' `stat` files held open between rounds (`collect/held.rs`):
     /// with the carry-over, on the live host, without counters or samples.
     held: Option<HeldStats>,
+    /// The BPF task iterator (`collect/iterated.rs`): with the carry-over,
+    /// on the live host, where the kernel and privileges allow.
+    iterated: Option<Iterated>,
+    /// Why the task iterator is not used, where it was tried.
+    iterated_missing: Option<String>,
+    /// [`Collector::set_task_iterator`]`(false)` was called.
+    iterator_off: bool,
 }
 
 impl Collector {
@@ -252,6 +261,9 @@ impl Collector {
             tids: Vec::new(),
             affinity_words: Vec::new(),
             held: None,
+            iterated: None,
+            iterated_missing: None,
+            iterator_off: false,
         }
     }
 
@@ -283,13 +295,61 @@ impl Collector {
     /// round to round (`collect/held.rs`: up to half the fd limit, which
     /// is raised to the hard limit for it), so a thread that ran costs one
     /// read of its `stat`, not an open, a read and a close.
+    ///
+    /// Before that, on the live host, it loads the BPF task iterator
+    /// (`collect/iterated.rs`): every thread's `stat` fields then come from
+    /// one pass per round, and no file is held. Where it cannot be loaded
+    /// ([`Collector::task_iterator_missing`] says why: not root, no BTF,
+    /// an older kernel), `/proc` as above.
     pub fn set_carry_over(&mut self, max_age: Option<Duration>) {
         self.carry = max_age.map(CarryOver::new);
+        self.set_task_iterator(!self.iterator_off);
+    }
+
+    /// Whether the daemon's rounds may read threads through the BPF task
+    /// iterator (on by default; takes effect with the carry-over on, on
+    /// the live host). Off, they read `/proc` (holding `stat` files).
+    pub fn set_task_iterator(&mut self, on: bool) {
+        self.iterator_off = !on;
+        self.iterated = None;
+        self.iterated_missing = None;
+        if !on {
+            self.iterated_missing = Some("turned off".to_string());
+        } else if self.carry.is_some() && self.root.is_host() {
+            match Iterated::open(clock_ticks()) {
+                Ok(i) => self.iterated = Some(i),
+                Err(e) => {
+                    tracing::info!(
+                        "threads are read from /proc: the BPF task iterator cannot be used: {e}"
+                    );
+                    self.iterated_missing = Some(e.to_string());
+                }
+            }
+        }
+        self.hold_stats();
+    }
+
+    /// Holds threads' `stat` files open where the task iterator is not
+    /// used and nothing else needs the fds.
+    fn hold_stats(&mut self) {
         let hold = self.carry.is_some()
             && self.root.is_host()
+            && self.iterated.is_none()
             && !self.opts.counters
             && !self.opts.samples;
         self.held = hold.then(HeldStats::new);
+    }
+
+    /// Whether threads are read through the BPF task iterator: `None` if
+    /// they are, or it was not tried (not a daemon, not the live host);
+    /// else why not.
+    pub fn task_iterator_missing(&self) -> Option<&str> {
+        self.iterated_missing.as_deref()
+    }
+
+    /// Whether this collector reads threads through the task iterator.
+    pub fn uses_task_iterator(&self) -> bool {
+        self.iterated.is_some()
     }
 
     /// Reads a process in full at the next round, memory included: for a
@@ -380,6 +440,16 @@ impl Collector {
         self.carried.clear();
         if let Some(c) = &mut self.carry {
             c.new_round();
+        }
+        if let Some(i) = &mut self.iterated
+            && let Err(e) = i.refresh()
+        {
+            tracing::warn!(
+                "the BPF task iterator failed ({e}): threads are read from /proc from now on"
+            );
+            self.iterated = None;
+            self.iterated_missing = Some(e.to_string());
+            self.hold_stats();
         }
         let pids = self.proc.pids().map_err(CollectError::ListProcesses)?;
         let mut tasks = Vec::new();
@@ -680,6 +750,89 @@ mod tests {
         }
     }
 
+    /// `n` threads of this process that wait until the sender is dropped;
+    /// their tids.
+    fn waiting_threads(
+        n: usize,
+    ) -> (
+        BTreeSet<i32>,
+        mpsc::Sender<()>,
+        Vec<std::thread::JoinHandle<()>>,
+    ) {
+        let (tell, told) = mpsc::channel();
+        let (stop, stopped) = mpsc::channel::<()>();
+        let stopped = std::sync::Arc::new(std::sync::Mutex::new(stopped));
+        let handles: Vec<_> = (0..n)
+            .map(|_| {
+                let tell = tell.clone();
+                let stopped = std::sync::Arc::clone(&stopped);
+                std::thread::spawn(move || {
+                    // SAFETY: gettid has no preconditions.
+                    tell.send(unsafe { libc::gettid() }).unwrap();
+                    let _ = stopped.lock().unwrap().recv();
+                })
+            })
+            .collect();
+        let tids: BTreeSet<i32> = (0..n).map(|_| told.recv().unwrap()).collect();
+        (tids, stop, handles)
+    }
+
+    /// The daemon's rounds through the BPF task iterator, where this host
+    /// allows it: threads that exit leave the snapshot, new ones come in,
+    /// every field is what a collector reading `/proc` reads, and no
+    /// `stat` file is held.
+    #[test]
+    fn the_task_iterator_follows_threads_that_come_and_go() {
+        let opts = CollectOptions {
+            memory: false,
+            counters: false,
+            machine: false,
+            samples: false,
+        };
+        let me = std::process::id() as i32;
+        let mut c = Collector::new(SysRoot::host(), opts);
+        c.set_carry_over(Some(Duration::from_secs(10)));
+        if let Some(why) = c.task_iterator_missing() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        assert!(c.uses_task_iterator() && c.held.is_none());
+        let (first, stop, handles) = waiting_threads(8);
+        let s = c.collect().unwrap();
+        for t in &first {
+            assert_eq!(s.task(*t).map(|t| t.tgid), Some(me));
+        }
+        drop(stop);
+        for h in handles {
+            h.join().unwrap();
+        }
+        let (second, stop, handles) = waiting_threads(8);
+        let s = c.collect().unwrap();
+        let mut plain = Collector::new(SysRoot::host(), opts);
+        let p = plain.collect().unwrap();
+        for t in &second {
+            let (a, b) = (s.task(*t).unwrap(), p.task(*t).unwrap());
+            assert_eq!(
+                (a.start_time, &a.comm, a.tgid, &a.allowed_cpus),
+                (b.start_time, &b.comm, b.tgid, &b.allowed_cpus)
+            );
+            assert!(a.utime + a.stime <= b.utime + b.stime);
+        }
+        for t in first.difference(&second) {
+            assert!(s.task(*t).is_none(), "thread {t} exited");
+        }
+        let group = |s: &Snapshot| s.groups.iter().find(|g| g.pid == me).unwrap().clone();
+        let (a, b) = (group(&s), group(&p));
+        assert_eq!(
+            (a.start_time, &a.comm, &a.cmdline),
+            (b.start_time, &b.comm, &b.cmdline)
+        );
+        drop(stop);
+        for h in handles {
+            h.join().unwrap();
+        }
+    }
+
     /// Threads of a running process (this one) read through held `stat`
     /// files: threads that exit leave the snapshot and their files are
     /// closed, new threads are read, and every thread's fields are what a
@@ -693,26 +846,10 @@ mod tests {
             samples: false,
         };
         let me = std::process::id() as i32;
-        let spawn = |n: usize| {
-            let (tell, told) = mpsc::channel();
-            let (stop, stopped) = mpsc::channel::<()>();
-            let stopped = std::sync::Arc::new(std::sync::Mutex::new(stopped));
-            let handles: Vec<_> = (0..n)
-                .map(|_| {
-                    let tell = tell.clone();
-                    let stopped = std::sync::Arc::clone(&stopped);
-                    std::thread::spawn(move || {
-                        // SAFETY: gettid has no preconditions.
-                        tell.send(unsafe { libc::gettid() }).unwrap();
-                        let _ = stopped.lock().unwrap().recv();
-                    })
-                })
-                .collect();
-            let tids: BTreeSet<i32> = (0..n).map(|_| told.recv().unwrap()).collect();
-            (tids, stop, handles)
-        };
+        let spawn = waiting_threads;
         let mut c = Collector::new(SysRoot::host(), opts);
         c.set_carry_over(Some(Duration::from_secs(10)));
+        c.set_task_iterator(false);
         assert!(c.held.is_some(), "held on the host without counters");
         let (first, stop, handles) = spawn(8);
         let s = c.collect().unwrap();

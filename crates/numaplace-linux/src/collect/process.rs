@@ -8,6 +8,7 @@ use std::time::Instant;
 use numaplace_model::{CpuSet, NodeMemory, NumaFaults, Snapshot, Task, TaskGroup};
 
 use super::carry::process_cpu_ns;
+use super::iterated::as_stat;
 use super::{Collector, MAX_CPUS};
 use crate::actuate::{thread_affinity, thread_affinity_with};
 use crate::procfs::{ProcError, TaskStat};
@@ -29,7 +30,8 @@ impl Collector {
         } else {
             None
         };
-        let main = match self.proc.stat(pid, pid) {
+        let passed = self.iterated.as_ref().and_then(|i| i.stat(pid, pid));
+        let main = match passed.map_or_else(|| self.proc.stat(pid, pid), Ok) {
             Ok(s) => s,
             Err(e) => {
                 self.note(&e);
@@ -110,12 +112,30 @@ impl Collector {
         now: Instant,
     ) -> Option<Vec<Task>> {
         let mut tids = std::mem::take(&mut self.tids);
-        let (dir, listing) = match self.proc.task_dir(pid) {
-            Ok(d) => {
-                let listing = d.tids(&mut self.bufs, &mut tids).err();
-                (Some(d), listing)
+        // The round's pass of the task iterator, where it saw the process:
+        // its threads and their fields, nothing listed or read per thread.
+        let mut passed = self.iterated.as_ref().and_then(|i| {
+            let threads = i.threads(pid)?;
+            tids.clear();
+            tids.extend(threads.iter().map(|r| r.tid));
+            Some(
+                threads
+                    .iter()
+                    .map(|r| as_stat(r, threads.len()))
+                    .collect::<Vec<_>>()
+                    .into_iter(),
+            )
+        });
+        let (dir, listing) = if passed.is_some() {
+            (None, None)
+        } else {
+            match self.proc.task_dir(pid) {
+                Ok(d) => {
+                    let listing = d.tids(&mut self.bufs, &mut tids).err();
+                    (Some(d), listing)
+                }
+                Err(e) => (None, Some(e)),
             }
-            Err(e) => (None, Some(e)),
         };
         let listed = listing.is_none();
         if let Some(e) = listing {
@@ -133,7 +153,9 @@ impl Collector {
         let mut new = Vec::new();
         for &tid in &tids {
             // The main thread's was read already, this round.
-            let read = if tid == pid {
+            let read = if let Some(p) = &mut passed {
+                Ok(p.next().expect("a record per tid"))
+            } else if tid == pid {
                 Ok(main.clone())
             } else {
                 match (&dir, &self.held) {
