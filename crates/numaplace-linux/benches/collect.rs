@@ -203,6 +203,63 @@ fn bare_held_stat_loop(files: &[std::fs::File], buf: &mut [u8]) -> usize {
 }
 
 /// Rounds as the daemon runs them over another process whose threads run.
+/// The daemon's rounds over `busy` (memory for it alone, machine readings,
+/// carry-over on, no counters), with or without the task iterator. Each
+/// timed round comes after a pause of one period (not timed), so every
+/// thread ran since the round before, as at the daemon's intervals.
+fn daemon_rounds(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    label: &str,
+    iterator: bool,
+    busy: &CrowdProcess,
+    n: usize,
+    period: Duration,
+) {
+    let mut daemon = Collector::new(
+        SysRoot::host(),
+        CollectOptions {
+            memory: true,
+            counters: false,
+            machine: true,
+            samples: false,
+        },
+    );
+    daemon.set_carry_over(Some(Duration::from_secs(10)));
+    if !iterator {
+        daemon.set_task_iterator(false);
+    } else if let Some(why) = daemon.task_iterator_missing() {
+        eprintln!("{label}: the task iterator is not used here ({why}): /proc");
+    }
+    daemon.set_memory_scope(Some(Scope {
+        pids: vec![busy.pid()],
+        ..Scope::default()
+    }));
+    daemon.collect().unwrap();
+    let (mut rounds, mut carried, mut whole) = (0u64, 0u64, 0u64);
+    g.bench_with_input(BenchmarkId::new(label, n), &n, |b, _| {
+        b.iter_custom(|iters| {
+            let mut timed = Duration::ZERO;
+            for _ in 0..iters {
+                std::thread::sleep(period);
+                let start = Instant::now();
+                let s = daemon.collect().unwrap();
+                timed += start.elapsed();
+                rounds += 1;
+                carried += u64::from(daemon.carried().contains(&busy.pid()));
+                whole += u64::from(
+                    s.group(busy.pid())
+                        .is_some_and(|g| g.threads.len() == n + 1 && g.memory.is_some()),
+                );
+                black_box(s);
+            }
+            timed
+        })
+    });
+    eprintln!(
+        "{label}: {n} threads waking every {period:?} in another process: carried over in {carried} of {rounds} rounds, every thread and the memory read in {whole}"
+    );
+}
+
 fn running(c: &mut Criterion) {
     let mut g = c.benchmark_group("collect round, running threads");
     g.sample_size(10)
@@ -212,51 +269,28 @@ fn running(c: &mut Criterion) {
         let period = busy_period(n);
         let busy = CrowdProcess::spawn_busy(n, period);
         g.throughput(Throughput::Elements(n as u64));
-        let mut daemon = Collector::new(
-            SysRoot::host(),
-            CollectOptions {
-                memory: true,
-                counters: false,
-                machine: true,
-                samples: false,
-            },
-        );
-        daemon.set_carry_over(Some(Duration::from_secs(10)));
-        daemon.set_memory_scope(Some(Scope {
-            pids: vec![busy.pid()],
-            ..Scope::default()
-        }));
-        daemon.collect().unwrap();
-        // Each timed round comes after a pause of one period (not timed),
-        // so every thread ran since the round before, as at the daemon's
-        // intervals.
-        let (mut rounds, mut carried, mut whole) = (0u64, 0u64, 0u64);
-        g.bench_with_input(
-            BenchmarkId::new("daemon (numad-like, no PMU)", n),
-            &n,
-            |b, _| {
-                b.iter_custom(|iters| {
-                    let mut timed = Duration::ZERO;
-                    for _ in 0..iters {
-                        std::thread::sleep(period);
-                        let start = Instant::now();
-                        let s = daemon.collect().unwrap();
-                        timed += start.elapsed();
-                        rounds += 1;
-                        carried += u64::from(daemon.carried().contains(&busy.pid()));
-                        whole += u64::from(
-                            s.group(busy.pid())
-                                .is_some_and(|g| g.threads.len() == n + 1 && g.memory.is_some()),
-                        );
-                        black_box(s);
-                    }
-                    timed
-                })
-            },
-        );
-        eprintln!(
-            "{n} threads waking every {period:?} in another process: carried over in {carried} of {rounds} rounds, every thread and the memory read in {whole}"
-        );
+        for (label, iterator) in [
+            ("daemon (numad-like, no PMU)", true),
+            ("daemon, /proc (task iterator off)", false),
+        ] {
+            daemon_rounds(&mut g, label, iterator, &busy, n, period);
+        }
+        let mut pass = Vec::new();
+        match numaplace_linux::taskiter::TaskIterator::open(100) {
+            Ok(mut it) => {
+                g.bench_with_input(
+                    BenchmarkId::new("floor: one task-iterator pass (every task)", n),
+                    &n,
+                    |b, _| {
+                        b.iter(|| {
+                            it.read(&mut pass).unwrap();
+                            black_box(pass.len())
+                        })
+                    },
+                );
+            }
+            Err(e) => eprintln!("no task-iterator row: {e}"),
+        }
         let mut buf = vec![0u8; 4096];
         g.bench_with_input(
             BenchmarkId::new("floor: open, read, close each stat", n),
