@@ -16,9 +16,10 @@
 mod carry;
 mod held;
 mod iterated;
+mod kept_memory;
 mod process;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use numaplace_model::Scope;
@@ -30,6 +31,7 @@ use thiserror::Error;
 use self::carry::CarryOver;
 use self::held::HeldStats;
 use self::iterated::Iterated;
+use self::kept_memory::KeptMemory;
 
 use crate::balancing::NumaBalancing;
 use crate::nodes::read_node_meminfo;
@@ -137,6 +139,16 @@ pub struct Collector {
     iterated_missing: Option<String>,
     /// [`Collector::set_task_iterator`]`(false)` was called.
     iterator_off: bool,
+    /// Running processes' memory kept while nothing says it changed
+    /// (`collect/kept_memory.rs`): with the carry-over, on the live host.
+    kept: Option<KeptMemory>,
+    /// This round's (main thread's start time, page faults summed over the
+    /// threads read, threads read) per process read in full.
+    round_faults: HashMap<i32, (u64, u64, usize)>,
+    /// The host's pages migrated, collapsed or reclaimed, read this round.
+    host_moves: Option<u64>,
+    /// The running processes whose memory the last round kept, increasing.
+    memory_kept: Vec<i32>,
 }
 
 impl Collector {
@@ -264,6 +276,10 @@ impl Collector {
             iterated: None,
             iterated_missing: None,
             iterator_off: false,
+            kept: None,
+            round_faults: HashMap::new(),
+            host_moves: None,
+            memory_kept: Vec::new(),
         }
     }
 
@@ -303,6 +319,7 @@ impl Collector {
     /// an older kernel), `/proc` as above.
     pub fn set_carry_over(&mut self, max_age: Option<Duration>) {
         self.carry = max_age.map(CarryOver::new);
+        self.kept = max_age.filter(|_| self.root.is_host()).map(KeptMemory::new);
         self.set_task_iterator(!self.iterator_off);
     }
 
@@ -356,6 +373,9 @@ impl Collector {
     /// process numaplace just acted on (pinned its threads or moved its
     /// memory), whose carried reading would no longer be true.
     pub fn refresh(&mut self, pid: i32) {
+        if let Some(k) = &mut self.kept {
+            k.forget(pid);
+        }
         if let Some(c) = &mut self.carry {
             c.forget(pid);
         }
@@ -415,6 +435,13 @@ impl Collector {
         &self.carried
     }
 
+    /// The processes (pids, increasing) that ran since the round before
+    /// but whose memory per node the last round kept from an earlier read,
+    /// nothing having changed it (`collect/kept_memory.rs`).
+    pub fn memory_kept(&self) -> &[i32] {
+        &self.memory_kept
+    }
+
     fn note(&mut self, e: &ProcError) {
         match e {
             ProcError::Gone { .. } => self.gaps.gone += 1,
@@ -438,6 +465,8 @@ impl Collector {
             .map_or(0, |l| now.duration_since(l).as_nanos() as u64);
         self.gaps = RoundGaps::default();
         self.carried.clear();
+        self.round_faults.clear();
+        self.memory_kept.clear();
         if let Some(c) = &mut self.carry {
             c.new_round();
         }
@@ -466,6 +495,9 @@ impl Collector {
         }
         if let Some(h) = &mut self.held {
             h.retain_seen(|pid| seen.contains(&pid));
+        }
+        if let Some(k) = &mut self.kept {
+            k.retain_seen(|pid| seen.contains(&pid));
         }
         self.explicit_policy.retain(|pid| seen.contains(pid));
         let mut snapshot = Snapshot {

@@ -14,12 +14,16 @@ use numaplace_model::Scope;
 use numaplace_model::{Snapshot, Task};
 
 const HELPER: &str = "NP_CARRY_HELPER";
+/// Bytes the helper's `alloc` maps and touches.
+const MAPPED: usize = 32 << 20;
 
 /// Not a test: the helper process, when run with `NP_CARRY_HELPER` set.
 /// Parks 20 threads, then obeys one command per stdin line, answering
 /// `np: ...` on stdout: `spawn` (a thread with a hostile name; answers its
 /// tid), `rename` (the main thread renames the newest thread), `end` (the
-/// newest thread exits). Exits when stdin closes.
+/// newest thread exits), `spin` (a thread that runs from then on), `alloc`
+/// (32 MiB mapped and touched), `free` (the last of those unmapped). Exits
+/// when stdin closes.
 #[test]
 fn helper_process() {
     if std::env::var_os(HELPER).is_none() {
@@ -39,6 +43,7 @@ fn helper_process() {
         (tx, h, tid_rx.recv().unwrap())
     };
     let mut threads: Vec<_> = (0..20).map(|_| park("np-idle")).collect();
+    let mut mapped: Vec<usize> = Vec::new();
     let mut out = std::io::stdout().lock();
     writeln!(out, "np: ready").unwrap();
     out.flush().unwrap();
@@ -57,6 +62,42 @@ fn helper_process() {
                 let (tx, h, _) = threads.pop().unwrap();
                 drop(tx);
                 h.join().unwrap();
+                "done".into()
+            }
+            "spin" => {
+                // Never quiet from now on, and faulting nothing.
+                std::thread::spawn(|| {
+                    let mut x = 0u64;
+                    loop {
+                        x = std::hint::black_box(x.wrapping_add(1));
+                    }
+                });
+                "done".into()
+            }
+            "alloc" => {
+                // SAFETY: a fresh anonymous private mapping, touched
+                // page by page within its length.
+                unsafe {
+                    let p = libc::mmap(
+                        std::ptr::null_mut(),
+                        MAPPED,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    );
+                    assert_ne!(p, libc::MAP_FAILED);
+                    for off in (0..MAPPED).step_by(4096) {
+                        *(p as *mut u8).add(off) = 1;
+                    }
+                    mapped.push(p as usize);
+                }
+                "done".into()
+            }
+            "free" => {
+                let p = mapped.pop().unwrap();
+                // SAFETY: a mapping "alloc" made, unmapped once.
+                assert_eq!(unsafe { libc::munmap(p as *mut libc::c_void, MAPPED) }, 0);
                 "done".into()
             }
             other => panic!("unknown command {other:?}"),
@@ -261,4 +302,59 @@ fn a_process_that_ends_leaves_no_error() {
     let s = c.collect().unwrap();
     assert!(s.group(pid).is_none());
     assert!(s.tasks.iter().all(|t| t.tgid != pid));
+}
+
+/// A process that runs but whose memory nothing changed keeps its memory
+/// per node from an earlier round; one that allocates (faults) or frees
+/// (its resident set shrinks) is read again, and shows it.
+#[test]
+fn a_running_process_keeps_its_memory_until_something_changes_it() {
+    let mut h = Helper::start();
+    let pid = h.pid();
+    assert_eq!(h.ask("spin"), "done");
+    let mut c = daemon_collector(pid);
+    let total = |s: &Snapshot| {
+        let g = s.groups.iter().find(|g| g.pid == pid).unwrap();
+        let m = g.memory.as_ref().expect("its memory is read");
+        m.values().map(|n| n.anon + n.file + n.huge).sum::<u64>()
+    };
+    // Rounds until one keeps the memory: the host's own page moves
+    // (compaction, reclaim) may force a read now and then.
+    let mut kept_round = |c: &mut Collector| {
+        for _ in 0..50 {
+            std::thread::sleep(Duration::from_millis(20));
+            let s = c.collect().unwrap();
+            assert!(
+                !c.carried().contains(&pid),
+                "a spinning process is never quiet"
+            );
+            if c.memory_kept().contains(&pid) {
+                return s;
+            }
+        }
+        panic!("the memory of process {pid} was read every round though nothing changed it");
+    };
+    let before = total(&kept_round(&mut c));
+    assert_eq!(h.ask("alloc"), "done");
+    let s = c.collect().unwrap();
+    assert!(!c.memory_kept().contains(&pid), "its faults force a read");
+    let grown = total(&s);
+    assert!(grown >= before + MAPPED as u64, "{before} -> {grown}");
+    assert_eq!(total(&kept_round(&mut c)), grown);
+    assert_eq!(h.ask("free"), "done");
+    let s = c.collect().unwrap();
+    assert!(
+        !c.memory_kept().contains(&pid),
+        "its shrinking forces a read"
+    );
+    assert!(
+        total(&s) + MAPPED as u64 <= grown + (1 << 20),
+        "{grown} -> {}",
+        total(&s)
+    );
+    // What the daemon acted on is read again.
+    kept_round(&mut c);
+    c.refresh(pid);
+    c.collect().unwrap();
+    assert!(!c.memory_kept().contains(&pid));
 }

@@ -198,6 +198,8 @@ mod tests {
             state,
             ppid: 1,
             flags: 0,
+            min_flt: 0,
+            maj_flt: 0,
             utime,
             stime: 1,
             num_threads: threads,

@@ -79,6 +79,8 @@ pub(super) fn as_stat(r: &TaskRecord, threads: usize) -> TaskStat {
         state: r.state,
         ppid: 0,
         flags: r.flags,
+        min_flt: r.min_flt,
+        maj_flt: r.maj_flt,
         utime: r.utime,
         stime: r.stime,
         num_threads: threads as i64,

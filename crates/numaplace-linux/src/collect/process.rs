@@ -9,6 +9,7 @@ use numaplace_model::{CpuSet, NodeMemory, NumaFaults, Snapshot, Task, TaskGroup}
 
 use super::carry::process_cpu_ns;
 use super::iterated::as_stat;
+use super::kept_memory::MemoryKey;
 use super::{Collector, MAX_CPUS};
 use crate::actuate::{thread_affinity, thread_affinity_with};
 use crate::procfs::{ProcError, TaskStat};
@@ -151,6 +152,7 @@ impl Collector {
             None => Vec::new(),
         };
         let mut new = Vec::new();
+        let mut faults = 0u64;
         for &tid in &tids {
             // The main thread's was read already, this round.
             let read = if let Some(p) = &mut passed {
@@ -171,6 +173,7 @@ impl Collector {
                     continue;
                 }
             };
+            faults = faults.wrapping_add(stat.min_flt).wrapping_add(stat.maj_flt);
             // Allowed CPUs per thread: one syscall on the live host, the
             // thread's `status` in a snapshot tree. `status` is the most
             // expensive file the kernel generates per thread, so on the
@@ -225,6 +228,8 @@ impl Collector {
                 c.forget(pid);
             }
         }
+        self.round_faults
+            .insert(pid, (main.start_time, faults, tasks.len()));
         drop(old);
         if let Some(h) = &mut self.held {
             h.put(pid, new);
@@ -247,6 +252,10 @@ impl Collector {
             })
             .collect();
         let mut faults_of = Vec::new();
+        self.host_moves = match &self.kept {
+            Some(_) => self.proc.vmstat_page_moves().ok().flatten(),
+            None => None,
+        };
         for (g, wanted) in snapshot.groups.iter_mut().zip(wanted) {
             if wanted {
                 g.memory = self.memory_of(g.pid, now);
@@ -315,6 +324,13 @@ impl Collector {
         if let Some(m) = self.carry.as_ref().and_then(|c| c.memory(pid, now)) {
             return Some(m.clone());
         }
+        let key = self.memory_key(pid);
+        if let (Some(key), Some(kept)) = (&key, &self.kept)
+            && let Some(m) = kept.get(pid, key, now)
+        {
+            self.memory_kept.push(pid);
+            return Some(m.clone());
+        }
         match self.proc.numa_maps(pid) {
             Ok(m) => {
                 if m.explicit_policy_bytes > 0 {
@@ -339,6 +355,9 @@ impl Collector {
                 if let Some(c) = &mut self.carry {
                     c.store_memory(pid, memory.clone(), now);
                 }
+                if let (Some(key), Some(kept)) = (key, &mut self.kept) {
+                    kept.store(pid, key, memory.clone(), now);
+                }
                 Some(memory)
             }
             Err(e) => {
@@ -346,6 +365,27 @@ impl Collector {
                 None
             }
         }
+    }
+}
+
+impl Collector {
+    /// What must stay the same for a running process's memory to be kept
+    /// (`collect/kept_memory.rs`), read before its `numa_maps` would be;
+    /// `None` where it cannot be known (not a daemon, its threads not read
+    /// this round, `statm` or `vmstat` unreadable).
+    fn memory_key(&self, pid: i32) -> Option<MemoryKey> {
+        self.kept.as_ref()?;
+        let host_moves = self.host_moves?;
+        let &(start_time, faults, threads) = self.round_faults.get(&pid)?;
+        let statm = self.proc.statm(pid).ok()?;
+        Some(MemoryKey {
+            start_time,
+            faults,
+            threads,
+            size: statm.size,
+            resident: statm.resident,
+            host_moves,
+        })
     }
 }
 

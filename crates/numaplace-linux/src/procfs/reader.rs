@@ -9,8 +9,9 @@ use super::error::{ParseError, ProcError};
 use super::task_dir::TaskDir;
 use crate::sysroot::SysRoot;
 use numaplace_parse::procfs::{
-    CgroupInfo, NumaMaps, SchedNuma, TaskStat, TaskStatus, parse_cgroup, parse_cmdline,
-    parse_numa_maps, parse_sched_numa, parse_stat, parse_status,
+    CgroupInfo, NumaMaps, SchedNuma, Statm, TaskStat, TaskStatus, parse_cgroup, parse_cmdline,
+    parse_numa_maps, parse_sched_numa, parse_stat, parse_statm, parse_status,
+    parse_vmstat_page_moves,
 };
 
 /// First read size for one-line files (`stat`, `status`, `comm`, ...):
@@ -80,6 +81,21 @@ impl ProcReader {
     pub fn cmdline(&self, pid: i32) -> Result<Vec<String>, ProcError> {
         let (_, bytes) = self.read(&format!("proc/{pid}/cmdline"), SMALL)?;
         Ok(parse_cmdline(&bytes))
+    }
+
+    /// A process's memory size and resident set, in pages.
+    pub fn statm(&self, pid: i32) -> Result<Statm, ProcError> {
+        let (path, bytes) = self.read(&format!("proc/{pid}/statm"), SMALL)?;
+        parse_statm(&String::from_utf8_lossy(&bytes))
+            .map_err(|error| ProcError::Parse { path, error })
+    }
+
+    /// The host's count of pages migrated, collapsed or reclaimed
+    /// (`vmstat`'s [`numaplace_parse::procfs::PAGE_MOVES`]); `Ok(None)` if
+    /// the kernel shows none of those counters.
+    pub fn vmstat_page_moves(&self) -> Result<Option<u64>, ProcError> {
+        let (_, bytes) = self.read("proc/vmstat", LARGE)?;
+        Ok(parse_vmstat_page_moves(&String::from_utf8_lossy(&bytes)))
     }
 
     /// A process's cgroups.

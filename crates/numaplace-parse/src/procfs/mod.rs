@@ -1,6 +1,6 @@
 //! The procfs files numaplace reads, parsed from their text or bytes:
-//! `stat`, `status`, `cmdline`, `cgroup`, `numa_maps` and `sched` under
-//! `/proc/<pid>[/task/<tid>]`. Nothing here touches the filesystem (the
+//! `stat`, `status`, `statm`, `cmdline`, `cgroup`, `numa_maps` and `sched`
+//! under `/proc/<pid>[/task/<tid>]`, and `/proc/vmstat`. Nothing here touches the filesystem (the
 //! readers in numaplace-linux bind these to paths), and no parser panics on
 //! any input.
 
@@ -10,6 +10,7 @@ mod error;
 mod numa_maps;
 mod sched;
 mod stat;
+mod statm;
 mod status;
 
 #[cfg(test)]
@@ -23,4 +24,5 @@ pub use numa_maps::{
 };
 pub use sched::{NodeFaults, SchedNuma, parse_sched_numa};
 pub use stat::{TaskStat, parse_stat};
+pub use statm::{PAGE_MOVES, Statm, parse_statm, parse_vmstat_page_moves};
 pub use status::{TaskStatus, parse_status};

@@ -24,6 +24,10 @@ pub struct TaskStat {
     pub ppid: i32,
     /// (9) The kernel's `PF_*` flags of the task.
     pub flags: u32,
+    /// (10, 12) Minor and major page faults of this task (of the whole
+    /// process in `/proc/<pid>/stat`).
+    pub min_flt: u64,
+    pub maj_flt: u64,
     /// (14) User time, clock ticks.
     pub utime: u64,
     /// (15) System time, clock ticks.
@@ -44,6 +48,8 @@ const PPID: usize = 4 - 3;
 const FLAGS: usize = 9 - 3;
 /// `PF_KTHREAD` (include/linux/sched.h): the task is a kernel thread.
 const PF_KTHREAD: u32 = 0x0020_0000;
+const MINFLT: usize = 10 - 3;
+const MAJFLT: usize = 12 - 3;
 const UTIME: usize = 14 - 3;
 const STIME: usize = 15 - 3;
 const NUM_THREADS: usize = 20 - 3;
@@ -121,6 +127,8 @@ pub fn parse_stat(bytes: &[u8]) -> Result<TaskStat, ParseError> {
         state,
         ppid: parse_num(fields[PPID], "ppid (4)")?,
         flags: parse_num(fields[FLAGS], "flags (9)")?,
+        min_flt: parse_num(fields[MINFLT], "minflt (10)")?,
+        maj_flt: parse_num(fields[MAJFLT], "majflt (12)")?,
         utime: parse_num(fields[UTIME], "utime (14)")?,
         stime: parse_num(fields[STIME], "stime (15)")?,
         num_threads: parse_num(fields[NUM_THREADS], "num_threads (20)")?,
@@ -183,6 +191,8 @@ mod tests {
                 state: 'R',
                 ppid: 20535,
                 flags: 4194304,
+                min_flt: 100,
+                maj_flt: 0,
                 utime: 0,
                 stime: 0,
                 num_threads: 1,
