@@ -320,7 +320,7 @@ fn a_running_process_keeps_its_memory_until_something_changes_it() {
     };
     // Rounds until one keeps the memory: the host's own page moves
     // (compaction, reclaim) may force a read now and then.
-    let mut kept_round = |c: &mut Collector| {
+    let kept_round = |c: &mut Collector| {
         for _ in 0..50 {
             std::thread::sleep(Duration::from_millis(20));
             let s = c.collect().unwrap();
@@ -339,7 +339,11 @@ fn a_running_process_keeps_its_memory_until_something_changes_it() {
     let s = c.collect().unwrap();
     assert!(!c.memory_kept().contains(&pid), "its faults force a read");
     let grown = total(&s);
-    assert!(grown >= before + MAPPED as u64, "{before} -> {grown}");
+    assert!(
+        grown >= before + MAPPED as u64,
+        "{before} -> {grown} bytes: {:?}",
+        s.groups.iter().find(|g| g.pid == pid).unwrap().memory
+    );
     assert_eq!(total(&kept_round(&mut c)), grown);
     assert_eq!(h.ask("free"), "done");
     let s = c.collect().unwrap();

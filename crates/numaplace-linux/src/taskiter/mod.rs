@@ -53,7 +53,9 @@ pub enum TaskIterError {
         source: std::io::Error,
         hint: String,
     },
-    #[error("numaplace runs in a pid namespace other than the host's ({0})")]
+    #[error(
+        "the iterator's thread ids are not those of this /proc: numaplace runs in a pid namespace other than the host's ({0})"
+    )]
     Namespace(String),
     #[error("reading the iterator: {0}")]
     Read(std::io::Error),
@@ -193,7 +195,7 @@ impl TaskIterator {
             hint: permission_hint(&source),
             source,
         })?;
-        Ok(TaskIterator {
+        let mut it = TaskIterator {
             link,
             _prog: prog,
             layout,
@@ -201,7 +203,34 @@ impl TaskIterator {
             boottime_offset_ns: boottime_offset_ns(),
             buf: Vec::new(),
             truncated_said: false,
-        })
+        };
+        it.check_against_proc()?;
+        Ok(it)
+    }
+
+    /// One pass must show this thread as `/proc` shows it: the same tid
+    /// and start time. It does not where `/proc` numbers tasks in another
+    /// pid namespace than the kernel's global ids the records carry (a
+    /// container with its own pid namespace and `/proc`), or where the
+    /// derivation of the start time does not hold on this kernel.
+    fn check_against_proc(&mut self) -> Result<(), TaskIterError> {
+        let path = "/proc/thread-self/stat";
+        let bytes = std::fs::read(path).map_err(TaskIterError::Read)?;
+        let me = numaplace_parse::procfs::parse_stat(&bytes)
+            .map_err(|e| TaskIterError::Read(std::io::Error::other(format!("{path}: {e}"))))?;
+        let mut records = Vec::new();
+        self.read(&mut records)?;
+        match records.iter().find(|r| r.tid == me.pid) {
+            Some(r) if r.start_time == me.start_time => Ok(()),
+            Some(r) => Err(TaskIterError::Namespace(format!(
+                "task {} started at tick {} in the iterator and {} in {path}",
+                me.pid, r.start_time, me.start_time
+            ))),
+            None => Err(TaskIterError::Namespace(format!(
+                "{path} says this thread is {}, which the iterator does not list",
+                me.pid
+            ))),
+        }
     }
 
     /// One pass over every task of the host, into `out` (cleared first).

@@ -136,6 +136,7 @@ pub fn checks(root: &SysRoot) -> Vec<Check> {
         out.push(signal_check(&collector, signal));
     }
     out.push(memory_per_node(root));
+    out.push(reading_threads(root));
     out.push(hinting_faults(root));
     out.extend(actuation(root));
     out
@@ -428,6 +429,57 @@ fn memory_per_node(root: &SysRoot) -> Check {
             ),
             used_by: Vec::new(),
         },
+    }
+}
+
+/// How the daemon's rounds read every thread: the BPF task iterator (one
+/// pass per round, `collect/iterated.rs`), or `/proc` (a `stat` per
+/// thread). Loads the iterator and drops it.
+fn reading_threads(root: &SysRoot) -> Check {
+    let check = |status, source: String, fix: Option<&str>| Check {
+        id: "task-iterator".into(),
+        name: "reading threads".into(),
+        status,
+        source,
+        fix: fix.map(str::to_string),
+        used_by: Vec::new(),
+    };
+    if !root.is_host() {
+        return check(
+            Status::Partial,
+            "/proc/PID/task/TID/stat under the snapshot (the task iterator reads only the live host)".into(),
+            None,
+        );
+    }
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    match numaplace_linux::taskiter::TaskIterator::open(hz) {
+        Ok(_) => check(
+            Status::Ok,
+            "BPF task iterator (bpf_iter_task; task_struct offsets from /sys/kernel/btf/vmlinux): \
+             every thread in one pass per round"
+                .into(),
+            None,
+        ),
+        Err(e) => {
+            let why = e.to_string();
+            let fix = if why.contains("CAP_BPF") {
+                "run the daemon as root (loading BPF needs CAP_BPF and CAP_PERFMON)"
+            } else if why.contains("pid namespace") {
+                "run in the host's pid namespace (Kubernetes: hostPID: true)"
+            } else if why.contains("BTF") {
+                "a kernel built with CONFIG_DEBUG_INFO_BTF (Debian's is) and Linux 5.8 or later"
+            } else {
+                "nothing needed: /proc works, at a few microseconds per thread per round"
+            };
+            check(
+                Status::Partial,
+                format!(
+                    "from /proc, a stat per thread per round: the BPF task iterator cannot be used: {why}"
+                ),
+                Some(fix),
+            )
+        }
     }
 }
 
