@@ -1,5 +1,8 @@
 //! The metrics endpoint: Prometheus text format over HTTP on a loopback
 //! address or a UNIX socket, never anything else. Off unless configured.
+//! The same listener answers `GET /state` with what `numaplace top` shows
+//! (JSON of [`crate::top_state::TopState`], bounded in size where it is
+//! built), read-only like the metrics.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -24,6 +27,9 @@ pub struct MetricsState {
     pub threads_seen: usize,
     pub collect_ns: u64,
     pub last_round_unix_s: f64,
+    /// `GET /state`'s body: the last round's [`crate::top_state::TopState`]
+    /// as JSON, serialized once per round (empty before the first).
+    pub state_json: Arc<String>,
 }
 
 pub type Shared = Arc<Mutex<MetricsState>>;
@@ -188,18 +194,37 @@ fn respond(stream: &mut dyn ReadWrite, shared: &Shared) {
     }
     let req = String::from_utf8_lossy(&buf[..n]);
     let line = req.lines().next().unwrap_or("");
-    let (status, body) = if line.starts_with("GET /metrics ") || line == "GET /metrics" {
+    let asks = |path: &str| {
+        line.strip_prefix("GET ")
+            .and_then(|rest| rest.strip_prefix(path))
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))
+    };
+    const TEXT: &str = "text/plain; version=0.0.4";
+    let (status, kind, body) = if asks("/metrics") {
         let m = shared.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        ("200 OK", render(&m))
+        ("200 OK", TEXT, render(&m))
+    } else if asks("/state") {
+        // Only the Arc is taken under the lock: a slow reader holds no one up.
+        let state = Arc::clone(&shared.lock().unwrap_or_else(|p| p.into_inner()).state_json);
+        if state.is_empty() {
+            (
+                "503 Service Unavailable",
+                TEXT,
+                "numaplace has not finished a round yet\n".to_string(),
+            )
+        } else {
+            ("200 OK", "application/json", String::clone(&state))
+        }
     } else {
         (
             "404 Not Found",
-            "numaplace serves GET /metrics\n".to_string(),
+            TEXT,
+            "numaplace serves GET /metrics and GET /state\n".to_string(),
         )
     };
     let _ = write!(
         stream,
-        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.0 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
 }
