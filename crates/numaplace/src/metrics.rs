@@ -490,6 +490,76 @@ mod tests {
         drop(idle);
     }
 
+    fn ask(mut s: impl Read + Write, request: &[u8]) -> String {
+        s.write_all(request).unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).unwrap();
+        body
+    }
+
+    /// `GET /state`: 503 before the first round, then the round's JSON
+    /// as the daemon left it, on TCP and on the UNIX socket; other paths
+    /// that merely start the same are not it.
+    #[test]
+    fn serves_the_state_for_top_once_a_round_has_run() {
+        let shared: Shared = Arc::new(Mutex::new(MetricsState::default()));
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = probe.local_addr().unwrap();
+        drop(probe);
+        serve(&Listen::Tcp(addr), Arc::clone(&shared)).unwrap();
+        let tcp = || std::net::TcpStream::connect(addr).unwrap();
+        let body = ask(tcp(), b"GET /state HTTP/1.0\r\n\r\n");
+        assert!(body.starts_with("HTTP/1.0 503"), "{body}");
+        assert!(body.contains("not finished a round yet"), "{body}");
+
+        shared.lock().unwrap().state_json = Arc::new("{\"format\":1}".into());
+        let body = ask(tcp(), b"GET /state HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+        assert!(body.contains("Content-Type: application/json"), "{body}");
+        assert!(body.ends_with("\r\n\r\n{\"format\":1}"), "{body}");
+        for other in [
+            "GET /stateful HTTP/1.0\r\n\r\n",
+            "POST /state HTTP/1.0\r\n\r\n",
+        ] {
+            let body = ask(tcp(), other.as_bytes());
+            assert!(body.starts_with("HTTP/1.0 404"), "{other}: {body}");
+            assert!(body.contains("GET /state"), "{body}");
+        }
+        // The metrics are still there, beside it.
+        let body = ask(tcp(), b"GET /metrics\r\n\r\n");
+        assert!(body.contains("numaplace_rounds_total"), "{body}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("m.sock");
+        serve(&Listen::Unix(sock.clone()), shared).unwrap();
+        let body = ask(
+            std::os::unix::net::UnixStream::connect(&sock).unwrap(),
+            b"GET /state HTTP/1.0\r\n\r\n",
+        );
+        assert!(body.ends_with("{\"format\":1}"), "{body}");
+    }
+
+    /// Idle connections held open do not keep `top` out either: the
+    /// newest evicts the oldest, whatever it asks.
+    #[test]
+    fn the_state_answers_while_idle_connections_are_held_open() {
+        let shared: Shared = Arc::new(Mutex::new(MetricsState {
+            state_json: Arc::new("{}".into()),
+            ..MetricsState::default()
+        }));
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("m.sock");
+        serve(&Listen::Unix(sock.clone()), shared).unwrap();
+        let idle: Vec<_> = (0..2 * MAX_CONNECTIONS)
+            .map(|_| std::os::unix::net::UnixStream::connect(&sock).unwrap())
+            .collect();
+        let s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let body = ask(s, b"GET /state HTTP/1.0\r\n\r\n");
+        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+        drop(idle);
+    }
+
     /// The table of open connections: the oldest goes first, a finished
     /// one leaves, never more than the cap.
     #[test]

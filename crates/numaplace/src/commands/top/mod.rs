@@ -50,8 +50,10 @@ pub fn run(args: &TopArgs) -> Result<()> {
             let listen = parse_listen(addr)
                 .map_err(|e| InputError(e.0.replace("metrics listen", "--connect")))?;
             if args.once {
+                // The address given answers as no numaplace daemon does:
+                // the input's fault (exit 2), in one line.
                 let state = data::fetch(&listen, data::DEADLINE)
-                    .map_err(|e| anyhow::anyhow!("daemon not answering: {e}"))?;
+                    .map_err(|e| InputError(format!("daemon not answering at {addr}: {e}")))?;
                 return print_frame(&state, &format!("daemon {addr}"), size);
             }
             data::spawn_daemon_reader(
@@ -190,9 +192,9 @@ fn problem(l: &Latest, daemon: bool) -> Option<String> {
     let e = l.error.as_ref()?;
     let age = l
         .received
-        .map(|r| format!(" (frame shown is {}s old)", r.elapsed().as_secs()))
+        .map(|r| format!(", the frame shown is {}s old", r.elapsed().as_secs()))
         .unwrap_or_default();
-    Some(format!("{who}: {e}; retrying{age}"))
+    Some(format!("{who} (retrying{age}): {e}"))
 }
 
 /// `top`'s own rounds: the policy on the live machine, nothing applied.

@@ -196,11 +196,12 @@ pub fn parse_answer(answer: &[u8]) -> Result<TopState, String> {
 /// The start of what came, escaped, for a one-line error.
 fn excerpt(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(&bytes[..bytes.len().min(60)]);
-    let mut s = crate::top_state::bounded(text.trim(), 48);
+    let s = crate::top_state::bounded(text.trim(), 48);
     if s.is_empty() {
-        s = "(empty)".into();
+        "(empty)".into()
+    } else {
+        format!("\"{s}\"")
     }
-    format!("{s:?}")
 }
 
 /// `top`'s own loop: each round's frame into `latest`, until `stop`.
