@@ -113,14 +113,14 @@ fn parse_size(text: &str) -> Result<(u16, u16)> {
 }
 
 /// The frame as text, one line per terminal row, trailing blanks cut.
-pub fn frame_text(state: &TopState, source: &str, (w, h): (u16, u16)) -> Result<String> {
+pub fn frame_text(
+    app: &App,
+    state: Option<&TopState>,
+    status: &Status,
+    (w, h): (u16, u16),
+) -> Result<String> {
     let mut t = Terminal::new(TestBackend::new(w, h)).context("a text frame")?;
-    let app = App::default();
-    let status = Status {
-        source,
-        problem: None,
-    };
-    t.draw(|f| render::draw(f, &app, Some(state), &status))
+    t.draw(|f| render::draw(f, app, state, status))
         .context("drawing the frame")?;
     let buf = t.backend().buffer();
     let mut out = String::new();
@@ -136,7 +136,11 @@ pub fn frame_text(state: &TopState, source: &str, (w, h): (u16, u16)) -> Result<
 }
 
 fn print_frame(state: &TopState, source: &str, size: (u16, u16)) -> Result<()> {
-    let text = frame_text(state, source, size)?;
+    let status = Status {
+        source,
+        problem: None,
+    };
+    let text = frame_text(&App::default(), Some(state), &status, size)?;
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),

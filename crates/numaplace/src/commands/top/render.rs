@@ -89,20 +89,10 @@ fn header<'a>(app: &App, state: Option<&TopState>, status: &Status) -> Paragraph
     Paragraph::new(Text::from(vec![Line::from(first), second]))
 }
 
-/// `1.5G`, `320M`, `12K`: bytes in binary units, short.
+/// Bytes as the topology report writes them, without its space, to fit
+/// a column: `15.6GiB`, `300MiB`.
 pub fn bytes(b: u64) -> String {
-    const UNITS: [&str; 5] = ["", "K", "M", "G", "T"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 || v >= 100.0 {
-        format!("{v:.0}{}", UNITS[u])
-    } else {
-        format!("{v:.1}{}", UNITS[u])
-    }
+    crate::report::topology::bytes(b).replace(' ', "")
 }
 
 fn opt_bytes(b: Option<u64>) -> String {
@@ -235,7 +225,7 @@ fn draw_groups(f: &mut Frame, app: &App, s: &TopState, area: Rect) {
             Constraint::Length(5),
             Constraint::Length(8),
             Constraint::Length(8),
-            Constraint::Length(14),
+            Constraint::Length(18),
             Constraint::Length(10),
             Constraint::Min(10),
         ],
