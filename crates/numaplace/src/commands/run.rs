@@ -279,7 +279,7 @@ impl Observer for Daemon<'_> {
             );
         }
         {
-            let state = self.top.as_mut().map(|t| Arc::new(t.json(snap)));
+            let state = self.top.as_mut().map(|t| Arc::new(t.json(snap, report)));
             let mut m = self.metrics.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(state) = state {
                 m.state_json = state;
@@ -346,6 +346,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         c.scope.clone(),
         engine_config(c, balancing),
     );
+    // `GET /state` shows the policy's classes of the groups.
+    engine.report_classes(c.metrics.listen.is_some());
     let (collector, managed) =
         start_collecting(&engine, c, balancing, s.synthetic.as_mut(), service)?;
     let journal = Journal::open(c.journal.as_deref())?;
@@ -378,11 +380,13 @@ pub fn run(args: &RunArgs) -> Result<()> {
         hup,
         top: c.metrics.listen.as_ref().map(|_| crate::top_state::Feed {
             builder: Default::default(),
-            topology: &s.topology,
-            scope: c.scope.clone(),
-            reads: crate::top_state::Reads::of(&engine),
-            policy: c.policy.name().into(),
-            applies: !c.dry_run,
+            watch: crate::top_state::Watch {
+                topology: &s.topology,
+                scope: c.scope.clone(),
+                reads: crate::top_state::Reads::of(&engine),
+                policy: c.policy.name().into(),
+                applies: !c.dry_run,
+            },
         }),
     };
     let mut world = Pair {

@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use numaplace_model::task::printable;
 use numaplace_model::world::JournalEntry;
-use numaplace_model::{GroupKind, Outcome, Scope, Snapshot, TaskId, Topology};
+use numaplace_model::{Counter, GroupKind, Outcome, Scope, Snapshot, TaskId, Topology};
+use numaplace_policy::engine::RoundReport;
 
 /// The format of [`TopState`]; a reader refuses another.
 pub const FORMAT: u32 = 1;
@@ -97,7 +98,8 @@ pub struct GroupRow {
     /// What the policy classed it as, where the policy classes groups.
     pub class: Option<String>,
     /// The per-process signals the round had for it that the policy reads
-    /// (`counters`, `samples N`, `hinting faults N`, `numa_maps`).
+    /// (`hw counters` or `sw counters`, `samples N`, `hinting faults N`,
+    /// `numa_maps`).
     pub signals: Vec<String>,
 }
 
@@ -177,14 +179,11 @@ impl StateBuilder {
     /// classed a group as, where it classes groups.
     pub fn round(
         &mut self,
-        topology: &Topology,
+        w: &Watch,
         snap: &Snapshot,
-        scope: &Scope,
-        reads: Reads,
-        policy: &str,
-        applies: bool,
         class_of: &dyn Fn(i32) -> Option<String>,
     ) -> TopState {
+        let (topology, scope, reads) = (w.topology, &w.scope, w.reads);
         let secs = snap.interval_ns as f64 / 1e9;
         let ticks = snap.machine.clock_ticks.max(1) as f64;
         // Each thread's CPU time over the interval, in CPUs' worth.
@@ -259,7 +258,7 @@ impl StateBuilder {
                 let mut busy = 0.0;
                 let mut samples = 0usize;
                 let mut faults = 0u64;
-                let mut counted = false;
+                let mut counted = (false, false);
                 for &tid in &g.threads {
                     let Some(t) = snap.task(tid) else { continue };
                     if let Some(cpu) = t.last_cpu {
@@ -271,14 +270,18 @@ impl StateBuilder {
                     busy += busy_of.get(&tid).copied().unwrap_or(0.0);
                     samples += snap.samples.get(&tid).map_or(0, Vec::len);
                     faults += snap.numa_faults.get(&tid).map_or(0, |f| f.total());
-                    counted |= snap
-                        .counters
-                        .get(&tid)
-                        .is_some_and(|c| !c.values.is_empty());
+                    if let Some(c) = snap.counters.get(&tid) {
+                        counted.0 |= c.values.keys().any(|k| !Counter::SOFTWARE.contains(k));
+                        counted.1 |= !c.values.is_empty();
+                    }
                 }
                 let mut signals = Vec::new();
-                if reads.counters && counted {
-                    signals.push("counters".to_string());
+                // Hardware counters (instructions, cycles, LLC, uncore), or
+                // only the kernel's software ones (CPU time, switches).
+                if reads.counters && counted.0 {
+                    signals.push("hw counters".to_string());
+                } else if reads.counters && counted.1 {
+                    signals.push("sw counters".to_string());
                 }
                 if reads.samples && samples > 0 {
                     signals.push(format!("samples {samples}"));
@@ -326,8 +329,8 @@ impl StateBuilder {
 
         TopState {
             format: FORMAT,
-            policy: policy.to_string(),
-            applies,
+            policy: w.policy.clone(),
+            applies: w.applies,
             round: snap.seq,
             time_unix_ns: snap.time_unix_ns,
             interval_ns: snap.interval_ns,
@@ -340,34 +343,34 @@ impl StateBuilder {
     }
 }
 
-/// What a loop (the daemon's, or `top`'s own) needs to build each round's
-/// frame: the machine, the scope and what the policy reads.
-pub struct Feed<'a> {
-    pub builder: StateBuilder,
+/// What the frames are of: the machine, the scope, what the policy reads.
+pub struct Watch<'a> {
     pub topology: &'a Topology,
     pub scope: Scope,
     pub reads: Reads,
     pub policy: String,
+    /// Whether actions are carried out (not a dry run, not `top`'s own).
     pub applies: bool,
 }
 
+/// What a loop (the daemon's, or `top`'s own) keeps to build each round's
+/// frame.
+pub struct Feed<'a> {
+    pub builder: StateBuilder,
+    pub watch: Watch<'a>,
+}
+
 impl Feed<'_> {
-    /// The frame of a finished round.
-    pub fn frame(&mut self, snap: &Snapshot) -> TopState {
-        self.builder.round(
-            self.topology,
-            snap,
-            &self.scope,
-            self.reads,
-            &self.policy,
-            self.applies,
-            &|_| None,
-        )
+    /// The frame of a finished round, with the policy's classes of the
+    /// groups (the round's report's, where the engine was asked for them).
+    pub fn frame(&mut self, snap: &Snapshot, report: &RoundReport) -> TopState {
+        self.builder
+            .round(&self.watch, snap, &|pid| report.classes.get(&pid).cloned())
     }
 
     /// The frame as JSON (what `GET /state` serves).
-    pub fn json(&mut self, snap: &Snapshot) -> String {
-        serde_json::to_string(&self.frame(snap)).unwrap_or_default()
+    pub fn json(&mut self, snap: &Snapshot, report: &RoundReport) -> String {
+        serde_json::to_string(&self.frame(snap, report)).unwrap_or_default()
     }
 }
 

@@ -84,6 +84,18 @@ fn round(seq: u64, ticks: u64) -> Snapshot {
             },
         ),
     ]);
+    // Instructions counted for one of process 10's threads; only CPU time
+    // (software) for process 20.
+    for (tid, counter) in [(10, Counter::Instructions), (20, Counter::TaskClock)] {
+        s.counters.insert(
+            tid,
+            numaplace_model::CounterDeltas {
+                values: BTreeMap::from([(counter, 5)]),
+                enabled_ns: 1,
+                running_ns: 1,
+            },
+        );
+    }
     s.numa_faults.insert(
         11,
         numaplace_model::NumaFaults {
@@ -101,6 +113,16 @@ fn scope_pid_10() -> Scope {
     }
 }
 
+fn watch(topology: &Topology, scope: Scope, reads: Reads, applies: bool) -> Watch<'_> {
+    Watch {
+        topology,
+        scope,
+        reads,
+        policy: "p".into(),
+        applies,
+    }
+}
+
 const READS: Reads = Reads {
     counters: true,
     memory: true,
@@ -111,29 +133,17 @@ const READS: Reads = Reads {
 fn a_round_gives_nodes_groups_and_busy_cpus_from_the_last_round() {
     let topo = machine();
     let mut b = StateBuilder::default();
-    let first = b.round(
-        &topo,
-        &round(0, 100),
-        &scope_pid_10(),
-        READS,
-        "p",
-        false,
-        &|_| None,
-    );
+    let w = watch(&topo, scope_pid_10(), READS, false);
+    let first = b.round(&w, &round(0, 100), &|_| None);
     assert_eq!(first.nodes.len(), 2);
     assert_eq!(first.nodes[0].busy_cpus, None, "no interval yet");
     assert_eq!(first.groups[0].busy_cpus, None);
 
     // 50 ticks at 100 per second over one second: half a CPU per thread.
-    let s = b.round(
-        &topo,
-        &round(1, 150),
-        &scope_pid_10(),
-        READS,
-        "p",
-        true,
-        &|pid| (pid == 10).then(|| "devil".to_string()),
-    );
+    let w = watch(&topo, scope_pid_10(), READS, true);
+    let s = b.round(&w, &round(1, 150), &|pid| {
+        (pid == 10).then(|| "devil".to_string())
+    });
     assert_eq!(s.format, FORMAT);
     assert_eq!((s.round, s.applies, s.policy.as_str()), (1, true, "p"));
     let n0 = &s.nodes[0];
@@ -157,23 +167,20 @@ fn a_round_gives_nodes_groups_and_busy_cpus_from_the_last_round() {
         Some(BTreeMap::from([(0, 3 << 20), (1, 1 << 20)]))
     );
     assert_eq!(app.class.as_deref(), Some("devil"));
-    assert_eq!(app.signals, ["hinting faults 40", "numa_maps"]);
+    assert_eq!(
+        app.signals,
+        ["hw counters", "hinting faults 40", "numa_maps"]
+    );
     let idle = &s.groups[1];
     assert!(!idle.in_scope);
     assert_eq!(idle.busy_cpus, Some(0.0));
     assert_eq!(idle.class, None);
-    assert!(idle.signals.is_empty());
+    assert_eq!(idle.signals, ["sw counters"]);
 
-    // A policy that reads no memory: numa_maps is not its signal.
-    let s = b.round(
-        &topo,
-        &round(2, 200),
-        &scope_pid_10(),
-        Reads::default(),
-        "p",
-        true,
-        &|_| None,
-    );
+    // A policy that reads neither counters nor memory: neither is its
+    // signal.
+    let w = watch(&topo, scope_pid_10(), Reads::default(), true);
+    let s = b.round(&w, &round(2, 200), &|_| None);
     assert_eq!(s.groups[0].signals, ["hinting faults 40"]);
 }
 
@@ -192,7 +199,7 @@ fn bandwidth_is_per_resctrl_domain_where_measured() {
             mbm_local_bytes: None,
         });
     }
-    let f = b.round(&topo, &s, &Scope::default(), READS, "p", false, &|_| None);
+    let f = b.round(&watch(&topo, Scope::default(), READS, false), &s, &|_| None);
     assert_eq!(f.bandwidth.len(), 1);
     assert_eq!(f.bandwidth[0].domain, 0);
     assert_eq!(f.bandwidth[0].bytes_per_s, 3000.0);
@@ -236,7 +243,7 @@ fn names_reasons_decisions_and_groups_are_bounded() {
     s.groups = (0..(MAX_GROUPS as i32 + 50))
         .map(|i| group(1000 + i, &long, vec![]))
         .collect();
-    let f = b.round(&topo, &s, &Scope::default(), READS, "p", false, &|_| {
+    let f = b.round(&watch(&topo, Scope::default(), READS, false), &s, &|_| {
         Some(long.clone())
     });
     assert_eq!(f.decisions.len(), MAX_DECISIONS);
@@ -272,6 +279,6 @@ fn kernel_threads_are_left_out() {
     k.cmdline.clear();
     s.groups.push(k);
     let f =
-        StateBuilder::default().round(&topo, &s, &Scope::default(), READS, "p", false, &|_| None);
+        StateBuilder::default().round(&watch(&topo, Scope::default(), READS, false), &s, &|_| None);
     assert!(f.groups.iter().all(|g| g.pid != 2));
 }

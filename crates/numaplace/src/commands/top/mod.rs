@@ -28,7 +28,8 @@ use crate::commands::InputError;
 use crate::config::Config;
 use crate::duration::parse_duration;
 use crate::metrics::{Listen, parse_listen};
-use crate::top_state::{Feed, Reads, TopState};
+use crate::synthetic_counters::{Synthesized, SyntheticCounters};
+use crate::top_state::{Feed, Reads, TopState, Watch};
 use data::{Latest, LocalObserver, Shared};
 use input::App;
 use render::Status;
@@ -100,13 +101,13 @@ fn describe(l: &Listen) -> String {
 fn parse_size(text: &str) -> Result<(u16, u16)> {
     let bad = || {
         InputError(format!(
-            "--size {text:?}: expected COLUMNSxROWS, each 20 to 1000, like 120x40"
+            "--size {text:?}: expected COLUMNSxROWS, each 10 to 1000, like 120x40"
         ))
     };
     let (w, h) = text.split_once('x').ok_or_else(bad)?;
     let w: u16 = w.parse().map_err(|_| bad())?;
     let h: u16 = h.parse().map_err(|_| bad())?;
-    if !(20..=1000).contains(&w) || !(20..=1000).contains(&h) {
+    if !(10..=1000).contains(&w) || !(10..=1000).contains(&h) {
         return Err(bad().into());
     }
     Ok((w, h))
@@ -209,6 +210,8 @@ struct Local {
     scope: numaplace_model::Scope,
     policy: String,
     interval: Duration,
+    /// `--counters-from`: counters made up for threads its rules match.
+    synthetic: Option<SyntheticCounters>,
 }
 
 impl Local {
@@ -221,16 +224,23 @@ impl Local {
         let found = discover_repaired(&TopologySource::Sysfs(SysRoot::host()))?;
         let topology = super::run::restrict(found.topology, &config)?;
         let balancing = NumaBalancing::read(&SysRoot::host());
-        let engine = Engine::new(
+        let mut engine = Engine::new(
             config.policy.build(),
             config.scope.clone(),
             super::run::engine_config(&config, balancing),
         );
+        engine.report_classes(true);
         let mut collector = super::run::collector_for(&engine, &config);
         collector.set_numa_faults(balancing.balances_between_nodes());
         // numa_maps only where the policy may act: reading every process's
         // each round would cost more than the view is worth.
         collector.set_memory_scope(Some(config.scope.clone()));
+        let synthetic = args
+            .choice
+            .counters_from
+            .as_deref()
+            .map(SyntheticCounters::load)
+            .transpose()?;
         Ok(Local {
             engine,
             topology,
@@ -238,6 +248,7 @@ impl Local {
             scope: config.scope,
             policy: config.policy.name().to_string(),
             interval,
+            synthetic,
         })
     }
 
@@ -250,20 +261,26 @@ impl Local {
             scope,
             policy,
             interval,
+            synthetic,
         } = self;
         let live = LiveTelemetry::new(collector, interval, Instant::now(), Arc::clone(stop));
         let mut world = Pair {
-            telemetry: live,
+            telemetry: Synthesized {
+                inner: live,
+                synthetic,
+            },
             actuator: RecordingActuator::default(),
         };
         let mut observer = LocalObserver {
             feed: Feed {
                 builder: Default::default(),
-                topology: &topology,
-                scope,
-                reads: Reads::of(&engine),
-                policy,
-                applies: false,
+                watch: Watch {
+                    topology: &topology,
+                    scope,
+                    reads: Reads::of(&engine),
+                    policy,
+                    applies: false,
+                },
             },
             latest: Arc::clone(latest),
             stop: Arc::clone(stop),

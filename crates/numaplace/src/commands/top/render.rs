@@ -225,9 +225,9 @@ fn draw_groups(f: &mut Frame, app: &App, s: &TopState, area: Rect) {
             Constraint::Length(5),
             Constraint::Length(8),
             Constraint::Length(8),
-            Constraint::Length(18),
-            Constraint::Length(10),
-            Constraint::Min(10),
+            Constraint::Length(16),
+            Constraint::Fill(2),
+            Constraint::Fill(3),
         ],
     )
     .header(

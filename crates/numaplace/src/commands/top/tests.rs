@@ -128,7 +128,7 @@ fn before_the_first_frame_and_in_a_small_terminal_the_view_says_so() {
 #[test]
 fn sizes_are_checked() {
     assert_eq!(parse_size("120x40").unwrap(), (120, 40));
-    for bad in ["120", "x40", "0x40", "120x5000", "axb", "120x40x2"] {
+    for bad in ["120", "x40", "0x40", "9x40", "120x5000", "axb", "120x40x2"] {
         let e = parse_size(bad).unwrap_err();
         assert!(e.to_string().contains("COLUMNSxROWS"), "{bad}: {e}");
     }

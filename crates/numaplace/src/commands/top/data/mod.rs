@@ -219,8 +219,8 @@ impl Observer for LocalObserver<'_> {
         self.feed.builder.entry(e);
     }
 
-    fn round_done(&mut self, snap: &Snapshot, _: &RoundReport) -> ControlFlow<()> {
-        let frame = self.feed.frame(snap);
+    fn round_done(&mut self, snap: &Snapshot, report: &RoundReport) -> ControlFlow<()> {
+        let frame = self.feed.frame(snap, report);
         let mut l = lock(&self.latest);
         l.state = Some(frame);
         l.error = None;
