@@ -779,20 +779,10 @@ pub fn advise(args: &RunArgs) -> Result<()> {
 /// A journal entry for people: `app (pid 12): pin thread 13 to CPUs 2-3`
 /// and, on the next line, `because <reason>`; names and reasons escaped.
 pub(crate) fn describe_decision(e: &JournalEntry) -> String {
-    let what = match &e.action {
-        Action::Pin { task, cpus, .. } => format!("pin thread {} to CPUs {cpus}", task.tid),
-        Action::MoveMemory { to_node, .. } => format!("move memory to node {to_node}"),
-        Action::MoveWindow {
-            to_node, address, ..
-        } => format!("move pages around {address:#x} to node {to_node}"),
-        Action::KernelBalancing { on } => {
-            return format!(
-                "the machine: turn the kernel's automatic NUMA balancing {}\n    because {}",
-                if *on { "on" } else { "off" },
-                printable(&e.reason)
-            );
-        }
-    };
+    let what = crate::top_state::describe_action(&e.action);
+    if e.action.machine_wide() {
+        return format!("the machine: {what}\n    because {}", printable(&e.reason));
+    }
     format!(
         "{} (pid {}): {what}\n    because {}",
         printable(&e.label),
