@@ -617,7 +617,7 @@ pub struct RunArgs {
 pub struct TopArgs {
     /// Show a running daemon: the address its --metrics listens on
     /// (127.0.0.1:PORT, [::1]:PORT or unix:/PATH).
-    #[arg(long, value_name = "ADDR", conflicts_with_all = ["policy", "config", "cpus", "counters_from"])]
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["policy", "config", "cpus", "counters_from", "all", "pid", "comm", "cgroup", "vms"])]
     pub connect: Option<String>,
 
     #[command(flatten)]
