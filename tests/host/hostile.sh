@@ -148,7 +148,13 @@ for mode in hang close garbage huge json; do
     python3 "$work/peer.py" $mode >"$work/peer-$mode" &
     bg+=($!)
 done
-sleep 0.5
+# Each listening (its port written) before it is asked: at most 60 s.
+for mode in hang close garbage huge json; do
+    for _ in $(seq 600); do
+        [ -s "$work/peer-$mode" ] && break
+        sleep 0.1
+    done
+done
 row "top --connect: a peer that never answers" "2:daemon not answering" -- "$bin" top --once --connect "127.0.0.1:$(cat "$work/peer-hang")"
 row "top --connect: a peer that closes at once" "2:daemon not answering" -- "$bin" top --once --connect "127.0.0.1:$(cat "$work/peer-close")"
 row "top --connect: a peer sending garbage" "2:not an HTTP answer" -- "$bin" top --once --connect "127.0.0.1:$(cat "$work/peer-garbage")"
