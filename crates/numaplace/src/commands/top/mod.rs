@@ -53,7 +53,7 @@ pub fn run(args: &TopArgs) -> Result<()> {
             if args.once {
                 // The address given answers as no numaplace daemon does:
                 // the input's fault (exit 2), in one line.
-                let state = data::fetch(&listen, data::DEADLINE)
+                let state = data::fetch_within(&listen, data::DEADLINE)
                     .map_err(|e| InputError(format!("daemon not answering at {addr}: {e}")))?;
                 return print_frame(&state, &format!("daemon {addr}"), size);
             }

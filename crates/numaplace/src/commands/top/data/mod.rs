@@ -150,6 +150,27 @@ pub fn fetch(listen: &Listen, deadline: Duration) -> Result<TopState, String> {
     parse_answer(&answer)
 }
 
+/// [`fetch`] in a thread of its own, waited for at most `deadline` and a
+/// second more: a connect that blocks (the connecting side of a UNIX socket
+/// whose listener's backlog is full waits for room, and no deadline of
+/// `std` bounds it) ends the wait, not the program (`--once`).
+pub fn fetch_within(listen: &Listen, deadline: Duration) -> Result<TopState, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let l = listen.clone();
+    std::thread::Builder::new()
+        .name("np-top-fetch".into())
+        .spawn(move || {
+            let _ = tx.send(fetch(&l, deadline));
+        })
+        .map_err(|e| format!("cannot start a thread to ask it: {e}"))?;
+    rx.recv_timeout(deadline + Duration::from_secs(1))
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "no answer within {deadline:?} (not even a connection: it accepts none)"
+            ))
+        })
+}
+
 /// The frame in an HTTP answer to `GET /state`.
 pub fn parse_answer(answer: &[u8]) -> Result<TopState, String> {
     if answer.is_empty() {

@@ -144,3 +144,31 @@ fn the_reader_keeps_the_last_frame_and_says_why_a_try_failed() {
     drop(l);
     stop.store(true, Ordering::Relaxed);
 }
+
+/// A listener that accepts nothing, its backlog full: the connecting side
+/// of a UNIX socket then waits for room, which no socket deadline bounds;
+/// the wait for the answer ends anyway (the test asserts that it ends with
+/// an error, not how fast).
+#[test]
+fn a_listener_that_accepts_nothing_ends_the_wait_too() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("full.sock");
+    let l = UnixListener::bind(&sock).unwrap();
+    // SAFETY: listen(2) on the listener's own open descriptor.
+    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 0) }, 0);
+    let path = sock.clone();
+    // Fills the backlog; its last connect blocks until the test ends.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        while let Ok(c) = std::os::unix::net::UnixStream::connect(&path) {
+            held.push(c);
+        }
+    });
+    let e = fetch_within(&Listen::Unix(sock), Duration::from_millis(300)).unwrap_err();
+    assert!(
+        e.contains("no answer within") || e.contains("no whole answer within"),
+        "{e}"
+    );
+    drop(l);
+}
