@@ -12,11 +12,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// The busy test process's one thread on CPU 0, every round: a fixed
+/// The test process's first thread on CPU 0, every round: a fixed
 /// placement, so the decision and its reason do not depend on what else
 /// runs on this machine.
-const PIN_SH_TO_CPU_0: &str =
-    "[policy]\nname = \"static\"\n[[policy.pins]]\nprocess = \"sh\"\nthread = 0\ncpus = \"0\"\n";
+const PIN_PYTHON_TO_CPU_0: &str = "[policy]\nname = \"static\"\n[[policy.pins]]\nprocess = \"python3\"\nthread = 0\ncpus = \"0\"\n";
+
+/// The test process: three threads spinning (Python's lock lets about one
+/// run at a time) beside its main thread, four in all.
+const BUSY_THREADS: &str = "import threading\n\
+def spin():\n    while True:\n        pass\n\
+for _ in range(3):\n    threading.Thread(target=spin, daemon=True).start()\n\
+threading.Event().wait()\n";
 
 /// A child killed when dropped, so a failing test leaves nothing running.
 struct Killed(Child);
@@ -139,9 +145,10 @@ fn top_shows_the_daemons_nodes_groups_and_decisions_under_tmux() {
         );
         return;
     }
+    common::require_program("python3", "python3");
     let busy = Killed(
-        Command::new("sh")
-            .args(["-c", "while :; do :; done"])
+        Command::new("python3")
+            .args(["-c", BUSY_THREADS])
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
@@ -149,7 +156,7 @@ fn top_shows_the_daemons_nodes_groups_and_decisions_under_tmux() {
     let pid = busy.0.id().to_string();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("np.toml");
-    std::fs::write(&config, PIN_SH_TO_CPU_0).unwrap();
+    std::fs::write(&config, PIN_PYTHON_TO_CPU_0).unwrap();
     let sock = dir.path().join("metrics.sock");
     let listen = format!("unix:{}", sock.display());
     let daemon = Killed(
@@ -198,22 +205,24 @@ fn top_shows_the_daemons_nodes_groups_and_decisions_under_tmux() {
     let bin = quoted(Path::new(env!("CARGO_BIN_EXE_numaplace")));
     // After top: its exit status and the terminal's modes, then a pause
     // that keeps the pane to read.
-    let after = "echo \"top exited $?\"; stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' '; echo; sleep 60";
+    let after = "echo \"top exited $?\"; echo \"modes: $(stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' ')\"; sleep 60";
     tmux.session(
         "view",
         &format!("{bin} top --connect {listen} --interval 300ms; {after}"),
     );
+    // The test process's row: in scope (*), its name, its four threads.
+    let row = |p: &str| {
+        p.lines()
+            .find(|l| l.contains(&format!("*{pid} ")))
+            .map(str::to_string)
+    };
     let groups = tmux.wait_for("view", "the nodes and the test process", |p| {
-        p.contains("NODE") && p.contains(&format!("*{pid}")) && p.contains("policy static")
+        p.contains("NODE")
+            && p.contains("policy static")
+            && row(p).is_some_and(|r| r.contains(" python3 ") && r.contains(" process 4 "))
     });
     keep(dir.path(), "groups", &groups);
     assert!(groups.contains("CPUS BUSY"), "{groups}");
-    assert!(
-        groups
-            .lines()
-            .any(|l| l.contains(&format!("*{pid}")) && l.contains(" sh ")),
-        "the test process's group by name: {groups}"
-    );
     assert!(groups.contains("memory bandwidth:"), "{groups}");
     assert_eq!(
         tmux.format("view", "#{alternate_on}"),
@@ -228,10 +237,10 @@ fn top_shows_the_daemons_nodes_groups_and_decisions_under_tmux() {
     });
     keep(dir.path(), "decisions", &decisions);
     assert!(
-        decisions.contains(&format!("pin thread {pid} to CPUs 0")),
+        decisions.contains(&format!("python3 (pid {pid}): pin thread {pid} to CPUs 0")),
         "{decisions}"
     );
-    assert!(decisions.contains("not applied (dry run)"), "{decisions}");
+    assert!(decisions.contains("-> not applied"), "{decisions}");
 
     // Sorting and pausing say so in the view.
     tmux.keys("view", "g");
@@ -241,11 +250,11 @@ fn top_shows_the_daemons_nodes_groups_and_decisions_under_tmux() {
     tmux.wait_for("view", "the pause", |p| p.contains("paused"));
 
     tmux.keys("view", "q");
-    let after_q = tmux.wait_for("view", "top to exit on q", |p| p.contains("top exited"));
+    let after_q = tmux.wait_for("view", "top to exit on q", |p| p.contains("modes: "));
     keep(dir.path(), "after-q", &after_q);
     assert!(after_q.contains("top exited 0"), "{after_q}");
     assert!(
-        after_q.contains("icanon echo") || after_q.contains("echo icanon"),
+        after_q.contains("modes: icanon echo"),
         "the terminal back in canonical mode with echo: {after_q}"
     );
     assert!(
@@ -277,14 +286,9 @@ fn top_shows_the_daemons_nodes_groups_and_decisions_under_tmux() {
         .status()
         .unwrap();
     assert!(killed.success());
-    let after_term = tmux.wait_for("gone", "top to exit on SIGTERM", |p| {
-        p.contains("top exited")
-    });
+    let after_term = tmux.wait_for("gone", "top to exit on SIGTERM", |p| p.contains("modes: "));
     assert!(after_term.contains("top exited 0"), "{after_term}");
-    assert!(
-        after_term.contains("icanon echo") || after_term.contains("echo icanon"),
-        "{after_term}"
-    );
+    assert!(after_term.contains("modes: icanon echo"), "{after_term}");
     assert_eq!(tmux.format("gone", "#{alternate_on}"), "0");
 }
 

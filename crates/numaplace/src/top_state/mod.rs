@@ -395,7 +395,7 @@ pub fn describe_outcome(o: &Outcome) -> String {
     match o {
         Outcome::Done => "done".into(),
         Outcome::Pages(p) => format!("{} pages moved", p.moved),
-        Outcome::NotApplied => "not applied (dry run)".into(),
+        Outcome::NotApplied => "not applied".into(),
         Outcome::Gone => "gone".into(),
         Outcome::Refused { errno, why } => format!("refused ({errno}): {why}"),
         Outcome::Skipped { why } => format!("skipped: {why}"),

@@ -34,7 +34,8 @@ pub fn draw(f: &mut Frame, app: &App, state: Option<&TopState>, status: &Status)
     }
     let nodes = state.map_or(1, |s| s.nodes.len()) as u16;
     let [head, node_area, pane, foot] = Layout::vertical([
-        Constraint::Length(2),
+        // A problem may take two lines of its own.
+        Constraint::Length(if status.problem.is_some() { 3 } else { 2 }),
         Constraint::Length((nodes + 3).min(area.height / 3).max(4)),
         Constraint::Min(4),
         Constraint::Length(1),
@@ -86,7 +87,7 @@ fn header<'a>(app: &App, state: Option<&TopState>, status: &Status) -> Paragraph
         ),
         (None, None) => Line::raw(""),
     };
-    Paragraph::new(Text::from(vec![Line::from(first), second]))
+    Paragraph::new(Text::from(vec![Line::from(first), second])).wrap(Wrap { trim: false })
 }
 
 /// Bytes as the topology report writes them, without its space, to fit
@@ -182,7 +183,13 @@ fn group_row(g: &GroupRow) -> Row<'static> {
             g.busy_cpus
                 .map_or_else(|| "-".into(), |b| format!("{b:.2}")),
         ),
-        Cell::from(per_node(&g.running, |n| n.to_string())),
+        // Threads that ran on CPUs outside the machine numaplace places
+        // onto (`--cpus`) are on none of its nodes.
+        Cell::from(if g.running.is_empty() {
+            "-".to_string()
+        } else {
+            per_node(&g.running, |n| n.to_string())
+        }),
         Cell::from(g.cpus.clone()),
         Cell::from(
             g.memory
