@@ -144,6 +144,8 @@ impl Reads {
 #[derive(Debug, Default)]
 pub struct StateBuilder {
     cpu_ticks: HashMap<TaskId, u64>,
+    /// A round was seen before this one: CPU times have a start.
+    started: bool,
     decisions: VecDeque<DecisionRow>,
 }
 
@@ -199,7 +201,11 @@ impl StateBuilder {
             }
         }
         self.cpu_ticks = now;
-        let measured = secs > 0.0;
+        // Busy CPUs need the threads' CPU times of an earlier round, which
+        // the first round the builder sees does not have (the daemon's
+        // first snapshot has an interval from its own baseline reading).
+        let had_start = std::mem::replace(&mut self.started, true);
+        let measured = secs > 0.0 && had_start;
         let node_of_cpu = |cpu: u32| {
             topology
                 .cpu_by_os_id(cpu)
@@ -236,7 +242,8 @@ impl StateBuilder {
                 *bandwidth.entry(r.domain).or_default() += b;
             }
         }
-        let bandwidth = if measured {
+        // The collector's bandwidth is already over the interval.
+        let bandwidth = if secs > 0.0 {
             bandwidth
                 .into_iter()
                 .map(|(domain, b)| BandwidthRow {

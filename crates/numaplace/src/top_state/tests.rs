@@ -138,6 +138,11 @@ fn a_round_gives_nodes_groups_and_busy_cpus_from_the_last_round() {
     assert_eq!(first.nodes.len(), 2);
     assert_eq!(first.nodes[0].busy_cpus, None, "no interval yet");
     assert_eq!(first.groups[0].busy_cpus, None);
+    // Nor in the first round a builder sees, whatever its interval (the
+    // daemon's first snapshot has one, from its baseline reading).
+    let fresh = StateBuilder::default().round(&w, &round(5, 500), &|_| None);
+    assert_eq!(fresh.nodes[0].busy_cpus, None);
+    assert_eq!(fresh.groups[0].busy_cpus, None);
 
     // 50 ticks at 100 per second over one second: half a CPU per thread.
     let w = watch(&topo, scope_pid_10(), READS, true);
