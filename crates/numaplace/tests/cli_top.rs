@@ -217,7 +217,9 @@ fn top_shows_the_daemons_nodes_groups_and_decisions_under_tmux() {
             .map(str::to_string)
     };
     let groups = tmux.wait_for("view", "the nodes and the test process", |p| {
+        // Busy CPUs once the view has two rounds: "x.xx of 1" (--cpus 0).
         p.contains("NODE")
+            && p.contains(" of 1 ")
             && p.contains("policy static")
             && row(p).is_some_and(|r| r.contains(" python3 ") && r.contains(" process 4 "))
     });
