@@ -33,8 +33,10 @@ build_packages=(gcc libc6-dev pkg-config libhwloc-dev libudev-dev ca-certificate
 # libpfm4 (libpfm.so.4, which numaplace loads at run time for model-specific
 # events; crates/numaplace-linux/tests/libpfm_cpus.rs checks its encodings for
 # each CPU numaplace knows and fails without it; no -dev package: nothing
-# links it).
-test_packages=(hwloc bzip2 xz-utils tar qemu-system-x86 busybox-static cpio numactl g++ dpkg-dev python3 libpfm4)
+# links it), tmux (crates/numaplace/tests/cli_top.rs drives `numaplace top`
+# in a detached tmux session with send-keys and capture-pane; it skips,
+# saying so, without tmux).
+test_packages=(hwloc bzip2 xz-utils tar qemu-system-x86 busybox-static cpio numactl g++ dpkg-dev python3 libpfm4 tmux)
 
 fail() { # one line, exit 2: what this machine lacks and what to do
     echo "setup.sh: $*" >&2

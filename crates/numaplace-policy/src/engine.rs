@@ -25,7 +25,7 @@
 //!   2^(n-1) rounds (at most [`MAX_BACKOFF_ROUNDS`]), so a task numaplace
 //!   may not touch costs neither a syscall nor a journal line per round.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::ControlFlow;
 use std::time::Instant;
 
@@ -197,6 +197,10 @@ pub struct RoundReport {
     /// Nanoseconds in the policy and in the actuator.
     pub decide_ns: u64,
     pub apply_ns: u64,
+    /// What the policy made of each group it classes, by pid
+    /// ([`crate::Policy::classes`]), where [`Engine::report_classes`] asked.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub classes: BTreeMap<i32, String>,
 }
 
 impl RoundReport {
@@ -301,6 +305,9 @@ pub struct Engine {
     /// Actions the kernel refused, not asked again before their round.
     backoff: HashMap<RetryKey, Backoff>,
     totals: EngineTotals,
+    /// Each round's report carries the policy's classes of the groups
+    /// ([`RoundReport::classes`]); off unless someone shows them.
+    report_classes: bool,
 }
 
 impl Engine {
@@ -314,7 +321,14 @@ impl Engine {
             hands_off: HashSet::new(),
             backoff: HashMap::new(),
             totals: EngineTotals::default(),
+            report_classes: false,
         }
+    }
+
+    /// Each round's report carries the policy's classes of the groups
+    /// from now on (`numaplace top` shows them).
+    pub fn report_classes(&mut self, on: bool) {
+        self.report_classes = on;
     }
 
     pub fn policy_name(&self) -> &'static str {
@@ -400,6 +414,9 @@ impl Engine {
             decide_ns,
             ..RoundReport::default()
         };
+        if self.report_classes {
+            report.classes = self.policy.classes(s);
+        }
         let secs = (s.interval_ns as f64 / 1e9).max(0.001);
         let mut page_budget = ((self.config.migrate_mib_per_sec << 20) as f64 * secs
             / self.config.page_size.max(1) as f64) as u64;

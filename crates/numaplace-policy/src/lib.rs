@@ -19,7 +19,7 @@ pub mod symbiosis;
 #[cfg(any(test, feature = "testutil"))]
 pub mod testutil;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use std::collections::HashMap;
 
@@ -142,6 +142,15 @@ pub trait Policy: Send {
 
     /// Decides one round.
     fn decide(&mut self, view: &View<'_>) -> Plan;
+
+    /// What it made, at its last decision, of each group of `snapshot` it
+    /// classes, by pid, in a few words (DINO's classes of the group's
+    /// threads, `auto`'s state of its experiments): for the operator's
+    /// view (`numaplace top`). Empty for a policy that classes nothing.
+    fn classes(&self, snapshot: &numaplace_model::Snapshot) -> BTreeMap<i32, String> {
+        let _ = snapshot;
+        BTreeMap::new()
+    }
 }
 
 /// A signal a policy may read that a machine may lack: a VM without a

@@ -105,6 +105,20 @@ pub enum Command {
         numaplace advise --policy numad-like --all")]
     Advise(RunArgs),
 
+    /// A live view of the machine: nodes (CPUs busy, memory, bandwidth
+    /// where measured), groups (processes and VMs: threads, where they run,
+    /// memory per node, class, signals) and the latest decisions with
+    /// their reasons. With --connect it reads a running daemon's state from
+    /// its metrics listener; without, it reads the machine itself and shows
+    /// what the policy would decide, applying nothing. Keys: q quit, Tab
+    /// switch pane, s / c m t p n sort, r reverse, space pause, arrows
+    /// scroll.
+    #[command(after_help = "Examples:\n  \
+        numaplace top --connect unix:/run/numaplace/metrics.sock\n  \
+        numaplace top --all\n  \
+        numaplace top --connect 127.0.0.1:9464 --once")]
+    Top(TopArgs),
+
     /// Run one policy on a simulated machine and workload (a scenario):
     /// when each application finished, migrations, energy.
     #[command(after_help = "Examples:\n  \
@@ -597,6 +611,35 @@ pub struct RunArgs {
     /// Stop after this many rounds (tests, benchmarks).
     #[arg(long, value_name = "N", hide = true)]
     pub rounds: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct TopArgs {
+    /// Show a running daemon: the address its --metrics listens on
+    /// (127.0.0.1:PORT, [::1]:PORT or unix:/PATH).
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["policy", "config", "cpus", "counters_from", "all", "pid", "comm", "cgroup", "vms"])]
+    pub connect: Option<String>,
+
+    #[command(flatten)]
+    pub choice: PolicyArgs,
+
+    /// Without --connect: what the policy may place (every process when
+    /// none of these is given).
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+
+    /// Time between frames.
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub interval: String,
+
+    /// Print one frame as text to stdout and exit (for scripts); without
+    /// --connect, after two rounds (the first is the baseline of CPU time).
+    #[arg(long)]
+    pub once: bool,
+
+    /// With --once: the frame's size, columns x rows.
+    #[arg(long, value_name = "COLSxROWS", default_value = "120x40")]
+    pub size: String,
 }
 
 /// Where to read tasks from and which to show.

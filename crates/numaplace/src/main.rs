@@ -7,6 +7,7 @@ mod duration;
 mod metrics;
 mod report;
 mod synthetic_counters;
+mod top_state;
 
 use std::process::ExitCode;
 
@@ -18,7 +19,7 @@ use crate::cli::{Cli, Command};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.verbose);
-    if !matches!(cli.command, Command::Run(_)) {
+    if !matches!(cli.command, Command::Run(_) | Command::Top(_)) {
         // A command whose output is cut short (`numaplace scenarios | head`)
         // ends as any Unix filter does, by SIGPIPE, instead of panicking on
         // the failed write. Not the daemon: it writes to metrics clients
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => commands::record::replay(&args),
         Command::Run(args) => commands::run::run(&args),
         Command::Advise(args) => commands::run::advise(&args),
+        Command::Top(args) => commands::top::run(&args),
         Command::Simulate(args) => commands::simulate::simulate(&args),
         Command::Compare(args) => commands::simulate::compare_cmd(&args),
         Command::Scenarios => commands::simulate::scenarios(),

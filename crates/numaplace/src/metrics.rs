@@ -1,5 +1,8 @@
 //! The metrics endpoint: Prometheus text format over HTTP on a loopback
 //! address or a UNIX socket, never anything else. Off unless configured.
+//! The same listener answers `GET /state` with what `numaplace top` shows
+//! (JSON of [`crate::top_state::TopState`], bounded in size where it is
+//! built), read-only like the metrics.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -24,6 +27,9 @@ pub struct MetricsState {
     pub threads_seen: usize,
     pub collect_ns: u64,
     pub last_round_unix_s: f64,
+    /// `GET /state`'s body: the last round's [`crate::top_state::TopState`]
+    /// as JSON, serialized once per round (empty before the first).
+    pub state_json: Arc<String>,
 }
 
 pub type Shared = Arc<Mutex<MetricsState>>;
@@ -188,18 +194,37 @@ fn respond(stream: &mut dyn ReadWrite, shared: &Shared) {
     }
     let req = String::from_utf8_lossy(&buf[..n]);
     let line = req.lines().next().unwrap_or("");
-    let (status, body) = if line.starts_with("GET /metrics ") || line == "GET /metrics" {
+    let asks = |path: &str| {
+        line.strip_prefix("GET ")
+            .and_then(|rest| rest.strip_prefix(path))
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(' '))
+    };
+    const TEXT: &str = "text/plain; version=0.0.4";
+    let (status, kind, body) = if asks("/metrics") {
         let m = shared.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        ("200 OK", render(&m))
+        ("200 OK", TEXT, render(&m))
+    } else if asks("/state") {
+        // Only the Arc is taken under the lock: a slow reader holds no one up.
+        let state = Arc::clone(&shared.lock().unwrap_or_else(|p| p.into_inner()).state_json);
+        if state.is_empty() {
+            (
+                "503 Service Unavailable",
+                TEXT,
+                "numaplace has not finished a round yet\n".to_string(),
+            )
+        } else {
+            ("200 OK", "application/json", String::clone(&state))
+        }
     } else {
         (
             "404 Not Found",
-            "numaplace serves GET /metrics\n".to_string(),
+            TEXT,
+            "numaplace serves GET /metrics and GET /state\n".to_string(),
         )
     };
     let _ = write!(
         stream,
-        "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.0 {status}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
 }
@@ -462,6 +487,76 @@ mod tests {
             .unwrap();
         let mut rest = Vec::new();
         assert_eq!(idle[0].read_to_end(&mut rest).unwrap_or(0), 0);
+        drop(idle);
+    }
+
+    fn ask(mut s: impl Read + Write, request: &[u8]) -> String {
+        s.write_all(request).unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).unwrap();
+        body
+    }
+
+    /// `GET /state`: 503 before the first round, then the round's JSON
+    /// as the daemon left it, on TCP and on the UNIX socket; other paths
+    /// that merely start the same are not it.
+    #[test]
+    fn serves_the_state_for_top_once_a_round_has_run() {
+        let shared: Shared = Arc::new(Mutex::new(MetricsState::default()));
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = probe.local_addr().unwrap();
+        drop(probe);
+        serve(&Listen::Tcp(addr), Arc::clone(&shared)).unwrap();
+        let tcp = || std::net::TcpStream::connect(addr).unwrap();
+        let body = ask(tcp(), b"GET /state HTTP/1.0\r\n\r\n");
+        assert!(body.starts_with("HTTP/1.0 503"), "{body}");
+        assert!(body.contains("not finished a round yet"), "{body}");
+
+        shared.lock().unwrap().state_json = Arc::new("{\"format\":1}".into());
+        let body = ask(tcp(), b"GET /state HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
+        assert!(body.contains("Content-Type: application/json"), "{body}");
+        assert!(body.ends_with("\r\n\r\n{\"format\":1}"), "{body}");
+        for other in [
+            "GET /stateful HTTP/1.0\r\n\r\n",
+            "POST /state HTTP/1.0\r\n\r\n",
+        ] {
+            let body = ask(tcp(), other.as_bytes());
+            assert!(body.starts_with("HTTP/1.0 404"), "{other}: {body}");
+            assert!(body.contains("GET /state"), "{body}");
+        }
+        // The metrics are still there, beside it.
+        let body = ask(tcp(), b"GET /metrics\r\n\r\n");
+        assert!(body.contains("numaplace_rounds_total"), "{body}");
+
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("m.sock");
+        serve(&Listen::Unix(sock.clone()), shared).unwrap();
+        let body = ask(
+            std::os::unix::net::UnixStream::connect(&sock).unwrap(),
+            b"GET /state HTTP/1.0\r\n\r\n",
+        );
+        assert!(body.ends_with("{\"format\":1}"), "{body}");
+    }
+
+    /// Idle connections held open do not keep `top` out either: the
+    /// newest evicts the oldest, whatever it asks.
+    #[test]
+    fn the_state_answers_while_idle_connections_are_held_open() {
+        let shared: Shared = Arc::new(Mutex::new(MetricsState {
+            state_json: Arc::new("{}".into()),
+            ..MetricsState::default()
+        }));
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("m.sock");
+        serve(&Listen::Unix(sock.clone()), shared).unwrap();
+        let idle: Vec<_> = (0..2 * MAX_CONNECTIONS)
+            .map(|_| std::os::unix::net::UnixStream::connect(&sock).unwrap())
+            .collect();
+        let s = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let body = ask(s, b"GET /state HTTP/1.0\r\n\r\n");
+        assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
         drop(idle);
     }
 

@@ -1400,6 +1400,42 @@ impl Policy for Auto {
         }
     }
 
+    /// Where each group in scope stands in `auto`'s experiments (a move
+    /// under trial, a layout kept, watched), with DINO's classes of its
+    /// threads where they are counted.
+    fn classes(&self, snapshot: &Snapshot) -> BTreeMap<i32, String> {
+        let dino = self.dino.classes(snapshot);
+        let mut out = BTreeMap::new();
+        for &pid in self.first_seen.keys() {
+            let trial = self.trial.as_ref().and_then(|e| {
+                e.moves
+                    .iter()
+                    .find(|m| m.pid == pid)
+                    .map(|m| format!("trial {}: {}", e.number, m.kind))
+                    .or_else(|| {
+                        e.kernel
+                            .is_some()
+                            .then(|| format!("trial {}: {KERNEL}", e.number))
+                    })
+            });
+            let state = if let Some(t) = trial {
+                t
+            } else if self.dino_kept.contains(&pid) {
+                format!("{DINO_LAYOUT} kept")
+            } else if self.layout_kept {
+                format!("{LAYOUT} kept")
+            } else {
+                "watched".to_string()
+            };
+            let text = match dino.get(&pid) {
+                Some(c) => format!("{state}; {c}"),
+                None => state,
+            };
+            out.insert(pid, text);
+        }
+        out
+    }
+
     fn decide(&mut self, view: &View<'_>) -> Plan {
         // Every move auto makes places threads or memory on a node (numad's,
         // DI's and DINO's memory domains): with one node of CPUs, none has

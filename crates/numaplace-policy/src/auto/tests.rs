@@ -915,3 +915,21 @@ fn the_kernels_balancing_that_moves_nothing_must_pay_like_any_move() {
     assert!(!on, "put back off: {why}");
     assert!(why.contains("it moved no memory while it settled"), "{why}");
 }
+
+/// What `numaplace top` shows of `auto`: each group in scope watched
+/// until a move of it is under trial, which it names with the
+/// experiment's number and kind.
+#[test]
+fn auto_says_where_each_group_stands_in_its_experiments() {
+    let t = topo();
+    let mut auto = Auto::new(AutoParams::default());
+    let first = round(1, t.span(), Some(1_000_000_000));
+    assert!(auto.classes(&first).is_empty(), "nothing seen yet");
+    decide(&mut auto, &t, &first);
+    assert_eq!(auto.classes(&first)[&100], "watched");
+    let (moved, _) = until_it_moves(&mut auto, &t, Some(1_000_000_000));
+    let s = round(moved, &node1(&t), Some(1_000_000_000));
+    let class = &auto.classes(&s)[&100];
+    assert!(class.starts_with("trial 1: "), "{class}");
+    assert!(class.contains(MEMORY_HOME), "{class}");
+}

@@ -378,6 +378,32 @@ impl Policy for Dino {
         }
     }
 
+    /// The classes of each group's threads (§3.3.2, after §3.3.3's
+    /// hysteresis): `devil`, or `super-devil 1, turtle 3` for a mix.
+    fn classes(&self, snapshot: &Snapshot) -> BTreeMap<i32, String> {
+        let mut out = BTreeMap::new();
+        for g in &snapshot.groups {
+            let mut counts: BTreeMap<Class, usize> = BTreeMap::new();
+            for t in g.threads.iter().filter_map(|&tid| snapshot.task(tid)) {
+                if let Some(h) = self.classes.get(&t.id()) {
+                    *counts.entry(h.current()).or_default() += 1;
+                }
+            }
+            let text = match counts.len() {
+                0 => continue,
+                1 => counts.keys().map(|c| c.name().to_string()).collect(),
+                _ => counts
+                    .iter()
+                    .rev()
+                    .map(|(c, n)| format!("{} {n}", c.name()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            };
+            out.insert(g.pid, text);
+        }
+        out
+    }
+
     fn decide(&mut self, view: &View<'_>) -> Plan {
         let m = Machine::new(view.topology);
         let mut plan = Plan::default();

@@ -653,3 +653,31 @@ fn di_leaves_a_thread_within_its_memorys_node() {
     // Kept there next round: nothing moves.
     assert!(f.decide(&mut di).is_empty());
 }
+
+/// What `numaplace top` shows of DINO: each group's threads' classes, one
+/// word where they agree, counts where they differ; nothing for a group
+/// whose threads it has not classed.
+#[test]
+fn dino_says_the_classes_of_each_groups_threads() {
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:4 pu:1");
+    f.thread(10, 10, 150.0);
+    f.thread(11, 10, 30.0);
+    f.thread(12, 10, 40.0);
+    f.thread(20, 20, 0.5);
+    let all = f.topo.span().clone();
+    f.threads.insert(30, (30, None, all));
+    let mut dino = Dino::new(DinoParams::default());
+    let s = f.snapshot();
+    assert!(
+        dino.classes(&s).is_empty(),
+        "nothing classed before a round"
+    );
+    decide(&mut dino, &f.topo, &s);
+    let classes = dino.classes(&s);
+    assert_eq!(classes[&10], "super-devil 1, devil 2");
+    assert_eq!(classes[&20], "turtle");
+    assert!(
+        !classes.contains_key(&30),
+        "no counters, no class: {classes:?}"
+    );
+}

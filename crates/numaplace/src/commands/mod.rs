@@ -8,6 +8,7 @@ pub mod record;
 pub mod run;
 pub mod simulate;
 pub mod tasks;
+pub mod top;
 pub mod topology;
 pub mod train;
 

@@ -243,7 +243,7 @@ impl Journal {
     }
 }
 
-const EMPTY_SCOPE: &str = "the scope names nothing: give --pid, --comm, --cgroup or --vms (or a [scope] table in the config), or --all for every process";
+pub(crate) const EMPTY_SCOPE: &str = "the scope names nothing: give --pid, --comm, --cgroup or --vms (or a [scope] table in the config), or --all for every process";
 
 /// What the daemon does with the loop's events: each journal entry to the
 /// journal file (and the log), the metrics after each round, and a stop
@@ -257,11 +257,17 @@ struct Daemon<'m> {
     totals: EngineTotals,
     /// Set by SIGHUP: said, and otherwise ignored.
     hup: Arc<AtomicBool>,
+    /// What `GET /state` serves (`numaplace top`), built each round where
+    /// the metrics listener is on.
+    top: Option<crate::top_state::Feed<'m>>,
 }
 
 impl Observer for Daemon<'_> {
     fn entry(&mut self, _: &Snapshot, e: &JournalEntry) {
         self.journal.write(e);
+        if let Some(top) = &mut self.top {
+            top.builder.entry(e);
+        }
     }
 
     fn round_done(&mut self, snap: &Snapshot, report: &RoundReport) -> ControlFlow<()> {
@@ -273,7 +279,11 @@ impl Observer for Daemon<'_> {
             );
         }
         {
+            let state = self.top.as_mut().map(|t| Arc::new(t.json(snap, report)));
             let mut m = self.metrics.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(state) = state {
+                m.state_json = state;
+            }
             m.totals = self.totals.clone();
             m.managed_processes = report.managed;
             m.threads_seen = snap.tasks.len();
@@ -336,6 +346,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         c.scope.clone(),
         engine_config(c, balancing),
     );
+    // `GET /state` shows the policy's classes of the groups.
+    engine.report_classes(c.metrics.listen.is_some());
     let (collector, managed) =
         start_collecting(&engine, c, balancing, s.synthetic.as_mut(), service)?;
     let journal = Journal::open(c.journal.as_deref())?;
@@ -366,6 +378,16 @@ pub fn run(args: &RunArgs) -> Result<()> {
         rounds: 0,
         totals: EngineTotals::default(),
         hup,
+        top: c.metrics.listen.as_ref().map(|_| crate::top_state::Feed {
+            builder: Default::default(),
+            watch: crate::top_state::Watch {
+                topology: &s.topology,
+                scope: c.scope.clone(),
+                reads: crate::top_state::Reads::of(&engine),
+                policy: c.policy.name().into(),
+                applies: !c.dry_run,
+            },
+        }),
     };
     let mut world = Pair {
         telemetry: Synthesized {
@@ -496,7 +518,7 @@ fn start_collecting(
 
 /// The engine's config for this host: the kernel's balancing as read at
 /// start.
-fn engine_config(c: &Config, balancing: NumaBalancing) -> EngineConfig {
+pub(crate) fn engine_config(c: &Config, balancing: NumaBalancing) -> EngineConfig {
     EngineConfig {
         kernel_balancing: balancing.balances_between_nodes(),
         ..c.engine.clone()
@@ -607,7 +629,7 @@ pub(crate) fn without_signals(
 
 /// A collector of what the policy reads, and machine readings; the
 /// operator's `[perf]` encodings of the uncore pair first.
-fn collector_for(engine: &Engine, c: &Config) -> Collector {
+pub(crate) fn collector_for(engine: &Engine, c: &Config) -> Collector {
     let needs = engine.needs();
     Collector::with_config(
         SysRoot::host(),
@@ -757,20 +779,10 @@ pub fn advise(args: &RunArgs) -> Result<()> {
 /// A journal entry for people: `app (pid 12): pin thread 13 to CPUs 2-3`
 /// and, on the next line, `because <reason>`; names and reasons escaped.
 pub(crate) fn describe_decision(e: &JournalEntry) -> String {
-    let what = match &e.action {
-        Action::Pin { task, cpus, .. } => format!("pin thread {} to CPUs {cpus}", task.tid),
-        Action::MoveMemory { to_node, .. } => format!("move memory to node {to_node}"),
-        Action::MoveWindow {
-            to_node, address, ..
-        } => format!("move pages around {address:#x} to node {to_node}"),
-        Action::KernelBalancing { on } => {
-            return format!(
-                "the machine: turn the kernel's automatic NUMA balancing {}\n    because {}",
-                if *on { "on" } else { "off" },
-                printable(&e.reason)
-            );
-        }
-    };
+    let what = crate::top_state::describe_action(&e.action);
+    if e.action.machine_wide() {
+        return format!("the machine: {what}\n    because {}", printable(&e.reason));
+    }
     format!(
         "{} (pid {}): {what}\n    because {}",
         printable(&e.label),

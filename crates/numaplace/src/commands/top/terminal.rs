@@ -1,0 +1,70 @@
+//! The terminal in the view's mode (raw, alternate screen, cursor hidden)
+//! and put back as it was on every way out: a return, an error, a panic
+//! (the hook restores before the message is printed) and SIGINT / SIGTERM /
+//! SIGHUP (flags the loop checks between frames, so it returns normally).
+
+use std::io::{Stdout, stdout};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::{Context, Result};
+use crossterm::cursor::{Hide, Show};
+use crossterm::execute;
+use crossterm::terminal::{
+    EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
+};
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+
+/// Puts the terminal back; safe to call more than once.
+pub fn restore() {
+    let _ = disable_raw_mode();
+    let _ = execute!(stdout(), LeaveAlternateScreen, Show);
+}
+
+/// The terminal in the view's mode; dropped, it is put back.
+pub struct Screen {
+    pub terminal: Terminal<CrosstermBackend<Stdout>>,
+}
+
+impl Screen {
+    pub fn enter() -> Result<Screen> {
+        // A panic anywhere (a bug in the view, a thread) leaves the
+        // terminal usable and its message readable.
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            restore();
+            previous(info);
+        }));
+        enable_raw_mode().context(
+            "putting the terminal in raw mode (is stdout a terminal? --once prints one frame without one)",
+        )?;
+        let screen = Screen {
+            terminal: Terminal::new(CrosstermBackend::new(stdout()))
+                .context("opening the terminal")?,
+        };
+        execute!(stdout(), EnterAlternateScreen, Hide).context("switching screens")?;
+        Ok(screen)
+    }
+}
+
+impl Drop for Screen {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// A flag SIGINT, SIGTERM and SIGHUP set. In raw mode a typed Ctrl-C is a
+/// key, not a signal; these come from `kill` or a closed terminal.
+pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .context("installing signal handlers")?;
+    }
+    Ok(stop)
+}

@@ -1,0 +1,413 @@
+//! What `numaplace top` shows, as one bounded value: the nodes, the groups
+//! (processes and VMs) and the last decisions with their reasons. The
+//! daemon builds it each round from the round's snapshot and journal
+//! entries and serves it as JSON (`GET /state` on its metrics listener);
+//! `top` without a daemon builds the same from its own collection rounds.
+//!
+//! Everything a process chose (names, VM names) is escaped with
+//! [`printable`] and cut to [`MAX_LABEL`] characters when it enters here,
+//! and the lists are capped ([`MAX_GROUPS`], [`MAX_DECISIONS`]), so the
+//! JSON stays small whatever runs on the machine.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use serde::{Deserialize, Serialize};
+
+use numaplace_model::task::printable;
+use numaplace_model::world::JournalEntry;
+use numaplace_model::{Counter, GroupKind, Outcome, Scope, Snapshot, TaskId, Topology};
+use numaplace_policy::engine::RoundReport;
+
+/// The format of [`TopState`]; a reader refuses another.
+pub const FORMAT: u32 = 1;
+/// Groups at most: those in scope first, then the busiest others.
+pub const MAX_GROUPS: usize = 200;
+/// Decisions kept, newest last.
+pub const MAX_DECISIONS: usize = 64;
+/// Characters of a name kept (after escaping).
+pub const MAX_LABEL: usize = 64;
+/// Characters of a reason kept (after escaping).
+pub const MAX_REASON: usize = 600;
+
+/// One frame of `top`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopState {
+    pub format: u32,
+    pub policy: String,
+    /// Whether actions are carried out (`false`: a dry run, or `top`'s own
+    /// advice, which applies nothing).
+    pub applies: bool,
+    pub round: u64,
+    pub time_unix_ns: u64,
+    /// Nanoseconds the round's CPU times cover; 0 in the first round.
+    pub interval_ns: u64,
+    pub nodes: Vec<NodeRow>,
+    /// Memory bandwidth per resctrl L3 domain, where resctrl measures it.
+    pub bandwidth: Vec<BandwidthRow>,
+    pub groups: Vec<GroupRow>,
+    /// Groups seen but left out ([`MAX_GROUPS`]).
+    pub groups_left_out: usize,
+    pub decisions: Vec<DecisionRow>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeRow {
+    /// The kernel's node number.
+    pub id: u32,
+    /// Its CPUs, as a list (`0-3,8-11`).
+    pub cpus: String,
+    pub cpu_count: usize,
+    /// CPUs' worth of time the threads seen ran on it over the interval;
+    /// `None` in the first round (no interval yet).
+    pub busy_cpus: Option<f64>,
+    /// Bytes, from the node's meminfo; `None` where it was not read.
+    pub mem_total: Option<u64>,
+    pub mem_free: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BandwidthRow {
+    /// The resctrl L3 domain.
+    pub domain: u32,
+    /// Bytes per second of all monitoring groups over the interval.
+    pub bytes_per_s: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroupRow {
+    pub pid: i32,
+    /// The process's or VM's name, escaped and cut. Untrusted.
+    pub label: String,
+    /// `process` or `vm`.
+    pub kind: String,
+    /// Whether the policy may act on it.
+    pub in_scope: bool,
+    pub threads: usize,
+    /// Threads by the node of the CPU they last ran on.
+    pub running: BTreeMap<u32, usize>,
+    /// The CPUs its threads last ran on.
+    pub cpus: String,
+    /// CPUs' worth of time it ran over the interval.
+    pub busy_cpus: Option<f64>,
+    /// Bytes per node (`numa_maps`), where its memory was read.
+    pub memory: Option<BTreeMap<u32, u64>>,
+    /// What the policy classed it as, where the policy classes groups.
+    pub class: Option<String>,
+    /// The per-process signals the round had for it that the policy reads
+    /// (`hw counters` or `sw counters`, `samples N`, `hinting faults N`,
+    /// `numa_maps`).
+    pub signals: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionRow {
+    pub round: u64,
+    pub time_unix_ns: u64,
+    pub pid: i32,
+    pub label: String,
+    /// The action, in words (`pin thread 12 to CPUs 0-3`).
+    pub action: String,
+    pub reason: String,
+    /// What became of it (`done`, `not applied`, `refused: ...`).
+    pub outcome: String,
+}
+
+/// Which signals the policy reads (the engine's `needs`), to say per group
+/// which of them the round had.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reads {
+    pub counters: bool,
+    pub memory: bool,
+    pub samples: bool,
+}
+
+impl Reads {
+    /// What the engine's policy reads.
+    pub fn of(engine: &numaplace_policy::engine::Engine) -> Reads {
+        let n = engine.needs();
+        Reads {
+            counters: n.counters,
+            memory: n.memory,
+            samples: n.samples,
+        }
+    }
+}
+
+/// Builds a [`TopState`] each round, keeping what spans rounds: each
+/// thread's CPU time at the last round (for busy CPUs) and the last
+/// decisions.
+#[derive(Debug, Default)]
+pub struct StateBuilder {
+    cpu_ticks: HashMap<TaskId, u64>,
+    /// A round was seen before this one: CPU times have a start.
+    started: bool,
+    decisions: VecDeque<DecisionRow>,
+}
+
+/// `text` escaped and cut to `max` characters (an ellipsis says so).
+pub fn bounded(text: &str, max: usize) -> String {
+    let p = printable(text);
+    if p.chars().count() <= max {
+        return p;
+    }
+    let mut s: String = p.chars().take(max.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
+impl StateBuilder {
+    /// Keeps a journal entry among the last decisions.
+    pub fn entry(&mut self, e: &JournalEntry) {
+        if self.decisions.len() == MAX_DECISIONS {
+            self.decisions.pop_front();
+        }
+        self.decisions.push_back(DecisionRow {
+            round: e.round,
+            time_unix_ns: e.time_unix_ns,
+            pid: e.pid,
+            label: bounded(&e.label, MAX_LABEL),
+            action: bounded(&describe_action(&e.action), MAX_REASON),
+            reason: bounded(&e.reason, MAX_REASON),
+            outcome: bounded(&describe_outcome(&e.outcome), MAX_REASON),
+        });
+    }
+
+    /// The frame of a finished round. `class_of` says what the policy
+    /// classed a group as, where it classes groups.
+    pub fn round(
+        &mut self,
+        w: &Watch,
+        snap: &Snapshot,
+        class_of: &dyn Fn(i32) -> Option<String>,
+    ) -> TopState {
+        let (topology, scope, reads) = (w.topology, &w.scope, w.reads);
+        let secs = snap.interval_ns as f64 / 1e9;
+        let ticks = snap.machine.clock_ticks.max(1) as f64;
+        // Each thread's CPU time over the interval, in CPUs' worth.
+        let mut now = HashMap::with_capacity(snap.tasks.len());
+        let mut busy_of = HashMap::with_capacity(snap.tasks.len());
+        for t in &snap.tasks {
+            let total = t.utime.saturating_add(t.stime);
+            now.insert(t.id(), total);
+            if secs > 0.0
+                && let Some(&before) = self.cpu_ticks.get(&t.id())
+            {
+                busy_of.insert(t.tid, total.saturating_sub(before) as f64 / ticks / secs);
+            }
+        }
+        self.cpu_ticks = now;
+        // Busy CPUs need the threads' CPU times of an earlier round, which
+        // the first round the builder sees does not have (the daemon's
+        // first snapshot has an interval from its own baseline reading).
+        let had_start = std::mem::replace(&mut self.started, true);
+        let measured = secs > 0.0 && had_start;
+        let node_of_cpu = |cpu: u32| {
+            topology
+                .cpu_by_os_id(cpu)
+                .map(|c| topology.nodes()[c.node].os_id)
+        };
+
+        let mut node_busy: BTreeMap<u32, f64> = BTreeMap::new();
+        for t in &snap.tasks {
+            if let (Some(cpu), Some(b)) = (t.last_cpu, busy_of.get(&t.tid))
+                && let Some(n) = node_of_cpu(cpu)
+            {
+                *node_busy.entry(n).or_default() += b;
+            }
+        }
+        let nodes = topology
+            .nodes()
+            .iter()
+            .map(|n| {
+                let mem = snap.machine.nodes.get(&n.os_id);
+                NodeRow {
+                    id: n.os_id,
+                    cpus: n.span.to_list_string(),
+                    cpu_count: n.span.len(),
+                    busy_cpus: measured.then(|| node_busy.get(&n.os_id).copied().unwrap_or(0.0)),
+                    mem_total: mem.map(|m| m.total),
+                    mem_free: mem.map(|m| m.free),
+                }
+            })
+            .collect();
+
+        let mut bandwidth: BTreeMap<u32, u64> = BTreeMap::new();
+        for r in &snap.machine.resctrl {
+            if let Some(b) = r.mbm_total_bytes {
+                *bandwidth.entry(r.domain).or_default() += b;
+            }
+        }
+        // The collector's bandwidth is already over the interval.
+        let bandwidth = if secs > 0.0 {
+            bandwidth
+                .into_iter()
+                .map(|(domain, b)| BandwidthRow {
+                    domain,
+                    bytes_per_s: b as f64 / secs,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+
+        let mut groups: Vec<GroupRow> = snap
+            .groups
+            .iter()
+            .filter(|g| !g.is_kernel())
+            .map(|g| {
+                let mut running = BTreeMap::new();
+                let mut cpus = Vec::new();
+                let mut busy = 0.0;
+                let mut samples = 0usize;
+                let mut faults = 0u64;
+                let mut counted = (false, false);
+                for &tid in &g.threads {
+                    let Some(t) = snap.task(tid) else { continue };
+                    if let Some(cpu) = t.last_cpu {
+                        cpus.push(cpu);
+                        if let Some(n) = node_of_cpu(cpu) {
+                            *running.entry(n).or_insert(0) += 1;
+                        }
+                    }
+                    busy += busy_of.get(&tid).copied().unwrap_or(0.0);
+                    samples += snap.samples.get(&tid).map_or(0, Vec::len);
+                    faults += snap.numa_faults.get(&tid).map_or(0, |f| f.total());
+                    if let Some(c) = snap.counters.get(&tid) {
+                        counted.0 |= c.values.keys().any(|k| !Counter::SOFTWARE.contains(k));
+                        counted.1 |= !c.values.is_empty();
+                    }
+                }
+                let mut signals = Vec::new();
+                // Hardware counters (instructions, cycles, LLC, uncore), or
+                // only the kernel's software ones (CPU time, switches).
+                if reads.counters && counted.0 {
+                    signals.push("hw counters".to_string());
+                } else if reads.counters && counted.1 {
+                    signals.push("sw counters".to_string());
+                }
+                if reads.samples && samples > 0 {
+                    signals.push(format!("samples {samples}"));
+                }
+                if faults > 0 {
+                    signals.push(format!("hinting faults {faults}"));
+                }
+                if reads.memory && g.memory.is_some() {
+                    signals.push("numa_maps".to_string());
+                }
+                GroupRow {
+                    pid: g.pid,
+                    label: bounded(&g.label(), MAX_LABEL),
+                    kind: match g.kind {
+                        GroupKind::Process => "process".into(),
+                        GroupKind::Vm { .. } => "vm".into(),
+                    },
+                    in_scope: scope.matches(g, snap),
+                    threads: g.threads.len(),
+                    running,
+                    cpus: cpus
+                        .into_iter()
+                        .collect::<numaplace_model::CpuSet>()
+                        .to_list_string(),
+                    busy_cpus: measured.then_some(busy),
+                    memory: g.memory_total(),
+                    class: class_of(g.pid).map(|c| bounded(&c, MAX_LABEL)),
+                    signals,
+                }
+            })
+            .collect();
+        // In scope first, then the busiest; the rest left out.
+        groups.sort_by(|a, b| {
+            b.in_scope
+                .cmp(&a.in_scope)
+                .then(
+                    b.busy_cpus
+                        .unwrap_or(0.0)
+                        .total_cmp(&a.busy_cpus.unwrap_or(0.0)),
+                )
+                .then(a.pid.cmp(&b.pid))
+        });
+        let groups_left_out = groups.len().saturating_sub(MAX_GROUPS);
+        groups.truncate(MAX_GROUPS);
+
+        TopState {
+            format: FORMAT,
+            policy: w.policy.clone(),
+            applies: w.applies,
+            round: snap.seq,
+            time_unix_ns: snap.time_unix_ns,
+            interval_ns: snap.interval_ns,
+            nodes,
+            bandwidth,
+            groups,
+            groups_left_out,
+            decisions: self.decisions.iter().cloned().collect(),
+        }
+    }
+}
+
+/// What the frames are of: the machine, the scope, what the policy reads.
+pub struct Watch<'a> {
+    pub topology: &'a Topology,
+    pub scope: Scope,
+    pub reads: Reads,
+    pub policy: String,
+    /// Whether actions are carried out (not a dry run, not `top`'s own).
+    pub applies: bool,
+}
+
+/// What a loop (the daemon's, or `top`'s own) keeps to build each round's
+/// frame.
+pub struct Feed<'a> {
+    pub builder: StateBuilder,
+    pub watch: Watch<'a>,
+}
+
+impl Feed<'_> {
+    /// The frame of a finished round, with the policy's classes of the
+    /// groups (the round's report's, where the engine was asked for them).
+    pub fn frame(&mut self, snap: &Snapshot, report: &RoundReport) -> TopState {
+        self.builder
+            .round(&self.watch, snap, &|pid| report.classes.get(&pid).cloned())
+    }
+
+    /// The frame as JSON (what `GET /state` serves).
+    pub fn json(&mut self, snap: &Snapshot, report: &RoundReport) -> String {
+        serde_json::to_string(&self.frame(snap, report)).unwrap_or_default()
+    }
+}
+
+/// An action in words, as the journal's readers see it.
+pub fn describe_action(a: &numaplace_model::Action) -> String {
+    use numaplace_model::Action;
+    match a {
+        Action::Pin { task, cpus, .. } => format!("pin thread {} to CPUs {cpus}", task.tid),
+        Action::MoveMemory { to_node, .. } => format!("move memory to node {to_node}"),
+        Action::MoveWindow {
+            to_node, address, ..
+        } => format!("move pages around {address:#x} to node {to_node}"),
+        Action::KernelBalancing { on } => format!(
+            "turn the kernel's automatic NUMA balancing {}",
+            if *on { "on" } else { "off" }
+        ),
+    }
+}
+
+/// What became of an action, in words.
+pub fn describe_outcome(o: &Outcome) -> String {
+    match o {
+        Outcome::Done => "done".into(),
+        Outcome::Pages(p) => format!("{} pages moved", p.moved),
+        Outcome::NotApplied => "not applied".into(),
+        Outcome::Gone => "gone".into(),
+        Outcome::Refused { errno, why } => format!("refused ({errno}): {why}"),
+        Outcome::Skipped { why } => format!("skipped: {why}"),
+    }
+}
+
+#[cfg(test)]
+mod tests;

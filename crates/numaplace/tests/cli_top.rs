@@ -1,0 +1,331 @@
+//! `numaplace top` as an operator sees it: a dry-run daemon placing a busy
+//! test process, and `top --connect` on its metrics socket in a detached
+//! tmux session of a fixed size, driven with `send-keys` and read with
+//! `capture-pane`. Skipped, with a message, where tmux is not installed
+//! (`./setup.sh test` installs it).
+
+#[path = "support/common.rs"]
+mod common;
+
+use common::{numaplace, text};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The test process's first thread on CPU 0, every round: a fixed
+/// placement, so the decision and its reason do not depend on what else
+/// runs on this machine.
+const PIN_PYTHON_TO_CPU_0: &str = "[policy]\nname = \"static\"\n[[policy.pins]]\nprocess = \"python3\"\nthread = 0\ncpus = \"0\"\n";
+
+/// The test process: three threads spinning (Python's lock lets about one
+/// run at a time) beside its main thread, four in all.
+const BUSY_THREADS: &str = "import threading\n\
+def spin():\n    while True:\n        pass\n\
+for _ in range(3):\n    threading.Thread(target=spin, daemon=True).start()\n\
+threading.Event().wait()\n";
+
+/// A child killed when dropped, so a failing test leaves nothing running.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A tmux server of this test's own (`-L`), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn new() -> Tmux {
+        Tmux {
+            socket: format!("numaplace-top-test-{}", std::process::id()),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        let o = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("run tmux");
+        assert!(
+            o.status.success(),
+            "tmux {args:?}: {}",
+            text(&o.stderr).trim()
+        );
+        o
+    }
+
+    /// A detached session of 120x40 running `command` under sh.
+    fn session(&self, name: &str, command: &str) {
+        self.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            name,
+            "-x",
+            "120",
+            "-y",
+            "40",
+            command,
+        ]);
+    }
+
+    fn capture(&self, name: &str) -> String {
+        text(&self.run(&["capture-pane", "-p", "-t", name]).stdout)
+    }
+
+    fn keys(&self, name: &str, keys: &str) {
+        self.run(&["send-keys", "-t", name, keys]);
+    }
+
+    fn format(&self, name: &str, f: &str) -> String {
+        text(&self.run(&["display-message", "-p", "-t", name, f]).stdout)
+            .trim()
+            .to_string()
+    }
+
+    /// The pane once `f` holds for it; fails with the pane after 30 s.
+    fn wait_for(&self, name: &str, what: &str, f: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let pane = self.capture(name);
+            if f(&pane) {
+                return pane;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "timed out waiting for {what}; the pane:\n{pane}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .output();
+    }
+}
+
+fn tmux_present() -> bool {
+    Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Single-quoted for sh.
+fn quoted(p: &Path) -> String {
+    format!("'{}'", p.display().to_string().replace('\'', "'\\''"))
+}
+
+/// Keeps the pane as the text of the report (`--nocapture` shows it).
+fn keep(dir: &Path, name: &str, pane: &str) {
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("cli_top-{name}.txt"));
+    let _ = std::fs::write(&out, pane);
+    let _ = dir;
+    eprintln!("--- {name} ({}) ---\n{pane}", out.display());
+}
+
+#[test]
+fn top_shows_the_daemons_nodes_groups_and_decisions_under_tmux() {
+    if !tmux_present() {
+        eprintln!(
+            "SKIPPED: tmux is not installed; this test drives numaplace top in tmux (Debian: apt-get install tmux, or ./setup.sh test)"
+        );
+        return;
+    }
+    common::require_program("python3", "python3");
+    let busy = Killed(
+        Command::new("python3")
+            .args(["-c", BUSY_THREADS])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = busy.0.id().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("np.toml");
+    std::fs::write(&config, PIN_PYTHON_TO_CPU_0).unwrap();
+    let sock = dir.path().join("metrics.sock");
+    let listen = format!("unix:{}", sock.display());
+    let daemon = Killed(
+        Command::new(env!("CARGO_BIN_EXE_numaplace"))
+            .args([
+                "run",
+                "--dry-run",
+                "--cpus",
+                "0",
+                "--interval",
+                "200ms",
+                "--pid",
+                &pid,
+                "--metrics",
+                &listen,
+            ])
+            .arg("--config")
+            .arg(&config)
+            .arg("--state")
+            .arg(dir.path().join("state.json"))
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+
+    // --once, for scripts: one frame once the daemon has decided.
+    let start = Instant::now();
+    let once = loop {
+        let o = numaplace(&["top", "--connect", &listen, "--once", "--size", "120x30"]);
+        if o.status.success() && text(&o.stdout).contains(&format!("*{pid}")) {
+            break text(&o.stdout);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no frame with the test process from --once: {}{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert!(once.contains("policy static"), "{once}");
+
+    let tmux = Tmux::new();
+    let bin = quoted(Path::new(env!("CARGO_BIN_EXE_numaplace")));
+    // After top: its exit status and the terminal's modes, then a pause
+    // that keeps the pane to read.
+    let after = "echo \"top exited $?\"; echo \"modes: $(stty -a | tr ' ;' '\\n\\n' | grep -x -e icanon -e -icanon -e echo -e -echo | tr '\\n' ' ')\"; sleep 60";
+    tmux.session(
+        "view",
+        &format!("{bin} top --connect {listen} --interval 300ms; {after}"),
+    );
+    // The test process's row: in scope (*), its name, its four threads.
+    let row = |p: &str| {
+        p.lines()
+            .find(|l| l.contains(&format!("*{pid} ")))
+            .map(str::to_string)
+    };
+    let groups = tmux.wait_for("view", "the nodes and the test process", |p| {
+        // Busy CPUs once the view has two rounds: "x.xx of 1" (--cpus 0).
+        p.contains("NODE")
+            && p.contains(" of 1 ")
+            && p.contains("policy static")
+            && row(p).is_some_and(|r| r.contains(" python3 ") && r.contains(" process 4 "))
+    });
+    keep(dir.path(), "groups", &groups);
+    assert!(groups.contains("CPUS BUSY"), "{groups}");
+    assert!(groups.contains("memory bandwidth:"), "{groups}");
+    assert_eq!(
+        tmux.format("view", "#{alternate_on}"),
+        "1",
+        "top in the alternate screen"
+    );
+
+    // Another pane: the decisions with their reasons.
+    tmux.keys("view", "Tab");
+    let decisions = tmux.wait_for("view", "a decision with its reason", |p| {
+        p.contains("decisions:") && p.contains("because static placement")
+    });
+    keep(dir.path(), "decisions", &decisions);
+    assert!(
+        decisions.contains(&format!("python3 (pid {pid}): pin thread {pid} to CPUs 0")),
+        "{decisions}"
+    );
+    assert!(decisions.contains("-> not applied"), "{decisions}");
+
+    // Sorting and pausing say so in the view.
+    tmux.keys("view", "g");
+    tmux.keys("view", "n");
+    tmux.wait_for("view", "sorting by name", |p| p.contains("by name"));
+    tmux.keys("view", "Space");
+    tmux.wait_for("view", "the pause", |p| p.contains("paused"));
+
+    tmux.keys("view", "q");
+    let after_q = tmux.wait_for("view", "top to exit on q", |p| p.contains("modes: "));
+    keep(dir.path(), "after-q", &after_q);
+    assert!(after_q.contains("top exited 0"), "{after_q}");
+    assert!(
+        after_q.contains("modes: icanon echo"),
+        "the terminal back in canonical mode with echo: {after_q}"
+    );
+    assert!(
+        !after_q.contains("CPUS BUSY"),
+        "the view is gone: {after_q}"
+    );
+    assert_eq!(tmux.format("view", "#{alternate_on}"), "0");
+    assert_eq!(tmux.format("view", "#{cursor_flag}"), "1", "cursor shown");
+
+    // The daemon stops: the view says so and goes on; SIGTERM ends it and
+    // puts the terminal back.
+    let pidfile = dir.path().join("top.pid");
+    tmux.session(
+        "gone",
+        &format!(
+            "sh -c 'echo $$ > {}; exec {bin} top --connect {listen} --interval 300ms'; {after}",
+            pidfile.display()
+        ),
+    );
+    tmux.wait_for("gone", "the view", |p| p.contains(&format!("*{pid}")));
+    drop(daemon);
+    let gone = tmux.wait_for("gone", "the daemon reported not answering", |p| {
+        p.contains("daemon not answering")
+    });
+    keep(dir.path(), "daemon-gone", &gone);
+    let top_pid = std::fs::read_to_string(&pidfile).unwrap();
+    let killed = Command::new("kill")
+        .args(["-TERM", top_pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let after_term = tmux.wait_for("gone", "top to exit on SIGTERM", |p| p.contains("modes: "));
+    assert!(after_term.contains("top exited 0"), "{after_term}");
+    assert!(after_term.contains("modes: icanon echo"), "{after_term}");
+    assert_eq!(tmux.format("gone", "#{alternate_on}"), "0");
+}
+
+/// A terminal smaller than the view says so instead of drawing a mess;
+/// Ctrl-C quits.
+#[test]
+fn a_terminal_too_small_says_so() {
+    if !tmux_present() {
+        eprintln!("SKIPPED: tmux is not installed (Debian: apt-get install tmux)");
+        return;
+    }
+    let tmux = Tmux::new();
+    let dir = tempfile::tempdir().unwrap();
+    // Nobody listens there: the view says the daemon is not answering,
+    // but first that the terminal is too small.
+    let sock = dir.path().join("nobody.sock");
+    let bin = quoted(Path::new(env!("CARGO_BIN_EXE_numaplace")));
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "small",
+        "-x",
+        "40",
+        "-y",
+        "10",
+        &format!("{bin} top --connect unix:{}; sleep 60", sock.display()),
+    ]);
+    let pane = tmux.wait_for("small", "the size message", |p| {
+        p.contains("terminal too small")
+    });
+    assert!(pane.contains("40x10"), "{pane}");
+    // In raw mode a typed Ctrl-C is a key; it quits as q does.
+    tmux.keys("small", "C-c");
+    tmux.wait_for("small", "top to exit", |p| {
+        !p.contains("terminal too small")
+    });
+}
