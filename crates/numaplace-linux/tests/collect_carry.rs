@@ -339,8 +339,10 @@ fn a_running_process_keeps_its_memory_until_something_changes_it() {
     let s = c.collect().unwrap();
     assert!(!c.memory_kept().contains(&pid), "its faults force a read");
     let grown = total(&s);
+    // The helper's other memory moves by a page or two between rounds
+    // (its stdin buffer, the harness): within 1 MiB.
     assert!(
-        grown >= before + MAPPED as u64,
+        grown + (1 << 20) >= before + MAPPED as u64,
         "{before} -> {grown} bytes: {:?}",
         s.groups.iter().find(|g| g.pid == pid).unwrap().memory
     );

@@ -25,9 +25,15 @@ impl Collector {
         now: Instant,
     ) -> Option<(TaskGroup, Vec<Task>)> {
         // The CPU clock first: a carried reading holds only if nothing of
-        // the process ran since the clock was read before it.
+        // the process ran since the clock was read before it. Where the
+        // round's task-iterator pass saw the process, the sum of its
+        // threads' run times in that pass (the kernel's clock of a process
+        // sums every thread's time, walking them all).
+        let passed_ns = (self.iterated.as_ref())
+            .and_then(|i| i.threads(pid))
+            .map(|ts| ts.iter().fold(0u64, |a, r| a.wrapping_add(r.runtime_ns)));
         let cpu_ns = if self.carry.is_some() && self.root.is_host() {
-            process_cpu_ns(pid)
+            passed_ns.or_else(|| process_cpu_ns(pid))
         } else {
             None
         };
@@ -122,7 +128,7 @@ impl Collector {
             Some(
                 threads
                     .iter()
-                    .map(|r| as_stat(r, threads.len()))
+                    .map(|r| (as_stat(r, threads.len()), r.allowed_cpus.clone()))
                     .collect::<Vec<_>>()
                     .into_iter(),
             )
@@ -155,8 +161,11 @@ impl Collector {
         let mut faults = 0u64;
         for &tid in &tids {
             // The main thread's was read already, this round.
+            let mut passed_cpus = None;
             let read = if let Some(p) = &mut passed {
-                Ok(p.next().expect("a record per tid"))
+                let (stat, cpus) = p.next().expect("a record per tid");
+                passed_cpus = cpus;
+                Ok(stat)
             } else if tid == pid {
                 Ok(main.clone())
             } else {
@@ -179,7 +188,9 @@ impl Collector {
             // expensive file the kernel generates per thread, so on the
             // host only the process's is read (for its memory nodes, which
             // its threads share: they come from its cpuset).
-            let (allowed_cpus, tgid) = if self.root.is_host() {
+            let (allowed_cpus, tgid) = if let Some(cpus) = passed_cpus {
+                (cpus, pid)
+            } else if self.root.is_host() {
                 match thread_affinity_with(tid, MAX_CPUS, &mut self.affinity_words) {
                     Ok(c) => (c, pid),
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {

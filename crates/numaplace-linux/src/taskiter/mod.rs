@@ -32,6 +32,7 @@ use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use numaplace_model::CpuSet;
 use numaplace_model::task::name_from_bytes;
 
 pub use btf::{Btf, BtfError};
@@ -83,6 +84,26 @@ pub struct TaskRecord {
     /// Minor and major page faults of this thread.
     pub min_flt: u64,
     pub maj_flt: u64,
+    /// The CPUs it may run on, as `sched_getaffinity` reads them (its
+    /// mask and the CPUs online); `None` where the record does not hold
+    /// them (more than 1,024 CPUs, a kernel before 5.3).
+    pub allowed_cpus: Option<CpuSet>,
+}
+
+/// Words of the possible CPUs' mask (`/sys/devices/system/cpu/possible`).
+fn cpu_words() -> u32 {
+    std::fs::read_to_string("/sys/devices/system/cpu/possible")
+        .ok()
+        .and_then(|t| CpuSet::parse_list(t.trim()).ok())
+        .and_then(|s| s.last())
+        .map_or(0, |last| (last + 1).div_ceil(64))
+}
+
+/// The CPUs online now (`sched_getaffinity` gives a task's mask within the
+/// active CPUs, which are the online ones outside a hotplug in progress).
+fn online_cpus() -> Option<CpuSet> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").ok()?;
+    CpuSet::parse_list(text.trim()).ok()
 }
 
 /// The most records read in one pass (a host's `pid_max` can be 4 million;
@@ -183,7 +204,7 @@ impl TaskIterator {
             source,
         })?;
         let btf = Btf::parse(&blob)?;
-        let layout = Layout::from_btf(&btf)?;
+        let layout = Layout::from_btf(&btf, cpu_words())?;
         layout.check()?;
         let attach_id = btf.func("bpf_iter_task")?;
         let prog = load(&layout.program(), attach_id)?;
@@ -275,13 +296,14 @@ impl TaskIterator {
             });
         }
         out.reserve(self.buf.len() / size);
+        let online = online_cpus();
         for rec in self.buf.chunks_exact(size) {
-            out.push(self.decode(rec));
+            out.push(self.decode(rec, online.as_ref()));
         }
         Ok(())
     }
 
-    fn decode(&self, rec: &[u8]) -> TaskRecord {
+    fn decode(&self, rec: &[u8], online: Option<&CpuSet>) -> TaskRecord {
         let l = &self.layout;
         let u32_of = |name| {
             let at = l.slot(name).unwrap() as usize;
@@ -315,6 +337,21 @@ impl TaskIterator {
             runtime_ns: u64_of("sum_exec_runtime"),
             min_flt: u64_of("min_flt"),
             maj_flt: u64_of("maj_flt"),
+            allowed_cpus: match (l.cpus, online) {
+                (Some(c), Some(online)) => {
+                    let mut set = CpuSet::new();
+                    for w in 0..c.words {
+                        let at = (c.slot + 8 * w) as usize;
+                        let mut bits = u64::from_ne_bytes(rec[at..at + 8].try_into().unwrap());
+                        while bits != 0 {
+                            set.insert(64 * w + bits.trailing_zeros());
+                            bits &= bits - 1;
+                        }
+                    }
+                    Some(set.intersection(online))
+                }
+                _ => None,
+            },
         }
     }
 }

@@ -114,6 +114,10 @@ pub const SLOTS: &[(&str, &[&str], u32)] = &[
 /// Slots a kernel may lack: the record then holds zeros there.
 const OPTIONAL: &[&str] = &["prev_utime", "prev_stime"];
 
+/// The most words of a task's allowed CPUs a record holds (1,024 CPUs);
+/// on a machine with more, the collector asks `sched_getaffinity`.
+pub const MAX_CPU_WORDS: u32 = 16;
+
 /// Where each slot's field is in this kernel's `task_struct`, and where
 /// it goes in the record.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -121,11 +125,26 @@ pub struct Layout {
     /// Per slot: the field (`None` for an optional one this kernel lacks)
     /// and the slot's offset in the record.
     pub fields: Vec<(Option<Field>, u32)>,
+    /// The task's allowed CPUs (`task_struct.cpus_mask`, what
+    /// `sched_getaffinity` reads): its first words, where in the record.
+    pub cpus: Option<CpuWords>,
     pub record_size: u32,
 }
 
+/// The first `words` 64-bit words of `cpus_mask` at `offset` in
+/// `task_struct`, copied to `slot` in the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuWords {
+    pub offset: u32,
+    pub words: u32,
+    pub slot: u32,
+}
+
 impl Layout {
-    pub fn from_btf(btf: &Btf) -> Result<Layout, BtfError> {
+    /// The layout for this kernel, with the first `cpu_words` words of each
+    /// task's allowed CPUs where that is at most [`MAX_CPU_WORDS`] and the
+    /// kernel's mask has them (Linux 5.3+: `cpus_mask`).
+    pub fn from_btf(btf: &Btf, cpu_words: u32) -> Result<Layout, BtfError> {
         let mut fields = Vec::new();
         let mut at = 0u32;
         for &(name, paths, keep) in SLOTS {
@@ -152,8 +171,22 @@ impl Layout {
             fields.push((field, at));
             at += keep;
         }
+        let cpus = match btf.field("task_struct", "cpus_mask") {
+            Ok(f) if (1..=MAX_CPU_WORDS).contains(&cpu_words) && f.size >= 8 * cpu_words => {
+                at = at.next_multiple_of(8);
+                let slot = at;
+                at += 8 * cpu_words;
+                Some(CpuWords {
+                    offset: f.offset,
+                    words: cpu_words,
+                    slot,
+                })
+            }
+            _ => None,
+        };
         Ok(Layout {
             fields,
+            cpus,
             record_size: at.next_multiple_of(8),
         })
     }
@@ -195,11 +228,19 @@ impl Layout {
         }
         // Padding at the end of the record, so the helper reads only
         // initialised stack.
-        let used = self
+        let end_of_comm = self
             .fields
             .last()
             .map_or(0, |&(_, at)| at + SLOTS.last().unwrap().2);
-        for pad in used..self.record_size {
+        let mut pads: Vec<u32> = (end_of_comm..self.record_size).collect();
+        if let Some(c) = self.cpus {
+            for w in 0..c.words {
+                p.push(ldx(8, R1, R7, (c.offset + 8 * w) as i16));
+                p.push(stx(8, R10, R1, rec + (c.slot + 8 * w) as i16));
+            }
+            pads.retain(|&b| b < c.slot || b >= c.slot + 8 * c.words);
+        }
+        for pad in pads {
             p.push(mov_imm(R1, 0));
             p.push(stx(1, R10, R1, rec + pad as i16));
         }
@@ -235,6 +276,14 @@ impl Layout {
                 }
             }
         }
+        if let Some(c) = self.cpus
+            && c.offset + 8 * c.words > i16::MAX as u32
+        {
+            return Err(BtfError::Missing(format!(
+                "task_struct.cpus_mask where numaplace can read it (offset {})",
+                c.offset
+            )));
+        }
         if self.record_size > 256 {
             return Err(BtfError::Missing("a record that fits the BPF stack".into()));
         }
@@ -264,10 +313,16 @@ mod tests {
                 ))
             })
             .collect::<Vec<_>>();
-        let size = fields.last().unwrap().1 + 16;
+        let end = fields.last().unwrap().1 + 16;
+        let slot = end.next_multiple_of(8);
         Layout {
             fields,
-            record_size: size.next_multiple_of(8),
+            cpus: Some(CpuWords {
+                offset: 900,
+                words: 2,
+                slot,
+            }),
+            record_size: slot + 16,
         }
     }
 

@@ -83,6 +83,15 @@ fn records_agree_with_proc_for_this_process() {
         .iter()
         .map(|(t, _)| proc.stat(me, *t).unwrap())
         .collect();
+    // Threads of the test harness may exit meanwhile: those are skipped.
+    let affinities: std::collections::HashMap<i32, _> = before
+        .iter()
+        .map(|(t, _)| (*t, crate::actuate::thread_affinity(*t, 8192)))
+        .collect();
+    assert!(
+        affinities.values().filter(|a| a.is_ok()).count() >= 3,
+        "the spinning threads' affinities were read"
+    );
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for w in workers {
         w.join().unwrap();
@@ -119,6 +128,13 @@ fn records_agree_with_proc_for_this_process() {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
         assert!(r.cpu < cpus.max(1024));
         assert_eq!(r.flags & 0x0020_0000, 0, "not a kernel thread");
+        if let Some(Ok(affinity)) = affinities.get(tid) {
+            assert_eq!(
+                r.allowed_cpus.as_ref(),
+                Some(affinity),
+                "thread {tid}: as sched_getaffinity"
+            );
+        }
     }
     let kthreadd = records.iter().find(|r| r.tid == 2).expect("kthreadd");
     assert_ne!(

@@ -17,6 +17,8 @@ const SEEDS: &[&str] = &[
      7f2cbe03e000 default\n",
     "numa_preferred_nid                           :                    1\ncurrent_node=1, numa_group_id=0\nnuma_faults node=0 task_private=4 task_shared=0 group_private=0 group_shared=0\n",
     "9:name=systemd:/\n4:memory:/process_api/bdee\n0::/\n",
+    "11104 3595 2080 257 0 1204 0\n",
+    "pgmigrate_success 120\npgmigrate_fail 7\nthp_collapse_alloc 3\npgsteal_kswapd 10\n",
 ];
 
 /// A seed with a few bytes replaced, inserted or cut.
@@ -60,6 +62,8 @@ fn parse_all(bytes: &[u8]) {
     let _ = parse_cgroup(&text);
     let _ = parse_cmdline(bytes);
     let _ = parse_sched_numa(&text);
+    let _ = parse_statm(&text);
+    let _ = parse_vmstat_page_moves(&text);
 }
 
 proptest! {
