@@ -1,0 +1,646 @@
+//! Finding VMs whose vCPU threads carry no names: each collection round,
+//! the QMP sockets the configuration names ([`qmp`](super::qmp)) and
+//! libvirt's status files ([`libvirt`](super::libvirt)) say which process
+//! is a VM, its name, and which of its threads runs which vCPU; the round's
+//! snapshot is amended (`GroupKind::Vm`, `Task::vcpu`). The thread-name
+//! path ([`classify`](super::classify)) stays; where both speak, these
+//! win (QEMU's own vCPU index and name beat a thread's name and the
+//! command line).
+//!
+//! ## Trust
+//!
+//! numaplace runs as root, and any local user can create a UNIX socket
+//! that speaks QMP, or a process that looks like anything. An answer is
+//! believed only:
+//!
+//! - for the process that serves the socket: the kernel says which
+//!   (`SO_PEERCRED` on the connected socket: the process that called
+//!   `listen`), never the answer itself; and only if that process is
+//!   still the one: a pidfd of it (`SO_PEERPIDFD`, Linux 6.5) must show it
+//!   alive after the exchange, so its pid cannot have gone to another
+//!   process; without pidfds, the pid's start time must be the round's,
+//!   and the process must have started before the socket was made (a pid
+//!   reused by a later process fails that);
+//! - if that process looks like a VM whatever it calls itself: its
+//!   executable (the kernel's `/proc/PID/exe`) is `qemu-system-*` or
+//!   `qemu-kvm`, or it holds KVM vCPU fds ([`vm_evidence`]); anything
+//!   else is not asked at all (checked before a word is said);
+//! - for the thread ids that are threads of that process this round;
+//!   others are dropped, and said.
+//!
+//! A libvirt status file is believed as far as its place (root's, written
+//! by no one else: see `libvirt.rs`) and then by the same checks on what
+//! it says: its pid must be a live process that looks like a VM, started
+//! before the file was last written (else the file is stale and the pid
+//! another's), and its vCPU thread ids that process's threads.
+//!
+//! ## Cost
+//!
+//! A socket is asked when its process is new (pid and start time) or its
+//! set of threads changed (a vCPU plugged or unplugged), not every round;
+//! a status file is read again only when it changed. A socket that failed
+//! is asked again after a back-off ([`RETRY_FIRST`], doubling up to
+//! [`RETRY_MAX`]), and its failure is said once. One round spends at most
+//! [`ROUND_BUDGET`] on sockets; those left wait for the next.
+
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use numaplace_model::scope::glob;
+use numaplace_model::task::qemu_guest_name;
+use numaplace_model::{GroupKind, Snapshot};
+
+use super::libvirt::{self, DomainStatus, StatusFile};
+use super::qmp::{self, QmpConnection};
+use super::vm_evidence;
+use crate::procfs::ProcReader;
+use crate::sysroot::SysRoot;
+
+/// Sockets asked in one round at most, all patterns together.
+pub const MAX_SOCKETS: usize = 256;
+/// QMP patterns in a configuration.
+pub const MAX_PATTERNS: usize = 64;
+/// Directory entries looked at per pattern.
+const MAX_SCAN: usize = 65_536;
+/// Time one round spends on QMP sockets at most.
+pub const ROUND_BUDGET: Duration = Duration::from_secs(1);
+/// A failed socket is asked again after this, then twice as long each time.
+pub const RETRY_FIRST: Duration = Duration::from_secs(10);
+pub const RETRY_MAX: Duration = Duration::from_secs(300);
+/// Slack between a process's start time (seconds since boot, from clock
+/// ticks, plus the boot time, a whole second) and a file's time.
+const CLOCK_SLACK_SECS: i64 = 2;
+
+/// Where VMs are looked for (the configuration's `[vms]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VmSources {
+    /// QMP sockets: absolute paths whose last component may hold `*` and
+    /// `?` ([`check_qmp_pattern`]).
+    pub qmp: Vec<String>,
+    /// Whether libvirt's status files are read.
+    pub libvirt: bool,
+}
+
+/// Whether `pattern` is a QMP socket pattern numaplace takes: an absolute
+/// path, wildcards (`*`, `?`) only in its last component.
+pub fn check_qmp_pattern(pattern: &str) -> Result<(), String> {
+    let p = Path::new(pattern);
+    let file = p.file_name().and_then(|f| f.to_str());
+    let dir = p.parent().and_then(|d| d.to_str());
+    let why = if !pattern.starts_with('/') {
+        "not an absolute path"
+    } else if pattern.len() > 4096 {
+        "longer than 4096 bytes"
+    } else if file.is_none_or(|f| f.is_empty()) || pattern.ends_with('/') {
+        "no file name at its end"
+    } else if dir.is_some_and(|d| d.contains(['*', '?'])) {
+        "wildcards outside the last component"
+    } else if pattern.split('/').any(|c| c == "..") {
+        "a `..` component"
+    } else {
+        return Ok(());
+    };
+    Err(format!(
+        "{pattern:?}: {why}; give an absolute path whose file name may hold * and ?, \
+         like \"/run/qemu/*.qmp\""
+    ))
+}
+
+/// A VM one source described, checked against the round's processes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Found {
+    pid: i32,
+    start_time: u64,
+    name: Option<String>,
+    /// `KVM` or `TCG`, where the source says.
+    accel: Option<String>,
+    /// `(vCPU index, tid)`.
+    vcpus: Vec<(u32, i32)>,
+    /// `qmp PATH` or `libvirt status PATH`, and why the process is a VM.
+    evidence: String,
+}
+
+/// A socket's last outcome.
+#[derive(Debug)]
+enum Asked {
+    /// Its answer, and the process's threads when it was given.
+    Found { found: Found, threads: Vec<i32> },
+    /// Failed; not asked again before `retry_at`.
+    Failed {
+        retry_at: Instant,
+        backoff: Duration,
+    },
+}
+
+/// A status file's content at one version.
+#[derive(Debug)]
+struct StatusRead {
+    version: StatusFile,
+    status: Result<DomainStatus, String>,
+}
+
+/// Finds VMs in each round's snapshot (see the module's doc).
+#[derive(Debug)]
+pub struct VmDiscovery {
+    sources: VmSources,
+    /// Per socket path: its identity (device, inode) and outcome.
+    sockets: HashMap<PathBuf, ((u64, u64), Asked)>,
+    /// Per status file path.
+    status: HashMap<PathBuf, StatusRead>,
+    /// Why each process is a VM, per (pid, start time).
+    evidence: HashMap<(i32, u64), Option<&'static str>>,
+    /// (source, kind of trouble) already said.
+    said: HashSet<(PathBuf, String)>,
+    /// Boot time, seconds since the epoch (`btime` of `/proc/stat`).
+    boot_time: Option<Option<i64>>,
+    budget: Duration,
+}
+
+impl VmDiscovery {
+    pub fn new(sources: VmSources) -> VmDiscovery {
+        VmDiscovery {
+            sources,
+            sockets: HashMap::new(),
+            status: HashMap::new(),
+            evidence: HashMap::new(),
+            said: HashSet::new(),
+            boot_time: None,
+            budget: ROUND_BUDGET,
+        }
+    }
+
+    pub fn sources(&self) -> &VmSources {
+        &self.sources
+    }
+
+    /// Amends the round's snapshot (tasks sorted by tid) with the VMs the
+    /// sources describe.
+    pub fn discover(&mut self, root: &SysRoot, snapshot: &mut Snapshot) {
+        let live: HashSet<(i32, u64)> = snapshot
+            .groups
+            .iter()
+            .map(|g| (g.pid, g.start_time))
+            .collect();
+        self.evidence.retain(|k, _| live.contains(k));
+        let mut found = self.from_sockets(root, snapshot);
+        if self.sources.libvirt {
+            for f in self.from_libvirt(root, snapshot) {
+                if found.iter().all(|q| q.pid != f.pid) {
+                    found.push(f);
+                }
+            }
+        }
+        for f in &found {
+            apply(snapshot, f);
+        }
+    }
+
+    /// The VMs behind the configured sockets: cached answers that still
+    /// hold, new answers for the rest (within the round's budget).
+    fn from_sockets(&mut self, root: &SysRoot, snapshot: &Snapshot) -> Vec<Found> {
+        let paths = self.socket_paths();
+        let seen: HashSet<&PathBuf> = paths.iter().collect();
+        self.sockets.retain(|p, _| seen.contains(p));
+        let start = Instant::now();
+        let mut out = Vec::new();
+        for path in &paths {
+            let id = match fs::symlink_metadata(path) {
+                Ok(m) if m.file_type().is_socket() => (m.dev(), m.ino()),
+                Ok(_) => {
+                    self.say(path, "not a socket", format_args!("not a socket; ignored"));
+                    continue;
+                }
+                // Gone between listing and now.
+                Err(_) => continue,
+            };
+            let now = Instant::now();
+            match self.sockets.get(path) {
+                Some((was, Asked::Found { found, threads }))
+                    if *was == id && still_holds(found, threads, snapshot) =>
+                {
+                    out.push(found.clone());
+                    continue;
+                }
+                Some((was, Asked::Failed { retry_at, .. })) if *was == id && now < *retry_at => {
+                    continue;
+                }
+                _ => {}
+            }
+            if start.elapsed() >= self.budget {
+                tracing::debug!(
+                    "QMP socket {}: left for the next round (this round's {:?} are spent)",
+                    path.display(),
+                    self.budget
+                );
+                continue;
+            }
+            match self.ask(root, path, snapshot) {
+                Ok(f) => {
+                    tracing::info!(
+                        "VM {} (pid {}) found through {}: {} vCPUs",
+                        f.name.as_deref().unwrap_or("without a name"),
+                        f.pid,
+                        f.evidence,
+                        f.vcpus.len()
+                    );
+                    // Its failures may be said again; what this answer
+                    // itself showed stays said.
+                    self.said
+                        .retain(|(p, k)| p != path || k == "foreign threads");
+                    let threads = snapshot.group(f.pid).map_or(Vec::new(), |g| g.threads.clone());
+                    out.push(f.clone());
+                    self.sockets
+                        .insert(path.clone(), (id, Asked::Found { found: f, threads }));
+                }
+                Err((kind, why)) => {
+                    let backoff = match self.sockets.get(path) {
+                        Some((was, Asked::Failed { backoff, .. })) if *was == id => {
+                            (*backoff * 2).min(RETRY_MAX)
+                        }
+                        _ => RETRY_FIRST,
+                    };
+                    self.say(
+                        path,
+                        kind,
+                        format_args!("{why}; ignored, asked again in {}s", backoff.as_secs()),
+                    );
+                    let retry_at = Instant::now() + backoff;
+                    self.sockets
+                        .insert(path.clone(), (id, Asked::Failed { retry_at, backoff }));
+                }
+            }
+        }
+        out
+    }
+
+    /// The paths the QMP patterns match now, at most [`MAX_SOCKETS`].
+    fn socket_paths(&mut self) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for pattern in self.sources.qmp.clone() {
+            let p = Path::new(&pattern);
+            let (Some(dir), Some(file)) = (p.parent(), p.file_name().and_then(|f| f.to_str()))
+            else {
+                continue;
+            };
+            if !file.contains(['*', '?']) {
+                out.push(p.to_path_buf());
+                continue;
+            }
+            let Ok(entries) = fs::read_dir(dir) else {
+                continue;
+            };
+            let mut matched: Vec<PathBuf> = entries
+                .take(MAX_SCAN)
+                .flatten()
+                .filter(|e| e.file_name().to_str().is_some_and(|n| glob(file, n)))
+                .map(|e| e.path())
+                .collect();
+            matched.sort();
+            out.append(&mut matched);
+        }
+        out.sort();
+        out.dedup();
+        if out.len() > MAX_SOCKETS {
+            let first = PathBuf::from(&self.sources.qmp[0]);
+            self.say(
+                &first,
+                "too many sockets",
+                format_args!(
+                    "the [vms] qmp patterns match {} sockets; only the first {MAX_SOCKETS} \
+                     are asked",
+                    out.len()
+                ),
+            );
+            out.truncate(MAX_SOCKETS);
+        }
+        out
+    }
+
+    /// Asks one socket and checks the answer; the error is (kind, why).
+    fn ask(
+        &mut self,
+        root: &SysRoot,
+        path: &Path,
+        snapshot: &Snapshot,
+    ) -> Result<Found, (&'static str, String)> {
+        let failed = |e: qmp::QmpError| (e.kind(), e.to_string());
+        let conn = QmpConnection::open(path).map_err(failed)?;
+        let pid = conn.server_pid();
+        let p = path.display();
+        let Some(group) = snapshot.group(pid).filter(|_| pid > 0) else {
+            return Err((
+                "not a process here",
+                format!(
+                    "{p}: served by pid {pid}, which is not among this round's processes \
+                     (another PID namespace, or it just exited)"
+                ),
+            ));
+        };
+        let start_time = group.start_time;
+        let Some(why_vm) = self.vm_evidence(root, pid, start_time) else {
+            return Err((
+                "not a VM",
+                format!(
+                    "{p}: served by process {pid} ({}), which is not a VM: neither a \
+                     qemu-system-*/qemu-kvm executable nor KVM vCPU fds",
+                    numaplace_model::task::printable(&group.comm)
+                ),
+            ));
+        };
+        let answer = conn.ask().map_err(failed)?;
+        // Still that process?
+        let alive = match &answer.server_pidfd {
+            Some(fd) => qmp::pidfd_alive(fd),
+            None => self.started_before(root, start_time, path),
+        };
+        let same = ProcReader::new(root.clone())
+            .stat(pid, pid)
+            .is_ok_and(|s| s.start_time == start_time);
+        if !alive || !same {
+            return Err((
+                "process changed",
+                format!(
+                    "{p}: the process that serves it (pid {pid}) exited or is not the one \
+                     this round saw"
+                ),
+            ));
+        }
+        let vcpus: Vec<(u32, i32)> = answer.vcpus.iter().map(|v| (v.index, v.tid)).collect();
+        let vcpus = self.own_threads(path, pid, &vcpus, &group.threads);
+        if vcpus.is_empty() {
+            return Err((
+                "no vCPU threads",
+                format!("{p}: process {pid} reported no vCPU that is one of its threads"),
+            ));
+        }
+        let nodes: Vec<String> = answer
+            .vcpus
+            .iter()
+            .filter_map(|v| v.node.map(|n| format!("{}:{n}", v.index)))
+            .collect();
+        if !nodes.is_empty() {
+            tracing::debug!("{p}: guest node of each vCPU (vcpu:node): {}", nodes.join(" "));
+        }
+        Ok(Found {
+            pid,
+            start_time,
+            name: answer.name,
+            accel: answer
+                .kvm
+                .map(|k| if k { "KVM" } else { "TCG" }.to_string()),
+            vcpus,
+            evidence: format!("qmp {p} ({why_vm})"),
+        })
+    }
+
+    /// The VMs libvirt's status files describe, each checked.
+    fn from_libvirt(&mut self, root: &SysRoot, snapshot: &Snapshot) -> Vec<Found> {
+        let dir = root.join(libvirt::STATE_DIR);
+        let files = match libvirt::status_files(root) {
+            Ok(f) => f,
+            Err(libvirt::LibvirtError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::PermissionDenied =>
+            {
+                if self.said.insert((dir.clone(), "denied".into())) {
+                    tracing::debug!(
+                        "{}: not readable (root's); libvirt's domains are not read",
+                        dir.display()
+                    );
+                }
+                return Vec::new();
+            }
+            Err(e) => {
+                self.say(&dir, "unreadable", format_args!("{e}; libvirt's domains are not read"));
+                return Vec::new();
+            }
+        };
+        let paths: HashSet<PathBuf> = files.iter().map(|f| f.path.clone()).collect();
+        self.status.retain(|p, _| paths.contains(p));
+        let mut out = Vec::new();
+        for file in files {
+            let fresh = self
+                .status
+                .get(&file.path)
+                .is_some_and(|r| r.version == file);
+            if !fresh {
+                let status = libvirt::read_status(&file.path).map_err(|e| e.to_string());
+                self.status.insert(
+                    file.path.clone(),
+                    StatusRead {
+                        version: file.clone(),
+                        status,
+                    },
+                );
+            }
+            let read = &self.status[&file.path];
+            let status = match &read.status {
+                Ok(s) => s.clone(),
+                Err(e) => {
+                    let e = e.clone();
+                    self.say(&file.path, "malformed", format_args!("{e}; ignored"));
+                    continue;
+                }
+            };
+            match self.check_domain(root, &file, &status, snapshot) {
+                Ok(f) => out.push(f),
+                Err(None) => {}
+                Err(Some((kind, why))) => {
+                    self.say(&file.path, kind, format_args!("{why}; ignored"));
+                }
+            }
+        }
+        out
+    }
+
+    /// A domain's status checked against the round; `Err(None)` for a
+    /// domain whose process is not there (starting or stopping: normal).
+    fn check_domain(
+        &mut self,
+        root: &SysRoot,
+        file: &StatusFile,
+        s: &DomainStatus,
+        snapshot: &Snapshot,
+    ) -> Result<Found, Option<(&'static str, String)>> {
+        let Some(group) = snapshot.group(s.pid) else {
+            return Err(None);
+        };
+        let (pid, start_time) = (group.pid, group.start_time);
+        let Some(why_vm) = self.vm_evidence(root, pid, start_time) else {
+            return Err(Some((
+                "not a VM",
+                format!(
+                    "domain {}: its pid {pid} ({}) is not a VM: neither a qemu-system-*/qemu-kvm \
+                     executable nor KVM vCPU fds (a stale status file?)",
+                    s.name,
+                    numaplace_model::task::printable(&group.comm)
+                ),
+            )));
+        };
+        if self
+            .start_secs(root, start_time)
+            .is_some_and(|started| started > file.mtime.0 + CLOCK_SLACK_SECS)
+        {
+            return Err(Some((
+                "stale",
+                format!(
+                    "domain {}: process {pid} started after the file was last written: \
+                     the file is stale and the pid another process's",
+                    s.name
+                ),
+            )));
+        }
+        let vcpus = self.own_threads(&file.path, pid, &s.vcpus, &group.threads);
+        if vcpus.is_empty() && !s.vcpus.is_empty() {
+            return Err(Some((
+                "no vCPU threads",
+                format!(
+                    "domain {}: none of its vCPU threads is a thread of process {pid}",
+                    s.name
+                ),
+            )));
+        }
+        let accel = match s.domain_type.as_deref() {
+            Some("kvm") => Some("KVM".to_string()),
+            Some("qemu") => Some("TCG".to_string()),
+            _ => None,
+        };
+        Ok(Found {
+            pid,
+            start_time,
+            name: Some(s.name.clone()),
+            accel,
+            vcpus,
+            evidence: format!("libvirt status {} ({why_vm})", file.path.display()),
+        })
+    }
+
+    /// The `(index, tid)` pairs whose tid is one of `threads` (sorted);
+    /// the others are said once.
+    fn own_threads(
+        &mut self,
+        source: &Path,
+        pid: i32,
+        vcpus: &[(u32, i32)],
+        threads: &[i32],
+    ) -> Vec<(u32, i32)> {
+        let (own, foreign): (Vec<(u32, i32)>, Vec<(u32, i32)>) = vcpus
+            .iter()
+            .partition(|(_, t)| threads.binary_search(t).is_ok());
+        if !foreign.is_empty() {
+            let list: Vec<String> = foreign.iter().take(8).map(|(_, t)| t.to_string()).collect();
+            self.say(
+                source,
+                "foreign threads",
+                format_args!(
+                    "reports vCPU thread ids that are not threads of process {pid}: {}{}; \
+                     those are ignored",
+                    list.join(", "),
+                    if foreign.len() > 8 { ", ..." } else { "" }
+                ),
+            );
+        }
+        own
+    }
+
+    /// [`vm_evidence`], once per process.
+    fn vm_evidence(&mut self, root: &SysRoot, pid: i32, start_time: u64) -> Option<&'static str> {
+        *self
+            .evidence
+            .entry((pid, start_time))
+            .or_insert_with(|| vm_evidence(root, pid))
+    }
+
+    /// When a process started, seconds since the epoch.
+    fn start_secs(&mut self, root: &SysRoot, start_time: u64) -> Option<i64> {
+        let boot = self.boot_time(root)?;
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let hz = if hz > 0 { hz as u64 } else { 100 };
+        Some(boot + i64::try_from(start_time / hz).ok()?)
+    }
+
+    fn boot_time(&mut self, root: &SysRoot) -> Option<i64> {
+        *self.boot_time.get_or_insert_with(|| {
+            root.read("proc/stat").ok().and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("btime "))
+                    .and_then(|v| v.trim().parse().ok())
+            })
+        })
+    }
+
+    /// Without a pidfd: whether the process started before the socket was
+    /// made (its change time: a reused pid's process started after it).
+    fn started_before(&mut self, root: &SysRoot, start_time: u64, socket: &Path) -> bool {
+        let Ok(m) = fs::symlink_metadata(socket) else {
+            return false;
+        };
+        match self.start_secs(root, start_time) {
+            Some(started) => started <= m.ctime() + CLOCK_SLACK_SECS,
+            None => false,
+        }
+    }
+
+    /// Says a source's trouble once (until it works again).
+    fn say(&mut self, source: &Path, kind: &str, what: std::fmt::Arguments<'_>) {
+        if self.said.insert((source.to_path_buf(), kind.to_string())) {
+            let what = what.to_string();
+            let p = source.display().to_string();
+            // QMP errors already begin with the path.
+            if what.starts_with(&p) {
+                tracing::warn!("VM discovery: {what}");
+            } else {
+                tracing::warn!("VM discovery: {p}: {what}");
+            }
+        }
+    }
+}
+
+/// Whether a cached answer still describes the round: the same process
+/// with the same threads.
+fn still_holds(found: &Found, threads: &[i32], snapshot: &Snapshot) -> bool {
+    snapshot
+        .group(found.pid)
+        .is_some_and(|g| g.start_time == found.start_time && g.threads == threads)
+}
+
+/// Makes the process a VM in the snapshot, its vCPU threads numbered.
+fn apply(snapshot: &mut Snapshot, f: &Found) {
+    let Some(g) = snapshot
+        .groups
+        .iter_mut()
+        .find(|g| g.pid == f.pid && g.start_time == f.start_time)
+    else {
+        return;
+    };
+    let (old_name, old_accel) = match &g.kind {
+        GroupKind::Vm { name, accel, .. } => (name.clone(), Some(accel.clone())),
+        GroupKind::Process => (qemu_guest_name(&g.cmdline), None),
+    };
+    let accel = f.accel.clone().or(old_accel).unwrap_or_else(|| {
+        if f.evidence.ends_with("(kvm-vcpu fds)") {
+            "KVM".into()
+        } else {
+            "TCG".into()
+        }
+    });
+    g.kind = GroupKind::Vm {
+        name: f.name.clone().or(old_name),
+        accel,
+        evidence: f.evidence.clone(),
+    };
+    for &(index, tid) in &f.vcpus {
+        if let Ok(i) = snapshot.tasks.binary_search_by_key(&tid, |t| t.tid)
+            && snapshot.tasks[i].tgid == f.pid
+        {
+            snapshot.tasks[i].vcpu = Some(index);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "discover_tests.rs"]
+mod tests;
