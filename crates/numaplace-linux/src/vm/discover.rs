@@ -250,7 +250,9 @@ impl VmDiscovery {
                     // itself showed stays said.
                     self.said
                         .retain(|(p, k)| p != path || k == "foreign threads");
-                    let threads = snapshot.group(f.pid).map_or(Vec::new(), |g| g.threads.clone());
+                    let threads = snapshot
+                        .group(f.pid)
+                        .map_or(Vec::new(), |g| g.threads.clone());
                     out.push(f.clone());
                     self.sockets
                         .insert(path.clone(), (id, Asked::Found { found: f, threads }));
@@ -382,7 +384,10 @@ impl VmDiscovery {
             .filter_map(|v| v.node.map(|n| format!("{}:{n}", v.index)))
             .collect();
         if !nodes.is_empty() {
-            tracing::debug!("{p}: guest node of each vCPU (vcpu:node): {}", nodes.join(" "));
+            tracing::debug!(
+                "{p}: guest node of each vCPU (vcpu:node): {}",
+                nodes.join(" ")
+            );
         }
         Ok(Found {
             pid,
@@ -413,7 +418,11 @@ impl VmDiscovery {
                 return Vec::new();
             }
             Err(e) => {
-                self.say(&dir, "unreadable", format_args!("{e}; libvirt's domains are not read"));
+                self.say(
+                    &dir,
+                    "unreadable",
+                    format_args!("{e}; libvirt's domains are not read"),
+                );
                 return Vec::new();
             }
         };

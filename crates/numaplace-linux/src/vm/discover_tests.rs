@@ -112,7 +112,10 @@ fn a_qmp_answer_makes_a_vm_and_is_asked_again_only_when_threads_change() {
         sockets.path(),
         "db.qmp",
         Behaviour::Good {
-            vcpus: vec![(0, 5001), (1, 5002)].into_iter().map(|(i, t)| (i, t, Some(i))).collect(),
+            vcpus: vec![(0, 5001), (1, 5002)]
+                .into_iter()
+                .map(|(i, t)| (i, t, Some(i)))
+                .collect(),
             name: Some("db".into()),
             kvm: false,
         },
@@ -167,7 +170,11 @@ fn a_socket_served_by_a_process_that_is_no_vm_is_not_asked() {
     let before = s.clone();
     let err = d.ask(&root, &server.path, &s).unwrap_err();
     assert_eq!(err.0, "not a VM", "{err:?}");
-    assert!(err.1.contains(&format!("served by process {}", me())), "{}", err.1);
+    assert!(
+        err.1.contains(&format!("served by process {}", me())),
+        "{}",
+        err.1
+    );
     drop(server);
     d.discover(&root, &mut s);
     assert_eq!(s, before);
@@ -220,7 +227,11 @@ fn hanging_nonsense_and_flooding_sockets_are_said_once_and_ignored() {
     let sockets = tempfile::tempdir().unwrap();
     let servers = [
         FakeQmp::start(sockets.path(), "a-hang.qmp", Behaviour::Silent),
-        FakeQmp::start(sockets.path(), "b-junk.qmp", Behaviour::Say("{{{{\n".into())),
+        FakeQmp::start(
+            sockets.path(),
+            "b-junk.qmp",
+            Behaviour::Say("{{{{\n".into()),
+        ),
         FakeQmp::start(sockets.path(), "c-flood.qmp", Behaviour::FloodOneLine),
         FakeQmp::start(sockets.path(), "d-error.qmp", Behaviour::ErrorReply),
     ];
@@ -233,7 +244,12 @@ fn hanging_nonsense_and_flooding_sockets_are_said_once_and_ignored() {
     let kinds: BTreeMap<String, String> = d
         .said
         .iter()
-        .map(|(p, k)| (p.file_name().unwrap().to_str().unwrap().to_string(), k.clone()))
+        .map(|(p, k)| {
+            (
+                p.file_name().unwrap().to_str().unwrap().to_string(),
+                k.clone(),
+            )
+        })
         .collect();
     assert_eq!(kinds["a-hang.qmp"], "no greeting");
     assert_eq!(kinds["b-junk.qmp"], "nonsense");
@@ -325,7 +341,11 @@ fn libvirt_only() -> VmDiscovery {
 fn a_libvirt_domain_is_a_vm_with_its_name_and_vcpu_threads() {
     let (d, root) = libvirt_tree(QEMU, 10_000);
     let mut disc = libvirt_only();
-    let cmd = ["qemu-system-x86_64", "-name", "guest=other,debug-threads=on"];
+    let cmd = [
+        "qemu-system-x86_64",
+        "-name",
+        "guest=other,debug-threads=on",
+    ];
     let mut s = snapshot(4100, &[4101, 4105, 4106, 4108], &cmd);
     disc.discover(&root, &mut s);
     let file = d.path().join("run/libvirt/qemu/web.xml");
@@ -369,5 +389,9 @@ fn a_libvirt_pid_that_is_no_vm_or_newer_than_the_file_is_refused() {
     let mut s = snapshot(4100, &[4105, 4106, 4108], &["qemu-system-x86_64"]);
     disc.discover(&root, &mut s);
     assert_eq!(s.groups[0].kind, GroupKind::Process);
-    assert!(disc.said.iter().any(|(_, k)| k == "stale"), "{:?}", disc.said);
+    assert!(
+        disc.said.iter().any(|(_, k)| k == "stale"),
+        "{:?}",
+        disc.said
+    );
 }

@@ -120,7 +120,9 @@ fn serve(mut stream: UnixStream, b: &Behaviour) {
         let cmd = req["execute"].as_str().unwrap_or("").to_string();
         let reply = match (b, cmd.as_str()) {
             (_, "qmp_capabilities") => json!({"return": {}, "id": id}),
-            (Behaviour::ErrorReply, "query-cpus-fast") => json!({"error": {"class": "CommandNotFound", "desc": "The command query-cpus-fast has not been found"}, "id": id}),
+            (Behaviour::ErrorReply, "query-cpus-fast") => {
+                json!({"error": {"class": "CommandNotFound", "desc": "The command query-cpus-fast has not been found"}, "id": id})
+            }
             (Behaviour::Good { vcpus, .. }, "query-cpus-fast") => {
                 let list: Vec<Value> = vcpus
                     .iter()
@@ -141,7 +143,9 @@ fn serve(mut stream: UnixStream, b: &Behaviour) {
             (Behaviour::Good { kvm, .. }, "query-kvm") => {
                 json!({"return": {"enabled": kvm, "present": true}, "id": id})
             }
-            _ => json!({"error": {"class": "CommandNotFound", "desc": format!("The command {cmd} has not been found")}, "id": id}),
+            _ => {
+                json!({"error": {"class": "CommandNotFound", "desc": format!("The command {cmd} has not been found")}, "id": id})
+            }
         };
         let ev = json!({"event": "STOP", "timestamp": {"seconds": 1, "microseconds": 2}});
         if send(&mut stream, &ev).is_err() || send(&mut stream, &reply).is_err() {

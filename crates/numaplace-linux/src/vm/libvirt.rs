@@ -112,7 +112,11 @@ pub fn parse_status(text: &str) -> Result<DomainStatus, String> {
     }
     let mut vcpus = Vec::new();
     if let Some(list) = root.children().find(|n| n.has_tag_name("vcpus")) {
-        for (i, v) in list.children().filter(|n| n.has_tag_name("vcpu")).enumerate() {
+        for (i, v) in list
+            .children()
+            .filter(|n| n.has_tag_name("vcpu"))
+            .enumerate()
+        {
             if vcpus.len() == MAX_VCPUS {
                 return Err(format!("more than {MAX_VCPUS} vCPUs"));
             }
@@ -247,7 +251,10 @@ fn trusted_owner(path: &Path, meta: &fs::Metadata) -> Result<(), LibvirtError> {
     let why = if meta.uid() != 0 && meta.uid() != me {
         format!("owned by uid {}, not root", meta.uid())
     } else if meta.mode() & 0o022 != 0 {
-        format!("mode {:o}: writable by others than its owner", meta.mode() & 0o7777)
+        format!(
+            "mode {:o}: writable by others than its owner",
+            meta.mode() & 0o7777
+        )
     } else {
         return Ok(());
     };
@@ -320,17 +327,20 @@ pub(crate) mod tests {
             (STATUS.replace(" pid='4100'", ""), "no pid"),
             (STATUS.replace("pid='4100'", "pid='-3'"), "no process id"),
             (STATUS.replace("<name>web</name>", ""), "no <name>"),
-            (STATUS.replace("pid='4106'", "pid='x'"), "vcpu 1 has no thread id"),
+            (
+                STATUS.replace("pid='4106'", "pid='x'"),
+                "vcpu 1 has no thread id",
+            ),
             (STATUS.replace("id='3'", "id='1'"), "vcpu 1 is listed twice"),
             (
-                STATUS.replace("<name>web</name>", &format!("<name>{}</name>", "n".repeat(2000))),
+                STATUS.replace(
+                    "<name>web</name>",
+                    &format!("<name>{}</name>", "n".repeat(2000)),
+                ),
                 "2000 bytes",
             ),
             ("not xml".into(), ""),
-            (
-                format!("<!DOCTYPE x [<!ENTITY a 'b'>]>{STATUS}"),
-                "",
-            ),
+            (format!("<!DOCTYPE x [<!ENTITY a 'b'>]>{STATUS}"), ""),
         ] {
             let e = parse_status(&text).unwrap_err();
             assert!(e.contains(want), "{want}: {e}");

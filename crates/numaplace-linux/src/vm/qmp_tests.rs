@@ -75,7 +75,10 @@ fn nonsense_is_reported_with_what_came() {
     let e = query_within(&server.path, SHORT).unwrap_err();
     assert!(matches!(e, QmpError::Nonsense { .. }), "{e}");
     let m = e.to_string();
-    assert!(m.contains("junk.sock") && m.contains("not JSON") && m.contains("HTTP/1.1"), "{m}");
+    assert!(
+        m.contains("junk.sock") && m.contains("not JSON") && m.contains("HTTP/1.1"),
+        "{m}"
+    );
 
     let server = FakeQmp::start(dir.path(), "array.sock", Behaviour::Say("[1, 2]\n".into()));
     let e = query_within(&server.path, SHORT).unwrap_err();
@@ -97,7 +100,10 @@ fn a_silent_server_is_a_held_or_foreign_socket() {
     let e = query_within(&server.path, SHORT).unwrap_err();
     assert!(matches!(e, QmpError::NoGreeting { .. }), "{e}");
     let m = e.to_string();
-    assert!(m.contains("held.qmp") && m.contains("one client at a time"), "{m}");
+    assert!(
+        m.contains("held.qmp") && m.contains("one client at a time"),
+        "{m}"
+    );
 
     // A listener that never accepts (QEMU while another client holds its
     // monitor): queued, never greeted.
@@ -136,10 +142,7 @@ fn an_error_reply_is_reported_with_its_class() {
     let server = FakeQmp::start(dir.path(), "old.qmp", Behaviour::ErrorReply);
     let e = query(&server.path).unwrap_err();
     let m = e.to_string();
-    assert!(
-        m.contains("query-cpus-fast failed: CommandNotFound"),
-        "{m}"
-    );
+    assert!(m.contains("query-cpus-fast failed: CommandNotFound"), "{m}");
 }
 
 #[test]

@@ -9,6 +9,7 @@ use numaplace_model::{GroupKind, Snapshot, TaskGroup};
 
 use crate::cli::{TaskFilterArgs, TasksArgs};
 use crate::commands::InputError;
+use crate::config::Config;
 use crate::duration::parse_duration;
 use crate::report;
 
@@ -38,6 +39,10 @@ pub fn run(args: &TasksArgs) -> Result<()> {
         },
     );
     collector.set_numa_faults(balancing.balances_between_nodes());
+    // VMs whose vCPU threads carry no names, where the daemon's config
+    // says to look (libvirt's status files by default).
+    let config = Config::load(args.config.as_deref())?;
+    collector.set_vm_sources(Some(config.vms.sources()));
     let mut snap = collector.collect().context("reading tasks")?;
     if rates {
         sleep(interval);
