@@ -185,9 +185,9 @@ impl VmDiscovery {
             .map(|g| (g.pid, g.start_time))
             .collect();
         self.evidence.retain(|k, _| live.contains(k));
-        let mut found = self.from_sockets(root, snapshot);
+        let mut found = self.vms_behind_sockets(root, snapshot);
         if self.sources.libvirt {
-            for f in self.from_libvirt(root, snapshot) {
+            for f in self.libvirt_domains(root, snapshot) {
                 if found.iter().all(|q| q.pid != f.pid) {
                     found.push(f);
                 }
@@ -200,7 +200,7 @@ impl VmDiscovery {
 
     /// The VMs behind the configured sockets: cached answers that still
     /// hold, new answers for the rest (within the round's budget).
-    fn from_sockets(&mut self, root: &SysRoot, snapshot: &Snapshot) -> Vec<Found> {
+    fn vms_behind_sockets(&mut self, root: &SysRoot, snapshot: &Snapshot) -> Vec<Found> {
         let paths = self.socket_paths();
         let seen: HashSet<&PathBuf> = paths.iter().collect();
         self.sockets.retain(|p, _| seen.contains(p));
@@ -402,7 +402,7 @@ impl VmDiscovery {
     }
 
     /// The VMs libvirt's status files describe, each checked.
-    fn from_libvirt(&mut self, root: &SysRoot, snapshot: &Snapshot) -> Vec<Found> {
+    fn libvirt_domains(&mut self, root: &SysRoot, snapshot: &Snapshot) -> Vec<Found> {
         let dir = root.join(libvirt::STATE_DIR);
         let files = match libvirt::status_files(root) {
             Ok(f) => f,
@@ -535,7 +535,7 @@ impl VmDiscovery {
         vcpus: &[(u32, i32)],
         threads: &[i32],
     ) -> Vec<(u32, i32)> {
-        let (own, foreign): (Vec<(u32, i32)>, Vec<(u32, i32)>) = vcpus
+        let (own, foreign): (Vec<_>, Vec<_>) = vcpus
             .iter()
             .partition(|(_, t)| threads.binary_search(t).is_ok());
         if !foreign.is_empty() {
