@@ -214,6 +214,39 @@ fn qemu_without_thread_names_is_found_through_its_qmp_socket() {
         "{listed:?} {proc:?}"
     );
 
+    // QEMU's monitor serves one client at a time: while another holds
+    // numaplace's socket, the VM is not found, numaplace says why, and the
+    // wait is bounded (the exchange's deadline, well under a second).
+    {
+        let mut holder = UnixStream::connect(&ours).expect("hold numaplace's socket");
+        holder
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut greeting = [0u8; 16];
+        holder
+            .read_exact(&mut greeting)
+            .expect("QEMU greets the holder");
+        let o = numaplace(&[
+            "tasks",
+            "--vms",
+            "--interval",
+            "0",
+            "--json",
+            "--config",
+            config,
+        ]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{err}");
+        let snap: Snapshot = serde_json::from_str(&text).unwrap();
+        assert!(snap.group(pid as i32).is_none(), "{text}");
+        eprintln!("while another client holds the socket:\n{err}");
+        assert!(
+            err.contains("numaplace.qmp") && err.contains("one client at a time"),
+            "{err}"
+        );
+    }
+
     // Without the config, nothing names it a VM: QMP found it.
     let empty = dir.path().join("empty.toml");
     std::fs::write(&empty, "[vms]\nlibvirt = false\n").unwrap();

@@ -40,8 +40,9 @@
 //! set of threads changed (a vCPU plugged or unplugged), not every round;
 //! a status file is read again only when it changed. A socket that failed
 //! is asked again after a back-off ([`RETRY_FIRST`], doubling up to
-//! [`RETRY_MAX`]), and its failure is said once. One round spends at most
-//! [`ROUND_BUDGET`] on sockets; those left wait for the next.
+//! [`RETRY_MAX`]), and its failure is said once. One round starts no new
+//! exchange once it has spent [`ROUND_BUDGET`] on sockets (an exchange
+//! takes at most `qmp::DEADLINE`); those left wait for the next.
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
@@ -196,6 +197,17 @@ impl VmDiscovery {
         for f in &found {
             apply(snapshot, f);
         }
+        // Troubles of sources gone (a VM stopped, its socket removed) need
+        // no memory: a new one by that name is said afresh.
+        let (sockets, status) = (&self.sockets, &self.status);
+        let libvirt_dir = root.join(libvirt::STATE_DIR);
+        let first = self.sources.qmp.first().map(PathBuf::from);
+        self.said.retain(|(p, _)| {
+            sockets.contains_key(p)
+                || status.contains_key(p)
+                || *p == libvirt_dir
+                || first.as_ref() == Some(p)
+        });
     }
 
     /// The VMs behind the configured sockets: cached answers that still
@@ -209,8 +221,14 @@ impl VmDiscovery {
         for path in &paths {
             let id = match fs::symlink_metadata(path) {
                 Ok(m) if m.file_type().is_socket() => (m.dev(), m.ino()),
-                Ok(_) => {
+                Ok(m) => {
                     self.say(path, "not a socket", format_args!("not a socket; ignored"));
+                    let failed = Asked::Failed {
+                        retry_at: Instant::now(),
+                        backoff: RETRY_FIRST,
+                    };
+                    self.sockets
+                        .insert(path.clone(), ((m.dev(), m.ino()), failed));
                     continue;
                 }
                 // Gone between listing and now.

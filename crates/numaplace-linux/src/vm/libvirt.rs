@@ -395,6 +395,26 @@ pub(crate) mod tests {
         assert!(e.contains("larger than"), "{e}");
     }
 
+    proptest::proptest! {
+        /// A status file cut and spliced anywhere either parses into a
+        /// domain whose facts hold (a pid, vCPUs by index, each once) or
+        /// is refused: never a panic.
+        #[test]
+        fn spliced_status_files_parse_or_are_refused(
+            at in 0..STATUS.len(),
+            cut in 0usize..40,
+            junk in "[<>'=/ a-z0-9\"]{0,12}",
+        ) {
+            let end = (at + cut).min(STATUS.len());
+            let text = format!("{}{junk}{}", &STATUS[..at], &STATUS[end..]);
+            if let Ok(s) = parse_status(&text) {
+                proptest::prop_assert!(s.pid > 0 && !s.name.is_empty());
+                proptest::prop_assert!(s.vcpus.windows(2).all(|w| w[0].0 < w[1].0));
+                proptest::prop_assert!(s.vcpus.iter().all(|&(_, t)| t > 0));
+            }
+        }
+    }
+
     #[test]
     fn no_libvirt_is_no_domain() {
         let d = tempfile::tempdir().unwrap();
