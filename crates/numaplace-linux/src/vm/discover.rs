@@ -120,8 +120,17 @@ struct Found {
     accel: Option<String>,
     /// `(vCPU index, tid)`.
     vcpus: Vec<(u32, i32)>,
-    /// `qmp PATH` or `libvirt status PATH`, and why the process is a VM.
-    evidence: String,
+    /// `qmp PATH` or `libvirt status PATH`.
+    source: String,
+    /// Why the process is a VM ([`vm_evidence`]).
+    why_vm: &'static str,
+}
+
+impl Found {
+    /// `GroupKind::Vm::evidence`: the source, and why the process is a VM.
+    fn evidence(&self) -> String {
+        format!("{} ({})", self.source, self.why_vm)
+    }
 }
 
 /// A socket's last outcome.
@@ -129,10 +138,13 @@ struct Found {
 enum Asked {
     /// Its answer, and the process's threads when it was given.
     Found { found: Found, threads: Vec<i32> },
-    /// Failed; not asked again before `retry_at`.
+    /// Failed; not asked again before `retry_at`. `last`: the answer
+    /// before, kept for its process while that runs (a socket busy when
+    /// asked again after a vCPU was plugged does not unmake the VM).
     Failed {
         retry_at: Instant,
         backoff: Duration,
+        last: Option<Found>,
     },
 }
 
@@ -226,6 +238,7 @@ impl VmDiscovery {
                     let failed = Asked::Failed {
                         retry_at: Instant::now(),
                         backoff: RETRY_FIRST,
+                        last: None,
                     };
                     self.sockets
                         .insert(path.clone(), ((m.dev(), m.ino()), failed));
@@ -242,7 +255,10 @@ impl VmDiscovery {
                     out.push(found.clone());
                     continue;
                 }
-                Some((was, Asked::Failed { retry_at, .. })) if *was == id && now < *retry_at => {
+                Some((was, Asked::Failed { retry_at, last, .. }))
+                    if *was == id && now < *retry_at =>
+                {
+                    out.extend(last.as_ref().and_then(|f| still_running(f, snapshot)));
                     continue;
                 }
                 _ => {}
@@ -261,7 +277,7 @@ impl VmDiscovery {
                         "VM {} (pid {}) found through {}: {} vCPUs",
                         f.name.as_deref().unwrap_or("without a name"),
                         f.pid,
-                        f.evidence,
+                        f.evidence(),
                         f.vcpus.len()
                     );
                     // Its failures may be said again; what this answer
@@ -276,20 +292,28 @@ impl VmDiscovery {
                         .insert(path.clone(), (id, Asked::Found { found: f, threads }));
                 }
                 Err((kind, why)) => {
-                    let backoff = match self.sockets.get(path) {
-                        Some((was, Asked::Failed { backoff, .. })) if *was == id => {
-                            (*backoff * 2).min(RETRY_MAX)
+                    let (backoff, last) = match self.sockets.remove(path) {
+                        Some((was, Asked::Failed { backoff, last, .. })) if was == id => {
+                            ((backoff * 2).min(RETRY_MAX), last)
                         }
-                        _ => RETRY_FIRST,
+                        Some((was, Asked::Found { found, .. })) if was == id => {
+                            (RETRY_FIRST, Some(found))
+                        }
+                        _ => (RETRY_FIRST, None),
                     };
+                    out.extend(last.as_ref().and_then(|f| still_running(f, snapshot)));
                     self.say(
                         path,
                         kind,
                         format_args!("{why}; ignored, asked again in {}s", backoff.as_secs()),
                     );
                     let retry_at = Instant::now() + backoff;
-                    self.sockets
-                        .insert(path.clone(), (id, Asked::Failed { retry_at, backoff }));
+                    let failed = Asked::Failed {
+                        retry_at,
+                        backoff,
+                        last,
+                    };
+                    self.sockets.insert(path.clone(), (id, failed));
                 }
             }
         }
@@ -415,7 +439,8 @@ impl VmDiscovery {
                 .kvm
                 .map(|k| if k { "KVM" } else { "TCG" }.to_string()),
             vcpus,
-            evidence: format!("qmp {p} ({why_vm})"),
+            source: format!("qmp {p}"),
+            why_vm,
         })
     }
 
@@ -540,7 +565,8 @@ impl VmDiscovery {
             name: Some(s.name.clone()),
             accel,
             vcpus,
-            evidence: format!("libvirt status {} ({why_vm})", file.path.display()),
+            source: format!("libvirt status {}", file.path.display()),
+            why_vm,
         })
     }
 
@@ -634,6 +660,17 @@ fn still_holds(found: &Found, threads: &[i32], snapshot: &Snapshot) -> bool {
         .is_some_and(|g| g.start_time == found.start_time && g.threads == threads)
 }
 
+/// A past answer for its process if that still runs: its vCPUs that are
+/// still its threads.
+fn still_running(found: &Found, snapshot: &Snapshot) -> Option<Found> {
+    let g = snapshot
+        .group(found.pid)
+        .filter(|g| g.start_time == found.start_time)?;
+    let mut f = found.clone();
+    f.vcpus.retain(|(_, t)| g.threads.binary_search(t).is_ok());
+    Some(f)
+}
+
 /// Makes the process a VM in the snapshot, its vCPU threads numbered.
 fn apply(snapshot: &mut Snapshot, f: &Found) {
     let Some(g) = snapshot
@@ -647,17 +684,20 @@ fn apply(snapshot: &mut Snapshot, f: &Found) {
         GroupKind::Vm { name, accel, .. } => (name.clone(), Some(accel.clone())),
         GroupKind::Process => (qemu_guest_name(&g.cmdline), None),
     };
+    // Neither the source nor thread names say: a QEMU holding KVM vCPU
+    // fds runs under KVM, one without under emulation.
     let accel = f.accel.clone().or(old_accel).unwrap_or_else(|| {
-        if f.evidence.ends_with("(kvm-vcpu fds)") {
-            "KVM".into()
+        if f.why_vm == "kvm-vcpu fds" {
+            "KVM"
         } else {
-            "TCG".into()
+            "TCG"
         }
+        .to_string()
     });
     g.kind = GroupKind::Vm {
         name: f.name.clone().or(old_name),
         accel,
-        evidence: f.evidence.clone(),
+        evidence: f.evidence(),
     };
     for &(index, tid) in &f.vcpus {
         if let Ok(i) = snapshot.tasks.binary_search_by_key(&tid, |t| t.tid)

@@ -143,13 +143,28 @@ fn a_qmp_answer_makes_a_vm_and_is_asked_again_only_when_threads_change() {
     assert!(matches!(s.groups[0].kind, GroupKind::Vm { .. }), "cached");
     assert_eq!(vcpus_of(&s).len(), 2);
 
-    // A vCPU plugged (a new thread): asked again; nobody answers now.
+    // A vCPU plugged (a new thread): asked again; nobody answers now, so
+    // the VM keeps what it was known by (the new thread unnumbered).
     let mut s = snapshot(me(), &[5001, 5002, 5003, 5004], &cmd);
+    d.discover(&root, &mut s);
+    assert!(matches!(&s.groups[0].kind, GroupKind::Vm { name: Some(n), .. } if n == "db"));
+    assert_eq!(vcpus_of(&s), BTreeMap::from([(0, 5001), (1, 5002)]));
+    let (_, asked) = &d.sockets[&sockets.path().join("db.qmp")];
+    assert!(
+        matches!(asked, Asked::Failed { last: Some(_), .. }),
+        "{asked:?}"
+    );
+    // A vCPU unplugged, while the socket waits for its retry: still known.
+    let mut s = snapshot(me(), &[5002, 5003], &cmd);
+    d.discover(&root, &mut s);
+    assert_eq!(vcpus_of(&s), BTreeMap::from([(1, 5002)]));
+
+    // Another process under that pid (a new start time): not a VM.
+    let mut s = snapshot(me(), &[5001, 5002], &cmd);
+    s.groups[0].start_time += 1;
     d.discover(&root, &mut s);
     assert_eq!(s.groups[0].kind, GroupKind::Process);
     assert!(vcpus_of(&s).is_empty());
-    let (_, asked) = &d.sockets[&sockets.path().join("db.qmp")];
-    assert!(matches!(asked, Asked::Failed { .. }), "{asked:?}");
 }
 
 #[test]
