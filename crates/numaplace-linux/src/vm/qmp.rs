@@ -25,13 +25,11 @@
 //! ends it; the error says so.
 
 use std::io::{self, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::OwnedFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use serde_json::Value;
 use thiserror::Error;
 
@@ -215,150 +213,6 @@ impl<'a> QmpConnection<'a> {
             kvm,
         })
     }
-}
-
-/// A non-blocking connect (a full backlog is an error, not a wait), then
-/// a blocking stream whose reads and writes time out.
-fn connect(path: &Path) -> Result<UnixStream, QmpError> {
-    let err = |source| QmpError::Connect {
-        path: path.to_path_buf(),
-        source,
-    };
-    let bytes = path.as_os_str().as_bytes();
-    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
-        return Err(err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!(
-                "a UNIX socket path is at most {} bytes without NUL",
-                addr.sun_path.len() - 1
-            ),
-        )));
-    }
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (d, &b) in addr.sun_path.iter_mut().zip(bytes) {
-        *d = b as libc::c_char;
-    }
-    // SAFETY: socket(2) with constant arguments.
-    let fd = unsafe {
-        libc::socket(
-            libc::AF_UNIX,
-            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
-            0,
-        )
-    };
-    if fd < 0 {
-        return Err(err(io::Error::last_os_error()));
-    }
-    // SAFETY: a fresh descriptor, owned from here.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let len = std::mem::size_of::<libc::sa_family_t>() + bytes.len() + 1;
-    // SAFETY: addr is a valid sockaddr_un of at least `len` bytes.
-    let r = unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            (&raw const addr).cast::<libc::sockaddr>(),
-            len as libc::socklen_t,
-        )
-    };
-    if r != 0 {
-        let e = io::Error::last_os_error();
-        // A UNIX stream connect never is in progress: EAGAIN is a full
-        // backlog, the listener not accepting.
-        if e.raw_os_error() == Some(libc::EAGAIN) {
-            return Err(QmpError::Backlog {
-                path: path.to_path_buf(),
-            });
-        }
-        return Err(err(e));
-    }
-    let stream = UnixStream::from(fd);
-    stream.set_nonblocking(false).map_err(err)?;
-    Ok(stream)
-}
-
-/// The serving process: its pid (`SO_PEERCRED`) and, where the kernel
-/// has `SO_PEERPIDFD`, a pidfd of it.
-fn peer(stream: &UnixStream, path: &Path) -> Result<(i32, Option<OwnedFd>), QmpError> {
-    let fd = stream.as_raw_fd();
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: cred and len are valid for writing, len its size.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&raw mut cred).cast(),
-            &mut len,
-        )
-    };
-    if r != 0 {
-        return Err(QmpError::Io {
-            path: path.to_path_buf(),
-            source: io::Error::last_os_error(),
-        });
-    }
-    Ok((cred.pid, peer_pidfd(fd)))
-}
-
-/// `SO_PEERPIDFD` (include/uapi/asm-generic/socket.h; these architectures
-/// use the generic numbers), absent before Linux 6.5.
-#[cfg(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "arm",
-    target_arch = "riscv64"
-))]
-fn peer_pidfd(fd: libc::c_int) -> Option<OwnedFd> {
-    const SO_PEERPIDFD: libc::c_int = 77;
-    let mut pidfd: libc::c_int = -1;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: pidfd and len are valid for writing, len its size.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            SO_PEERPIDFD,
-            (&raw mut pidfd).cast(),
-            &mut len,
-        )
-    };
-    // SAFETY: on success the kernel installed a new descriptor for us.
-    (r == 0 && pidfd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(pidfd) })
-}
-
-#[cfg(not(any(
-    target_arch = "x86_64",
-    target_arch = "x86",
-    target_arch = "aarch64",
-    target_arch = "arm",
-    target_arch = "riscv64"
-)))]
-fn peer_pidfd(_fd: libc::c_int) -> Option<OwnedFd> {
-    None
-}
-
-/// Whether the process behind a pidfd is still alive (signal 0 through
-/// the pidfd: `ESRCH` once it exited; `EPERM` means alive).
-pub fn pidfd_alive(pidfd: &OwnedFd) -> bool {
-    // SAFETY: pidfd_send_signal with signal 0 sends nothing; the fd is ours.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            0,
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    r == 0 || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 /// What one line of the server was.
@@ -566,99 +420,11 @@ fn is_timeout(e: &io::Error) -> bool {
     )
 }
 
-/// The start of an untrusted text, for a message.
-fn excerpt(s: &str) -> &str {
-    match s.char_indices().nth(80) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
-}
-
-#[derive(Deserialize)]
-struct CpuInfoFast {
-    #[serde(rename = "cpu-index")]
-    cpu_index: u32,
-    #[serde(rename = "thread-id")]
-    thread_id: i64,
-    #[serde(default)]
-    props: Option<CpuProps>,
-}
-
-#[derive(Deserialize)]
-struct CpuProps {
-    #[serde(rename = "node-id")]
-    node_id: Option<u32>,
-    #[serde(rename = "socket-id")]
-    socket_id: Option<u32>,
-}
-
-/// `query-cpus-fast`'s reply (QEMU's `qapi/machine.json`, `CpuInfoFast`).
-fn parse_cpus(path: &Path, v: Value) -> Result<Vec<QmpVcpu>, QmpError> {
-    let nonsense = |what: String| QmpError::Nonsense {
-        path: path.to_path_buf(),
-        what,
-    };
-    let Value::Array(items) = v else {
-        return Err(nonsense("query-cpus-fast returned no list".into()));
-    };
-    if items.len() > MAX_VCPUS {
-        return Err(nonsense(format!(
-            "query-cpus-fast listed {} vCPUs, more than {MAX_VCPUS}",
-            items.len()
-        )));
-    }
-    let mut out = Vec::with_capacity(items.len());
-    for item in items {
-        let c: CpuInfoFast = serde_json::from_value(item)
-            .map_err(|e| nonsense(format!("a vCPU of query-cpus-fast: {e}")))?;
-        let tid = i32::try_from(c.thread_id)
-            .ok()
-            .filter(|&t| t > 0)
-            .ok_or_else(|| {
-                nonsense(format!(
-                    "vCPU {} runs in thread {}, which is no thread id",
-                    c.cpu_index, c.thread_id
-                ))
-            })?;
-        out.push(QmpVcpu {
-            index: c.cpu_index,
-            tid,
-            node: c.props.as_ref().and_then(|p| p.node_id),
-            socket: c.props.as_ref().and_then(|p| p.socket_id),
-        });
-    }
-    out.sort_by_key(|c| c.index);
-    if let Some(w) = out.windows(2).find(|w| w[0].index == w[1].index) {
-        return Err(nonsense(format!(
-            "query-cpus-fast listed vCPU {} twice",
-            w[0].index
-        )));
-    }
-    Ok(out)
-}
-
-/// `query-name`'s reply: `{"name": "..."}`, or `{}` for a guest without one.
-fn parse_name(path: &Path, v: Value) -> Result<Option<String>, QmpError> {
-    let nonsense = |what: String| QmpError::Nonsense {
-        path: path.to_path_buf(),
-        what,
-    };
-    let Value::Object(o) = v else {
-        return Err(nonsense("query-name returned no object".into()));
-    };
-    match o.get("name") {
-        None => Ok(None),
-        Some(Value::String(s)) if s.len() <= MAX_NAME_BYTES => {
-            Ok((!s.is_empty()).then(|| s.clone()))
-        }
-        Some(Value::String(s)) => Err(nonsense(format!(
-            "a guest name of {} bytes, more than {MAX_NAME_BYTES}",
-            s.len()
-        ))),
-        Some(other) => Err(nonsense(format!("a guest name that is not text: {other}"))),
-    }
-}
-
+mod reply;
+mod socket;
 #[cfg(test)]
-#[path = "qmp_tests.rs"]
 mod tests;
+
+use reply::{excerpt, parse_cpus, parse_name};
+pub use socket::pidfd_alive;
+use socket::{connect, peer};
