@@ -158,6 +158,7 @@ test_suite() {
     say "QEMU and long tests"
     set +e
     cargo test -p numaplace --locked --test qemu_guest_memory --test qemu_host_vm \
+        --test qemu_host_qmp \
         --test qemu_guest_daemon --test qemu_guest_dino --test qemu_guest_bench \
         --test qemu_guest_balancing \
         --test daemon_churn --no-fail-fast -- --ignored --test-threads=1 2>&1 |

@@ -43,6 +43,7 @@ use crate::powercap::{Rapl, energy_delta};
 use crate::procfs::{ProcError, ProcReader, TaskBuffers};
 use crate::resctrl::{Resctrl, mbm_delta};
 use crate::sysroot::SysRoot;
+use crate::vm::{VmDiscovery, VmSources};
 
 /// Bits of the first `sched_getaffinity` buffer (the kernel's largest
 /// `NR_CPUS`); it grows if the kernel asks for more.
@@ -149,6 +150,8 @@ pub struct Collector {
     host_moves: Option<u64>,
     /// The running processes whose memory the last round kept, increasing.
     memory_kept: Vec<i32>,
+    /// VMs found through QMP sockets and libvirt (`vm/discover.rs`).
+    vms: Option<VmDiscovery>,
 }
 
 impl Collector {
@@ -280,7 +283,23 @@ impl Collector {
             round_faults: HashMap::new(),
             host_moves: None,
             memory_kept: Vec::new(),
+            vms: None,
         }
+    }
+
+    /// Where to find VMs whose vCPU threads carry no names (QEMU without
+    /// `debug-threads=on`): QMP sockets and libvirt's status files, asked
+    /// as `vm/discover.rs` says. QMP sockets are this host's, so they are
+    /// asked only when the root is the live host. `None` (the default):
+    /// VMs are found by their threads' names only.
+    pub fn set_vm_sources(&mut self, sources: Option<VmSources>) {
+        self.vms = sources.map(|mut s| {
+            if !self.root.is_host() && !s.qmp.is_empty() {
+                tracing::debug!("QMP sockets are not asked for a snapshot tree");
+                s.qmp.clear();
+            }
+            VmDiscovery::new(s)
+        });
     }
 
     /// Whether to read each thread's NUMA hinting faults per node from its
@@ -515,6 +534,9 @@ impl Collector {
             explicit_mempolicy: BTreeSet::new(),
         };
         snapshot.sort_tasks();
+        if let Some(v) = &mut self.vms {
+            v.discover(&self.root, &mut snapshot);
+        }
         if self.opts.memory {
             self.read_memory(&mut snapshot, now);
         }

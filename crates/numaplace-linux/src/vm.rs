@@ -6,6 +6,18 @@
 //! renaming itself: file descriptors of KVM vCPUs (`anon_inode:kvm-vcpu:N`
 //! in `/proc/<pid>/fd`), or an executable (the kernel's `/proc/<pid>/exe`
 //! link, set by `execve`) named `qemu-system-*` or `qemu-kvm`.
+//!
+//! QEMU names its threads so only with `-name ...,debug-threads=on`; a VM
+//! started without it is found through its QMP socket ([`qmp`]) or
+//! libvirt's status file ([`libvirt`]), as [`discover`] does each round.
+
+pub mod discover;
+#[cfg(test)]
+mod fake_qmp;
+pub mod libvirt;
+pub mod qmp;
+
+pub use discover::{VmDiscovery, VmSources};
 
 use std::fs;
 
@@ -48,6 +60,19 @@ fn is_qemu_exe(name: &str) -> bool {
     name.starts_with("qemu-system-") || name == "qemu-kvm"
 }
 
+/// Why a process is a VM whatever it calls itself: it holds KVM vCPU fds
+/// (`kvm-vcpu fds`) or runs a QEMU executable (`qemu executable`); `None`
+/// if neither.
+pub fn vm_evidence(root: &SysRoot, pid: i32) -> Option<&'static str> {
+    if kvm_vcpu_fds(root, pid).is_some_and(|fds| !fds.is_empty()) {
+        Some("kvm-vcpu fds")
+    } else if exe_name(root, pid).is_some_and(|n| is_qemu_exe(&n)) {
+        Some("qemu executable")
+    } else {
+        None
+    }
+}
+
 /// Classifies a process from its threads' `(tid, comm)` and command line.
 /// Returns its kind and, for a VM, the vCPU index of each vCPU thread.
 pub fn classify(
@@ -63,11 +88,7 @@ pub fn classify(
     if named.is_empty() {
         return (GroupKind::Process, Vec::new());
     }
-    let evidence = if kvm_vcpu_fds(root, pid).is_some_and(|fds| !fds.is_empty()) {
-        "kvm-vcpu fds"
-    } else if exe_name(root, pid).is_some_and(|n| is_qemu_exe(&n)) {
-        "qemu executable"
-    } else {
+    let Some(evidence) = vm_evidence(root, pid) else {
         tracing::debug!("process {pid} names threads like vCPUs but shows no sign of being a VM");
         return (GroupKind::Process, Vec::new());
     };

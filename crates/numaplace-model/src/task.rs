@@ -124,12 +124,17 @@ pub enum GroupKind {
     Process,
     /// A QEMU/KVM virtual machine: its vCPU threads carry `Task::vcpu`.
     Vm {
-        /// The guest's name (`-name guest=NAME` or `-name NAME`), if given.
+        /// The guest's name: QMP's `query-name` or libvirt's domain name
+        /// where one of them found the VM, else the command line's
+        /// (`-name guest=NAME` or `-name NAME`), if given.
         name: Option<String>,
-        /// `KVM` or `TCG` (emulation), from the vCPU threads' names.
+        /// `KVM` or `TCG` (emulation): from QMP (`query-kvm`) or libvirt
+        /// (the domain type), else from the vCPU threads' names.
         accel: String,
         /// Why numaplace believes it is a VM beyond thread names, which any
-        /// process can set: `kvm-vcpu fds` or `qemu executable`.
+        /// process can set: `kvm-vcpu fds` or `qemu executable`; for a VM
+        /// found through its QMP socket or libvirt, the source first:
+        /// `qmp PATH (qemu executable)`, `libvirt status PATH (kvm-vcpu fds)`.
         evidence: String,
     },
 }

@@ -687,6 +687,12 @@ pub struct TasksArgs {
     /// Print the snapshot as JSON for programs instead of the table.
     #[arg(long)]
     pub json: bool,
+
+    /// The config file whose [vms] says where to find VMs whose vCPU
+    /// threads carry no names (QMP sockets, libvirt); the daemon's,
+    /// /etc/numaplace/numaplace.toml, when left out and present.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -43,6 +43,7 @@ pub struct Config {
     pub engine: EngineConfig,
     pub metrics: MetricsConfig,
     pub perf: PerfSection,
+    pub vms: VmsSection,
 }
 
 impl Default for Config {
@@ -59,6 +60,7 @@ impl Default for Config {
             engine: EngineConfig::default(),
             metrics: MetricsConfig::default(),
             perf: PerfSection::default(),
+            vms: VmsSection::default(),
         }
     }
 }
@@ -142,6 +144,53 @@ impl PerfSection {
     }
 }
 
+/// `[vms]`: where VMs whose vCPU threads carry no names (QEMU without
+/// `-name ...,debug-threads=on`) are found: QMP sockets, and libvirt's
+/// status files (`numaplace_linux::vm::discover` says what is believed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VmsSection {
+    /// QMP sockets to ask (`-qmp unix:PATH,server=on,wait=off`): absolute
+    /// paths whose file name may hold `*` and `?`, e.g. `/run/qemu/*.qmp`.
+    pub qmp: Vec<String>,
+    /// Whether libvirt's status files (`/run/libvirt/qemu/*.xml`) are read.
+    pub libvirt: bool,
+}
+
+impl Default for VmsSection {
+    fn default() -> Self {
+        VmsSection {
+            qmp: Vec::new(),
+            libvirt: true,
+        }
+    }
+}
+
+impl VmsSection {
+    fn validate(&self) -> Result<(), String> {
+        use numaplace_linux::vm::discover::{MAX_PATTERNS, check_qmp_pattern};
+        if self.qmp.len() > MAX_PATTERNS {
+            return Err(format!(
+                "[vms] qmp: {} patterns, at most {MAX_PATTERNS}; one pattern with * can match \
+                 many sockets",
+                self.qmp.len()
+            ));
+        }
+        for p in &self.qmp {
+            check_qmp_pattern(p).map_err(|e| format!("[vms] qmp {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// The sources, for the collector.
+    pub fn sources(&self) -> numaplace_linux::vm::VmSources {
+        numaplace_linux::vm::VmSources {
+            qmp: self.qmp.clone(),
+            libvirt: self.libvirt,
+        }
+    }
+}
+
 impl Config {
     /// Reads `path`, or the default file if `path` is `None` (absent:
     /// defaults).
@@ -193,6 +242,7 @@ impl Config {
             .map_err(|e| format!("[policy] {}: {e}", c.policy.name()))?;
         c.scope.validate()?;
         c.perf.validate()?;
+        c.vms.validate()?;
         Ok(c)
     }
 }
@@ -249,6 +299,39 @@ mod tests {
         }
         let long = format!("[perf]\nuncore_occupancy = \"{}\"\n", "e".repeat(300));
         assert!(Config::parse(&long).unwrap_err().contains("at most 256"));
+    }
+
+    /// `[vms]`: QMP socket patterns, checked where the config is read;
+    /// libvirt's status files read unless turned off.
+    #[test]
+    fn vms_sources_are_read_and_checked() {
+        let c = Config::parse("").unwrap();
+        assert!(c.vms.libvirt && c.vms.qmp.is_empty());
+        let c = Config::parse(
+            "[vms]\nqmp = [\"/run/qemu/*.qmp\", \"/var/lib/vm/web.sock\"]\nlibvirt = false\n",
+        )
+        .unwrap();
+        let s = c.vms.sources();
+        assert_eq!(s.qmp, ["/run/qemu/*.qmp", "/var/lib/vm/web.sock"]);
+        assert!(!s.libvirt);
+        for (bad, want) in [
+            (
+                "[vms]\nqmp = [\"qemu.sock\"]\n",
+                "[vms] qmp \"qemu.sock\": not an absolute path",
+            ),
+            (
+                "[vms]\nqmp = [\"/run/*/qmp\"]\n",
+                "wildcards outside the last component",
+            ),
+            ("[vms]\nqmp = \"/run/x.qmp\"\n", "invalid type"),
+            ("[vms]\nsockets = []\n", "unknown field `sockets`"),
+        ] {
+            let e = Config::parse(bad).unwrap_err();
+            assert!(e.contains(want), "{bad}: {e}");
+        }
+        let many: Vec<String> = (0..65).map(|i| format!("\"/run/q{i}.qmp\"")).collect();
+        let e = Config::parse(&format!("[vms]\nqmp = [{}]\n", many.join(", "))).unwrap_err();
+        assert!(e.contains("65 patterns, at most 64"), "{e}");
     }
 
     /// TOML's errors are one line with the place, not its snippet.

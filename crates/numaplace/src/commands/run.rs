@@ -628,10 +628,11 @@ pub(crate) fn without_signals(
 }
 
 /// A collector of what the policy reads, and machine readings; the
-/// operator's `[perf]` encodings of the uncore pair first.
+/// operator's `[perf]` encodings of the uncore pair first, and the VM
+/// sources of `[vms]`.
 pub(crate) fn collector_for(engine: &Engine, c: &Config) -> Collector {
     let needs = engine.needs();
-    Collector::with_config(
+    let mut collector = Collector::with_config(
         SysRoot::host(),
         CollectOptions {
             memory: needs.memory,
@@ -641,7 +642,10 @@ pub(crate) fn collector_for(engine: &Engine, c: &Config) -> Collector {
         },
         numaplace_linux::perf::SamplerConfig::default(),
         c.perf.encodings(),
-    )
+    );
+    // VMs whose vCPU threads carry no names: the config's QMP sockets, libvirt.
+    collector.set_vm_sources(Some(c.vms.sources()));
+    collector
 }
 
 fn describe_scope(s: &Scope) -> String {

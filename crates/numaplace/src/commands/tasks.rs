@@ -9,6 +9,7 @@ use numaplace_model::{GroupKind, Snapshot, TaskGroup};
 
 use crate::cli::{TaskFilterArgs, TasksArgs};
 use crate::commands::InputError;
+use crate::config::Config;
 use crate::duration::parse_duration;
 use crate::report;
 
@@ -38,6 +39,17 @@ pub fn run(args: &TasksArgs) -> Result<()> {
         },
     );
     collector.set_numa_faults(balancing.balances_between_nodes());
+    // VMs whose vCPU threads carry no names, where the daemon's config
+    // says to look (libvirt's status files by default). A viewer: the
+    // daemon's own file, unreadable or broken, is said and done without.
+    let config = match &args.config {
+        Some(path) => Config::load(Some(path))?,
+        None => Config::load(None).unwrap_or_else(|e| {
+            tracing::warn!("{e:#}; VMs are looked for as its defaults say");
+            Config::default()
+        }),
+    };
+    collector.set_vm_sources(Some(config.vms.sources()));
     let mut snap = collector.collect().context("reading tasks")?;
     if rates {
         sleep(interval);

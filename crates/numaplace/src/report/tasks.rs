@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use numaplace_model::metrics::{cpu_share, ipc, mpki};
-use numaplace_model::task::printable;
+use numaplace_model::task::{parse_vcpu_comm, printable};
 use numaplace_model::{GroupKind, Snapshot, TaskGroup};
 
 use crate::report::topology::bytes;
@@ -102,7 +102,13 @@ pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
             let c = s.counters.get(&tid);
             let mut name = printable(&t.comm);
             if let Some(v) = t.vcpu {
-                name = format!("{name} [vcpu{v}]");
+                // A thread QEMU did not name (no debug-threads): the vCPU
+                // first, where the column does not cut it.
+                name = if parse_vcpu_comm(&t.comm).is_some() {
+                    format!("{name} [vcpu{v}]")
+                } else {
+                    format!("[vcpu{v}] {name}")
+                };
             }
             let share = c
                 .and_then(|c| cpu_share(c, s.interval_ns))
