@@ -17,6 +17,7 @@ const SEEDS: &[&str] = &[
      7f2cbe03e000 default\n",
     "numa_preferred_nid                           :                    1\ncurrent_node=1, numa_group_id=0\nnuma_faults node=0 task_private=4 task_shared=0 group_private=0 group_shared=0\n",
     "9:name=systemd:/\n4:memory:/process_api/bdee\n0::/\n",
+    "cpu  1969524 4066 398291 30521587 12843 0 10521 0 0 0\ncpu0 985716 2033 199011 15259871 6460 0 5617 0 0 0\nintr 1 2\n",
 ];
 
 /// A seed with a few bytes replaced, inserted or cut.
@@ -60,6 +61,7 @@ fn parse_all(bytes: &[u8]) {
     let _ = parse_cgroup(&text);
     let _ = parse_cmdline(bytes);
     let _ = parse_sched_numa(&text);
+    let _ = parse_cpu_times(&text);
 }
 
 proptest! {
