@@ -26,7 +26,11 @@
 //! the result does not depend on node numbering. CPU-less memory nodes
 //! take part as memory only.
 
+use std::collections::BTreeMap;
+
 use numaplace_model::Topology;
+
+use crate::numad::node_cpus;
 
 /// What numad keeps free on every node it assigns (numad.c `MBS_MARGIN`).
 pub const MARGIN_BYTES: u64 = 100 << 20;
@@ -53,6 +57,46 @@ pub struct Request {
 pub struct Advice {
     pub nodes: Vec<u32>,
     pub fits: bool,
+}
+
+/// What a core's second (third, ...) hardware thread adds, percent of a
+/// CPU: numad's `-t` default (numad(8)), as [`crate::numad::NumadParams`].
+pub const HTT_PERCENT: u64 = 20;
+
+/// Each node's room (by dense id) from each CPU's idle share over a
+/// sample (kernel CPU id -> 0..1; a CPU without a share, whose counters
+/// did not move, counts as idle) and each node's free memory (kernel node
+/// id -> bytes, see `numaplace_linux::nodes::parse_node_available`).
+///
+/// As numad.c's update_nodes: the idle CPUs summed, less what the
+/// hardware threads beyond the first of each core do not add, between 0
+/// and the node's CPUs as [`node_cpus`] counts them.
+pub fn rooms(
+    t: &Topology,
+    idle: &BTreeMap<u32, Option<f64>>,
+    memory_free: &BTreeMap<u32, u64>,
+) -> Vec<NodeRoom> {
+    let discount = 1.0 - HTT_PERCENT as f64 / 100.0;
+    t.nodes()
+        .iter()
+        .map(|n| {
+            let mine = n.span.intersection(t.span());
+            let idle_cpus: f64 = mine
+                .iter()
+                .map(|c| idle.get(&c).copied().flatten().unwrap_or(1.0).clamp(0.0, 1.0))
+                .sum();
+            let extra_threads = mine.len() as f64
+                - n.cores
+                    .iter()
+                    .filter(|&&c| !t.cores()[c].span.intersection(t.span()).is_empty())
+                    .count() as f64;
+            let total = node_cpus(t, n, HTT_PERCENT);
+            NodeRoom {
+                cpus_free: (idle_cpus - extra_threads * discount).clamp(0.0, total),
+                memory_free: memory_free.get(&n.os_id).copied().unwrap_or(0),
+            }
+        })
+        .collect()
 }
 
 /// numad's magnitude of a node for a request (numad.c,
@@ -246,6 +290,28 @@ mod tests {
         assert_eq!(a, Advice { nodes: vec![0, 1, 2, 3], fits: false });
         let a = advise(&t, &rooms, &req(17.0, 1));
         assert!(!a.fits);
+    }
+
+    #[test]
+    fn room_counts_idle_cpus_and_discounts_second_threads() {
+        // Two nodes of 2 cores x 2 threads: 2 + 2 x 0.2 = 2.4 CPUs each.
+        let t = Topology::synthetic("pack:2 numa:1 l3:1 core:2 pu:2").unwrap();
+        let cpus = |n: usize| t.nodes()[n].span.iter().collect::<Vec<_>>();
+        let mut idle = BTreeMap::new();
+        for c in cpus(0) {
+            idle.insert(c, Some(0.5));
+        }
+        for c in cpus(1) {
+            idle.insert(c, None);
+        }
+        let mem = BTreeMap::from([(t.nodes()[0].os_id, 5 * GIB)]);
+        let r = rooms(&t, &idle, &mem);
+        // Node 0: 4 CPUs half idle = 2, less 2 second threads x 0.8.
+        assert!((r[0].cpus_free - 0.4).abs() < 1e-9, "{r:?}");
+        assert_eq!(r[0].memory_free, 5 * GIB);
+        // Node 1: no share counts as idle, capped at numad's 2.4.
+        assert!((r[1].cpus_free - 2.4).abs() < 1e-9, "{r:?}");
+        assert_eq!(r[1].memory_free, 0, "no meminfo, no memory");
     }
 
     #[test]

@@ -35,7 +35,10 @@ fn main() -> ExitCode {
         Command::Record(args) => commands::record::record(&args),
         Command::Replay(args) => commands::record::replay(&args),
         Command::Run(args) => commands::run::run(&args),
-        Command::Advise(args) => commands::run::advise(&args),
+        Command::Advise(args) => match &args.numad_w {
+            Some(w) => commands::preplacement::run(w, args.sysfs_root.as_deref()),
+            None => commands::run::advise(&args.run),
+        },
         Command::Simulate(args) => commands::simulate::simulate(&args),
         Command::Compare(args) => commands::simulate::compare_cmd(&args),
         Command::Scenarios => commands::simulate::scenarios(),
