@@ -119,7 +119,10 @@ mod tests {
     fn available_is_free_plus_inactive_file_cache() {
         let text = "Node 1 MemTotal: 100 kB\nNode 1 MemFree: 40 kB\nNode 1 Inactive(anon): 7 kB\nNode 1 Inactive(file): 15 kB\n";
         assert_eq!(parse_node_available(text), Some(55 * 1024));
-        assert_eq!(parse_node_available("Node 1 MemFree: 40 kB\n"), Some(40 * 1024));
+        assert_eq!(
+            parse_node_available("Node 1 MemFree: 40 kB\n"),
+            Some(40 * 1024)
+        );
         assert_eq!(parse_node_available("Node 1 Inactive(file): 15 kB\n"), None);
     }
 

@@ -83,7 +83,13 @@ pub fn rooms(
             let mine = n.span.intersection(t.span());
             let idle_cpus: f64 = mine
                 .iter()
-                .map(|c| idle.get(&c).copied().flatten().unwrap_or(1.0).clamp(0.0, 1.0))
+                .map(|c| {
+                    idle.get(&c)
+                        .copied()
+                        .flatten()
+                        .unwrap_or(1.0)
+                        .clamp(0.0, 1.0)
+                })
                 .sum();
             let extra_threads = mine.len() as f64
                 - n.cores
@@ -239,7 +245,13 @@ mod tests {
         let t = square();
         let rooms = [room(1.0, 8), room(3.5, 8), room(2.0, 8), room(0.5, 8)];
         let a = advise(&t, &rooms, &req(2.0, 2));
-        assert_eq!(a, Advice { nodes: vec![1], fits: true });
+        assert_eq!(
+            a,
+            Advice {
+                nodes: vec![1],
+                fits: true
+            }
+        );
     }
 
     #[test]
@@ -260,7 +272,10 @@ mod tests {
         assert_eq!(a.nodes.len(), 2, "{a:?}");
         let (x, y) = (a.nodes[0] as usize, a.nodes[1] as usize);
         assert_eq!(t.distance(x, y), 16, "neighbours, not {a:?}");
-        assert!(a.nodes.contains(&0) || a.nodes.contains(&3), "a free node: {a:?}");
+        assert!(
+            a.nodes.contains(&0) || a.nodes.contains(&3),
+            "a free node: {a:?}"
+        );
     }
 
     #[test]
@@ -287,7 +302,13 @@ mod tests {
         let t = square();
         let rooms = [room(4.0, 8); 4];
         let a = advise(&t, &rooms, &req(2.0, 64));
-        assert_eq!(a, Advice { nodes: vec![0, 1, 2, 3], fits: false });
+        assert_eq!(
+            a,
+            Advice {
+                nodes: vec![0, 1, 2, 3],
+                fits: false
+            }
+        );
         let a = advise(&t, &rooms, &req(17.0, 1));
         assert!(!a.fits);
     }

@@ -54,9 +54,9 @@ pub fn parse_cpu_times(text: &str) -> Result<BTreeMap<u32, CpuTimes>, ParseError
         let Some(id) = name.strip_prefix("cpu").filter(|s| !s.is_empty()) else {
             continue;
         };
-        let id: u32 = id
-            .parse()
-            .map_err(|_| ParseError::invalid(FILE, "cpu line", name, "cpu followed by a CPU number"))?;
+        let id: u32 = id.parse().map_err(|_| {
+            ParseError::invalid(FILE, "cpu line", name, "cpu followed by a CPU number")
+        })?;
         let mut times = CpuTimes::default();
         let mut seen = 0;
         for (i, f) in fields.take(SUMMED).enumerate() {
@@ -111,13 +111,25 @@ ctxt 372580372\n";
     #[test]
     fn guest_time_is_not_counted_twice() {
         let t = parse_cpu_times("cpu3 10 0 0 30 0 0 0 0 7 7\n").unwrap();
-        assert_eq!(t[&3], CpuTimes { idle: 30, total: 40 });
+        assert_eq!(
+            t[&3],
+            CpuTimes {
+                idle: 30,
+                total: 40
+            }
+        );
     }
 
     #[test]
     fn idle_share_between_two_samples() {
-        let a = CpuTimes { idle: 100, total: 200 };
-        let b = CpuTimes { idle: 175, total: 300 };
+        let a = CpuTimes {
+            idle: 100,
+            total: 200,
+        };
+        let b = CpuTimes {
+            idle: 175,
+            total: 300,
+        };
         assert_eq!(b.idle_share_since(&a), Some(0.75));
         assert_eq!(a.idle_share_since(&a), None, "no time passed");
         assert_eq!(a.idle_share_since(&b), None, "counters went back");
@@ -128,6 +140,9 @@ ctxt 372580372\n";
         assert!(parse_cpu_times("intr 1 2\n").is_err(), "no cpu line");
         assert!(parse_cpu_times("cpu0 1 2 3\n").is_err(), "three times");
         assert!(parse_cpu_times("cpu0 1 2 x 4\n").is_err(), "not a number");
-        assert!(parse_cpu_times("cpuX 1 2 3 4\n").is_err(), "not a CPU number");
+        assert!(
+            parse_cpu_times("cpuX 1 2 3 4\n").is_err(),
+            "not a CPU number"
+        );
     }
 }
