@@ -3,6 +3,8 @@
 mod cli;
 mod commands;
 mod config;
+#[cfg(test)]
+mod deploy_tests;
 mod duration;
 mod metrics;
 mod report;
