@@ -15,7 +15,9 @@ use crate::config::Config;
 use crate::metrics::{Listen, MetricsState, parse_listen, render};
 
 fn read(rel: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(rel);
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -122,13 +124,24 @@ fn strings(v: &Value) -> Vec<String> {
 fn the_daemonset_runs_a_command_line_and_config_numaplace_accepts() {
     let docs = manifest();
     for d in &docs {
-        assert_eq!(d["metadata"]["namespace"].as_str().unwrap_or("numaplace"), "numaplace");
+        assert_eq!(
+            d["metadata"]["namespace"].as_str().unwrap_or("numaplace"),
+            "numaplace"
+        );
     }
     let cm = kind(&docs, "ConfigMap");
-    let toml = cm["data"]["numaplace.toml"].as_str().expect("numaplace.toml");
+    let toml = cm["data"]["numaplace.toml"]
+        .as_str()
+        .expect("numaplace.toml");
     let config = Config::parse(toml).unwrap_or_else(|e| panic!("the ConfigMap's config: {e}"));
     assert!(!config.scope.is_empty());
-    assert!(config.scope.cgroups.iter().any(|c| c.starts_with("/kubepods")));
+    assert!(
+        config
+            .scope
+            .cgroups
+            .iter()
+            .any(|c| c.starts_with("/kubepods"))
+    );
     config.scope.validate().unwrap();
 
     let ds = kind(&docs, "DaemonSet");
@@ -140,7 +153,10 @@ fn the_daemonset_runs_a_command_line_and_config_numaplace_accepts() {
         pod["metadata"]["labels"]
     );
     let containers = spec["containers"].as_sequence().unwrap();
-    let daemon = containers.iter().find(|c| c["name"] == "numaplace").unwrap();
+    let daemon = containers
+        .iter()
+        .find(|c| c["name"] == "numaplace")
+        .unwrap();
 
     // nsenter into the host's cgroup namespace, then numaplace's own
     // command line, which its parser takes.
@@ -176,15 +192,42 @@ fn the_daemonset_runs_a_command_line_and_config_numaplace_accepts() {
     assert_eq!(sys["readOnly"], Value::Bool(true));
     let state_dir = config.state.parent().unwrap().to_str().unwrap().to_string();
     assert!(
-        mounts.iter().any(|m| m["mountPath"].as_str() == Some(&state_dir)),
+        mounts
+            .iter()
+            .any(|m| m["mountPath"].as_str() == Some(&state_dir)),
         "{state_dir} is a mount"
+    );
+
+    // A Guaranteed pod (requests equal to limits everywhere): its own
+    // cgroup is not under the Burstable/BestEffort subtrees in scope.
+    for c in containers {
+        let r = &c["resources"];
+        assert!(r["limits"]["cpu"].is_string() && r["limits"]["memory"].is_string());
+        assert_eq!(
+            r["requests"],
+            r["limits"],
+            "{}",
+            c["name"].as_str().unwrap()
+        );
+    }
+    assert!(
+        config
+            .scope
+            .cgroups
+            .iter()
+            .all(|c| c.contains("burstable") || c.contains("besteffort")),
+        "{:?}",
+        config.scope.cgroups
     );
 
     // Only the daemon is privileged; the sidecar has no capability.
     let sidecar = containers.iter().find(|c| c["name"] == "metrics").unwrap();
     assert_eq!(daemon["securityContext"]["privileged"], Value::Bool(true));
     assert_ne!(sidecar["securityContext"]["privileged"], Value::Bool(true));
-    assert_eq!(strings(&sidecar["securityContext"]["capabilities"]["drop"]), ["ALL"]);
+    assert_eq!(
+        strings(&sidecar["securityContext"]["capabilities"]["drop"]),
+        ["ALL"]
+    );
 
     // Metrics: the daemon on the pod's loopback (its parser's rule), the
     // sidecar relaying the annotated port to that address.
@@ -196,17 +239,27 @@ fn the_daemonset_runs_a_command_line_and_config_numaplace_accepts() {
     assert_eq!(relay[0], "socat");
     let target = format!("TCP:{addr}");
     assert!(
-        relay.iter().any(|a| a == &target || a.starts_with(&format!("{target},"))),
+        relay
+            .iter()
+            .any(|a| a == &target || a.starts_with(&format!("{target},"))),
         "{relay:?} relays to {target}"
     );
     let notes = &pod["metadata"]["annotations"];
     assert_eq!(notes["prometheus.io/scrape"], "true");
     assert_eq!(notes["prometheus.io/path"], "/metrics");
-    let port: u16 = notes["prometheus.io/port"].as_str().unwrap().parse().unwrap();
+    let port: u16 = notes["prometheus.io/port"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(
         relay[1].starts_with(&format!("TCP-LISTEN:{port},")),
         "{relay:?} listens on {port}"
     );
     let ports = sidecar["ports"].as_sequence().unwrap();
-    assert!(ports.iter().any(|p| p["containerPort"].as_u64() == Some(port.into())));
+    assert!(
+        ports
+            .iter()
+            .any(|p| p["containerPort"].as_u64() == Some(port.into()))
+    );
 }
