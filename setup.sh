@@ -33,8 +33,10 @@ build_packages=(gcc libc6-dev pkg-config libhwloc-dev libudev-dev ca-certificate
 # libpfm4 (libpfm.so.4, which numaplace loads at run time for model-specific
 # events; crates/numaplace-linux/tests/libpfm_cpus.rs checks its encodings for
 # each CPU numaplace knows and fails without it; no -dev package: nothing
-# links it).
-test_packages=(hwloc bzip2 xz-utils tar qemu-system-x86 busybox-static cpio numactl g++ dpkg-dev python3 libpfm4)
+# links it), libvirt-daemon-driver-qemu (virt-qemu-run: libvirt starting a
+# domain with placement='auto', which asks numaplace as numad,
+# crates/numaplace/tests/qemu_libvirt_numad.rs).
+test_packages=(hwloc bzip2 xz-utils tar qemu-system-x86 busybox-static cpio numactl g++ dpkg-dev python3 libpfm4 libvirt-daemon-driver-qemu)
 
 fail() { # one line, exit 2: what this machine lacks and what to do
     echo "setup.sh: $*" >&2
@@ -157,7 +159,7 @@ test_suite() {
     set +e
     cargo test -p numaplace --locked --test qemu_guest_memory --test qemu_host_vm \
         --test qemu_guest_daemon --test qemu_guest_dino --test qemu_guest_bench \
-        --test qemu_guest_balancing \
+        --test qemu_guest_balancing --test qemu_libvirt_numad \
         --test daemon_churn --no-fail-fast -- --ignored --test-threads=1 2>&1 |
         tee -a "$log"
     s=${PIPESTATUS[0]}
