@@ -219,6 +219,11 @@ fn extracted() -> (tempfile::TempDir, PathBuf, PathBuf) {
 fn packaged_numad_wrapper_answers_libvirts_query() {
     let (tmp, _ctl, root) = extracted();
     let numad = root.join("usr/lib/numaplace/numad");
+    // The repository's wrapper, which the libvirt and divert tests run.
+    assert_eq!(
+        std::fs::read(&numad).unwrap(),
+        std::fs::read(repo_root().join("packaging/numad")).unwrap()
+    );
     let is_node_list = |s: &str| {
         s.ends_with('\n')
             && s.lines().count() == 1
