@@ -22,9 +22,9 @@
 //! and the answer is the one with the **fewest** nodes, then the nearest
 //! (smallest sum of distances between its nodes), then the most room, so
 //! a VM that fits on one node always gets one node (numad's estimate can
-//! give two on a machine whose node 0 is smaller than the others), and
-//! the result does not depend on node numbering. CPU-less memory nodes
-//! take part as memory only.
+//! give two on a machine whose node 0 is smaller than the others, as its
+//! node count comes from node 0's size alone). CPU-less memory nodes take
+//! part as memory only.
 
 use std::collections::BTreeMap;
 
