@@ -35,8 +35,10 @@ build_packages=(gcc libc6-dev pkg-config libhwloc-dev libudev-dev ca-certificate
 # each CPU numaplace knows and fails without it; no -dev package: nothing
 # links it), tmux (crates/numaplace/tests/cli_top.rs drives `numaplace top`
 # in a detached tmux session with send-keys and capture-pane; it skips,
-# saying so, without tmux).
-test_packages=(hwloc bzip2 xz-utils tar qemu-system-x86 busybox-static cpio numactl g++ dpkg-dev python3 libpfm4 tmux)
+# saying so, without tmux), libvirt-daemon-driver-qemu (virt-qemu-run:
+# libvirt starting a domain with placement='auto', which asks numaplace as
+# numad, crates/numaplace/tests/qemu_libvirt_numad.rs).
+test_packages=(hwloc bzip2 xz-utils tar qemu-system-x86 busybox-static cpio numactl g++ dpkg-dev python3 libpfm4 tmux libvirt-daemon-driver-qemu)
 
 fail() { # one line, exit 2: what this machine lacks and what to do
     echo "setup.sh: $*" >&2
@@ -160,7 +162,7 @@ test_suite() {
     cargo test -p numaplace --locked --test qemu_guest_memory --test qemu_host_vm \
         --test qemu_host_qmp \
         --test qemu_guest_daemon --test qemu_guest_dino --test qemu_guest_bench \
-        --test qemu_guest_balancing \
+        --test qemu_guest_balancing --test qemu_libvirt_numad --test numad_divert \
         --test daemon_churn --no-fail-fast -- --ignored --test-threads=1 2>&1 |
         tee -a "$log"
     s=${PIPESTATUS[0]}

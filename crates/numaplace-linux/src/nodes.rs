@@ -39,6 +39,47 @@ pub fn parse_node_meminfo(text: &str) -> Option<NodeMeminfo> {
     })
 }
 
+/// What numad counts as a node's free memory: `MemFree` plus
+/// `Inactive(file)` (clean page cache the kernel reclaims first; numad's
+/// default `-C 1`, numad.c update_nodes), bytes. `None` without `MemFree`;
+/// a kernel without the `Inactive(file)` line counts `MemFree` alone.
+pub fn parse_node_available(text: &str) -> Option<u64> {
+    let kib = |key: &str| {
+        text.lines().find_map(|line| {
+            let mut it = line.split_whitespace();
+            let (Some("Node"), Some(_), Some(k), Some(v)) =
+                (it.next(), it.next(), it.next(), it.next())
+            else {
+                return None;
+            };
+            (k == key).then(|| v.parse::<u64>().ok()).flatten()
+        })
+    };
+    let free = kib("MemFree:")?;
+    let inactive = kib("Inactive(file):").unwrap_or(0);
+    Some(free.saturating_add(inactive).saturating_mul(1024))
+}
+
+/// [`parse_node_available`] of every online node under the root; nodes
+/// whose file cannot be read or parsed are left out.
+pub fn read_node_available(root: &SysRoot) -> BTreeMap<u32, u64> {
+    let online = root
+        .read_optional("sys/devices/system/node/online")
+        .ok()
+        .flatten()
+        .and_then(|t| CpuSet::parse_list(&t).ok())
+        .unwrap_or_default();
+    online
+        .iter()
+        .filter_map(|n| {
+            let text = root
+                .read_optional(&format!("sys/devices/system/node/node{n}/meminfo"))
+                .ok()??;
+            Some((n, parse_node_available(&text)?))
+        })
+        .collect()
+}
+
 /// Total and free memory of every online node under the root. Nodes whose
 /// file cannot be read or parsed are left out (a node can go offline
 /// between listing and reading).
@@ -72,6 +113,17 @@ mod tests {
         assert_eq!(m.free, 5628432 * 1024);
         assert_eq!(parse_node_meminfo("Node 0 MemTotal: 5 kB\n"), None);
         assert_eq!(parse_node_meminfo("garbage\n\n"), None);
+    }
+
+    #[test]
+    fn available_is_free_plus_inactive_file_cache() {
+        let text = "Node 1 MemTotal: 100 kB\nNode 1 MemFree: 40 kB\nNode 1 Inactive(anon): 7 kB\nNode 1 Inactive(file): 15 kB\n";
+        assert_eq!(parse_node_available(text), Some(55 * 1024));
+        assert_eq!(
+            parse_node_available("Node 1 MemFree: 40 kB\n"),
+            Some(40 * 1024)
+        );
+        assert_eq!(parse_node_available("Node 1 Inactive(file): 15 kB\n"), None);
     }
 
     #[test]

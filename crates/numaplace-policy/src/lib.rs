@@ -12,6 +12,7 @@ pub mod brm;
 pub mod dino;
 pub mod engine;
 pub mod numad;
+pub mod preplacement;
 pub mod registry;
 pub mod replay;
 pub mod static_placement;

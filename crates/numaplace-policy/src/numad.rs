@@ -444,7 +444,7 @@ const SMALL_LOAD: f64 = 0.5;
 /// The CPUs node `n` offers, as numad counts them: a core is one CPU and
 /// each further hardware thread of it `htt_percent` % of one (numad.c's
 /// `CPUs_total`); only the machine's CPUs (those in scope) count.
-fn node_cpus(t: &Topology, n: &numaplace_model::Node, htt_percent: u64) -> f64 {
+pub fn node_cpus(t: &Topology, n: &numaplace_model::Node, htt_percent: u64) -> f64 {
     let extra = htt_percent.min(100) as f64 / 100.0;
     n.cores
         .iter()

@@ -100,10 +100,15 @@ pub enum Command {
     /// One round of a policy (auto unless --policy or the config names
     /// another) on this machine: the plan and the reason for each action;
     /// nothing is applied.
+    ///
+    /// With --numad-w, numad's pre-placement query instead: the NUMA nodes
+    /// a new VM of so many vCPUs and MiB should start on, as one node list
+    /// on stdout, what libvirt's placement='auto' reads from `numad -w`.
     #[command(after_help = "Examples:\n  \
         numaplace advise --all\n  \
-        numaplace advise --policy numad-like --all")]
-    Advise(RunArgs),
+        numaplace advise --policy numad-like --all\n  \
+        numaplace advise --numad-w 4:8192          (prints e.g. 1 or 0-1)")]
+    Advise(AdviseArgs),
 
     /// A live view of the machine: nodes (CPUs busy, memory, bandwidth
     /// where measured), groups (processes and VMs: threads, where they run,
@@ -499,6 +504,28 @@ pub struct CompareArgs {
         requires = "random"
     )]
     pub worst_dir: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct AdviseArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+
+    /// numad's `-w NCPUS[:MB]`: print the NUMA nodes (a list such as 0-1,3)
+    /// that hold NCPUS idle CPUs and MB MiB of free memory, the fewest and
+    /// nearest, least loaded first; every node, with a warning on stderr,
+    /// when the machine has not that much. Nothing else is printed on
+    /// stdout (docs/deploy.md: libvirt).
+    #[arg(long, value_name = "NCPUS[:MB]", allow_hyphen_values = true,
+          conflicts_with_all = ["policy", "config", "cpus", "counters_from", "interval",
+              "dry_run", "all", "pid", "comm", "cgroup", "vms", "journal", "state",
+              "metrics", "rounds"])]
+    pub numad_w: Option<String>,
+
+    /// With --numad-w: read another machine, a directory holding its sys/
+    /// and proc/ trees (an extracted snapshot).
+    #[arg(long, value_name = "DIR", requires = "numad_w")]
+    pub sysfs_root: Option<PathBuf>,
 }
 
 /// The most mixes one `compare --random` runs.

@@ -3,6 +3,8 @@
 mod cli;
 mod commands;
 mod config;
+#[cfg(test)]
+mod deploy_tests;
 mod duration;
 mod metrics;
 mod report;
@@ -36,7 +38,10 @@ fn main() -> ExitCode {
         Command::Record(args) => commands::record::record(&args),
         Command::Replay(args) => commands::record::replay(&args),
         Command::Run(args) => commands::run::run(&args),
-        Command::Advise(args) => commands::run::advise(&args),
+        Command::Advise(args) => match &args.numad_w {
+            Some(w) => commands::preplacement::run(w, args.sysfs_root.as_deref()),
+            None => commands::run::advise(&args.run),
+        },
         Command::Top(args) => commands::top::run(&args),
         Command::Simulate(args) => commands::simulate::simulate(&args),
         Command::Compare(args) => commands::simulate::compare_cmd(&args),

@@ -1,11 +1,13 @@
 //! The procfs files numaplace reads, parsed from their text or bytes:
 //! `stat`, `status`, `statm`, `cmdline`, `cgroup`, `numa_maps` and `sched`
-//! under `/proc/<pid>[/task/<tid>]`, and `/proc/vmstat`. Nothing here touches the filesystem (the
+//! under `/proc/<pid>[/task/<tid>]`, `/proc/vmstat`, and the per-CPU times
+//! of `/proc/stat`. Nothing here touches the filesystem (the
 //! readers in numaplace-linux bind these to paths), and no parser panics on
 //! any input.
 
 mod cgroup;
 mod cmdline;
+mod cpu_times;
 mod error;
 mod numa_maps;
 mod sched;
@@ -18,6 +20,7 @@ mod never_panics;
 
 pub use cgroup::{CgroupInfo, parse_cgroup};
 pub use cmdline::parse_cmdline;
+pub use cpu_times::{CpuTimes, parse_cpu_times};
 pub use error::{ParseError, shorten};
 pub use numa_maps::{
     MappingKind, NodePages, NumaMapping, NumaMaps, parse_numa_maps, parse_numa_maps_line,

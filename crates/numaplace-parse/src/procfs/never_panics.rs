@@ -19,6 +19,7 @@ const SEEDS: &[&str] = &[
     "9:name=systemd:/\n4:memory:/process_api/bdee\n0::/\n",
     "11104 3595 2080 257 0 1204 0\n",
     "pgmigrate_success 120\npgmigrate_fail 7\nthp_collapse_alloc 3\npgsteal_kswapd 10\n",
+    "cpu  1969524 4066 398291 30521587 12843 0 10521 0 0 0\ncpu0 985716 2033 199011 15259871 6460 0 5617 0 0 0\nintr 1 2\n",
 ];
 
 /// A seed with a few bytes replaced, inserted or cut.
@@ -64,6 +65,7 @@ fn parse_all(bytes: &[u8]) {
     let _ = parse_sched_numa(&text);
     let _ = parse_statm(&text);
     let _ = parse_vmstat_page_moves(&text);
+    let _ = parse_cpu_times(&text);
 }
 
 proptest! {

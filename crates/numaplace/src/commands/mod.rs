@@ -4,6 +4,7 @@ pub mod bench;
 pub mod calibrate;
 pub mod doctor;
 pub mod manual;
+pub mod preplacement;
 pub mod record;
 pub mod run;
 pub mod simulate;
