@@ -411,6 +411,7 @@ impl Collector {
             page_sets: BTreeMap::new(),
             numa_faults: BTreeMap::new(),
             explicit_mempolicy: BTreeSet::new(),
+            guest_hints: BTreeMap::new(),
         };
         snapshot.sort_tasks();
         if self.opts.memory {

@@ -56,6 +56,13 @@ pub struct Snapshot {
     /// kernel's automatic NUMA balancing never moves.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub explicit_mempolicy: BTreeSet<i32>,
+    /// Per VM (its pid), the vCPUs (QEMU's vCPU index, `Task::vcpu`) whose
+    /// guest says they run threads that pinned themselves: seed 000 §4.3's
+    /// tagged vCPUs, sent by `numaplace guest` over a virtio-serial port. A
+    /// VM is here only while its guest's hints are live; an empty set means
+    /// the guest speaks and tags none. Empty in recordings made before.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub guest_hints: BTreeMap<i32, BTreeSet<u32>>,
 }
 
 /// Seed 002 §4.3's per-vcore bit vectors as sorted page numbers: the pages
