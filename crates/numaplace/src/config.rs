@@ -43,6 +43,7 @@ pub struct Config {
     pub engine: EngineConfig,
     pub metrics: MetricsConfig,
     pub perf: PerfSection,
+    pub guest_hints: GuestHintsSection,
 }
 
 impl Default for Config {
@@ -59,6 +60,7 @@ impl Default for Config {
             engine: EngineConfig::default(),
             metrics: MetricsConfig::default(),
             perf: PerfSection::default(),
+            guest_hints: GuestHintsSection::default(),
         }
     }
 }
@@ -142,6 +144,30 @@ impl PerfSection {
     }
 }
 
+/// `[guest_hints]`: the host ends of the VMs' virtio-serial ports on which
+/// `numaplace guest` tells which vCPUs run threads that pinned themselves
+/// (seed 000 §4.3's tags; BRM's candidates).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GuestHintsSection {
+    /// Paths of the ports' UNIX sockets, `*` and `?` within a component;
+    /// none by default. Each socket counts only if the process serving it
+    /// is a VM numaplace recognises.
+    pub sockets: Vec<String>,
+}
+
+impl GuestHintsSection {
+    /// A reader of the sockets, or `None` when no pattern is given.
+    pub fn reader(&self) -> Option<numaplace_linux::guest_hints::GuestHints> {
+        (!self.sockets.is_empty()).then(|| {
+            numaplace_linux::guest_hints::GuestHints::new(
+                numaplace_linux::SysRoot::host(),
+                self.sockets.clone(),
+            )
+        })
+    }
+}
+
 impl Config {
     /// Reads `path`, or the default file if `path` is `None` (absent:
     /// defaults).
@@ -193,6 +219,7 @@ impl Config {
             .map_err(|e| format!("[policy] {}: {e}", c.policy.name()))?;
         c.scope.validate()?;
         c.perf.validate()?;
+        numaplace_linux::guest_hints::validate_patterns(&c.guest_hints.sockets)?;
         Ok(c)
     }
 }
@@ -249,6 +276,30 @@ mod tests {
         }
         let long = format!("[perf]\nuncore_occupancy = \"{}\"\n", "e".repeat(300));
         assert!(Config::parse(&long).unwrap_err().contains("at most 256"));
+    }
+
+    /// `[guest_hints] sockets`: patterns of absolute paths, checked where
+    /// the config is read.
+    #[test]
+    fn guest_hint_sockets_are_read_and_checked() {
+        let c = Config::parse(
+            "[guest_hints]\nsockets = [\"/var/lib/libvirt/qemu/channel/target/domain-*/org.numaplace.hints.0\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.guest_hints.sockets.len(), 1);
+        assert!(c.guest_hints.reader().is_some());
+        assert!(Config::parse("").unwrap().guest_hints.reader().is_none());
+        for (bad, want) in [
+            (
+                "[guest_hints]\nsockets = [\"x/*.sock\"]\n",
+                "not an absolute path",
+            ),
+            ("[guest_hints]\nsockets = [\"/a/../b\"]\n", ".. component"),
+            ("[guest_hints]\nsocket = []\n", "unknown field `socket`"),
+        ] {
+            let e = Config::parse(bad).unwrap_err();
+            assert!(e.contains(want), "{bad}: {e}");
+        }
     }
 
     /// TOML's errors are one line with the place, not its snippet.

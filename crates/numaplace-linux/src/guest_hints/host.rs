@@ -5,6 +5,12 @@
 //! (`SO_PEERCRED`), read once when numaplace connects, with that process's
 //! start time; the hints count only while that very process (pid and start
 //! time) is a VM of the round's snapshot. A path or a name proves nothing.
+//! libvirt opens a chardev's listening socket itself and passes the fd to
+//! QEMU (`qemuOpenChrChardevUNIXSocket`, "for chardev FD passing"), so
+//! there `SO_PEERCRED` names libvirt's daemon, which called `listen()`;
+//! then the socket belongs to the one recognised VM whose open files hold
+//! the listening socket (its inode from `/proc/net/unix`, found in
+//! `/proc/<pid>/fd`).
 //!
 //! **Bounds.** Per socket and round at most [`MAX_ROUND_BYTES`] are read,
 //! without blocking, and at most [`MAX_LINES_PER_ROUND`] lines parsed; a
@@ -25,7 +31,9 @@ use std::time::{Duration, Instant};
 use numaplace_model::{CpuSet, GroupKind, Snapshot, TaskId};
 use numaplace_parse::guest_hints::{MAX_LINE_BYTES, Message, parse_line};
 
-use super::socket::{ConnectError, connect_nonblocking, expand, peer_pid};
+use super::socket::{
+    ConnectError, connect_nonblocking, expand, holds_socket, listening_inode, peer_pid,
+};
 use crate::SysRoot;
 use crate::procfs::ProcReader;
 
@@ -236,19 +244,41 @@ impl GuestHints {
             tid: pid,
             start_time,
         };
-        match vms.get(&pid) {
-            Some(vm) if vm.id == id => Ok(Conn {
-                stream,
-                vm: id,
-                partial: Vec::new(),
-                skipping: false,
-                tagged: None,
-            }),
-            _ => Err(format!(
-                "served by pid {pid}, which is not a VM numaplace recognises (a port's socket \
-                 must be QEMU's own)"
-            )),
-        }
+        let vm = match vms.get(&pid) {
+            Some(vm) if vm.id == id => id,
+            _ => self.holder(path, vms).ok_or_else(|| {
+                format!(
+                    "served by pid {pid}, which is not a VM numaplace recognises, and no such VM \
+                     holds the listening socket (a port's socket must be its QEMU's)"
+                )
+            })?,
+        };
+        Ok(Conn {
+            stream,
+            vm,
+            partial: Vec::new(),
+            skipping: false,
+            tagged: None,
+        })
+    }
+
+    /// The one VM holding the socket listening at `path`, when the
+    /// listener was opened by another process (libvirt) and passed to it.
+    fn holder(&self, path: &std::path::Path, vms: &HashMap<i32, Vm>) -> Option<TaskId> {
+        let root = self.procs.root();
+        let inode = listening_inode(root, path)?;
+        let mut holders = vms
+            .iter()
+            .filter(|&(&pid, vm)| {
+                holds_socket(root, pid, inode)
+                    && self
+                        .procs
+                        .stat(pid, pid)
+                        .is_ok_and(|st| st.start_time == vm.id.start_time)
+            })
+            .map(|(_, vm)| vm.id);
+        let first = holders.next()?;
+        holders.next().is_none().then_some(first)
     }
 
     /// Reads one socket; false when it is to be dropped.

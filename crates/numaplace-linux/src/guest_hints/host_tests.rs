@@ -9,6 +9,7 @@ use numaplace_model::{Task, TaskGroup};
 use numaplace_parse::guest_hints::round_message;
 use std::io::Write;
 use std::os::unix::net::UnixListener;
+use std::path::Path;
 
 const VCPUS: u32 = 4;
 
@@ -320,4 +321,28 @@ fn patterns_are_checked_and_match_sockets_only() {
         found,
         vec![dir.path().join("domain-1-a/org.numaplace.hints.0")]
     );
+}
+
+/// The fallback for sockets libvirt opens and passes to QEMU: the
+/// listening socket's inode, and who holds it.
+#[test]
+fn the_holder_of_a_listening_socket_is_found_by_its_inode() {
+    use crate::guest_hints::socket::{holds_socket, listening_inode, listening_inode_in};
+    let text = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+                0000000000000000: 00000002 00000000 00010000 0001 01 4242 /run/a.sock\n\
+                0000000000000000: 00000003 00000000 00000000 0001 03 4243 /run/a.sock\n\
+                0000000000000000: 00000002 00000000 00010000 0001 01 4244 /run/b c.sock\n";
+    assert_eq!(
+        listening_inode_in(text, Path::new("/run/a.sock")),
+        Some(4242)
+    );
+    assert_eq!(listening_inode_in(text, Path::new("/run/b")), None);
+    assert_eq!(listening_inode_in("", Path::new("/run/a.sock")), None);
+    // The real thing: this process listens, and holds the socket.
+    let (dir, _listener, _) = setup();
+    let path = dir.path().join("vm1.sock");
+    let root = SysRoot::host();
+    let inode = listening_inode(&root, &path).expect("our listener in /proc/net/unix");
+    assert!(holds_socket(&root, me().tid, inode));
+    assert!(!holds_socket(&root, 1, inode));
 }

@@ -14,6 +14,8 @@
 pub mod agent;
 pub mod host;
 pub mod socket;
+pub mod telemetry;
 
 pub use host::{GuestHints, HintRound};
 pub use socket::validate_patterns;
+pub use telemetry::Hinted;

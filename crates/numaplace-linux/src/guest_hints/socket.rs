@@ -222,3 +222,41 @@ pub fn peer_pid(stream: &UnixStream) -> io::Result<i32> {
     }
     Ok(cred.pid)
 }
+
+/// The most bytes of `/proc/net/unix` read (a line is about 100 bytes:
+/// some 300,000 sockets).
+pub const MAX_NET_UNIX_BYTES: u64 = 32 << 20;
+/// `__SO_ACCEPTCON` in `/proc/net/unix`'s Flags: a listening socket.
+const SO_ACCEPTCON: u32 = 0x0001_0000;
+
+/// The inode of the socket listening at `path`, from the text of
+/// `/proc/net/unix` (`Num RefCount Protocol Flags Type St Inode Path`).
+pub fn listening_inode_in(text: &str, path: &Path) -> Option<u64> {
+    let want = path.as_os_str().as_bytes();
+    text.lines().skip(1).find_map(|line| {
+        let mut f = line.split_whitespace();
+        let flags = u32::from_str_radix(f.nth(3)?, 16).ok()?;
+        let inode: u64 = f.nth(2)?.parse().ok()?;
+        let p = f.next()?;
+        (flags & SO_ACCEPTCON != 0 && p.as_bytes() == want && f.next().is_none()).then_some(inode)
+    })
+}
+
+/// The inode of the socket listening at `path` (`<root>/proc/net/unix`).
+pub fn listening_inode(root: &crate::SysRoot, path: &Path) -> Option<u64> {
+    let text =
+        numaplace_io::bounded::read_to_string(&root.join("proc/net/unix"), MAX_NET_UNIX_BYTES)
+            .ok()?;
+    listening_inode_in(&text, path)
+}
+
+/// Whether process `pid` holds socket `inode` among its open files.
+pub fn holds_socket(root: &crate::SysRoot, pid: i32, inode: u64) -> bool {
+    let want = format!("socket:[{inode}]");
+    let Ok(dir) = std::fs::read_dir(root.join(&format!("proc/{pid}/fd"))) else {
+        return false;
+    };
+    dir.flatten().any(|e| {
+        std::fs::read_link(e.path()).is_ok_and(|t| t.as_os_str().as_bytes() == want.as_bytes())
+    })
+}
