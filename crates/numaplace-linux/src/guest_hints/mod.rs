@@ -17,5 +17,6 @@ pub mod socket;
 pub mod telemetry;
 
 pub use host::{GuestHints, HintRound};
+pub use numaplace_parse::guest_hints as protocol;
 pub use socket::validate_patterns;
 pub use telemetry::Hinted;
