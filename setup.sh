@@ -157,7 +157,7 @@ test_suite() {
     set +e
     cargo test -p numaplace --locked --test qemu_guest_memory --test qemu_host_vm \
         --test qemu_guest_daemon --test qemu_guest_dino --test qemu_guest_bench \
-        --test qemu_guest_balancing \
+        --test qemu_guest_balancing --test qemu_guest_hints \
         --test daemon_churn --no-fail-fast -- --ignored --test-threads=1 2>&1 |
         tee -a "$log"
     s=${PIPESTATUS[0]}
