@@ -259,8 +259,8 @@ pub fn round_message(
     let tagged = now.difference(before);
     let cleared = before.difference(now);
     for m in [
-        (!tagged.is_empty()).then(|| Message::Tag { seq, vcpus: tagged }),
-        (!cleared.is_empty()).then(|| Message::Clear {
+        (!tagged.is_empty()).then_some(Message::Tag { seq, vcpus: tagged }),
+        (!cleared.is_empty()).then_some(Message::Clear {
             seq,
             vcpus: cleared,
         }),
