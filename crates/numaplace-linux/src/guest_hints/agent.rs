@@ -238,3 +238,116 @@ impl HintPort {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake guest: `/proc` with tasks written by [`Guest::task`], four
+    /// online CPUs.
+    struct Guest {
+        dir: tempfile::TempDir,
+        root: SysRoot,
+    }
+
+    const PF_KTHREAD: u32 = 0x0020_0000;
+
+    impl Guest {
+        fn new() -> Guest {
+            let dir = tempfile::tempdir().unwrap();
+            let cpu = dir.path().join("sys/devices/system/cpu");
+            std::fs::create_dir_all(&cpu).unwrap();
+            std::fs::write(cpu.join("online"), "0-3\n").unwrap();
+            std::fs::create_dir_all(dir.path().join("proc")).unwrap();
+            let root = SysRoot::new(dir.path()).unwrap();
+            Guest { dir, root }
+        }
+
+        /// Thread `tid` of process `pid`: its state, flags, last CPU and
+        /// allowed CPUs.
+        fn task(&self, pid: i32, tid: i32, state: char, flags: u32, cpu: u32, allowed: &str) {
+            let d = self.dir.path().join(format!("proc/{pid}/task/{tid}"));
+            std::fs::create_dir_all(&d).unwrap();
+            // Fields 3..=52 of proc(5): 9 flags, 22 start time, 39 processor.
+            let mut fields: Vec<String> = (3..=52).map(|_| "0".to_string()).collect();
+            fields[0] = state.to_string();
+            fields[9 - 3] = flags.to_string();
+            fields[22 - 3] = (1000 + tid).to_string();
+            fields[39 - 3] = cpu.to_string();
+            let stat = format!("{tid} (t{tid}) {}\n", fields.join(" "));
+            std::fs::write(d.join("stat"), stat).unwrap();
+            let status = format!(
+                "Name:\tt{tid}\nTgid:\t{pid}\nPid:\t{tid}\nPPid:\t1\n\
+                 Cpus_allowed_list:\t{allowed}\nMems_allowed_list:\t0\n"
+            );
+            std::fs::write(d.join("status"), status).unwrap();
+        }
+
+        fn exit(&self, pid: i32) {
+            std::fs::remove_dir_all(self.dir.path().join(format!("proc/{pid}"))).unwrap();
+        }
+
+        fn scan(&self, pinned: &mut PinnedThreads) -> String {
+            let online = online_cpus(&self.root).unwrap();
+            let procs = ProcReader::new(self.root.clone());
+            pinned.scan(&procs, &online).unwrap().to_string()
+        }
+    }
+
+    #[test]
+    fn user_threads_narrower_than_the_online_cpus_tag_where_they_ran() {
+        let g = Guest::new();
+        let mut p = PinnedThreads::new();
+        g.task(10, 10, 'S', 0, 2, "0-3"); // every CPU: not pinned
+        g.task(11, 11, 'R', PF_KTHREAD, 3, "3"); // a kernel thread bound to CPU 3
+        g.task(12, 12, 'Z', 0, 1, "1"); // a zombie
+        g.task(1500, 1500, 'R', 0, 1, "1"); // taskset -c 1
+        assert_eq!(g.scan(&mut p), "1");
+        assert_eq!(p.threads(), 1);
+        // A thread bound to CPUs 2-3 (a node): the CPUs it was seen on, as
+        // the paper's tag at each schedule would add them.
+        g.task(1600, 1600, 'R', 0, 2, "2-3");
+        g.task(1600, 1601, 'S', 0, 3, "2-3");
+        assert_eq!(g.scan(&mut p), "1-3");
+        // The pinned program exits: its tags clear (the paper's exit_group).
+        g.exit(1500);
+        assert_eq!(g.scan(&mut p), "2-3");
+        // A mask narrowed to CPU 3 drops CPU 2 though it ran there.
+        g.task(1600, 1600, 'S', 0, 3, "3");
+        assert_eq!(g.scan(&mut p), "3");
+        // A mask widened back to every CPU: not pinned any more.
+        g.task(1600, 1600, 'S', 0, 3, "0-3");
+        g.task(1600, 1601, 'S', 0, 3, "0-7");
+        assert_eq!(g.scan(&mut p), "");
+        assert_eq!(p.threads(), 0);
+    }
+
+    #[test]
+    fn the_port_is_found_by_its_name() {
+        let g = Guest::new();
+        let e = find_port(&g.root, "org.numaplace.hints.0").unwrap_err();
+        assert!(e.to_string().contains("--device PATH"), "{e}");
+        let sys = g.dir.path().join("sys/class/virtio-ports");
+        for (port, name) in [
+            ("vport0p1", "org.qemu.guest_agent.0"),
+            ("vport0p2", "org.numaplace.hints.0"),
+        ] {
+            std::fs::create_dir_all(sys.join(port)).unwrap();
+            std::fs::write(sys.join(port).join("name"), format!("{name}\n")).unwrap();
+        }
+        std::fs::create_dir_all(g.dir.path().join("dev")).unwrap();
+        std::fs::write(g.dir.path().join("dev/vport0p2"), "").unwrap();
+        assert_eq!(
+            find_port(&g.root, "org.numaplace.hints.0").unwrap(),
+            g.dir.path().join("dev/vport0p2")
+        );
+        // udev's link wins where there is one.
+        let link = g.dir.path().join("dev/virtio-ports");
+        std::fs::create_dir_all(&link).unwrap();
+        std::fs::write(link.join("org.numaplace.hints.0"), "").unwrap();
+        assert_eq!(
+            find_port(&g.root, "org.numaplace.hints.0").unwrap(),
+            link.join("org.numaplace.hints.0")
+        );
+    }
+}
