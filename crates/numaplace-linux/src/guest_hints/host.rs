@@ -177,6 +177,17 @@ impl GuestHints {
         self.conns.len()
     }
 
+    /// The sockets followed whose guest has sent no `set` yet: the agent is
+    /// not running, or QEMU has not accepted this client (it serves one at
+    /// a time).
+    pub fn silent(&self) -> Vec<PathBuf> {
+        self.conns
+            .iter()
+            .filter(|(_, c)| c.tagged.is_none())
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
     /// One round: connects to new sockets, reads what the guests sent, and
     /// returns each VM's live hints.
     pub fn poll(&mut self, snap: &Snapshot, now: Instant) -> HintRound {

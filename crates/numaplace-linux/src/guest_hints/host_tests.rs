@@ -96,6 +96,7 @@ fn an_honest_guest_tags_and_clears_a_vcpu() {
     let snap = snapshot(true);
     let pid = me().tid;
     let mut guest = connect(&mut hints, &listener, &snap);
+    assert_eq!(hints.silent().len(), 1, "connected, nothing sent yet");
     let online = CpuSet::first_n(VCPUS);
     let one = CpuSet::parse_list("1").unwrap();
     guest
@@ -104,6 +105,7 @@ fn an_honest_guest_tags_and_clears_a_vcpu() {
     let r = hints.poll(&snap, Instant::now());
     assert_eq!(r.hints, BTreeMap::from([(pid, BTreeSet::from([1]))]));
     assert!(r.notes.is_empty(), "{:?}", r.notes);
+    assert!(hints.silent().is_empty());
     assert!(
         r.changes[0].contains("vm:web") && r.changes[0].contains("hinted: 1"),
         "{:?}",

@@ -58,6 +58,15 @@ pub fn run(args: &TasksArgs) -> Result<()> {
         let round = h.poll(&snap, Instant::now());
         hint_notes.extend(round.notes);
         snap.guest_hints = round.hints;
+        for path in h.silent() {
+            hint_notes.push(format!(
+                "guest hints: {}: connected, but nothing came during --interval {} (is \
+                 `numaplace guest` running in the VM? is another numaplace reading this socket? \
+                 QEMU serves one client at a time)",
+                path.display(),
+                args.interval
+            ));
+        }
     }
     let groups: Vec<&TaskGroup> = snap
         .groups
