@@ -259,6 +259,21 @@ mod task_lookup_tests {
         }
     }
 
+    /// Recordings made before guest hints existed still read; the hints
+    /// round-trip, and are left out of the JSON when there are none.
+    #[test]
+    fn guest_hints_are_optional_in_json() {
+        let old = serde_json::to_string(&Snapshot::default()).unwrap();
+        assert!(!old.contains("guest_hints"), "{old}");
+        let s: Snapshot = serde_json::from_str(&old).unwrap();
+        assert!(s.guest_hints.is_empty());
+        let mut s = Snapshot::default();
+        s.guest_hints.insert(42, BTreeSet::from([1, 3]));
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(text.contains(r#""guest_hints":{"42":[1,3]}"#), "{text}");
+        assert_eq!(serde_json::from_str::<Snapshot>(&text).unwrap(), s);
+    }
+
     #[test]
     fn finds_a_task_in_tid_order_or_any_other() {
         let mut s = with_tids(&[40, 7, 300, 12, 9, 1000, 2]);

@@ -720,6 +720,12 @@ pub struct RecordArgs {
     /// an fd and a ring buffer per thread while recording.
     #[arg(long)]
     pub samples: bool,
+
+    /// Record the guests' hints (`numaplace guest` in a VM) read from the
+    /// UNIX sockets this pattern matches (`*`, `?`; repeatable), as the
+    /// daemon's `[guest_hints] sockets` does.
+    #[arg(long, value_name = "PATTERN")]
+    pub guest_hints: Vec<String>,
 }
 
 #[derive(Debug, Args)]
