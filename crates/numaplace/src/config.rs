@@ -553,7 +553,8 @@ mod tests {
             ]
         }
 
-        const POLICY_KEYS: [&str; 12] = [
+        const POLICY_KEYS: [&str; 13] = [
+            "guest-hints",
             "devil-mpki",
             "super-devil-mpki",
             "hysteresis-window",

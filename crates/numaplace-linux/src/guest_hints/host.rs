@@ -39,8 +39,10 @@ use crate::procfs::ProcReader;
 
 /// Bytes read per socket and round at most.
 pub const MAX_ROUND_BYTES: usize = 64 * 1024;
-/// Lines parsed per socket and round at most.
-pub const MAX_LINES_PER_ROUND: usize = 256;
+/// Lines parsed per socket and round at most: a guest sending every
+/// 100 ms (the shortest interval), three lines each, fills a minute of the
+/// host's rounds with 1,800.
+pub const MAX_LINES_PER_ROUND: usize = 4096;
 /// The same trouble of a socket is said at most this often.
 pub const REPORT_EVERY: Duration = Duration::from_secs(600);
 /// A socket that could not be followed is tried again after this.
