@@ -9,7 +9,10 @@
 #      program pinned to vCPU 1) and prints @@HINTS-PINNED@@;
 #   4. waits for a line on the console (the host's test writes it), ends
 #      the pinned program and prints @@HINTS-UNPINNED@@;
-#   5. waits for another line, stops the agent and exits 0.
+#   5. waits for another line, stops the agent (a port has one writer at a
+#      time) and floods the port with /dev/urandom (megabytes of garbage),
+#      printing @@HINTS-FLOODING@@;
+#   6. waits for another line, stops the flood and exits 0.
 #
 # Usage: tests/vm/guest-hints-initramfs.sh OUT.cpio.gz
 # The kernel is tests/vm/work/vmlinuz afterwards.
@@ -57,10 +60,19 @@ read -r _go
 kill \$spin
 wait \$spin 2>/dev/null
 echo "@@HINTS-UNPINNED@@"
-read -r _done
+read -r _flood
+# virtio_console lets one process at a time open a port: the agent goes,
+# a hostile writer takes its place.
 kill \$agent
 wait \$agent
 echo "guest: agent stopped (status \$?)"
+port=\$(dirname "\$(grep -lx org.numaplace.hints.0 /sys/class/virtio-ports/*/name)")
+port=/dev/\${port##*/}
+cat /dev/urandom > "\$port" &
+flood=\$!
+echo "@@HINTS-FLOODING \$port@@"
+read -r _done
+kill \$flood
 exit 0
 GUEST
 

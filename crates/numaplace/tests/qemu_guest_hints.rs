@@ -4,7 +4,9 @@
 //! pinned to vCPU 1 there (tests/vm/guest-hints-initramfs.sh). On the host,
 //! `numaplace tasks --vms --guest-hints SOCKET` must name vCPU 1 of that VM
 //! (and only it) as hinted, the daemon (dry run, BRM) must log the same;
-//! once the pinned program ends the hint must clear. Boots QEMU, so it is
+//! once the pinned program ends the hint must clear. Then the guest floods
+//! the port with /dev/urandom: the daemon's rounds go on, and the garbage
+//! is reported once and ignored. Boots QEMU, so it is
 //! ignored by default; `.ci/run` runs it with `--ignored`.
 
 #[path = "support/common.rs"]
@@ -194,6 +196,36 @@ fn a_guest_pinning_a_program_to_vcpu_1_hints_that_vcpu_until_it_ends() {
     until("the hint cleared", || {
         hinted(pid, &socket_s) == Some(BTreeSet::new())
     });
+    // A guest that floods its port with garbage: the daemon's rounds go on
+    // (five, one a second), the guest's hints are ignored, and each kind of
+    // trouble is said once.
+    say(&mut stdin, "flood");
+    wait_for(&lines, "@@HINTS-FLOODING", HINT_WITHIN);
+    let t0 = Instant::now();
+    let d = common::numaplace(&[
+        "-v",
+        "run",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--interval",
+        "1s",
+        "--rounds",
+        "5",
+    ]);
+    let took = t0.elapsed();
+    let log = text(&d.stderr);
+    eprintln!("daemon under a flood ({took:.1?}):\n{log}");
+    assert!(d.status.success(), "the daemon failed: {log}");
+    assert!(
+        took < Duration::from_secs(60),
+        "five 1 s rounds took {took:?} under the flood"
+    );
+    let refused = log.matches("refused and ignored").count();
+    assert_eq!(refused, 1, "garbage said once: {log}");
+    assert!(
+        log.matches("its hints are ignored while it does").count() <= 1,
+        "a flood said at most once: {log}"
+    );
     say(&mut stdin, "done");
     wait_for(&lines, "@@NUMAPLACE-VM-EXIT=0@@", HINT_WITHIN);
 }
