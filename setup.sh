@@ -163,6 +163,7 @@ test_suite() {
         --test qemu_host_qmp \
         --test qemu_guest_daemon --test qemu_guest_dino --test qemu_guest_bench \
         --test qemu_guest_balancing --test qemu_libvirt_numad --test numad_divert \
+        --test qemu_guest_hints \
         --test daemon_churn --no-fail-fast -- --ignored --test-threads=1 2>&1 |
         tee -a "$log"
     s=${PIPESTATUS[0]}

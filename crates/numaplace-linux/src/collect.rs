@@ -532,6 +532,7 @@ impl Collector {
             page_sets: BTreeMap::new(),
             numa_faults: BTreeMap::new(),
             explicit_mempolicy: BTreeSet::new(),
+            guest_hints: BTreeMap::new(),
         };
         snapshot.sort_tasks();
         if let Some(v) = &mut self.vms {

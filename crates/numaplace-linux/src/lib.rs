@@ -7,6 +7,7 @@ pub mod atomic;
 pub mod balancing;
 pub mod collect;
 pub mod cpu_idle;
+pub mod guest_hints;
 pub mod live;
 pub mod microbench;
 pub mod nodes;

@@ -56,6 +56,13 @@ pub struct Snapshot {
     /// kernel's automatic NUMA balancing never moves.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub explicit_mempolicy: BTreeSet<i32>,
+    /// Per VM (its pid), the vCPUs (QEMU's vCPU index, `Task::vcpu`) whose
+    /// guest says they run threads that pinned themselves: seed 000 §4.3's
+    /// tagged vCPUs, sent by `numaplace guest` over a virtio-serial port. A
+    /// VM is here only while its guest's hints are live; an empty set means
+    /// the guest speaks and tags none. Empty in recordings made before.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub guest_hints: BTreeMap<i32, BTreeSet<u32>>,
 }
 
 /// Seed 002 §4.3's per-vcore bit vectors as sorted page numbers: the pages
@@ -250,6 +257,21 @@ mod task_lookup_tests {
                 .collect(),
             ..Snapshot::default()
         }
+    }
+
+    /// Recordings made before guest hints existed still read; the hints
+    /// round-trip, and are left out of the JSON when there are none.
+    #[test]
+    fn guest_hints_are_optional_in_json() {
+        let old = serde_json::to_string(&Snapshot::default()).unwrap();
+        assert!(!old.contains("guest_hints"), "{old}");
+        let s: Snapshot = serde_json::from_str(&old).unwrap();
+        assert!(s.guest_hints.is_empty());
+        let mut s = Snapshot::default();
+        s.guest_hints.insert(42, BTreeSet::from([1, 3]));
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(text.contains(r#""guest_hints":{"42":[1,3]}"#), "{text}");
+        assert_eq!(serde_json::from_str::<Snapshot>(&text).unwrap(), s);
     }
 
     #[test]

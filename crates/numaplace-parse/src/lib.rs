@@ -4,5 +4,6 @@
 //! crate depends on nothing of the system (no hwloc, no perf, no libc), so
 //! the fuzzers and property tests build and run anywhere.
 
+pub mod guest_hints;
 pub mod perf_record;
 pub mod procfs;

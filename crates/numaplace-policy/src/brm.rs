@@ -78,6 +78,16 @@
 //! change when it moves, is not implemented. Threads that are not
 //! candidates are left to Linux.
 //!
+//! **The guest's own tags (§4.3, `guest-hints`).** Where a VM's guest runs
+//! `numaplace guest`, it says which of its vCPUs run threads whose affinity
+//! was set narrower than its CPUs, as the paper's `tag` / `clear` calls do
+//! (`Snapshot::guest_hints`, read by the daemon from a virtio-serial
+//! port). For such a VM the guest decides: a vCPU thread is a candidate
+//! exactly while its guest hints it, whatever `vcpus`, `comms` or the
+//! request rate say, and BRM forgets it when the hint clears, as Xen drops
+//! the tag. The reason of a move says "guest hint". A VM whose guest says
+//! nothing (no agent, or its hints expired) is decided as above.
+//!
 //! **Moves.** A move pins the thread to all CPUs of the bias node (those
 //! numaplace may use), so the kernel still balances it within the node. As
 //! §4.4 lets Xen's load balancing override BRM, a candidate is not moved
@@ -126,6 +136,10 @@ pub struct BrmParams {
     /// at 0.3 billion instructions a second sends about 9 million), a
     /// compute-bound one about 1 million.
     pub min_uncore_requests_per_s: Option<f64>,
+    /// Where a VM's guest sends hints (`numaplace guest`), they decide
+    /// which of its vCPUs are candidates: the hinted ones, while hinted
+    /// (§4.3's tags).
+    pub guest_hints: bool,
     /// Seed of the random draws (the paper's TSC digits, §5).
     pub seed: u64,
     /// A thread forgets its per-node penalties after a number of rounds
@@ -140,6 +154,7 @@ impl Default for BrmParams {
             comms: Vec::new(),
             vcpus: true,
             min_uncore_requests_per_s: Some(5e6),
+            guest_hints: true,
             seed: 1,
             // 10 to 30 s at the default 100 ms interval. A reset costs a
             // trip: on two nodes the probability climbs by one a round, so
@@ -204,6 +219,7 @@ struct RawBrmParams {
     comms: Vec<String>,
     vcpus: bool,
     min_uncore_requests_per_s: Option<f64>,
+    guest_hints: bool,
     seed: u64,
     reset_min_rounds: u32,
     reset_max_rounds: u32,
@@ -216,6 +232,7 @@ impl Default for RawBrmParams {
             comms: d.comms,
             vcpus: d.vcpus,
             min_uncore_requests_per_s: d.min_uncore_requests_per_s,
+            guest_hints: d.guest_hints,
             seed: d.seed,
             reset_min_rounds: d.reset_min_rounds,
             reset_max_rounds: d.reset_max_rounds,
@@ -231,6 +248,7 @@ impl TryFrom<RawBrmParams> for BrmParams {
             comms: r.comms,
             vcpus: r.vcpus,
             min_uncore_requests_per_s: r.min_uncore_requests_per_s,
+            guest_hints: r.guest_hints,
             seed: r.seed,
             reset_min_rounds: r.reset_min_rounds,
             reset_max_rounds: r.reset_max_rounds,
@@ -552,6 +570,17 @@ impl Brm {
     }
 }
 
+/// Whether the thread's guest says it is a candidate (§4.3): `Some` for a
+/// vCPU thread of a VM whose guest's hints are live (and `guest-hints` is
+/// on), `None` where the guest says nothing.
+fn hinted(params: &BrmParams, s: &numaplace_model::Snapshot, t: &Task) -> Option<bool> {
+    if !params.guest_hints {
+        return None;
+    }
+    let vcpu = t.vcpu?;
+    s.guest_hints.get(&t.tgid).map(|h| h.contains(&vcpu))
+}
+
 fn fmt_penalty(v: Option<f64>) -> String {
     match v {
         Some(v) => format!("{v:.0}"),
@@ -688,9 +717,15 @@ impl Policy for Brm {
                     let _ = write!(others, ", {} on node {}", fmt_penalty(*v), doms[i].os_id);
                 }
             }
-            let who = match c.task.vcpu {
-                Some(v) => format!("vCPU {v} (thread {})", c.task.tid),
-                None => format!("thread {}", c.task.tid),
+            let who = match (c.task.vcpu, hinted(&self.params, s, c.task)) {
+                (Some(v), Some(true)) => {
+                    format!(
+                        "vCPU {v} (thread {}, a candidate by guest hint)",
+                        c.task.tid
+                    )
+                }
+                (Some(v), _) => format!("vCPU {v} (thread {})", c.task.tid),
+                (None, _) => format!("thread {}", c.task.tid),
             };
             let there = match st.unc[bias] {
                 Some(v) => format!("{v:.0} last seen on node {}", to.os_id),
@@ -747,8 +782,15 @@ impl Brm {
             let requests = counters.and_then(|c| c.get(Counter::UncoreRequests));
             let rate = requests.filter(|_| secs > 0.0).map(|r| r as f64 / secs);
             let known = self.threads.contains_key(&id);
-            if !known && !self.tagged(t, comms.get(&t.tgid).copied().unwrap_or(""), rate) {
-                continue;
+            match hinted(&self.params, s, t) {
+                Some(false) => continue,
+                Some(true) => {}
+                None if !known
+                    && !self.tagged(t, comms.get(&t.tgid).copied().unwrap_or(""), rate) =>
+                {
+                    continue;
+                }
+                None => {}
             }
             alive.insert(id);
             let (Some(sample), Some(here)) = (

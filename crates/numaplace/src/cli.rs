@@ -59,6 +59,16 @@ pub enum Command {
         numaplace tasks --pid 1234 --json")]
     Tasks(TasksArgs),
 
+    /// Run inside a VM: every interval, tell the host's numaplace which
+    /// vCPUs run user threads whose CPU affinity is narrower than the
+    /// guest's CPUs (seed 000 §4.3's tag and clear), over a virtio-serial
+    /// port; the host's BRM then takes exactly those vCPUs as candidates.
+    #[command(after_help = "Examples:\n  \
+        numaplace guest                              (port org.numaplace.hints.0, every 1s)\n  \
+        numaplace guest --device /dev/vport1p1 --interval 500ms\n  \
+        numaplace guest --device - --rounds 3        (print the messages)")]
+    Guest(GuestArgs),
+
     /// Every signal the policies read and every interface numaplace acts
     /// through: where each comes from on this machine (events and their
     /// encodings, files, syscalls), whether it works, which policies read
@@ -200,6 +210,32 @@ pub enum Command {
         after_help = "Example:\n  numaplace manpages target/man && man -l target/man/numaplace.1"
     )]
     Manpages(ManpagesArgs),
+}
+
+/// `numaplace guest`.
+#[derive(Debug, Args)]
+pub struct GuestArgs {
+    /// The name of the virtio-serial port (`/dev/virtio-ports/NAME`, or
+    /// the port whose /sys/class/virtio-ports/*/name says it).
+    #[arg(long, value_name = "NAME", default_value = numaplace_linux::guest_hints::protocol::DEFAULT_PORT_NAME)]
+    pub port: String,
+
+    /// Write to this device instead of the port found by name; `-` for
+    /// standard output.
+    #[arg(long, value_name = "PATH")]
+    pub device: Option<PathBuf>,
+
+    /// Time between messages (the host expires hints after three without one).
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub interval: String,
+
+    /// Stop after this many messages (default: until SIGTERM or Ctrl-C).
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<u64>,
+
+    /// Read /proc and /sys under this directory instead of /.
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
 }
 
 /// `numaplace doctor`.
@@ -720,6 +756,12 @@ pub struct TasksArgs {
     /// /etc/numaplace/numaplace.toml, when left out and present.
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+
+    /// Read the guests' hints (`numaplace guest` in a VM) from the UNIX
+    /// sockets this pattern matches (`*`, `?`; repeatable) during
+    /// --interval, which should be longer than the guests' own interval.
+    #[arg(long, value_name = "PATTERN")]
+    pub guest_hints: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -754,6 +796,12 @@ pub struct RecordArgs {
     /// an fd and a ring buffer per thread while recording.
     #[arg(long)]
     pub samples: bool,
+
+    /// Record the guests' hints (`numaplace guest` in a VM) read from the
+    /// UNIX sockets this pattern matches (`*`, `?`; repeatable), as the
+    /// daemon's `[guest_hints] sockets` does.
+    #[arg(long, value_name = "PATTERN")]
+    pub guest_hints: Vec<String>,
 }
 
 #[derive(Debug, Args)]

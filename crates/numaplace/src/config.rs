@@ -44,6 +44,7 @@ pub struct Config {
     pub metrics: MetricsConfig,
     pub perf: PerfSection,
     pub vms: VmsSection,
+    pub guest_hints: GuestHintsSection,
 }
 
 impl Default for Config {
@@ -61,6 +62,7 @@ impl Default for Config {
             metrics: MetricsConfig::default(),
             perf: PerfSection::default(),
             vms: VmsSection::default(),
+            guest_hints: GuestHintsSection::default(),
         }
     }
 }
@@ -191,6 +193,30 @@ impl VmsSection {
     }
 }
 
+/// `[guest_hints]`: the host ends of the VMs' virtio-serial ports on which
+/// `numaplace guest` tells which vCPUs run threads that pinned themselves
+/// (seed 000 §4.3's tags; BRM's candidates).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GuestHintsSection {
+    /// Paths of the ports' UNIX sockets, `*` and `?` within a component;
+    /// none by default. Each socket counts only if the process serving it
+    /// is a VM numaplace recognises.
+    pub sockets: Vec<String>,
+}
+
+impl GuestHintsSection {
+    /// A reader of the sockets, or `None` when no pattern is given.
+    pub fn reader(&self) -> Option<numaplace_linux::guest_hints::GuestHints> {
+        (!self.sockets.is_empty()).then(|| {
+            numaplace_linux::guest_hints::GuestHints::new(
+                numaplace_linux::SysRoot::host(),
+                self.sockets.clone(),
+            )
+        })
+    }
+}
+
 impl Config {
     /// Reads `path`, or the default file if `path` is `None` (absent:
     /// defaults).
@@ -243,6 +269,7 @@ impl Config {
         c.scope.validate()?;
         c.perf.validate()?;
         c.vms.validate()?;
+        numaplace_linux::guest_hints::validate_patterns(&c.guest_hints.sockets)?;
         Ok(c)
     }
 }
@@ -332,6 +359,30 @@ mod tests {
         let many: Vec<String> = (0..65).map(|i| format!("\"/run/q{i}.qmp\"")).collect();
         let e = Config::parse(&format!("[vms]\nqmp = [{}]\n", many.join(", "))).unwrap_err();
         assert!(e.contains("65 patterns, at most 64"), "{e}");
+    }
+
+    /// `[guest_hints] sockets`: patterns of absolute paths, checked where
+    /// the config is read.
+    #[test]
+    fn guest_hint_sockets_are_read_and_checked() {
+        let c = Config::parse(
+            "[guest_hints]\nsockets = [\"/var/lib/libvirt/qemu/channel/target/domain-*/org.numaplace.hints.0\"]\n",
+        )
+        .unwrap();
+        assert_eq!(c.guest_hints.sockets.len(), 1);
+        assert!(c.guest_hints.reader().is_some());
+        assert!(Config::parse("").unwrap().guest_hints.reader().is_none());
+        for (bad, want) in [
+            (
+                "[guest_hints]\nsockets = [\"x/*.sock\"]\n",
+                "not an absolute path",
+            ),
+            ("[guest_hints]\nsockets = [\"/a/../b\"]\n", ".. component"),
+            ("[guest_hints]\nsocket = []\n", "unknown field `socket`"),
+        ] {
+            let e = Config::parse(bad).unwrap_err();
+            assert!(e.contains(want), "{bad}: {e}");
+        }
     }
 
     /// TOML's errors are one line with the place, not its snippet.
@@ -585,7 +636,8 @@ mod tests {
             ]
         }
 
-        const POLICY_KEYS: [&str; 12] = [
+        const POLICY_KEYS: [&str; 13] = [
+            "guest-hints",
             "devil-mpki",
             "super-devil-mpki",
             "hysteresis-window",

@@ -34,6 +34,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Topology(args) => commands::topology::run(&args),
         Command::Tasks(args) => commands::tasks::run(&args),
+        Command::Guest(args) => commands::guest::run(&args),
         Command::Doctor(args) => commands::doctor::run(&args),
         Command::Record(args) => commands::record::record(&args),
         Command::Replay(args) => commands::record::replay(&args),

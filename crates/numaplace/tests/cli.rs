@@ -249,3 +249,56 @@ fn help_reads_well() {
         assert!(h.contains(want), "topology --help lacks {want}: {h}");
     }
 }
+
+/// `numaplace guest` writes the hints protocol (here to stdout): a full
+/// `set` every round; bad options are input errors naming what to give.
+#[test]
+fn guest_agent_prints_one_set_per_round_and_refuses_bad_options() {
+    let o = numaplace(&[
+        "guest",
+        "--device",
+        "-",
+        "--rounds",
+        "2",
+        "--interval",
+        "100ms",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let sets: Vec<&str> = out.lines().filter(|l| l.contains(" set ")).collect();
+    assert_eq!(sets.len(), 2, "{out}");
+    for (i, l) in sets.iter().enumerate() {
+        assert!(
+            l.starts_with(&format!(
+                "numaplace-hints 1 set seq={} interval-ms=100 online=",
+                i + 1
+            )),
+            "{l}"
+        );
+    }
+    for (args, want) in [
+        (
+            vec!["guest", "--device", "-", "--interval", "10ms"],
+            "--interval 10ms",
+        ),
+        (
+            vec!["guest", "--device", "-", "--rounds", "0"],
+            "--rounds 0",
+        ),
+        (
+            vec!["guest", "--port", "no.such.port"],
+            "no virtio-serial port named \"no.such.port\"",
+        ),
+    ] {
+        let o = numaplace(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
+    }
+    let o = numaplace(&["tasks", "--guest-hints", "relative/*.sock"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--guest-hints: \"relative/*.sock\" not an absolute path"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -227,6 +227,8 @@ struct Fake {
     /// Memory per node (kernel id, bytes) of a process, by pid; a process
     /// not here has its memory unread.
     memory: BTreeMap<i32, BTreeMap<u32, u64>>,
+    /// What the VMs' guests hint (`Snapshot::guest_hints`).
+    hints: BTreeMap<i32, std::collections::BTreeSet<u32>>,
 }
 
 impl Fake {
@@ -240,6 +242,7 @@ impl Fake {
             penalty: vec![100.0; n],
             busy: Vec::new(),
             memory: BTreeMap::new(),
+            hints: BTreeMap::new(),
         }
     }
 
@@ -277,6 +280,7 @@ impl Fake {
         let mut s = Snapshot {
             seq: self.seq,
             interval_ns: 100_000_000,
+            guest_hints: self.hints.clone(),
             ..Snapshot::default()
         };
         for (&tid, t) in &self.threads {
@@ -783,4 +787,58 @@ fn premise_rules_by_hand() {
         None,
         "all four here, half the memory away"
     );
+}
+
+/// Seed 000 §4.3: where a VM's guest tags vCPUs (`numaplace guest`), the
+/// tagged ones are its candidates, only while tagged; a guest that says
+/// nothing leaves the configuration's rules; `guest-hints = false` ignores
+/// the guest.
+#[test]
+fn a_vms_guest_hints_decide_its_candidates_while_they_last() {
+    use std::collections::BTreeSet;
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:4 pu:1");
+    f.penalty = vec![300.0, 100.0];
+    f.thread(1, 1, "CPU 0/KVM", Some(0), 0);
+    f.thread(2, 1, "CPU 1/KVM", Some(1), 1);
+    let params = BrmParams {
+        min_uncore_requests_per_s: None,
+        ..BrmParams::default()
+    };
+    let candidates = |brm: &Brm| {
+        (1..=2)
+            .filter(|&t| brm.state(id(t)).is_some())
+            .collect::<Vec<i32>>()
+    };
+    let mut brm = Brm::new(params.clone());
+    f.decide(&mut brm);
+    assert_eq!(candidates(&brm), vec![1, 2], "a silent guest: vcpus = true");
+    // The guest tags vCPU 1 (thread 2): it alone, and vCPU 0 is forgotten.
+    f.hints.insert(1, BTreeSet::from([1]));
+    f.decide(&mut brm);
+    assert_eq!(candidates(&brm), vec![2]);
+    // It moves to the better node, and the reason says why it is a candidate.
+    let moves = run(&mut f, &mut brm, 300);
+    assert!(!moves.is_empty(), "vCPU 1 never moved");
+    assert!(moves.iter().all(|(tid, _, _)| *tid == 2), "{moves:?}");
+    assert!(
+        moves[0]
+            .2
+            .contains("vCPU 1 (thread 2, a candidate by guest hint)"),
+        "{}",
+        moves[0].2
+    );
+    // The guest clears it: no candidate of this VM any more.
+    f.hints.insert(1, BTreeSet::new());
+    f.decide(&mut brm);
+    assert_eq!(candidates(&brm), Vec::<i32>::new());
+    assert!(run(&mut f, &mut brm, 100).is_empty());
+    // Off: the guest is not listened to (thread 2 unpinned first: a new
+    // BRM would take the pin as the thread's own choice).
+    f.threads.get_mut(&2).unwrap().allowed = f.topo.span().clone();
+    let mut deaf = Brm::new(BrmParams {
+        guest_hints: false,
+        ..params
+    });
+    f.decide(&mut deaf);
+    assert_eq!(candidates(&deaf), vec![1, 2]);
 }

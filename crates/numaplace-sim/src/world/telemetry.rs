@@ -235,6 +235,7 @@ impl World {
             page_sets,
             numa_faults,
             explicit_mempolicy,
+            guest_hints: BTreeMap::new(),
         };
         self.seq += 1;
         self.last_snapshot = self.time;

@@ -34,6 +34,8 @@ pub fn record(args: &RecordArgs) -> Result<()> {
         .as_deref()
         .map(|d| parse_duration(d, "--duration").map_err(InputError))
         .transpose()?;
+    numaplace_linux::guest_hints::validate_patterns(&args.guest_hints)
+        .map_err(|e| InputError(e.replace("[guest_hints] sockets", "--guest-hints")))?;
     let root = root_of(args.root.as_deref())?;
     let topology = discover(&TopologySource::Sysfs(root.clone()))?;
     let balancing = NumaBalancing::read(&root);
@@ -71,8 +73,23 @@ pub fn record(args: &RecordArgs) -> Result<()> {
     let start = Instant::now();
     let mut next = start;
     let mut rounds = 0u64;
+    let mut hints = (!args.guest_hints.is_empty()).then(|| {
+        numaplace_linux::guest_hints::GuestHints::new(
+            numaplace_linux::SysRoot::host(),
+            args.guest_hints.clone(),
+        )
+    });
     loop {
-        let snap = collector.collect().context("collecting")?;
+        let mut snap = collector.collect().context("collecting")?;
+        if let Some(h) = hints.as_mut() {
+            // The guests' hints go into the recording: a replay of BRM
+            // takes them as the daemon would have.
+            let round = h.poll(&snap, Instant::now());
+            for n in &round.notes {
+                tracing::warn!("{n}");
+            }
+            snap.guest_hints = round.hints;
+        }
         recorder.write(&snap)?;
         rounds += 1;
         next += interval;

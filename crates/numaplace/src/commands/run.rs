@@ -17,6 +17,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use numaplace_linux::actuate::HostActuator;
 use numaplace_linux::balancing::NumaBalancing;
+use numaplace_linux::guest_hints::Hinted;
 use numaplace_linux::state::StateFile;
 use numaplace_linux::{
     CollectOptions, Collector, LiveTelemetry, SysRoot, TopologySource, discover_repaired,
@@ -391,7 +392,10 @@ pub fn run(args: &RunArgs) -> Result<()> {
     };
     let mut world = Pair {
         telemetry: Synthesized {
-            inner: live,
+            inner: Hinted {
+                inner: live,
+                hints: c.guest_hints.reader(),
+            },
             synthetic: s.synthetic.take(),
         },
         actuator: hands,
@@ -747,7 +751,10 @@ pub fn advise(args: &RunArgs) -> Result<()> {
     );
     let mut world = Pair {
         telemetry: Synthesized {
-            inner: live,
+            inner: Hinted {
+                inner: live,
+                hints: c.guest_hints.reader(),
+            },
             synthetic: s.synthetic.take(),
         },
         actuator: RecordingActuator::default(),

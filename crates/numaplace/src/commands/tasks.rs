@@ -1,8 +1,10 @@
 //! `numaplace tasks`.
 
 use std::thread::sleep;
+use std::time::Instant;
 
 use anyhow::{Context, Result};
+use numaplace_linux::guest_hints::GuestHints;
 use numaplace_linux::{CollectOptions, Collector, SysRoot};
 use numaplace_model::scope::{glob, in_subtree};
 use numaplace_model::{GroupKind, Snapshot, TaskGroup};
@@ -24,6 +26,8 @@ pub fn root_of(dir: Option<&std::path::Path>) -> Result<SysRoot> {
 pub fn run(args: &TasksArgs) -> Result<()> {
     let interval = parse_duration(&args.interval, "--interval").map_err(InputError)?;
     validate(&args.filter)?;
+    numaplace_linux::guest_hints::validate_patterns(&args.guest_hints)
+        .map_err(|e| InputError(e.replace("[guest_hints] sockets", "--guest-hints")))?;
     let root = root_of(args.root.as_deref())?;
     let rates = !interval.is_zero() && root.is_host();
     // While the kernel balances between nodes, its hinting faults say per
@@ -51,9 +55,30 @@ pub fn run(args: &TasksArgs) -> Result<()> {
     };
     collector.set_vm_sources(Some(config.vms.sources()));
     let mut snap = collector.collect().context("reading tasks")?;
-    if rates {
+    let mut hints = (!args.guest_hints.is_empty())
+        .then(|| GuestHints::new(SysRoot::host(), args.guest_hints.clone()));
+    let mut hint_notes = Vec::new();
+    if let Some(h) = hints.as_mut() {
+        // The first poll connects; the guests' messages come during the wait.
+        hint_notes.extend(h.poll(&snap, Instant::now()).notes);
+    }
+    if rates || hints.is_some() {
         sleep(interval);
         snap = collector.collect().context("reading tasks")?;
+    }
+    if let Some(h) = hints.as_mut() {
+        let round = h.poll(&snap, Instant::now());
+        hint_notes.extend(round.notes);
+        snap.guest_hints = round.hints;
+        for path in h.silent() {
+            hint_notes.push(format!(
+                "guest hints: {}: connected, but nothing came during --interval {} (is \
+                 `numaplace guest` running in the VM? is another numaplace reading this socket? \
+                 QEMU serves one client at a time)",
+                path.display(),
+                args.interval
+            ));
+        }
     }
     let groups: Vec<&TaskGroup> = snap
         .groups
@@ -66,6 +91,7 @@ pub fn run(args: &TasksArgs) -> Result<()> {
         return Ok(());
     }
     let mut notes: Vec<String> = collector.missing_signals().to_vec();
+    notes.extend(hint_notes);
     if !rates {
         notes.push("one round only: no CPU share or counters (give --interval)".into());
     }
@@ -136,6 +162,12 @@ fn select(s: &Snapshot, pids: &[i32]) -> Snapshot {
             .iter()
             .filter(|(t, _)| tids.contains(t))
             .map(|(&t, v)| (t, v.clone()))
+            .collect(),
+        guest_hints: s
+            .guest_hints
+            .iter()
+            .filter(|(p, _)| pids.contains(p))
+            .map(|(&p, h)| (p, h.clone()))
             .collect(),
         explicit_mempolicy: s
             .explicit_mempolicy

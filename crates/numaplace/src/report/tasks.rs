@@ -96,18 +96,35 @@ pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
             "",
             memory_cell(g)
         );
+        if let Some(h) = s.guest_hints.get(&g.pid) {
+            let list = if h.is_empty() {
+                "none".to_string()
+            } else {
+                h.iter()
+                    .map(|v| format!("vcpu{v}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            let _ = writeln!(
+                out,
+                "{:<22} guest hints (seed 000 §4.3 tags, BRM's candidates): {list}",
+                ""
+            );
+        }
         for &tid in &g.threads {
             let Some(t) = s.task(tid) else { continue };
             threads += 1;
             let c = s.counters.get(&tid);
             let mut name = printable(&t.comm);
             if let Some(v) = t.vcpu {
+                let hinted = s.guest_hints.get(&t.tgid).is_some_and(|h| h.contains(&v));
+                let star = if hinted { "*" } else { "" };
                 // A thread QEMU did not name (no debug-threads): the vCPU
                 // first, where the column does not cut it.
                 name = if parse_vcpu_comm(&t.comm).is_some() {
-                    format!("{name} [vcpu{v}]")
+                    format!("{name} [vcpu{v}{star}]")
                 } else {
-                    format!("[vcpu{v}] {name}")
+                    format!("[vcpu{v}{star}] {name}")
                 };
             }
             let share = c
