@@ -352,7 +352,8 @@ impl Collector {
         if !on {
             self.iterated_missing = Some("turned off".to_string());
         } else if self.carry.is_some() && self.root.is_host() {
-            match Iterated::open(clock_ticks()) {
+            let max_age = self.carry.as_ref().map_or(Duration::ZERO, |c| c.max_age());
+            match Iterated::open(clock_ticks(), max_age) {
                 Ok(i) => self.iterated = Some(i),
                 Err(e) => {
                     tracing::info!(
@@ -517,6 +518,9 @@ impl Collector {
         }
         if let Some(k) = &mut self.kept {
             k.retain_seen(|pid| seen.contains(&pid));
+        }
+        if let Some(i) = &mut self.iterated {
+            i.retain_seen(|pid| seen.contains(&pid));
         }
         self.explicit_policy.retain(|pid| seen.contains(pid));
         let mut snapshot = Snapshot {

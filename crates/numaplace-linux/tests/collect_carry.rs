@@ -364,3 +364,69 @@ fn a_running_process_keeps_its_memory_until_something_changes_it() {
     c.collect().unwrap();
     assert!(!c.memory_kept().contains(&pid));
 }
+
+/// With the task iterator, a process's command line and cgroup are kept
+/// from round to round, and read again as soon as it runs another program
+/// (exec) or is moved to another cgroup (checked in a cgroup2 hierarchy
+/// mounted for the test).
+#[test]
+fn kept_command_lines_and_cgroups_follow_exec_and_moves() {
+    let mut c = daemon_collector(0);
+    if let Some(why) = c.task_iterator_missing() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mnt = tempfile::tempdir().unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "cgroup2", "none"])
+        .arg(mnt.path())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !mounted {
+        eprintln!("skipped: cannot mount a cgroup2 hierarchy here");
+        return;
+    }
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mnt.path().to_path_buf());
+    // A shell that waits for a line, then becomes `sleep`.
+    let mut child = Command::new("sh")
+        .args(["-c", "read x; exec sleep 30"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let group = |s: &Snapshot| s.groups.iter().find(|g| g.pid == pid).cloned().unwrap();
+    let first = group(&c.collect().unwrap());
+    assert_eq!(first.cmdline, ["sh", "-c", "read x; exec sleep 30"]);
+    let dir = mnt.path().join(format!("np-test-{}", std::process::id()));
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("cgroup.procs"), pid.to_string()).unwrap();
+    let moved = group(&c.collect().unwrap());
+    let want = format!("/np-test-{}", std::process::id());
+    assert!(
+        moved.cgroup.as_deref().is_some_and(|p| p.ends_with(&want)),
+        "moved to {want}: {:?}",
+        moved.cgroup
+    );
+    writeln!(child.stdin.take().unwrap(), "go").unwrap();
+    let mut became = None;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(20));
+        let g = group(&c.collect().unwrap());
+        if g.cmdline.first().is_some_and(|a| a == "sleep") {
+            became = Some(g);
+            break;
+        }
+    }
+    let became = became.expect("the exec shows in the command line");
+    assert_eq!(became.cmdline, ["sleep", "30"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    std::thread::sleep(Duration::from_millis(50));
+    let _ = std::fs::remove_dir(&dir);
+}

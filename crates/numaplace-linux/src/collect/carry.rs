@@ -75,6 +75,11 @@ pub(super) struct CarryOver {
 }
 
 impl CarryOver {
+    /// The longest a reading is carried.
+    pub fn max_age(&self) -> Duration {
+        self.max_age
+    }
+
     pub fn new(max_age: Duration) -> CarryOver {
         CarryOver {
             max_age,

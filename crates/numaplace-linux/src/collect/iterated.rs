@@ -9,8 +9,18 @@
 //! the round's picture of who exists: a thread started after it waits for
 //! the next round, and one that exited after it is dropped when the
 //! actuator finds its start time no longer matches (as for any reading).
+//!
+//! The pass also carries what a process's `status`, `cmdline` and
+//! `cgroup` were read for: its memory nodes (its cpuset's, in the record),
+//! the id of its cgroup, and its count of execs. A process's command line
+//! and cgroup path are kept from an earlier round while it is the same
+//! process running the same program (start time, exec count) in the same
+//! cgroup (the id changes when anyone moves it), for at most `max_age`: a
+//! program that rewrites its own argv (`setproctitle`) shows the new text
+//! within that.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use crate::procfs::TaskStat;
 use crate::taskiter::{TaskIterError, TaskIterator, TaskRecord};
@@ -22,15 +32,84 @@ pub(super) struct Iterated {
     records: Vec<TaskRecord>,
     /// Each process's records in `records`.
     by_tgid: HashMap<i32, (usize, usize)>,
+    /// Command lines and cgroups as last read, per process.
+    meta: HashMap<i32, Meta>,
+    max_age: Duration,
+}
+
+/// A process's command line and cgroup path, and what must be the same
+/// for them to stand.
+#[derive(Debug)]
+struct Meta {
+    key: (u64, u64, u64),
+    read_at: Instant,
+    cmdline: Vec<String>,
+    cgroup: Option<String>,
 }
 
 impl Iterated {
-    pub fn open(user_hz: u64) -> Result<Iterated, TaskIterError> {
+    pub fn open(user_hz: u64, max_age: Duration) -> Result<Iterated, TaskIterError> {
         Ok(Iterated {
             it: TaskIterator::open(user_hz)?,
             records: Vec::new(),
             by_tgid: HashMap::new(),
+            meta: HashMap::new(),
+            max_age,
         })
+    }
+
+    /// A thread's record in the last pass.
+    pub fn record(&self, tgid: i32, tid: i32) -> Option<&TaskRecord> {
+        let threads = self.threads(tgid)?;
+        let i = threads.binary_search_by_key(&tid, |r| r.tid).ok()?;
+        Some(&threads[i])
+    }
+
+    /// What must be the same for a process's command line and cgroup to
+    /// be kept: its main thread's start time, exec count and cgroup id;
+    /// `None` where the pass lacks them.
+    fn key(&self, pid: i32) -> Option<(u64, u64, u64)> {
+        let r = self.record(pid, pid)?;
+        Some((r.start_time, r.exec_id, r.cgroup_id?))
+    }
+
+    /// The process's command line and cgroup path, if kept.
+    pub fn meta(&self, pid: i32, now: Instant) -> Option<(Vec<String>, Option<String>)> {
+        let key = self.key(pid)?;
+        let m = self.meta.get(&pid)?;
+        (m.key == key && now.saturating_duration_since(m.read_at) < self.max_age)
+            .then(|| (m.cmdline.clone(), m.cgroup.clone()))
+    }
+
+    /// Keeps what was read of a process this round.
+    pub fn store_meta(
+        &mut self,
+        pid: i32,
+        cmdline: &[String],
+        cgroup: &Option<String>,
+        now: Instant,
+    ) {
+        match self.key(pid) {
+            Some(key) => {
+                self.meta.insert(
+                    pid,
+                    Meta {
+                        key,
+                        read_at: now,
+                        cmdline: cmdline.to_vec(),
+                        cgroup: cgroup.clone(),
+                    },
+                );
+            }
+            None => {
+                self.meta.remove(&pid);
+            }
+        }
+    }
+
+    /// Forgets the processes not seen this round.
+    pub fn retain_seen(&mut self, seen: impl Fn(i32) -> bool) {
+        self.meta.retain(|&pid, _| seen(pid));
     }
 
     /// A new pass.
@@ -65,8 +144,7 @@ impl Iterated {
     /// A thread's fields as `stat` gives them.
     pub fn stat(&self, tgid: i32, tid: i32) -> Option<TaskStat> {
         let threads = self.threads(tgid)?;
-        let i = threads.binary_search_by_key(&tid, |r| r.tid).ok()?;
-        Some(as_stat(&threads[i], threads.len()))
+        Some(as_stat(self.record(tgid, tid)?, threads.len()))
     }
 }
 

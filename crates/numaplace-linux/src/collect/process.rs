@@ -13,6 +13,7 @@ use super::kept_memory::MemoryKey;
 use super::{Collector, MAX_CPUS};
 use crate::actuate::{thread_affinity, thread_affinity_with};
 use crate::procfs::{ProcError, TaskStat};
+use crate::taskiter::TaskRecord;
 use crate::vm;
 
 impl Collector {
@@ -45,8 +46,13 @@ impl Collector {
                 return None;
             }
         };
-        let mems = match self.proc.status(pid, pid) {
-            Ok(s) => s.mems_allowed,
+        let passed_mems = (self.iterated.as_ref())
+            .and_then(|i| i.record(pid, pid))
+            .and_then(|r| r.allowed_mems.clone());
+        let mems = match passed_mems
+            .map_or_else(|| self.proc.status(pid, pid).map(|s| s.mems_allowed), Ok)
+        {
+            Ok(m) => m,
             Err(e) => {
                 self.note(&e);
                 if matches!(e, ProcError::Gone { .. }) {
@@ -56,9 +62,10 @@ impl Collector {
             }
         };
         let carried = match (cpu_ns, &mut self.carry) {
-            (Some(ns), Some(c)) => c
-                .quiet(pid, ns, &main, now)
-                .and_then(|q| carried_tasks(&q.tasks, &mems)),
+            (Some(ns), Some(c)) => c.quiet(pid, ns, &main, now).and_then(|q| {
+                let passed = self.iterated.as_ref().and_then(|i| i.threads(pid));
+                carried_tasks(&q.tasks, &mems, passed)
+            }),
             _ => None,
         };
         let mut tasks = match carried {
@@ -68,15 +75,29 @@ impl Collector {
             }
             None => self.read_threads(pid, &main, &mems, cpu_ns, now)?,
         };
-        let cmdline = self.proc.cmdline(pid).unwrap_or_else(|e| {
-            self.note(&e);
-            Vec::new()
-        });
-        let cgroup = match self.proc.cgroup(pid) {
-            Ok(c) => c.v2_path,
-            Err(e) => {
-                self.note(&e);
-                None
+        let (cmdline, cgroup) = match self.iterated.as_ref().and_then(|i| i.meta(pid, now)) {
+            Some(kept) => kept,
+            None => {
+                let mut whole = true;
+                let cmdline = self.proc.cmdline(pid).unwrap_or_else(|e| {
+                    self.note(&e);
+                    whole = false;
+                    Vec::new()
+                });
+                let cgroup = match self.proc.cgroup(pid) {
+                    Ok(c) => c.v2_path,
+                    Err(e) => {
+                        self.note(&e);
+                        whole = false;
+                        None
+                    }
+                };
+                if let Some(i) = &mut self.iterated
+                    && whole
+                {
+                    i.store_meta(pid, &cmdline, &cgroup, now);
+                }
+                (cmdline, cgroup)
             }
         };
         let named: Vec<(i32, &str)> = tasks.iter().map(|t| (t.tid, t.comm.as_str())).collect();
@@ -400,13 +421,30 @@ impl Collector {
     }
 }
 
-/// A quiet process's threads as carried, with their allowed CPUs read now;
-/// `None` if one cannot be read (it exited after all, or we may not ask):
-/// the process is then read in full.
-fn carried_tasks(carried: &[Task], mems: &CpuSet) -> Option<Vec<Task>> {
+/// A quiet process's threads as carried, with their allowed CPUs read now
+/// (from the round's task-iterator pass where it has them, `passed`, by
+/// tid); `None` if one cannot be read (it exited after all, or we may not
+/// ask): the process is then read in full.
+fn carried_tasks(
+    carried: &[Task],
+    mems: &CpuSet,
+    passed: Option<&[TaskRecord]>,
+) -> Option<Vec<Task>> {
     carried
         .iter()
         .map(|t| {
+            let in_pass = passed
+                .and_then(|ts| {
+                    ts.binary_search_by_key(&t.tid, |r| r.tid)
+                        .ok()
+                        .map(|i| &ts[i])
+                })
+                .filter(|r| r.start_time == t.start_time)
+                .and_then(|r| r.allowed_cpus.clone());
+            let allowed_cpus = match in_pass {
+                Some(c) => c,
+                None => thread_affinity(t.tid, MAX_CPUS).ok()?,
+            };
             Some(Task {
                 tid: t.tid,
                 tgid: t.tgid,
@@ -414,7 +452,7 @@ fn carried_tasks(carried: &[Task], mems: &CpuSet) -> Option<Vec<Task>> {
                 comm: t.comm.clone(),
                 state: t.state,
                 last_cpu: t.last_cpu,
-                allowed_cpus: thread_affinity(t.tid, MAX_CPUS).ok()?,
+                allowed_cpus,
                 allowed_mems: mems.clone(),
                 utime: t.utime,
                 stime: t.stime,

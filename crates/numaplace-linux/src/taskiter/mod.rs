@@ -88,6 +88,27 @@ pub struct TaskRecord {
     /// mask and the CPUs online); `None` where the record does not hold
     /// them (more than 1,024 CPUs, a kernel before 5.3).
     pub allowed_cpus: Option<CpuSet>,
+    /// The nodes it may allocate from (`Mems_allowed_list`), where the
+    /// record holds them (node ids below 64).
+    pub allowed_mems: Option<CpuSet>,
+    /// Its cgroup's id in the unified hierarchy (the directory's inode),
+    /// where the kernel's types allow reading it: changes when it moves.
+    pub cgroup_id: Option<u64>,
+    /// How many times it called `execve` (0 where the kernel's types do
+    /// not say): with the start time, which program it runs.
+    pub exec_id: u64,
+}
+
+/// Words of the possible nodes' mask (`/sys/devices/system/node/possible`);
+/// 1 on a kernel without NUMA.
+fn node_words() -> u32 {
+    match std::fs::read_to_string("/sys/devices/system/node/possible") {
+        Ok(t) => CpuSet::parse_list(t.trim())
+            .ok()
+            .and_then(|s| s.last())
+            .map_or(0, |last| (last + 1).div_ceil(64)),
+        Err(_) => 1,
+    }
 }
 
 /// Words of the possible CPUs' mask (`/sys/devices/system/cpu/possible`).
@@ -204,7 +225,7 @@ impl TaskIterator {
             source,
         })?;
         let btf = Btf::parse(&blob)?;
-        let layout = Layout::from_btf(&btf, cpu_words())?;
+        let layout = Layout::from_btf(&btf, cpu_words(), node_words())?;
         layout.check()?;
         let attach_id = btf.func("bpf_iter_task")?;
         let prog = load(&layout.program(), attach_id)?;
@@ -352,6 +373,21 @@ impl TaskIterator {
                 }
                 _ => None,
             },
+            allowed_mems: l.mems.map(|(_, slot)| {
+                let at = slot as usize;
+                let mut bits = u64::from_ne_bytes(rec[at..at + 8].try_into().unwrap());
+                let mut set = CpuSet::new();
+                while bits != 0 {
+                    set.insert(bits.trailing_zeros());
+                    bits &= bits - 1;
+                }
+                set
+            }),
+            exec_id: u64_of("exec_id"),
+            cgroup_id: l.cgroup.map(|(_, _, slot)| {
+                let at = slot as usize;
+                u64::from_ne_bytes(rec[at..at + 8].try_into().unwrap())
+            }),
         }
     }
 }

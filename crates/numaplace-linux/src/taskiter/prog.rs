@@ -108,11 +108,14 @@ pub const SLOTS: &[(&str, &[&str], u32)] = &[
     // (x86 since 5.16), else in task_struct.
     ("cpu", &["thread_info.cpu", "cpu"], 4),
     ("flags", &["flags"], 4),
+    // Counts the task's execs (u32 before Linux 5.7): with the start
+    // time, the program it runs.
+    ("exec_id", &["self_exec_id"], 8),
     ("comm", &["comm"], 16),
 ];
 
 /// Slots a kernel may lack: the record then holds zeros there.
-const OPTIONAL: &[&str] = &["prev_utime", "prev_stime"];
+const OPTIONAL: &[&str] = &["prev_utime", "prev_stime", "exec_id"];
 
 /// The most words of a task's allowed CPUs a record holds (1,024 CPUs);
 /// on a machine with more, the collector asks `sched_getaffinity`.
@@ -128,6 +131,15 @@ pub struct Layout {
     /// The task's allowed CPUs (`task_struct.cpus_mask`, what
     /// `sched_getaffinity` reads): its first words, where in the record.
     pub cpus: Option<CpuWords>,
+    /// The first word of the task's memory nodes (`mems_allowed`, its
+    /// cpuset's nodes: what `Mems_allowed_list` shows) where every node
+    /// id is below 64: (offset in `task_struct`, slot).
+    pub mems: Option<(u32, u32)>,
+    /// The id of the task's cgroup in the unified hierarchy (its
+    /// directory's inode number: `task->cgroups->dfl_cgrp->kn->id`),
+    /// which changes when it is moved: the three pointers' offsets, the
+    /// id's offset in `kernfs_node`, and the slot.
+    pub cgroup: Option<([u32; 3], u32, u32)>,
     pub record_size: u32,
 }
 
@@ -144,13 +156,17 @@ impl Layout {
     /// The layout for this kernel, with the first `cpu_words` words of each
     /// task's allowed CPUs where that is at most [`MAX_CPU_WORDS`] and the
     /// kernel's mask has them (Linux 5.3+: `cpus_mask`).
-    pub fn from_btf(btf: &Btf, cpu_words: u32) -> Result<Layout, BtfError> {
+    pub fn from_btf(btf: &Btf, cpu_words: u32, node_words: u32) -> Result<Layout, BtfError> {
         let mut fields = Vec::new();
         let mut at = 0u32;
         for &(name, paths, keep) in SLOTS {
             let found = paths.iter().find_map(|p| btf.field("task_struct", p).ok());
             let field = match found {
-                Some(f) if f.size == keep || (keep == 4 && f.size == 8 && name == "state") => {
+                Some(f)
+                    if f.size == keep
+                        || (keep == 4 && f.size == 8 && name == "state")
+                        || (keep == 8 && f.size == 4 && name == "exec_id") =>
+                {
                     Some(f)
                 }
                 Some(f) => {
@@ -184,9 +200,33 @@ impl Layout {
             }
             _ => None,
         };
+        let mems = match btf.field("task_struct", "mems_allowed") {
+            Ok(f) if node_words == 1 && f.size >= 8 => {
+                at = at.next_multiple_of(8);
+                at += 8;
+                Some((f.offset, at - 8))
+            }
+            _ => None,
+        };
+        let chain = [
+            btf.field("task_struct", "cgroups"),
+            btf.field("css_set", "dfl_cgrp"),
+            btf.field("cgroup", "kn"),
+            btf.field("kernfs_node", "id"),
+        ];
+        let cgroup = match chain {
+            [Ok(a), Ok(b), Ok(c), Ok(id)] if [a.size, b.size, c.size, id.size] == [8; 4] => {
+                at = at.next_multiple_of(8);
+                at += 8;
+                Some(([a.offset, b.offset, c.offset], id.offset, at - 8))
+            }
+            _ => None,
+        };
         Ok(Layout {
             fields,
             cpus,
+            mems,
+            cgroup,
             record_size: at.next_multiple_of(8),
         })
     }
@@ -240,6 +280,21 @@ impl Layout {
             }
             pads.retain(|&b| b < c.slot || b >= c.slot + 8 * c.words);
         }
+        if let Some((offset, slot)) = self.mems {
+            p.push(ldx(8, R1, R7, offset as i16));
+            p.push(stx(8, R10, R1, rec + slot as i16));
+            pads.retain(|&b| b < slot || b >= slot + 8);
+        }
+        if let Some(([a, b, c], id, slot)) = self.cgroup {
+            // Each load from a BTF pointer is checked by the verifier
+            // against the pointee's type; a NULL one reads as 0.
+            p.push(ldx(8, R2, R7, a as i16));
+            p.push(ldx(8, R2, R2, b as i16));
+            p.push(ldx(8, R2, R2, c as i16));
+            p.push(ldx(8, R1, R2, id as i16));
+            p.push(stx(8, R10, R1, rec + slot as i16));
+            pads.retain(|&b| b < slot || b >= slot + 8);
+        }
         for pad in pads {
             p.push(mov_imm(R1, 0));
             p.push(stx(1, R10, R1, rec + pad as i16));
@@ -284,6 +339,16 @@ impl Layout {
                 c.offset
             )));
         }
+        let far = |o: u32| o + 8 > i16::MAX as u32;
+        if self.mems.is_some_and(|(o, _)| far(o))
+            || self
+                .cgroup
+                .is_some_and(|(chain, id, _)| chain.iter().any(|&o| far(o)) || far(id))
+        {
+            return Err(BtfError::Missing(
+                "mems_allowed or the cgroup's id where numaplace can read them".into(),
+            ));
+        }
         if self.record_size > 256 {
             return Err(BtfError::Missing("a record that fits the BPF stack".into()));
         }
@@ -322,7 +387,9 @@ mod tests {
                 words: 2,
                 slot,
             }),
-            record_size: slot + 16,
+            mems: Some((1000, slot + 16)),
+            cgroup: Some(([1100, 16, 24], 32, slot + 24)),
+            record_size: slot + 32,
         }
     }
 

@@ -100,6 +100,7 @@ fn records_agree_with_proc_for_this_process() {
         records.len() > before.len(),
         "the host's tasks, not only ours"
     );
+    let b_status = proc.status(me, me).unwrap();
     for ((tid, b), a) in before.iter().zip(&after) {
         let r = records
             .iter()
@@ -128,6 +129,24 @@ fn records_agree_with_proc_for_this_process() {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
         assert!(r.cpu < cpus.max(1024));
         assert_eq!(r.flags & 0x0020_0000, 0, "not a kernel thread");
+        assert_eq!(
+            r.allowed_mems.as_ref(),
+            Some(&b_status.mems_allowed),
+            "thread {tid}: Mems_allowed_list"
+        );
+        let cgroup_dir = proc
+            .cgroup(me)
+            .unwrap()
+            .v2_path
+            .map(|p| format!("/sys/fs/cgroup{p}"));
+        if let (Some(id), Some(dir)) = (r.cgroup_id, cgroup_dir) {
+            use std::os::unix::fs::MetadataExt;
+            assert_eq!(
+                id,
+                std::fs::metadata(&dir).unwrap().ino(),
+                "thread {tid}: cgroup {dir}"
+            );
+        }
         if let Some(Ok(affinity)) = affinities.get(tid) {
             assert_eq!(
                 r.allowed_cpus.as_ref(),
