@@ -84,8 +84,9 @@
 //! (`Snapshot::guest_hints`, read by the daemon from a virtio-serial
 //! port). For such a VM the guest decides: a vCPU thread is a candidate
 //! exactly while its guest hints it, whatever `vcpus`, `comms` or the
-//! request rate say, and BRM forgets it when the hint clears, as Xen drops
-//! the tag. The reason of a move says "guest hint". A VM whose guest says
+//! request rate say, and when the hint clears BRM forgets it and gives a
+//! vCPU it moved back to all the CPUs numaplace may use, as Xen drops the
+//! tag and the vCPU's bias with it. The reason of a move says "guest hint". A VM whose guest says
 //! nothing (no agent, or its hints expired) is decided as above.
 //!
 //! **Moves.** A move pins the thread to all CPUs of the bias node (those
@@ -626,7 +627,28 @@ impl Policy for Brm {
         let (doms, by_node) = domains(topo);
 
         let mut runnable = runnable_per_domain(s, topo, doms.len(), &by_node);
-        let mut scored = self.candidates(view, &doms, &by_node, round);
+        let mut released = Vec::new();
+        let mut scored = self.candidates(view, &doms, &by_node, round, &mut released);
+        // A vCPU whose guest no longer runs a pinned thread on it gets the
+        // CPUs it had before BRM moved it (all those numaplace may use), as
+        // the paper's clear ends the vCPU's bias (§4.3).
+        let span = topo.span();
+        for t in released {
+            if t.allowed_cpus != *span {
+                plan.push(
+                    Action::Pin {
+                        task: t.id(),
+                        tgid: t.tgid,
+                        cpus: span.clone(),
+                    },
+                    format!(
+                        "brm: vCPU {} (thread {}) back to Linux (CPUs {span}): its guest hint cleared",
+                        t.vcpu.map_or_else(|| "?".to_string(), |v| v.to_string()),
+                        t.tid
+                    ),
+                );
+            }
+        }
         if scored.is_empty() || doms.is_empty() {
             return plan;
         }
@@ -761,12 +783,15 @@ impl Brm {
     /// This round's candidates (seed 000 §4.3: threads it already follows,
     /// or newly tagged ones) with their uncore penalty sample and the
     /// domain they ran in; forgets threads that are no longer candidates.
+    /// Threads this policy pinned whose guest hint cleared go into
+    /// `released`, to be given back to Linux.
     fn candidates<'s>(
         &mut self,
         view: &View<'s>,
         doms: &[Domain],
         by_node: &[Option<usize>],
         round: u64,
+        released: &mut Vec<&'s Task>,
     ) -> Vec<Scored<'s>> {
         let (s, topo) = (view.snapshot, view.topology);
         let secs = s.interval_ns as f64 / 1e9;
@@ -783,7 +808,12 @@ impl Brm {
             let rate = requests.filter(|_| secs > 0.0).map(|r| r as f64 / secs);
             let known = self.threads.contains_key(&id);
             match hinted(&self.params, s, t) {
-                Some(false) => continue,
+                Some(false) => {
+                    if self.ours.contains_key(&id) {
+                        released.push(t);
+                    }
+                    continue;
+                }
                 Some(true) => {}
                 None if !known
                     && !self.tagged(t, comms.get(&t.tgid).copied().unwrap_or(""), rate) =>

@@ -827,14 +827,21 @@ fn a_vms_guest_hints_decide_its_candidates_while_they_last() {
         "{}",
         moves[0].2
     );
-    // The guest clears it: no candidate of this VM any more.
+    // The guest clears it: no candidate of this VM any more, and the pin
+    // BRM made is given back.
     f.hints.insert(1, BTreeSet::new());
-    f.decide(&mut brm);
+    assert_ne!(f.threads[&2].allowed, *f.topo.span(), "BRM pinned it");
+    let back = run(&mut f, &mut brm, 1);
     assert_eq!(candidates(&brm), Vec::<i32>::new());
+    assert_eq!(back.len(), 1, "{back:?}");
+    assert_eq!((back[0].0, &back[0].1), (2, f.topo.span()));
+    assert!(
+        back[0].2.contains("back to Linux") && back[0].2.contains("guest hint cleared"),
+        "{}",
+        back[0].2
+    );
     assert!(run(&mut f, &mut brm, 100).is_empty());
-    // Off: the guest is not listened to (thread 2 unpinned first: a new
-    // BRM would take the pin as the thread's own choice).
-    f.threads.get_mut(&2).unwrap().allowed = f.topo.span().clone();
+    // Off: the guest is not listened to.
     let mut deaf = Brm::new(BrmParams {
         guest_hints: false,
         ..params
