@@ -339,6 +339,10 @@ fn with_the_kernels_balancing_on_pages_settle_after_numaplace_pins_a_hog() {
     assert_eq!(v["after_crash"], "0", "SIGKILL left it as auto set it");
     let restart = v["restart_stderr"].as_str().unwrap_or("");
     assert_eq!(
+        v["restart_status"], 0,
+        "the restarted daemon stops on SIGTERM with status 0; its stderr:\n{restart}"
+    );
+    assert_eq!(
         v["after_restart"], "1",
         "the next start put it back; its stderr:\n{restart}"
     );

@@ -28,6 +28,7 @@
 mod btf;
 mod prog;
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -141,6 +142,11 @@ pub struct TaskIterator {
     user_hz: u64,
     boottime_offset_ns: i64,
     buf: Vec<u8>,
+    /// Each task's user and system time (ns) as last reported, by (tid,
+    /// start time): the floor `cputime_adjust` keeps them above, as the
+    /// kernel keeps `prev_cputime` for `/proc`'s readers (which a reader of
+    /// the iterator does not update).
+    reported: HashMap<(i32, u64), (u64, u64)>,
     truncated_said: bool,
 }
 
@@ -244,6 +250,7 @@ impl TaskIterator {
             user_hz: user_hz.max(1),
             boottime_offset_ns: boottime_offset_ns(),
             buf: Vec::new(),
+            reported: HashMap::new(),
             truncated_said: false,
         };
         it.check_against_proc()?;
@@ -318,13 +325,20 @@ impl TaskIterator {
         }
         out.reserve(self.buf.len() / size);
         let online = online_cpus();
+        let mut reported = HashMap::with_capacity(self.reported.len());
         for rec in self.buf.chunks_exact(size) {
-            out.push(self.decode(rec, online.as_ref()));
+            out.push(self.decode(rec, online.as_ref(), &mut reported));
         }
+        self.reported = reported;
         Ok(())
     }
 
-    fn decode(&self, rec: &[u8], online: Option<&CpuSet>) -> TaskRecord {
+    fn decode(
+        &self,
+        rec: &[u8],
+        online: Option<&CpuSet>,
+        reported: &mut HashMap<(i32, u64), (u64, u64)>,
+    ) -> TaskRecord {
         let l = &self.layout;
         let u32_of = |name| {
             let at = l.slot(name).unwrap() as usize;
@@ -339,12 +353,20 @@ impl TaskIterator {
         let comm_len = comm.iter().position(|&b| b == 0).unwrap_or(16);
         let tick_ns = 1_000_000_000 / self.user_hz;
         let boot = u64_of("start_boottime").saturating_add_signed(self.boottime_offset_ns);
+        let key = (u32_of("tid") as i32, u64_of("start_boottime"));
+        // The later of the kernel's last report (to /proc) and ours.
+        let kernel = (u64_of("prev_utime"), u64_of("prev_stime"));
+        let prev = match self.reported.get(&key) {
+            Some(&ours) if ours.0 + ours.1 > kernel.0 + kernel.1 => ours,
+            _ => kernel,
+        };
         let (utime, stime) = cputime_adjusted(
             u64_of("utime"),
             u64_of("stime"),
             u64_of("sum_exec_runtime"),
-            (u64_of("prev_utime"), u64_of("prev_stime")),
+            prev,
         );
+        reported.insert(key, (utime, stime));
         TaskRecord {
             tid: u32_of("tid") as i32,
             tgid: u32_of("tgid") as i32,

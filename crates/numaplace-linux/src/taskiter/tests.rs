@@ -192,3 +192,57 @@ fn each_read_is_a_new_pass() {
     it.read(&mut third).unwrap();
     assert!(!third.iter().any(|r| r.tid == tid));
 }
+
+/// The sampled split shifting from one pass to the next would take system
+/// time back without the last report as the floor; with it (what the
+/// iterator keeps per task, as the kernel keeps `prev_cputime` for /proc),
+/// neither goes back.
+#[test]
+fn the_last_report_keeps_cpu_times_from_going_back() {
+    let first = cputime_adjusted(10, 10, 200, (0, 0));
+    assert_eq!(first, (100, 100));
+    // Sampled user time grew faster: without a report, system time drops.
+    assert_eq!(cputime_adjusted(30, 10, 220, (0, 0)), (165, 55));
+    assert_eq!(cputime_adjusted(30, 10, 220, first), (120, 100));
+}
+
+/// A thread's user and system time never go back from pass to pass, live.
+#[test]
+fn cpu_times_never_go_back() {
+    let Some(mut it) = iterator() else { return };
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    // A thread that switches between user work and system calls.
+    let worker = std::thread::spawn(move || {
+        // SAFETY: gettid has no preconditions.
+        tx.send(unsafe { libc::gettid() }).unwrap();
+        let mut x = 0u64;
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+            for _ in 0..50_000 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            let _ = std::fs::metadata("/proc/self/stat");
+        }
+    });
+    let tid = rx.recv().unwrap();
+    let mut last: Option<(u64, u64)> = None;
+    let mut records = Vec::new();
+    for _ in 0..40 {
+        std::thread::sleep(std::time::Duration::from_millis(15));
+        it.read(&mut records).unwrap();
+        let r = records.iter().find(|r| r.tid == tid).expect("the worker");
+        if let Some((u, s)) = last {
+            assert!(
+                r.utime >= u && r.stime >= s,
+                "({u}, {s}) -> ({}, {})",
+                r.utime,
+                r.stime
+            );
+        }
+        last = Some((r.utime, r.stime));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    worker.join().unwrap();
+    assert!(last.is_some_and(|(u, s)| u + s > 0), "the worker ran");
+}
