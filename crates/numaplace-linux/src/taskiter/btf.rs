@@ -10,8 +10,6 @@
 //! every offset it follows is checked, so a short or corrupt blob is an
 //! error, never a panic.
 
-use std::collections::HashMap;
-
 /// `BTF_MAGIC`, read in the host's byte order.
 const MAGIC: u16 = 0xeb9f;
 
@@ -53,10 +51,9 @@ struct Type {
 /// A parsed BTF blob (types indexed by id; id 0 is `void`).
 #[derive(Debug)]
 pub struct Btf<'a> {
-    types: Vec<Type>,
+    types: Vec<u32>,
     type_section: &'a [u8],
     strings: &'a [u8],
-    by_name: HashMap<&'a [u8], Vec<u32>>,
 }
 
 /// A field found by [`Btf::field`]: its byte offset from the start of the
@@ -93,19 +90,17 @@ impl<'a> Btf<'a> {
             section(type_off, type_len).ok_or_else(|| bad("type section out of bounds"))?;
         let strings =
             section(str_off, str_len).ok_or_else(|| bad("string section out of bounds"))?;
-        let mut types = vec![Type {
-            kind: 0,
-            kind_flag: false,
-            vlen: 0,
-            name_off: 0,
-            size_or_type: 0,
-            data: 0,
-        }];
+        // Where each type's record starts (id 0, `void`, has none): four
+        // bytes a type, each decoded again when looked at.
+        let mut types = vec![u32::MAX];
         let mut at = 0usize;
         while at < type_section.len() {
             let word =
                 |o: usize| u32_at(type_section, at + o).ok_or_else(|| bad("truncated type record"));
-            let (name_off, info, size_or_type) = (word(0)?, word(4)?, word(8)?);
+            // The record's three words must be there; its kind and count
+            // say how long its trailing data is.
+            word(8)?;
+            let info = word(4)?;
             let kind = (info >> 24) & 0x1f;
             let vlen = info & 0xffff;
             let trailing = match kind {
@@ -117,32 +112,20 @@ impl<'a> Btf<'a> {
                 | KIND_FUNC | 16 | KIND_TYPE_TAG => 0,
                 k => return Err(BtfError::Malformed(format!("unknown type kind {k}"))),
             };
-            types.push(Type {
-                kind,
-                kind_flag: info >> 31 == 1,
-                vlen,
-                name_off,
-                size_or_type,
-                data: at + 12,
-            });
+            types.push(u32::try_from(at).map_err(|_| bad("type section over 4 GiB"))?);
             at = at + 12 + trailing;
         }
         if at != type_section.len() {
             return Err(bad("type section ends inside a record"));
         }
-        let mut btf = Btf {
+        // No index by name: the few lookups scan the types (a daemon
+        // reads this once; an index of a kernel's 100,000-odd names would
+        // cost more memory than the blob).
+        Ok(Btf {
             types,
             type_section,
             strings,
-            by_name: HashMap::new(),
-        };
-        for id in 1..btf.types.len() {
-            let name = btf.name(btf.types[id].name_off);
-            if !name.is_empty() {
-                btf.by_name.entry(name).or_default().push(id as u32);
-            }
-        }
-        Ok(btf)
+        })
     }
 
     fn name(&self, off: u32) -> &'a [u8] {
@@ -152,19 +135,40 @@ impl<'a> Btf<'a> {
     }
 
     fn ty(&self, id: u32) -> Result<Type, BtfError> {
-        self.types
+        let at = *self
+            .types
             .get(id as usize)
-            .copied()
-            .ok_or_else(|| BtfError::Malformed(format!("type id {id} out of range")))
+            .ok_or_else(|| BtfError::Malformed(format!("type id {id} out of range")))?;
+        if at == u32::MAX {
+            return Ok(Type {
+                kind: 0,
+                kind_flag: false,
+                vlen: 0,
+                name_off: 0,
+                size_or_type: 0,
+                data: 0,
+            });
+        }
+        let at = at as usize;
+        // Checked when the section was parsed.
+        let word = |o: usize| u32_at(self.type_section, at + o).unwrap_or(0);
+        let info = word(4);
+        Ok(Type {
+            kind: (info >> 24) & 0x1f,
+            kind_flag: info >> 31 == 1,
+            vlen: info & 0xffff,
+            name_off: word(0),
+            size_or_type: word(8),
+            data: at + 12,
+        })
     }
 
     /// The id of the named type of this kind.
     fn named(&self, kind: u32, name: &str) -> Option<u32> {
-        self.by_name
-            .get(name.as_bytes())?
-            .iter()
-            .copied()
-            .find(|&id| self.types[id as usize].kind == kind)
+        (1..self.types.len() as u32).find(|&id| {
+            self.ty(id)
+                .is_ok_and(|t| t.kind == kind && self.name(t.name_off) == name.as_bytes())
+        })
     }
 
     /// The type id of the kernel function `name` (e.g. `bpf_iter_task`).
