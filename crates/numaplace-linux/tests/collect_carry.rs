@@ -401,8 +401,19 @@ fn kept_command_lines_and_cgroups_follow_exec_and_moves() {
         .unwrap();
     let pid = child.id() as i32;
     let group = |s: &Snapshot| s.groups.iter().find(|g| g.pid == pid).cloned().unwrap();
-    let first = group(&c.collect().unwrap());
-    assert_eq!(first.cmdline, ["sh", "-c", "read x; exec sleep 30"]);
+    // Rounds until the child has run its own program (a round between
+    // the fork and the exec sees no command line of its own yet).
+    let sh = ["sh", "-c", "read x; exec sleep 30"];
+    let mut first = None;
+    for _ in 0..100 {
+        let g = group(&c.collect().unwrap());
+        if g.cmdline == sh {
+            first = Some(g);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(first.is_some(), "the shell's command line shows");
     let dir = mnt.path().join(format!("np-test-{}", std::process::id()));
     std::fs::create_dir(&dir).unwrap();
     std::fs::write(dir.join("cgroup.procs"), pid.to_string()).unwrap();
