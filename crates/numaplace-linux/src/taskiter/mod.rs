@@ -6,8 +6,11 @@
 //! `pread` (issue 19: 11.6 ms for 2,000 threads here, `benches/collect.rs`).
 //! The kernel's task iterator (`bpf_iter_task`, Linux 5.8) runs a small
 //! BPF program for every task in one `read()` of an iterator fd; ours
-//! copies a fixed record of the fields the collector reads from `stat`
-//! (identity, name, state, last CPU, CPU time, faults) and nothing else.
+//! copies a fixed record of what the collector reads per task and nothing
+//! else: from `stat` identity, name, state, last CPU, CPU time and faults;
+//! the allowed CPUs (`sched_getaffinity`); and for its process the memory
+//! nodes (`status`), the cgroup's id and the exec count, which say when
+//! its `cgroup` and `cmdline` must be read again (`collect/iterated.rs`).
 //!
 //! Derived exactly as `/proc/PID/stat` derives them (fs/proc/array.c,
 //! `do_task_stat`), so a task's identity (tid, start time) is the same
@@ -17,7 +20,8 @@
 //! - user and system time: `task_cputime_adjusted` (kernel/sched/cputime.c,
 //!   `cputime_adjust`: the tick-sampled split scaled to the precise
 //!   `sum_exec_runtime`, never below what was last reported), in clock ticks;
-//! - last CPU: `task_cpu()`.
+//! - last CPU: `task_cpu()`;
+//! - allowed CPUs: `cpus_mask` within the online CPUs (`sched_getaffinity`).
 //!
 //! Needs CAP_BPF and CAP_PERFMON (root), a kernel with BTF
 //! (`/sys/kernel/btf/vmlinux`, CONFIG_DEBUG_INFO_BTF) and numaplace in
