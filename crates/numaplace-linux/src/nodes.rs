@@ -63,27 +63,22 @@ pub fn parse_node_available(text: &str) -> Option<u64> {
 /// [`parse_node_available`] of every online node under the root; nodes
 /// whose file cannot be read or parsed are left out.
 pub fn read_node_available(root: &SysRoot) -> BTreeMap<u32, u64> {
-    let online = root
-        .read_optional("sys/devices/system/node/online")
-        .ok()
-        .flatten()
-        .and_then(|t| CpuSet::parse_list(&t).ok())
-        .unwrap_or_default();
-    online
-        .iter()
-        .filter_map(|n| {
-            let text = root
-                .read_optional(&format!("sys/devices/system/node/node{n}/meminfo"))
-                .ok()??;
-            Some((n, parse_node_available(&text)?))
-        })
-        .collect()
+    per_online_node_meminfo(root, parse_node_available)
 }
 
 /// Total and free memory of every online node under the root. Nodes whose
 /// file cannot be read or parsed are left out (a node can go offline
 /// between listing and reading).
 pub fn read_node_meminfo(root: &SysRoot) -> BTreeMap<u32, NodeMeminfo> {
+    per_online_node_meminfo(root, parse_node_meminfo)
+}
+
+/// `parse` of each online node's `meminfo` under the root, by node; nodes
+/// whose file cannot be read or parsed are left out.
+fn per_online_node_meminfo<T>(
+    root: &SysRoot,
+    parse: impl Fn(&str) -> Option<T>,
+) -> BTreeMap<u32, T> {
     let online = root
         .read_optional("sys/devices/system/node/online")
         .ok()
@@ -96,7 +91,7 @@ pub fn read_node_meminfo(root: &SysRoot) -> BTreeMap<u32, NodeMeminfo> {
             let text = root
                 .read_optional(&format!("sys/devices/system/node/node{n}/meminfo"))
                 .ok()??;
-            Some((n, parse_node_meminfo(&text)?))
+            Some((n, parse(&text)?))
         })
         .collect()
 }
