@@ -836,28 +836,32 @@ mod tests {
         (tids, stop, handles)
     }
 
-    /// The daemon's rounds through the BPF task iterator, where this host
-    /// allows it: threads that exit leave the snapshot, new ones come in,
-    /// every field is what a collector reading `/proc` reads, and no
-    /// `stat` file is held.
-    #[test]
-    fn the_task_iterator_follows_threads_that_come_and_go() {
-        let opts = CollectOptions {
+    /// Threads only: no memory, counters, machine readings or samples.
+    fn threads_only() -> CollectOptions {
+        CollectOptions {
             memory: false,
             counters: false,
             machine: false,
             samples: false,
-        };
-        let me = std::process::id() as i32;
-        let mut c = Collector::new(SysRoot::host(), opts);
-        c.set_carry_over(Some(Duration::from_secs(10)));
-        if let Some(why) = c.task_iterator_missing() {
-            eprintln!("skipped: {why}");
-            return;
         }
-        assert!(c.uses_task_iterator() && c.held.is_none());
+    }
+
+    /// The daemon's rounds (`c`) over threads of this process that come
+    /// and go: eight threads and a round (`after_first` sees the collector
+    /// and their tids); they exit, eight others start, and a round beside a
+    /// plain collector's (`after_second` sees the collector, both rounds,
+    /// the new tids and the old). Checks what every way of reading threads
+    /// must give: the threads, with the fields a plain collector reads, and
+    /// none that exited.
+    fn threads_come_and_go(
+        c: &mut Collector,
+        after_first: impl Fn(&Collector, &BTreeSet<i32>),
+        after_second: impl Fn(&Collector, &Snapshot, &Snapshot, &BTreeSet<i32>, &BTreeSet<i32>),
+    ) {
+        let me = std::process::id() as i32;
         let (first, stop, handles) = waiting_threads(8);
         let s = c.collect().unwrap();
+        after_first(c, &first);
         for t in &first {
             assert_eq!(s.task(*t).map(|t| t.tgid), Some(me));
         }
@@ -867,29 +871,57 @@ mod tests {
         }
         let (second, stop, handles) = waiting_threads(8);
         let s = c.collect().unwrap();
-        let mut plain = Collector::new(SysRoot::host(), opts);
-        let p = plain.collect().unwrap();
+        let p = Collector::new(SysRoot::host(), threads_only())
+            .collect()
+            .unwrap();
         for t in &second {
             let (a, b) = (s.task(*t).unwrap(), p.task(*t).unwrap());
             assert_eq!(
-                (a.start_time, &a.comm, a.tgid, &a.allowed_cpus),
-                (b.start_time, &b.comm, b.tgid, &b.allowed_cpus)
+                (a.start_time, &a.comm, a.tgid),
+                (b.start_time, &b.comm, b.tgid)
             );
-            assert!(a.utime + a.stime <= b.utime + b.stime);
         }
         for t in first.difference(&second) {
             assert!(s.task(*t).is_none(), "thread {t} exited");
         }
-        let group = |s: &Snapshot| s.groups.iter().find(|g| g.pid == me).unwrap().clone();
-        let (a, b) = (group(&s), group(&p));
-        assert_eq!(
-            (a.start_time, &a.comm, &a.cmdline),
-            (b.start_time, &b.comm, &b.cmdline)
-        );
+        after_second(c, &s, &p, &second, &first);
         drop(stop);
         for h in handles {
             h.join().unwrap();
         }
+    }
+
+    /// The daemon's rounds through the BPF task iterator, where this host
+    /// allows it: threads that exit leave the snapshot, new ones come in,
+    /// every field is what a collector reading `/proc` reads, and no
+    /// `stat` file is held.
+    #[test]
+    fn the_task_iterator_follows_threads_that_come_and_go() {
+        let mut c = Collector::new(SysRoot::host(), threads_only());
+        c.set_carry_over(Some(Duration::from_secs(10)));
+        if let Some(why) = c.task_iterator_missing() {
+            eprintln!("skipped: {why}");
+            return;
+        }
+        assert!(c.uses_task_iterator() && c.held.is_none());
+        threads_come_and_go(
+            &mut c,
+            |_, _| {},
+            |_, s, p, second, _| {
+                for t in second {
+                    let (a, b) = (s.task(*t).unwrap(), p.task(*t).unwrap());
+                    assert_eq!(a.allowed_cpus, b.allowed_cpus, "thread {t}");
+                    assert!(a.utime + a.stime <= b.utime + b.stime);
+                }
+                let me = std::process::id() as i32;
+                let group = |s: &Snapshot| s.groups.iter().find(|g| g.pid == me).unwrap().clone();
+                let (a, b) = (group(s), group(p));
+                assert_eq!(
+                    (a.start_time, &a.comm, &a.cmdline),
+                    (b.start_time, &b.comm, &b.cmdline)
+                );
+            },
+        );
     }
 
     /// Threads of a running process (this one) read through held `stat`
@@ -898,50 +930,28 @@ mod tests {
     /// collector without held files reads.
     #[test]
     fn held_stat_files_follow_threads_that_come_and_go() {
-        let opts = CollectOptions {
-            memory: false,
-            counters: false,
-            machine: false,
-            samples: false,
-        };
-        let me = std::process::id() as i32;
-        let spawn = waiting_threads;
-        let mut c = Collector::new(SysRoot::host(), opts);
+        let mut c = Collector::new(SysRoot::host(), threads_only());
         c.set_carry_over(Some(Duration::from_secs(10)));
         c.set_task_iterator(false);
         assert!(c.held.is_some(), "held on the host without counters");
-        let (first, stop, handles) = spawn(8);
-        let s = c.collect().unwrap();
-        let held: BTreeSet<i32> = c.held.as_ref().unwrap().tids(me).into_iter().collect();
-        assert!(first.is_subset(&held), "{first:?} not in {held:?}");
-        for t in &first {
-            assert_eq!(s.task(*t).map(|t| t.tgid), Some(me));
-        }
-        drop(stop);
-        for h in handles {
-            h.join().unwrap();
-        }
-        let (second, stop, handles) = spawn(8);
-        let s = c.collect().unwrap();
-        let mut plain = Collector::new(SysRoot::host(), opts);
-        let p = plain.collect().unwrap();
-        let held: BTreeSet<i32> = c.held.as_ref().unwrap().tids(me).into_iter().collect();
-        for t in &second {
-            let (a, b) = (s.task(*t).unwrap(), p.task(*t).unwrap());
-            assert_eq!(
-                (a.start_time, &a.comm, a.tgid),
-                (b.start_time, &b.comm, b.tgid)
-            );
-            assert!(held.contains(t));
-        }
-        for t in first.difference(&second) {
-            assert!(s.task(*t).is_none(), "thread {t} exited");
-            assert!(!held.contains(t), "its file closed");
-        }
-        drop(stop);
-        for h in handles {
-            h.join().unwrap();
-        }
+        let held = |c: &Collector| -> BTreeSet<i32> {
+            let me = std::process::id() as i32;
+            c.held.as_ref().unwrap().tids(me).into_iter().collect()
+        };
+        threads_come_and_go(
+            &mut c,
+            |c, first| {
+                let held = held(c);
+                assert!(first.is_subset(&held), "{first:?} not in {held:?}");
+            },
+            |c, _, _, second, first| {
+                let held = held(c);
+                assert!(second.is_subset(&held), "{second:?} not in {held:?}");
+                for t in first.difference(second) {
+                    assert!(!held.contains(t), "its file closed");
+                }
+            },
+        );
     }
 
     #[test]
