@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use numaplace_model::{GroupKind, Snapshot};
@@ -23,30 +23,6 @@ use numaplace_model::{GroupKind, Snapshot};
 const VM_NAME: &str = "np-qmp-vm";
 const VCPUS: u32 = 3;
 const START_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Kills and reaps QEMU when dropped, also when the test panics.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `tid -> comm` of a process's threads, from /proc.
-fn threads(pid: u32) -> BTreeMap<i32, String> {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return BTreeMap::new();
-    };
-    dir.filter_map(|e| {
-        let e = e.ok()?;
-        let tid: i32 = e.file_name().to_str()?.parse().ok()?;
-        let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
-        Some((tid, comm.trim_end_matches('\n').to_string()))
-    })
-    .collect()
-}
 
 /// QEMU's own answer to `query-cpus-fast` on `path`: vCPU index -> thread.
 fn truth(path: &Path) -> BTreeMap<u32, i32> {
@@ -123,7 +99,7 @@ fn qemu_without_thread_names_is_found_through_its_qmp_socket() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start qemu-system-x86_64");
-    let mut qemu = KillOnDrop(child);
+    let mut qemu = common::KillOnDrop(child);
     let pid = qemu.0.id();
     let deadline = Instant::now() + START_TIMEOUT;
     while !(ours.exists() && check.exists()) {
@@ -143,7 +119,7 @@ fn qemu_without_thread_names_is_found_through_its_qmp_socket() {
 
     let want = truth(&check);
     assert_eq!(want.len(), VCPUS as usize, "QEMU's own answer: {want:?}");
-    let names = threads(pid);
+    let names = common::thread_names(pid);
     eprintln!("QEMU pid {pid}: vCPU -> thread {want:?}; its threads {names:?}");
     for tid in want.values() {
         assert!(
@@ -207,7 +183,7 @@ fn qemu_without_thread_names_is_found_through_its_qmp_socket() {
         "vCPU index -> thread, numaplace vs QEMU:\n{text}"
     );
     let listed: BTreeSet<i32> = vm.threads.iter().copied().collect();
-    let proc: BTreeSet<i32> = threads(pid).keys().copied().collect();
+    let proc: BTreeSet<i32> = common::thread_names(pid).keys().copied().collect();
     assert!(
         want.values()
             .all(|t| listed.contains(t) && proc.contains(t)),

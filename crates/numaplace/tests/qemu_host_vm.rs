@@ -9,7 +9,7 @@ mod common;
 use common::require_program;
 use std::collections::BTreeMap;
 use std::io::Read;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -17,30 +17,6 @@ use numaplace_model::{GroupKind, Snapshot};
 
 const VM_NAME: &str = "np-test-vm";
 const THREADS_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// Kills and reaps QEMU when dropped, also when the test panics.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `tid -> comm` of a process's threads (empty once it is gone).
-fn thread_names(pid: u32) -> BTreeMap<i32, String> {
-    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return BTreeMap::new();
-    };
-    dir.filter_map(|e| {
-        let e = e.ok()?;
-        let tid: i32 = e.file_name().to_str()?.parse().ok()?;
-        let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
-        Some((tid, comm.trim_end_matches('\n').to_string()))
-    })
-    .collect()
-}
 
 fn numaplace(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_numaplace"))
@@ -101,7 +77,7 @@ fn qemu_is_a_vm_and_a_thread_name_alone_is_not() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("start qemu-system-x86_64");
-    let mut qemu = KillOnDrop(child);
+    let mut qemu = common::KillOnDrop(child);
     let pid = qemu.0.id();
 
     // QEMU names its vCPU threads `CPU <n>/TCG` (debug-threads=on).
@@ -115,7 +91,7 @@ fn qemu_is_a_vm_and_a_thread_name_alone_is_not() {
             }
             panic!("qemu-system-x86_64 exited early ({status}): {err}");
         }
-        let names = thread_names(pid);
+        let names = common::thread_names(pid);
         let found: BTreeMap<u32, i32> = names
             .iter()
             .filter_map(|(&tid, comm)| want.iter().position(|w| w == comm).map(|n| (n as u32, tid)))
@@ -176,7 +152,7 @@ fn qemu_is_a_vm_and_a_thread_name_alone_is_not() {
         snap.groups.iter().all(|g| g.pid != me),
         "the test process (pid {me}), which only names a thread \"CPU 0/KVM\", is listed as a VM:\n{text}"
     );
-    let fake_tid = thread_names(me as u32)
+    let fake_tid = common::thread_names(me as u32)
         .into_iter()
         .find_map(|(tid, comm)| (comm == "CPU 0/KVM").then_some(tid))
         .expect("the impostor thread carries its name");

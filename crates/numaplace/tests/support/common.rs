@@ -63,3 +63,27 @@ pub fn run_guest_script(script: &str, envs: &[(&str, &std::ffi::OsStr)]) -> Stri
     );
     std::fs::read_to_string(&json_path).expect("the script's JSON output")
 }
+
+/// Kills and reaps a child (QEMU) when dropped, also when the test panics.
+pub struct KillOnDrop(pub std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `tid -> comm` of a process's threads, from /proc (empty once it is gone).
+pub fn thread_names(pid: u32) -> std::collections::BTreeMap<i32, String> {
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return std::collections::BTreeMap::new();
+    };
+    dir.filter_map(|e| {
+        let e = e.ok()?;
+        let tid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+        Some((tid, comm.trim_end_matches('\n').to_string()))
+    })
+    .collect()
+}
