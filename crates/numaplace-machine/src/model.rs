@@ -8,7 +8,7 @@
 use serde::Serialize;
 
 use crate::machine::{Machine, Param};
-use crate::workload::{Pattern, ThreadModel};
+use crate::thread::{Pattern, ThreadModel};
 
 /// Bytes per cache line (all presets).
 pub const LINE: f64 = 64.0;

@@ -1,7 +1,7 @@
 //! Tests of `model`.
 
 use super::*;
-use crate::workload::ThreadModel;
+use crate::thread::ThreadModel;
 
 pub fn chase(ws: u64) -> ThreadModel {
     ThreadModel {
