@@ -141,6 +141,18 @@ pub trait Policy: Send {
         None
     }
 
+    /// Tells it the machine it places work on, once, before its first
+    /// round: the model's parameters of the topology (latencies,
+    /// bandwidths, clock, caches' hit latency). On a live host these are
+    /// what `numaplace calibrate` measured, or `Machine::generic`'s stated
+    /// defaults; in the simulator, the scenario's machine, which the
+    /// simulated world may differ from (`compare --mismatch`). A policy
+    /// that predicts with the machine model (`auto`) keeps it; the others
+    /// ignore it.
+    fn told(&mut self, machine: &numaplace_machine::Machine) {
+        let _ = machine;
+    }
+
     /// Decides one round.
     fn decide(&mut self, view: &View<'_>) -> Plan;
 

@@ -143,7 +143,8 @@ pub fn run(
     {
         warnings.push(format!("no cache signatures: {e}"));
     }
-    let built = |policy: Box<dyn numaplace_policy::Policy>| {
+    let built = |mut policy: Box<dyn numaplace_policy::Policy>| {
+        policy.told(machine);
         let interval = opts.interval.unwrap_or_else(|| policy.default_interval());
         let engine = Engine::new(
             policy,
