@@ -33,6 +33,8 @@
 //! as numad does, without experiments, and says so ([`Policy::without`]).
 
 pub mod experiment;
+mod model_layout;
+pub mod predict;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -167,6 +169,11 @@ const LAYOUT_RANK_HYSTERESIS_PERCENT: f64 = 10.0;
 /// its own progress.
 const DINO_LAYOUT: &str = "dino layout";
 
+/// The layout the machine model predicts best (`auto/model_layout.rs`):
+/// each running thread on a CPU of its own, a group gathered on one node
+/// with its memory, judged together as [`LAYOUT`] is.
+const MODEL_LAYOUT: &str = "predicted layout";
+
 /// What a group's move would be, if it has a premise.
 #[derive(Debug, Clone, PartialEq)]
 enum Premise {
@@ -212,6 +219,9 @@ struct Experiment {
     layout: Option<BTreeMap<i32, Before>>,
     /// A trial of the kernel's balancing ([`KERNEL`]).
     kernel: Option<KernelTrial>,
+    /// The layout under trial is the model's ([`MODEL_LAYOUT`]), not
+    /// DI-Migrate's.
+    model: bool,
 }
 
 /// What a trial of the kernel's balancing keeps while it settles.
@@ -284,6 +294,21 @@ pub struct Auto {
     verdicts: Vec<String>,
     /// The round each group in scope was first seen.
     first_seen: BTreeMap<i32, u64>,
+    /// The machine it was told ([`Policy::told`]), for its predictor.
+    machine: Option<numaplace_machine::Machine>,
+    /// The predictor, built for the topology of the first round.
+    predictor: Option<predict::Predictor>,
+    /// The model's layout was kept: its pins stay, threads that come are
+    /// placed where the model predicts best, and it searches again every
+    /// `backoff-rounds`.
+    model_kept: bool,
+    /// The round from which the model is asked again for a layout.
+    model_next: u64,
+    /// What the predictor lacked, said once in a reason.
+    lacking_said: bool,
+    /// The pins a model layout made, by tid: a thread so pinned is still
+    /// the model's to place.
+    model_pins: BTreeMap<i32, (TaskId, numaplace_model::CpuSet)>,
     /// Kept moves whose memory had not all arrived when they were judged
     /// (the engine's rate limit): the rest follows while the threads stay
     /// on that node. Process, node, experiment number, rounds left.
@@ -347,6 +372,12 @@ impl Auto {
             verdicts: Vec::new(),
             first_seen: BTreeMap::new(),
             following: Vec::new(),
+            machine: None,
+            predictor: None,
+            model_kept: false,
+            model_next: 0,
+            lacking_said: false,
+            model_pins: BTreeMap::new(),
         }
     }
 }
@@ -715,7 +746,26 @@ impl Auto {
                         .unwrap_or_default(),
                     self.judge.measure_rounds
                 );
-                if j.keeps_jointly(margin) {
+                if j.keeps_jointly(margin) && e.model {
+                    self.model_kept = true;
+                    self.model_next = s.seq + self.judge.backoff_rounds;
+                    for m in &e.moves {
+                        if let Some((process, node)) = m.memory_to {
+                            self.following.push((
+                                process,
+                                node,
+                                e.number,
+                                self.params.max_settle_rounds,
+                            ));
+                        }
+                    }
+                    self.verdicts.push(format!(
+                        "experiment {} ({MODEL_LAYOUT}) kept: {numbers}; its pins stay, threads \
+                         that come are placed by the model",
+                        e.number
+                    ));
+                    self.history = e.trial.measured_history();
+                } else if j.keeps_jointly(margin) {
                     self.layout_kept = true;
                     self.verdicts.push(format!(
                         "experiment {} ({LAYOUT}) kept: {numbers}; DI-Migrate manages the \
@@ -1076,6 +1126,7 @@ impl Auto {
                 still_rounds: 0,
                 moved_share: 0.0,
             }),
+            model: false,
         });
     }
 
@@ -1137,8 +1188,9 @@ impl Auto {
     fn roll_back_layout(&mut self, view: &View<'_>, e: Experiment, why: &str, plan: &mut Plan) {
         let s = view.snapshot;
         let reason = format!(
-            "auto: experiment {} ({LAYOUT}) rolled back: {why}",
-            e.number
+            "auto: experiment {} ({}) rolled back: {why}",
+            e.number,
+            model_layout::layout_name(e.model)
         );
         let before = e.layout.unwrap_or_default();
         for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
@@ -1271,6 +1323,7 @@ impl Auto {
             rounds: 0,
             layout: Some(before),
             kernel: None,
+            model: false,
         });
     }
 
@@ -1361,6 +1414,7 @@ impl Auto {
             rounds: 0,
             layout: None,
             kernel: None,
+            model: false,
         });
     }
 }
@@ -1379,6 +1433,12 @@ impl Policy for Auto {
             samples: true,
             page_sets: false,
         }
+    }
+
+    /// Kept for the predictor's machine model.
+    fn told(&mut self, machine: &numaplace_machine::Machine) {
+        self.machine = Some(machine.clone());
+        self.predictor = None;
     }
 
     fn without(&self, signal: Signal) -> Option<String> {
@@ -1459,6 +1519,7 @@ impl Policy for Auto {
                     .or_insert_with(|| (x.id(), g.pid, x.allowed_cpus.clone()));
             }
         }
+        self.predictor(view).observe(s);
         let settled_after = SETTLED_AGE * self.judge.measure_rounds as u64;
         let long_lived = SPECULATIVE_AGE * self.judge.measure_rounds as u64;
         let ages: BTreeMap<i32, u64> = (self.first_seen.iter())
@@ -1469,7 +1530,10 @@ impl Policy for Auto {
         // DI-Migrate is asked every round; its plan is acted on while its
         // layout is under trial or kept.
         let layout = self.layout.decide(view).decisions;
-        let layout_trial = self.trial.as_ref().is_some_and(|e| e.layout.is_some());
+        let layout_trial = self
+            .trial
+            .as_ref()
+            .is_some_and(|e| e.layout.is_some() && !e.model);
         if self.layout_kept {
             for d in &layout {
                 plan.push(
@@ -1503,6 +1567,23 @@ impl Policy for Auto {
             plan.push(a, why);
         }
         let following = self.follow(view, &mut plan);
+        if self.model_kept && !self.layout_kept {
+            // The model's layout holds; threads that come are placed by
+            // the model, and it is asked again now and then.
+            if let Some(progress) = progress(view) {
+                if self.trial.is_some() {
+                    self.go_on(view, &progress, &mut plan);
+                } else {
+                    self.history.push(&progress, self.judge.measure_rounds);
+                    let quiet = self.undoing.is_empty() && following.is_empty();
+                    self.model_kept_round(view, quiet, &mut plan);
+                    if quiet && self.trial.is_none() {
+                        self.maybe_try_kernel(view, &mut plan);
+                    }
+                }
+            }
+            return plan;
+        }
         if self.layout_kept {
             // DI-Migrate manages the threads and their memory; the
             // kernel's balancing is still tried the other way, on the
@@ -1615,7 +1696,23 @@ impl Policy for Auto {
             && busy.is_empty()
             && following.is_empty()
         {
-            self.try_layout(view, layout, &mut plan);
+            // The machine model says which layout pays, if any:
+            // DI-Migrate's, or the best its own search finds.
+            let ready = self
+                .baseline(view, settled_after)
+                .is_some_and(|b| !b.is_empty());
+            match ready.then(|| self.choose_layout(view, &layout)) {
+                Some(model_layout::Choice::Model(b)) => {
+                    let (fit, found) = *b;
+                    self.try_model_layout(view, &fit, &found, &mut plan);
+                }
+                Some(model_layout::Choice::Di) => self.try_layout(view, layout, &mut plan),
+                Some(model_layout::Choice::Nothing) => {
+                    // Asked again after the first back-off.
+                    self.layout_held.1 = s.seq + self.judge.backoff_rounds;
+                }
+                None => {}
+            }
             if self.trial.is_some() {
                 return plan;
             }

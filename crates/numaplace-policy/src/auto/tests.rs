@@ -514,13 +514,19 @@ fn devils(
     for seq in 1..=rounds {
         let ips = if tried { after } else { before };
         let plan = decide(&mut auto, &t, &devils_round(seq, ips, &allowed, third));
-        tried |= plan.decisions.iter().any(|d| d.reason.contains(LAYOUT));
+        tried |= plan.decisions.iter().any(|d| is_layout(&d.reason));
         for (tid, cpus) in crate::testutil::pins(&plan) {
             allowed.insert(tid, cpus);
         }
         plans.push((seq, plan));
     }
     (plans, allowed)
+}
+
+/// Whether a reason is a layout's: DI-Migrate's or the one the machine
+/// model found (which of them the model predicts pays more).
+fn is_layout(reason: &str) -> bool {
+    reason.contains(LAYOUT) || reason.contains(MODEL_LAYOUT)
 }
 
 fn rolled_back(plans: &[(u64, Plan)]) -> Option<u64> {
@@ -544,7 +550,7 @@ fn the_layout_is_tried_on_the_whole_machine_once_its_groups_are_past_their_start
         "not before the groups are past their start: round {seq}"
     );
     assert!(
-        plan.decisions.iter().all(|d| d.reason.contains(LAYOUT)),
+        plan.decisions.iter().all(|d| is_layout(&d.reason)),
         "{plan:?}"
     );
     // Both groups' threads in the one experiment, the more intensive on
@@ -567,9 +573,12 @@ fn a_layout_that_slows_the_groups_is_rolled_back_whole_and_every_thread_gets_its
         .map(|(s, _)| *s)
         .expect("the layout tried");
     let back = rolled_back(&plans).expect("the layout rolled back");
+    // The model's layout may move a group's memory, which this world
+    // never carries out: the trial waits for it at most the settling
+    // rounds.
     assert!(
-        back <= tried + p.measure_rounds as u64,
-        "rolled back within the measured rounds: tried {tried}, back {back}"
+        back <= tried + (p.max_settle_rounds + p.measure_rounds) as u64,
+        "rolled back within the settling and measured rounds: tried {tried}, back {back}"
     );
     assert!(
         allowed.values().all(|c| c == t.span()),
@@ -584,17 +593,24 @@ fn a_layout_that_slows_the_groups_is_rolled_back_whole_and_every_thread_gets_its
 
 #[test]
 fn a_kept_layout_places_a_group_that_comes_later_in_the_round_it_comes() {
-    let (plans, allowed) = devils(1_000_000_000, 1_200_000_000, 20, Some(14));
+    // The third comes after the verdict: a layout of the model's may move
+    // memory, which this world never carries out, so its trial waits out
+    // the settling rounds first.
+    let (plans, allowed) = devils(1_000_000_000, 1_200_000_000, 30, Some(24));
     assert_eq!(rolled_back(&plans), None, "kept");
     let (seq, plan) = plans
         .iter()
         .find(|(_, p)| crate::testutil::pinned_tids(p).contains(&500))
         .expect("the third devil placed");
-    assert_eq!(*seq, 14, "placed in the round it came: {plan:?}");
+    assert_eq!(*seq, 24, "placed in the round it came: {plan:?}");
+    // Its pin is the kept layout's (memory of a kept move may follow in
+    // the same round).
     assert!(
         plan.decisions
             .iter()
-            .all(|d| d.reason.contains(&format!("{LAYOUT} kept"))),
+            .filter(|d| matches!(d.action, Action::Pin { .. }))
+            .all(|d| d.reason.contains(&format!("{LAYOUT} kept"))
+                || d.reason.contains(&format!("{MODEL_LAYOUT} kept"))),
         "{plan:?}"
     );
     assert_eq!(allowed.len(), 3, "{allowed:?}");
@@ -653,7 +669,7 @@ fn a_lone_group_gets_dinos_layout_once_it_has_run_long_never_the_machines() {
             &devils_of(seq, 1_000_000_000, &BTreeMap::new(), &[(300, 0)]),
         );
         assert!(
-            plan.decisions.iter().all(|d| !d.reason.contains(LAYOUT)),
+            plan.decisions.iter().all(|d| !is_layout(&d.reason)),
             "{plan:?}"
         );
         if first.is_none() && !plan.is_empty() {

@@ -1,0 +1,345 @@
+//! `auto` predicts before it tries (issue 31): before a layout of the whole
+//! machine is tried, the machine model ([`super::predict`]) fitted to the
+//! round's measurements says what DI-Migrate's layout and the best layout
+//! its own search finds would each bring; the better one is tried, as an
+//! experiment judged like any layout, only when the model says it pays
+//! more than half the judging margin. A kept model layout keeps its pins;
+//! threads that come later are placed where the model predicts best,
+//! without an experiment (as `numad -w` places a VM that starts), and the
+//! model is asked again every `backoff-rounds`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use numaplace_model::{Action, CpuSet, Decision, Plan, Snapshot, Task};
+
+use super::predict::{Fit, Layout, Memory, Predictor};
+use super::{
+    Auto, Before, Experiment, LAYOUT, MODEL_LAYOUT, Move, SETTLED_AGE, Trial, node_within, percent,
+    share_on,
+};
+use crate::View;
+
+/// Evaluations the search may make per decision.
+const BUDGET: usize = 400;
+
+/// The shortest and longest a group is expected to run on, seconds: the
+/// horizon over which moving its memory must repay itself. A group's age
+/// is the best guess of its remaining run there is.
+const HORIZON_S: (f64, f64) = (10.0, 600.0);
+
+/// What the model says to try.
+pub(super) enum Choice {
+    /// No layout: nothing the model finds pays enough.
+    Nothing,
+    /// DI-Migrate's layout.
+    Di,
+    /// The model's own layout.
+    Model(Box<(Fit, Layout)>),
+}
+
+impl Auto {
+    /// The predictor, built for `view`'s topology with the machine it was
+    /// told.
+    pub(super) fn predictor(&mut self, view: &View<'_>) -> &mut Predictor {
+        let topology = view.topology;
+        let machine = self.machine.as_ref();
+        self.predictor
+            .get_or_insert_with(|| Predictor::new(topology, machine))
+    }
+
+    /// Whether thread `x` may be placed by the model: its process in
+    /// scope, and its affinity every CPU numaplace may use or what auto
+    /// set itself.
+    fn model_movable(&self, view: &View<'_>, x: &Task) -> bool {
+        view.managed.contains(&x.tgid)
+            && !matches!(x.state, 'Z' | 'X')
+            && (view.topology.span().is_subset(&x.allowed_cpus) || self.model_kept_pin(x))
+    }
+
+    /// Whether `x`'s affinity is one CPU auto pinned it to under a kept
+    /// model layout.
+    fn model_kept_pin(&self, x: &Task) -> bool {
+        self.model_pins
+            .get(&x.tid)
+            .is_some_and(|(id, cpus)| *id == x.id() && *cpus == x.allowed_cpus)
+    }
+
+    /// Notes the pins of a model layout, and pushes them with `why`.
+    fn push_model_pins(&mut self, pins: Vec<(Action, u32)>, why: &str, plan: &mut Plan) {
+        for (action, cpu) in pins {
+            if let Action::Pin { task, cpus, .. } = &action {
+                self.model_pins.insert(task.tid, (*task, cpus.clone()));
+            }
+            plan.push(action, format!("{why}, on CPU {cpu}"));
+        }
+    }
+
+    /// Per group of `fit`, the seconds it is expected to run on (its age).
+    fn horizons(&self, view: &View<'_>, fit: &Fit) -> Vec<f64> {
+        let secs = view.snapshot.interval_ns as f64 / 1e9;
+        fit.groups
+            .iter()
+            .map(|pid| {
+                let age = self
+                    .first_seen
+                    .get(pid)
+                    .map_or(0, |&f| view.snapshot.seq.saturating_sub(f));
+                (age as f64 * secs).clamp(HORIZON_S.0, HORIZON_S.1)
+            })
+            .collect()
+    }
+
+    /// Asks the model which layout to try, if any: DI-Migrate's
+    /// (`di`: its plan this round) or the best its search finds.
+    pub(super) fn choose_layout(&mut self, view: &View<'_>, di: &[Decision]) -> Choice {
+        let threshold = self.judge.margin / 2.0;
+        let s = view.snapshot;
+        let t = view.topology;
+        let movable = |x: &Task| self.model_movable(view, x);
+        let movable: BTreeSet<i32> = s
+            .tasks
+            .iter()
+            .filter(|x| movable(x))
+            .map(|x| x.tid)
+            .collect();
+        let Some(fit) = self
+            .predictor(view)
+            .fit(t, s, &|x: &Task| movable.contains(&x.tid))
+        else {
+            return Choice::Nothing;
+        };
+        let horizon = self.horizons(view, &fit);
+        let allowed: Vec<bool> = t
+            .cpus()
+            .iter()
+            .map(|c| t.span().contains(c.os_id))
+            .collect();
+        // DI-Migrate's plan as a placement: each pinned thread on the
+        // first CPU of its pin, the others where they are; its memory
+        // following each thread.
+        let mut di_cpus: Vec<usize> = fit.threads.iter().map(|x| x.cpu).collect();
+        let mut pinned = false;
+        for d in di {
+            if let Action::Pin { task, cpus, .. } = &d.action
+                && let Some(i) = fit.threads.iter().position(|x| x.task == *task)
+                && let Some(c) = cpus.first().and_then(|c| t.cpu_by_os_id(c))
+            {
+                di_cpus[i] = c.id;
+                pinned = true;
+            }
+        }
+        let predictor = self.predictor.as_mut().expect("built above");
+        let di_gain = if pinned {
+            let mut pages = Vec::new();
+            let follow = vec![Memory::Follow; fit.groups.len()];
+            predictor
+                .score(&fit, &di_cpus, &follow, &horizon, &mut pages)
+                .0
+        } else {
+            f64::NEG_INFINITY
+        };
+        let starts = if pinned { vec![di_cpus] } else { Vec::new() };
+        let found = predictor.search(&fit, &starts, &allowed, &horizon, BUDGET);
+        match found {
+            Some(l) if l.score > threshold && l.score > di_gain + threshold / 2.0 => {
+                Choice::Model(Box::new((fit, l)))
+            }
+            _ if di_gain > threshold => Choice::Di,
+            _ => Choice::Nothing,
+        }
+    }
+
+    /// Starts a trial of the model's layout: every movable thread pinned
+    /// to its CPU, a group gathered on one node with its memory moved
+    /// there; judged together as a layout.
+    pub(super) fn try_model_layout(
+        &mut self,
+        view: &View<'_>,
+        fit: &Fit,
+        layout: &Layout,
+        plan: &mut Plan,
+    ) {
+        let (t, s) = (view.topology, view.snapshot);
+        let n = self.judge.measure_rounds;
+        let Some(baseline) = self.baseline(view, SETTLED_AGE * n as u64) else {
+            return;
+        };
+        if baseline.is_empty() {
+            return;
+        }
+        let pins = pins_of(t, s, fit, layout);
+        if pins.is_empty() {
+            return;
+        }
+        let number = self.experiments + 1;
+        self.experiments = number;
+        let earlier: String = self.verdicts.drain(..).map(|v| v + "; ").collect();
+        let lacking = if self.lacking_said || fit.lacking.is_empty() {
+            String::new()
+        } else {
+            self.lacking_said = true;
+            format!("; the model lacked {}", fit.lacking.join(", "))
+        };
+        let why = format!(
+            "auto: {earlier}experiment {number}: trying the {MODEL_LAYOUT} of the {} groups in \
+             scope (the machine model predicts {} for them together, {} net of moving their \
+             memory; {} placements evaluated{lacking}), judged together over {n} rounds, kept \
+             above {}",
+            baseline.len(),
+            percent(layout.gain.exp_m1()),
+            percent(layout.score.exp_m1()),
+            layout.evaluations,
+            percent(self.judge.margin),
+        );
+        let mut before = BTreeMap::new();
+        let mut moves = Vec::new();
+        for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
+            for x in g.threads.iter().filter_map(|&tid| s.task(tid)) {
+                before.insert(
+                    x.tid,
+                    Before {
+                        task: x.id(),
+                        tgid: g.pid,
+                        allowed: x.allowed_cpus.clone(),
+                        node: node_within(t, x),
+                    },
+                );
+            }
+            let to = fit
+                .groups
+                .iter()
+                .position(|&p| p == g.pid)
+                .and_then(|gi| match layout.memory[gi] {
+                    Memory::To(n) => Some(t.nodes()[n].os_id),
+                    _ => None,
+                })
+                .filter(|&node| share_on(s, g.pid, node).is_some_and(|x| x < 0.9));
+            moves.push(Move {
+                pid: g.pid,
+                label: g.label(),
+                kind: MODEL_LAYOUT,
+                moved_memory: to.is_some(),
+                undo_home: Vec::new(),
+                undo: Vec::new(),
+                memory_to: to.map(|node| (g.id(), node)),
+                memory_before: g.memory_total().unwrap_or_default(),
+            });
+        }
+        self.push_model_pins(pins, &why, plan);
+        for m in &moves {
+            if let Some((process, node)) = m.memory_to {
+                plan.push(
+                    Action::MoveMemory {
+                        process,
+                        to_node: node,
+                        max_pages: None,
+                    },
+                    format!("{why}: memory of {} to node {node}", m.label),
+                );
+            }
+        }
+        self.trial = Some(Experiment {
+            number,
+            trial: Trial::new(moves.iter().map(|m| m.pid).collect(), baseline),
+            moves,
+            rounds: 0,
+            layout: Some(before),
+            kernel: None,
+            model: true,
+        });
+    }
+
+    /// A round under a kept model layout: threads that came since (their
+    /// affinity every CPU) placed where the model predicts best among the
+    /// CPUs no placed thread holds, without an experiment; every
+    /// `backoff-rounds` the model is asked again, and a layout it predicts
+    /// pays is tried against the kept one, when no memory is still moving
+    /// (`quiet`).
+    pub(super) fn model_kept_round(&mut self, view: &View<'_>, quiet: bool, plan: &mut Plan) {
+        let (t, s) = (view.topology, view.snapshot);
+        let new: Vec<&Task> = s
+            .tasks
+            .iter()
+            .filter(|x| view.managed.contains(&x.tgid) && t.span().is_subset(&x.allowed_cpus))
+            .filter(|x| !matches!(x.state, 'Z' | 'X'))
+            .collect();
+        if quiet && s.seq >= self.model_next {
+            self.model_next = s.seq + self.judge.backoff_rounds;
+            if let Choice::Model(b) = self.choose_layout(view, &[]) {
+                let (fit, layout) = *b;
+                self.try_model_layout(view, &fit, &layout, plan);
+                if self.trial.is_some() {
+                    return;
+                }
+            }
+        }
+        if new.is_empty() {
+            return;
+        }
+        let movable: BTreeSet<i32> = new.iter().map(|x| x.tid).collect();
+        let Some(fit) = self
+            .predictor(view)
+            .fit(t, s, &|x: &Task| movable.contains(&x.tid))
+        else {
+            return;
+        };
+        let horizon = self.horizons(view, &fit);
+        let allowed: Vec<bool> = t
+            .cpus()
+            .iter()
+            .map(|c| t.span().contains(c.os_id))
+            .collect();
+        let predictor = self.predictor.as_mut().expect("built above");
+        // The others stay: only the newcomers are searched, from where
+        // Linux put them.
+        let Some(layout) = predictor.search(&fit, &[], &allowed, &horizon, BUDGET / 4) else {
+            return;
+        };
+        let pins = pins_of(t, s, &fit, &layout);
+        self.push_model_pins(
+            pins,
+            &format!(
+                "auto ({MODEL_LAYOUT} kept): a thread that came placed where the model predicts \
+                 best"
+            ),
+            plan,
+        );
+    }
+}
+
+/// The pins that make `layout`: every movable thread of `fit` to its one
+/// CPU (kernel id), unless already pinned there.
+fn pins_of(
+    t: &numaplace_model::Topology,
+    s: &Snapshot,
+    fit: &Fit,
+    layout: &Layout,
+) -> Vec<(Action, u32)> {
+    let mut out = Vec::new();
+    for (x, &c) in fit.threads.iter().zip(&layout.cpus) {
+        if !x.movable {
+            continue;
+        }
+        let os = t.cpus()[c].os_id;
+        let cpus: CpuSet = [os].into_iter().collect();
+        if s.task(x.task.tid)
+            .is_some_and(|task| task.allowed_cpus == cpus)
+        {
+            continue;
+        }
+        out.push((
+            Action::Pin {
+                task: x.task,
+                tgid: x.pid,
+                cpus,
+            },
+            os,
+        ));
+    }
+    out
+}
+
+/// A layout's name for reasons.
+pub(super) fn layout_name(model: bool) -> &'static str {
+    if model { MODEL_LAYOUT } else { LAYOUT }
+}

@@ -1,0 +1,873 @@
+//! `auto`'s predictor (issue 31): the machine model the simulator runs
+//! (`numaplace-machine`, M1-M8 of docs/simulator.md), run on what one round
+//! measured, to say which placement pays before trying it.
+//!
+//! It reads only what the [`Snapshot`] carries, never a scenario's hidden
+//! parameters:
+//! - **Fit.** Each running thread with counted instructions becomes a
+//!   [`ThreadModel`]: its uncore requests per instruction (uncore requests,
+//!   else LLC references, else LLC misses), its LLC miss curve (a power law
+//!   through its measured misses at the LLC share the model gives it where
+//!   it runs now, exponent [`ALPHA`]), its working set (its process's
+//!   resident memory over its threads), its memory-level parallelism (from
+//!   the uncore penalty where counted, else [`MLP`]) and its core CPI (what
+//!   of its measured CPI the model's memory stalls leave). Three passes of
+//!   the model at the placement measured refit each against the latencies,
+//!   queues and cache shares the others cause, so the model at the
+//!   measured placement reproduces the measured speeds.
+//! - **Where its memory is.** A thread's pages per node: its sampled
+//!   addresses' nodes where it has enough samples; else, where its
+//!   process's memory lies spread like its threads (first touch left each
+//!   thread's memory beside it), on its own node; else its process's
+//!   memory per node.
+//! - **Predict.** A placement (a CPU per thread, memory per thread) is one
+//!   step of the model: each group's instructions per second.
+//! - **Search.** Hill climbing, as the oracle's local search (swaps and
+//!   moves to free CPUs, memory following the threads of a group gathered
+//!   on one node), from the placement measured and from the candidate
+//!   layouts the caller gives (DI-Migrate's), for the placement with the
+//!   best mean of ln(predicted / now) over the groups, net of the cost of
+//!   moving their memory over the time they are expected to run on (their
+//!   age so far).
+//!
+//! What it lacks is said ([`Fit::lacking`]): a thread's writes to data
+//! other threads share are not counted anywhere (no HITM counter), so the
+//! model predicts no coherence traffic, and gathering sharers is left to
+//! `auto`'s experiments.
+
+use std::collections::BTreeMap;
+
+use numaplace_machine::Machine;
+use numaplace_machine::model::{Background, Constants, LINE, Runner, Solver, Speed};
+use numaplace_machine::{Pattern, ThreadModel};
+use numaplace_model::{Counter, Snapshot, TaskId, Topology};
+
+/// The LLC miss curve's exponent where one measured point cannot give it:
+/// the square-root rule of thumb (miss rate ∝ cache size^−0.5; Hartstein,
+/// Srinivasan, Puzak and Moore, "Cache miss behavior: is it √2?", CF 2006,
+/// found exponents of 0.3-0.7 over their workloads).
+pub const ALPHA: f64 = 0.5;
+
+/// Memory-level parallelism where the uncore penalty is not counted: an
+/// assumption between a pointer chase (1) and a streaming loop (4 or more).
+pub const MLP: f64 = 2.0;
+
+/// Samples with a node a thread needs for its own pages per node to be
+/// read from them.
+const MIN_SAMPLES: usize = 8;
+
+/// A thread that ran less of the round than this is not placed (it
+/// sleeps: where it runs hardly matters to anyone).
+const MIN_DEMAND: f64 = 0.05;
+
+/// What the model makes of one running thread.
+#[derive(Debug, Clone)]
+pub struct ThreadFit {
+    pub task: TaskId,
+    pub pid: i32,
+    /// Index into [`Fit::groups`].
+    pub group: usize,
+    pub model: ThreadModel,
+    /// Share of a CPU it ran over the round (≤ 1).
+    pub demand: f64,
+    /// Dense CPU it ran on last.
+    pub cpu: usize,
+    /// Its pages per dense node, summing to 1.
+    pub pages: Vec<f64>,
+    /// Its share of its process's resident memory, bytes.
+    pub bytes: f64,
+    /// Instructions per second measured.
+    pub ips: f64,
+    /// Whether the caller may move it.
+    pub movable: bool,
+    /// Bytes of its process's data that its threads write (pages its
+    /// sampled stores share with another thread's), 0 for none seen.
+    pub shared_bytes: u64,
+}
+
+/// The fitted threads of one round.
+#[derive(Debug, Clone, Default)]
+pub struct Fit {
+    pub threads: Vec<ThreadFit>,
+    /// Group pids, by index.
+    pub groups: Vec<i32>,
+    /// Inputs the fit had to assume, in a few words each.
+    pub lacking: Vec<&'static str>,
+    /// The model's prediction at the measured placement, per group.
+    pub now: Vec<f64>,
+    /// The measured point each thread is fitted to: misses per
+    /// instruction, CPI while running, the uncore penalty (cycles).
+    targets: Vec<(f64, f64, Option<f64>)>,
+}
+
+/// Where a group's memory goes in a placement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Memory {
+    /// Where it is.
+    Stay,
+    /// All of it to this dense node.
+    To(usize),
+    /// Each thread's pages to its thread's node (DI-Migrate's following
+    /// by sampled addresses).
+    Follow,
+}
+
+/// A placement the search found.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// Per thread of the fit: its dense CPU.
+    pub cpus: Vec<usize>,
+    /// Per group: where its memory goes.
+    pub memory: Vec<Memory>,
+    /// Mean over the groups of ln(predicted / now), net of moving costs.
+    pub score: f64,
+    /// The same, without the moving costs: the predicted change of the
+    /// groups' speed once moved.
+    pub gain: f64,
+    /// Placements evaluated.
+    pub evaluations: usize,
+}
+
+/// The predictor: a model of the machine (the parameters it was told, or
+/// the generic defaults for its topology) and its buffers.
+pub struct Predictor {
+    solver: Solver,
+    llc_of_cpu: Vec<usize>,
+    llc_bytes: Vec<f64>,
+    node_of_cpu: Vec<usize>,
+    core_of_cpu: Vec<usize>,
+    ghz: f64,
+    llc_hit_ns: f64,
+    page_migration_s: f64,
+    nodes: usize,
+    speeds: Vec<Speed>,
+    /// Sampled stores of the last rounds ([`Predictor::observe`]).
+    writers: Writers,
+}
+
+impl Predictor {
+    /// A predictor for `topology` with `told`'s parameters, when they are
+    /// for a machine of the same shape; else the generic defaults.
+    pub fn new(topology: &Topology, told: Option<&Machine>) -> Predictor {
+        let machine = match told {
+            Some(m)
+                if m.topology.cpus().len() == topology.cpus().len()
+                    && m.topology.nodes().len() == topology.nodes().len() =>
+            {
+                Machine {
+                    name: m.name.clone(),
+                    topology: topology.clone(),
+                    params: m.params.clone(),
+                }
+            }
+            _ => Machine::generic("host", topology.clone()),
+        };
+        let constants = Constants::default();
+        let page_migration_s = constants.page_migration_us.value * 1e-6;
+        let solver = Solver::new(&machine, constants);
+        let t = &machine.topology;
+        Predictor {
+            solver,
+            llc_of_cpu: t.cpus().iter().map(|c| c.llc).collect(),
+            llc_bytes: (0..t.llcs().len())
+                .map(|l| t.llc_size(l).unwrap_or(0) as f64)
+                .collect(),
+            node_of_cpu: t.cpus().iter().map(|c| c.node).collect(),
+            core_of_cpu: t.cpus().iter().map(|c| c.core).collect(),
+            ghz: machine.params.ghz.value,
+            llc_hit_ns: machine.params.llc_hit_ns.value,
+            page_migration_s,
+            nodes: t.nodes().len(),
+            speeds: Vec::new(),
+            writers: Writers::default(),
+        }
+    }
+
+    /// Takes in a round's sampled stores: called every round, whether or
+    /// not the model is asked (a shared region shows only over rounds).
+    pub fn observe(&mut self, s: &Snapshot) {
+        self.writers.update(s);
+    }
+
+    /// The dense node of dense CPU `cpu`.
+    pub fn node_of(&self, cpu: usize) -> usize {
+        self.node_of_cpu[cpu]
+    }
+
+    /// Fits the running threads of the groups in `groups` (and, as load
+    /// they cannot move, every other counted running thread).
+    pub fn fit(
+        &mut self,
+        topology: &Topology,
+        s: &Snapshot,
+        movable: &dyn Fn(&numaplace_model::Task) -> bool,
+    ) -> Option<Fit> {
+        let secs = s.interval_ns as f64 / 1e9;
+        if secs <= 0.0 {
+            return None;
+        }
+        let mut fit = Fit::default();
+        let mut no_uncore = false;
+        let mut no_penalty = false;
+        let mut no_memory = false;
+        let mut no_cycles = false;
+        let mut no_samples = false;
+        for g in &s.groups {
+            let counted: Vec<_> = g
+                .threads
+                .iter()
+                .filter_map(|&tid| Some((s.task(tid)?, s.counters.get(&tid)?)))
+                .filter(|(_, c)| c.get(Counter::Instructions).is_some_and(|i| i > 0))
+                .collect();
+            if counted.is_empty() {
+                continue;
+            }
+            let memory = g.memory_total();
+            let total: u64 = memory.iter().flat_map(|m| m.values()).sum();
+            let mut group_pages = vec![0.0; self.nodes];
+            if let Some(m) = &memory {
+                for (&os, &b) in m {
+                    if let Some(n) = topology.node_by_os_id(os) {
+                        group_pages[n.id] += b as f64 / total.max(1) as f64;
+                    }
+                }
+            }
+            if total == 0 {
+                no_memory = true;
+            }
+            let threads = g.threads.len().max(1) as f64;
+            let spread_like = spread_like_threads(topology, s, g, &group_pages);
+            let shared = SharedWrites::of(s, &self.writers, g.pid, &g.threads);
+            if s.samples.is_empty() {
+                no_samples = true;
+            }
+            let gi = fit.groups.len();
+            let mut any = false;
+            for (x, c) in counted {
+                let instr = c.get(Counter::Instructions).unwrap_or(0) as f64;
+                let demand = c
+                    .get(Counter::TaskClock)
+                    .map(|t| (t as f64 / 1e9 / secs).min(1.0))
+                    .unwrap_or(1.0);
+                if demand < MIN_DEMAND {
+                    continue;
+                }
+                let Some(cpu) = x.last_cpu.and_then(|c| topology.cpu_by_os_id(c)) else {
+                    continue;
+                };
+                let cpi = match c.get(Counter::Cycles) {
+                    Some(cy) if cy > 0 => cy as f64 / instr,
+                    _ => {
+                        no_cycles = true;
+                        // Cycles from the CPU time at the model's clock.
+                        demand * secs * self.ghz * 1e9 / instr
+                    }
+                };
+                let mu = c.get(Counter::LlcMisses).unwrap_or(0) as f64 / instr;
+                let uncore = c
+                    .get(Counter::UncoreRequests)
+                    .or(c.get(Counter::LlcReferences))
+                    .map(|r| r as f64 / instr);
+                if uncore.is_none() {
+                    no_uncore = true;
+                }
+                let a = uncore.unwrap_or(mu).max(mu);
+                let penalty = match (
+                    c.get(Counter::UncoreOccupancy),
+                    c.get(Counter::UncoreRequests),
+                ) {
+                    (Some(o), Some(r)) if r > 0 => Some(o as f64 / r as f64),
+                    _ => {
+                        no_penalty = true;
+                        None
+                    }
+                };
+                let bytes = total as f64 / threads;
+                let pages = own_pages(topology, s, x.tid, cpu.node, spread_like, &group_pages);
+                // Its shared writes per instruction, from the share of its
+                // samples that are stores to pages another thread of its
+                // process stores to: samples come from misses and from
+                // shared lines in proportion to their rates (a cache-line
+                // transfer is a miss of the writer), so that share `f`
+                // gives transfers = f / (1 − f) × misses per instruction;
+                // the model's writes are the transfers over the share of a
+                // CPU the other sharers are running (M4).
+                let f = shared.fraction(x.tid).min(0.99);
+                let present = shared.others_running(s, x.tid, secs).clamp(0.05, 1.0);
+                let writes = if f > 0.0 {
+                    1000.0 * f / (1.0 - f) * mu.max(1e-6) / present
+                } else {
+                    0.0
+                };
+                let model = ThreadModel {
+                    cpi_core: cpi,
+                    uncore_pki: 1000.0 * a,
+                    working_set: (bytes as u64).max(1 << 20),
+                    pattern: Pattern::PowerLaw {
+                        llc_mpki: 1000.0 * mu,
+                        alpha: ALPHA,
+                    },
+                    mlp: MLP,
+                    shared_writes_pki: writes,
+                };
+                fit.threads.push(ThreadFit {
+                    task: x.id(),
+                    pid: g.pid,
+                    group: gi,
+                    model,
+                    demand,
+                    cpu: cpu.id,
+                    pages,
+                    bytes,
+                    ips: instr / secs,
+                    movable: movable(x),
+                    shared_bytes: if writes > 0.0 { shared.bytes } else { 0 },
+                });
+                fit.targets.push((mu, cpi, penalty));
+                any = true;
+            }
+            if any {
+                fit.groups.push(g.pid);
+            }
+        }
+        if fit.threads.is_empty() {
+            return None;
+        }
+        if no_cycles {
+            fit.lacking
+                .push("cycles (CPI taken from CPU time at the model's clock)");
+        }
+        if no_uncore {
+            fit.lacking
+                .push("uncore requests and LLC references (taken as the LLC misses)");
+        }
+        if no_penalty {
+            fit.lacking
+                .push("the uncore penalty (memory-level parallelism assumed 2)");
+        }
+        if no_memory {
+            fit.lacking
+                .push("memory per node of some processes (working set assumed 1 MiB)");
+        }
+        if no_samples {
+            fit.lacking.push(
+                "sampled data addresses (writes to shared data not seen: no coherence predicted)",
+            );
+        }
+        self.calibrate(&mut fit);
+        let cpus: Vec<usize> = fit.threads.iter().map(|t| t.cpu).collect();
+        let pages: Vec<Vec<f64>> = fit.threads.iter().map(|t| t.pages.clone()).collect();
+        fit.now = self.predict(&fit, &cpus, &pages);
+        Some(fit)
+    }
+
+    /// Three passes of the model at the measured placement, each refitting
+    /// every thread's miss curve, memory-level parallelism and core CPI to
+    /// its measured point against what the others cause.
+    fn calibrate(&mut self, fit: &mut Fit) {
+        let targets = std::mem::take(&mut fit.targets);
+        let cpus: Vec<usize> = fit.threads.iter().map(|t| t.cpu).collect();
+        for _ in 0..3 {
+            let speeds = self.solve(fit, &cpus, None);
+            for (i, t) in fit.threads.iter_mut().enumerate() {
+                let (mu, cpi, penalty) = targets[i];
+                let s = speeds[i];
+                let a = t.model.uncore_pki / 1000.0;
+                let ws = t.model.working_set as f64;
+                // The miss curve through the measured point at the share
+                // the model gives it (M2's power law inverted).
+                let llc = self.llc_bytes[self.llc_of_cpu[t.cpu]];
+                if llc >= LINE {
+                    let full = llc.min(ws).max(LINE);
+                    let c = s.llc_share.min(ws).max(LINE);
+                    let mpki = (1000.0 * mu * (c / full).powf(ALPHA)).min(t.model.uncore_pki);
+                    t.model.pattern = Pattern::PowerLaw {
+                        llc_mpki: mpki,
+                        alpha: ALPHA,
+                    };
+                }
+                // Memory stalls per instruction, ns, before the MLP
+                // overlaps them (M5).
+                let serial = (a - mu).max(0.0) * self.llc_hit_ns + mu * s.memory_ns;
+                if let Some(p) = penalty
+                    && p > 0.0
+                    && a > 0.0
+                    && serial > 0.0
+                {
+                    let stall = p * a / self.ghz;
+                    t.model.mlp = (serial / stall).clamp(1.0, 16.0);
+                }
+                let mut stall_cycles = serial / t.model.mlp * self.ghz;
+                if stall_cycles > 0.9 * cpi {
+                    // The model's stalls alone exceed what was measured:
+                    // more overlap than assumed.
+                    t.model.mlp = (t.model.mlp * stall_cycles / (0.9 * cpi)).min(64.0);
+                    stall_cycles = serial / t.model.mlp * self.ghz;
+                }
+                // The model's CPI less its memory and coherence stalls is
+                // the core part with its SMT factor (M4-M6: the penalty is
+                // both stalls over the uncore requests and transfers).
+                let stalls = s.uncore_penalty_cycles * (a + s.transfers_per_instr);
+                let model_serial = (a - s.llc_miss_per_instr).max(0.0) * self.llc_hit_ns
+                    + s.llc_miss_per_instr * s.memory_ns;
+                let share_cycles = (stalls - model_serial / t.model.mlp * self.ghz).max(0.0);
+                let model_core = (s.cpi - stalls).max(1e-3);
+                let smt = (model_core / t.model.cpi_core.max(1e-3)).max(1.0);
+                // Stalls that leave the core less than a fifth of what was
+                // measured overstate something: the shared writes (a
+                // sampled estimate) are scaled down first.
+                let excess = stall_cycles + share_cycles - 0.8 * cpi;
+                if excess > 0.0 && share_cycles > 0.0 {
+                    let keep = ((share_cycles - excess) / share_cycles).clamp(0.1, 1.0);
+                    t.model.shared_writes_pki *= keep;
+                }
+                let left = (cpi - stall_cycles - share_cycles).max(0.2 * cpi);
+                t.model.cpi_core = (left / smt).max(0.1);
+            }
+        }
+        fit.targets = targets;
+    }
+
+    /// Solves the model for the fit's threads on `cpus`, with `pages` per
+    /// thread (or the fit's own).
+    fn solve(&mut self, fit: &Fit, cpus: &[usize], pages: Option<&[Vec<f64>]>) -> Vec<Speed> {
+        // Threads on one CPU share it in proportion to what they ask.
+        let mut asked: BTreeMap<usize, f64> = BTreeMap::new();
+        for (t, &c) in fit.threads.iter().zip(cpus) {
+            *asked.entry(c).or_default() += t.demand;
+        }
+        let runners: Vec<Runner<'_>> = fit
+            .threads
+            .iter()
+            .zip(cpus)
+            .enumerate()
+            .map(|(i, (t, &cpu))| {
+                let total = asked[&cpu];
+                Runner {
+                    cpu,
+                    share: if total > 1.0 {
+                        t.demand / total
+                    } else {
+                        t.demand
+                    },
+                    model: &t.model,
+                    pages: match pages {
+                        Some(p) => &p[i],
+                        None => &t.pages,
+                    },
+                    group: t.group,
+                    shared_bytes: t.shared_bytes,
+                    shares: t.shared_bytes > 0,
+                    prev_ips: 0.0,
+                }
+            })
+            .collect();
+        let mut out = std::mem::take(&mut self.speeds);
+        self.solver
+            .solve(&runners, &Background::default(), &mut out);
+        let speeds = out.clone();
+        self.speeds = out;
+        speeds
+    }
+
+    /// Each group's predicted instructions per second with its threads on
+    /// `cpus` and their pages per node `pages`.
+    pub fn predict(&mut self, fit: &Fit, cpus: &[usize], pages: &[Vec<f64>]) -> Vec<f64> {
+        let speeds = self.solve(fit, cpus, Some(pages));
+        let mut per = vec![0.0; fit.groups.len()];
+        for (t, s) in fit.threads.iter().zip(&speeds) {
+            per[t.group] += s.ips;
+        }
+        per
+    }
+
+    /// The score of a placement: the mean over the groups of
+    /// ln(predicted / now), and the same net of the memory it moves
+    /// (seconds of page copies per thread over the group's horizon).
+    pub fn score(
+        &mut self,
+        fit: &Fit,
+        cpus: &[usize],
+        memory: &[Memory],
+        horizon_s: &[f64],
+        pages: &mut Vec<Vec<f64>>,
+    ) -> (f64, f64) {
+        pages.clear();
+        let mut moved = vec![0.0; fit.groups.len()];
+        let mut threads = vec![0usize; fit.groups.len()];
+        for (t, &c) in fit.threads.iter().zip(cpus) {
+            threads[t.group] += 1;
+            let to = match memory[t.group] {
+                Memory::Stay => None,
+                Memory::To(n) => Some(n),
+                Memory::Follow => Some(self.node_of_cpu[c]),
+            };
+            match to {
+                Some(n) => {
+                    let mut p = vec![0.0; self.nodes];
+                    p[n] = 1.0;
+                    moved[t.group] += t.bytes * (1.0 - t.pages[n]);
+                    pages.push(p);
+                }
+                None => pages.push(t.pages.clone()),
+            }
+        }
+        let per = self.predict(fit, cpus, pages);
+        let (mut gain, mut net) = (0.0, 0.0);
+        for g in 0..fit.groups.len() {
+            let now = fit.now[g].max(1.0);
+            let r = (per[g].max(1.0) / now).ln();
+            let cost_s = moved[g] / 4096.0 * self.page_migration_s / threads[g].max(1) as f64;
+            gain += r;
+            net += r - cost_s / horizon_s[g].max(1.0);
+        }
+        let n = fit.groups.len().max(1) as f64;
+        (net / n, gain / n)
+    }
+
+    /// The best placement the search finds within `budget` evaluations,
+    /// from the measured placement and from `starts` (per thread of the
+    /// fit, a dense CPU). `horizon_s`:
+    /// per group, the seconds it is expected to run on. `None` where the
+    /// threads to place outnumber the CPUs (time-shared: not searched).
+    pub fn search(
+        &mut self,
+        fit: &Fit,
+        starts: &[Vec<usize>],
+        allowed: &[bool],
+        horizon_s: &[f64],
+        budget: usize,
+    ) -> Option<Layout> {
+        let cpus_n = self.node_of_cpu.len();
+        let fixed: Vec<usize> = (fit.threads.iter())
+            .filter(|t| !t.movable)
+            .map(|t| t.cpu)
+            .collect();
+        let movable: Vec<usize> = (0..fit.threads.len())
+            .filter(|&i| fit.threads[i].movable)
+            .collect();
+        let free_cpus = (0..cpus_n)
+            .filter(|&c| allowed[c] && !fixed.contains(&c))
+            .count();
+        if movable.is_empty() || movable.len() > free_cpus {
+            return None;
+        }
+        let mut pages = Vec::new();
+        let mut evaluations = 0usize;
+        let mut best: Option<Layout> = None;
+        let mut all_starts: Vec<Vec<usize>> = Vec::new();
+        let now: Vec<usize> = fit.threads.iter().map(|t| t.cpu).collect();
+        all_starts.push(self.one_per_cpu(fit, &now, allowed));
+        for c in starts {
+            all_starts.push(self.one_per_cpu(fit, c, allowed));
+        }
+        let share = (budget / all_starts.len()).max(1);
+        for mut cpus in all_starts {
+            let mut mem = vec![Memory::Stay; fit.groups.len()];
+            self.memory_follows(fit, &cpus, &mut mem);
+            let mut score = self.score(fit, &cpus, &mem, horizon_s, &mut pages);
+            evaluations += 1;
+            let mut used = 1;
+            // Hill climbing by first improvement: moves of a thread to a
+            // free CPU of another node (its core idle first), swaps of two
+            // threads of different nodes, a group's memory to the node
+            // holding all its threads.
+            'climb: loop {
+                let mut improved = false;
+                for &i in &movable {
+                    for target in self.targets(fit, &cpus, i, allowed) {
+                        if used >= share {
+                            break 'climb;
+                        }
+                        let old = cpus[i];
+                        let swap = cpus.iter().position(|&c| c == target);
+                        if let Some(j) = swap {
+                            cpus[j] = old;
+                        }
+                        cpus[i] = target;
+                        let mem_before = mem.clone();
+                        self.memory_follows(fit, &cpus, &mut mem);
+                        let s = self.score(fit, &cpus, &mem, horizon_s, &mut pages);
+                        used += 1;
+                        evaluations += 1;
+                        if s.0 > score.0 + 1e-4 {
+                            score = s;
+                            improved = true;
+                        } else {
+                            cpus[i] = old;
+                            if let Some(j) = swap {
+                                cpus[j] = target;
+                            }
+                            mem = mem_before;
+                        }
+                    }
+                }
+                if !improved {
+                    break;
+                }
+            }
+            if best.as_ref().is_none_or(|b| score.0 > b.score) {
+                best = Some(Layout {
+                    cpus: cpus.clone(),
+                    memory: mem.clone(),
+                    score: score.0,
+                    gain: score.1,
+                    evaluations: 0,
+                });
+            }
+        }
+        best.map(|mut b| {
+            b.evaluations = evaluations;
+            b
+        })
+    }
+
+    /// A group whose threads all run on one node gets its memory there; a
+    /// group spread over several nodes keeps its memory where it is.
+    fn memory_follows(&self, fit: &Fit, cpus: &[usize], mem: &mut [Memory]) {
+        let mut node: Vec<Option<Option<usize>>> = vec![None; fit.groups.len()];
+        for (t, &c) in fit.threads.iter().zip(cpus) {
+            let n = self.node_of_cpu[c];
+            node[t.group] = match node[t.group] {
+                None => Some(Some(n)),
+                Some(Some(m)) if m == n => Some(Some(n)),
+                _ => Some(None),
+            };
+        }
+        for (g, n) in node.into_iter().enumerate() {
+            mem[g] = match n.flatten() {
+                Some(n) => Memory::To(n),
+                None => Memory::Stay,
+            };
+        }
+    }
+
+    /// The CPUs worth trying for thread `i`: on each other node, a free
+    /// CPU (on an idle core first) and each CPU holding a movable thread
+    /// of another group (a swap).
+    fn targets(&self, fit: &Fit, cpus: &[usize], i: usize, allowed: &[bool]) -> Vec<usize> {
+        let here = self.node_of_cpu[cpus[i]];
+        let mut busy_core = vec![0u32; self.core_of_cpu.iter().max().map_or(0, |m| m + 1)];
+        let mut taken = vec![false; self.node_of_cpu.len()];
+        for &c in cpus {
+            taken[c] = true;
+            busy_core[self.core_of_cpu[c]] += 1;
+        }
+        let mut out = Vec::new();
+        let mut free_on: BTreeMap<usize, (u32, usize)> = BTreeMap::new();
+        for c in 0..self.node_of_cpu.len() {
+            let n = self.node_of_cpu[c];
+            if n == here || !allowed[c] || taken[c] {
+                continue;
+            }
+            let load = busy_core[self.core_of_cpu[c]];
+            let e = free_on.entry(n).or_insert((u32::MAX, c));
+            if load < e.0 {
+                *e = (load, c);
+            }
+        }
+        out.extend(free_on.values().map(|&(_, c)| c));
+        let g = fit.threads[i].group;
+        for (j, t) in fit.threads.iter().enumerate() {
+            if t.movable && t.group != g && self.node_of_cpu[cpus[j]] != here {
+                out.push(cpus[j]);
+            }
+        }
+        out
+    }
+
+    /// `want` made one movable thread per CPU: threads sharing a CPU (or
+    /// on one not allowed) moved to a free allowed CPU of the same node,
+    /// else of any node; fixed threads stay.
+    pub fn one_per_cpu(&self, fit: &Fit, want: &[usize], allowed: &[bool]) -> Vec<usize> {
+        let mut cpus = want.to_vec();
+        let mut taken = vec![false; self.node_of_cpu.len()];
+        for (t, &c) in fit.threads.iter().zip(want) {
+            if !t.movable {
+                taken[c] = true;
+            }
+        }
+        let mut clash = Vec::new();
+        for (i, t) in fit.threads.iter().enumerate() {
+            if !t.movable {
+                continue;
+            }
+            let c = cpus[i];
+            if allowed[c] && !taken[c] {
+                taken[c] = true;
+            } else {
+                clash.push(i);
+            }
+        }
+        for i in clash {
+            let n = self.node_of_cpu[cpus[i]];
+            let pick = (0..taken.len())
+                .filter(|&c| allowed[c] && !taken[c])
+                .min_by_key(|&c| (self.node_of_cpu[c] != n, c));
+            if let Some(c) = pick {
+                taken[c] = true;
+                cpus[i] = c;
+            }
+        }
+        cpus
+    }
+}
+
+/// Bytes of a region of a process's memory whose stores are counted
+/// together: a shared area is contiguous, and sampled stores of different
+/// threads seldom hit one 4 KiB page within a few rounds.
+const REGION: u64 = 64 * 1024;
+
+/// Rounds a sampled store is remembered.
+const WRITES_KEPT: u64 = 8;
+
+/// Regions of each process's memory its threads were sampled storing to
+/// over the last rounds: by (pid, region), the first thread seen, whether
+/// another was seen too, and the round last seen.
+#[derive(Debug, Default)]
+pub struct Writers {
+    regions: BTreeMap<(i32, u64), (i32, bool, u64)>,
+}
+
+impl Writers {
+    /// Adds the round's sampled stores and forgets those too old or of
+    /// processes gone.
+    pub fn update(&mut self, s: &Snapshot) {
+        for g in &s.groups {
+            for &tid in &g.threads {
+                for x in s
+                    .samples
+                    .get(&tid)
+                    .into_iter()
+                    .flatten()
+                    .filter(|x| x.write)
+                {
+                    let e = self
+                        .regions
+                        .entry((g.pid, x.address / REGION))
+                        .or_insert((tid, false, s.seq));
+                    e.1 |= e.0 != tid;
+                    e.2 = s.seq;
+                }
+            }
+        }
+        self.regions.retain(|(pid, _), (_, _, seen)| {
+            s.seq < *seen + WRITES_KEPT && s.group(*pid).is_some()
+        });
+    }
+
+    fn shared(&self, pid: i32, address: u64) -> bool {
+        self.regions
+            .get(&(pid, address / REGION))
+            .is_some_and(|r| r.1)
+    }
+}
+
+/// This round's samples of a process's threads against the regions its
+/// threads share stores to.
+struct SharedWrites {
+    /// Per thread: samples, and those that were stores to shared regions.
+    per_thread: BTreeMap<i32, (usize, usize)>,
+    /// Bytes of shared regions.
+    bytes: u64,
+    threads: Vec<i32>,
+}
+
+impl SharedWrites {
+    fn of(s: &Snapshot, writers: &Writers, pid: i32, threads: &[i32]) -> SharedWrites {
+        let mut per_thread = BTreeMap::new();
+        for &tid in threads {
+            let samples = s.samples.get(&tid).map_or(&[][..], |v| v.as_slice());
+            let shared = samples
+                .iter()
+                .filter(|x| x.write && writers.shared(pid, x.address))
+                .count();
+            per_thread.insert(tid, (samples.len(), shared));
+        }
+        let regions = writers
+            .regions
+            .range((pid, 0)..=(pid, u64::MAX))
+            .filter(|(_, r)| r.1)
+            .count() as u64;
+        SharedWrites {
+            per_thread,
+            bytes: regions * REGION,
+            threads: threads.to_vec(),
+        }
+    }
+
+    /// The share of `tid`'s samples that were stores to shared regions.
+    fn fraction(&self, tid: i32) -> f64 {
+        match self.per_thread.get(&tid) {
+            Some(&(n, k)) if n > 0 => k as f64 / n as f64,
+            _ => 0.0,
+        }
+    }
+
+    /// The CPUs' worth of time the other sharers of `tid`'s process ran
+    /// over the round.
+    fn others_running(&self, s: &Snapshot, tid: i32, secs: f64) -> f64 {
+        self.threads
+            .iter()
+            .filter(|&&o| o != tid && self.fraction(o) > 0.0)
+            .filter_map(|o| s.counters.get(o)?.get(Counter::TaskClock))
+            .map(|ns| (ns as f64 / 1e9 / secs).min(1.0))
+            .sum()
+    }
+}
+
+/// Whether a process's memory lies spread like its threads (each node's
+/// share of its memory within 0.25 of its share of the threads): then
+/// first touch left each thread's memory beside it.
+fn spread_like_threads(
+    t: &Topology,
+    s: &Snapshot,
+    g: &numaplace_model::TaskGroup,
+    pages: &[f64],
+) -> bool {
+    let mut on = vec![0.0; pages.len()];
+    let mut n = 0.0;
+    for x in g.threads.iter().filter_map(|&tid| s.task(tid)) {
+        if let Some(c) = x.last_cpu.and_then(|c| t.cpu_by_os_id(c)) {
+            on[c.node] += 1.0;
+            n += 1.0;
+        }
+    }
+    n > 1.0
+        && on.iter().filter(|&&x| x > 0.0).count() > 1
+        && on
+            .iter()
+            .zip(pages)
+            .all(|(&k, &p)| (k / n - p).abs() <= 0.25)
+}
+
+/// A thread's pages per dense node (see the module's doc).
+fn own_pages(
+    t: &Topology,
+    s: &Snapshot,
+    tid: i32,
+    node: usize,
+    spread_like: bool,
+    group: &[f64],
+) -> Vec<f64> {
+    let mut p = vec![0.0; group.len()];
+    if let Some(samples) = s.samples.get(&tid) {
+        let mut n = 0.0;
+        for x in samples {
+            if let Some(d) = x.node.and_then(|os| t.node_by_os_id(os)) {
+                p[d.id] += 1.0;
+                n += 1.0;
+            }
+        }
+        if n >= MIN_SAMPLES as f64 {
+            p.iter_mut().for_each(|v| *v /= n);
+            return p;
+        }
+        p.iter_mut().for_each(|v| *v = 0.0);
+    }
+    if spread_like || group.iter().all(|&v| v == 0.0) {
+        p[node] = 1.0;
+        return p;
+    }
+    group.to_vec()
+}
