@@ -222,6 +222,10 @@ struct Experiment {
     /// The layout under trial is the model's ([`MODEL_LAYOUT`]), not
     /// DI-Migrate's.
     model: bool,
+    /// For the model's layout: where each thread ran and its pages per
+    /// node before it, by tid (what the model compares against when no
+    /// group was measured throughout the trial).
+    model_from: BTreeMap<i32, (usize, Vec<f64>)>,
 }
 
 /// What a trial of the kernel's balancing keeps while it settles.
@@ -304,8 +308,12 @@ pub struct Auto {
     model_kept: bool,
     /// The round from which the model is asked again for a layout.
     model_next: u64,
+
     /// What the predictor lacked, said once in a reason.
     lacking_said: bool,
+    /// Model layouts rolled back since the last one kept: each doubles
+    /// the gain the model must predict before it tries another.
+    model_misses: u32,
     /// The pins a model layout made, by tid: a thread so pinned is still
     /// the model's to place.
     model_pins: BTreeMap<i32, (TaskId, numaplace_model::CpuSet)>,
@@ -376,7 +384,9 @@ impl Auto {
             predictor: None,
             model_kept: false,
             model_next: 0,
+
             lacking_said: false,
+            model_misses: 0,
             model_pins: BTreeMap::new(),
         }
     }
@@ -747,23 +757,7 @@ impl Auto {
                     self.judge.measure_rounds
                 );
                 if j.keeps_jointly(margin) && e.model {
-                    self.model_kept = true;
-                    self.model_next = s.seq + self.judge.backoff_rounds;
-                    for m in &e.moves {
-                        if let Some((process, node)) = m.memory_to {
-                            self.following.push((
-                                process,
-                                node,
-                                e.number,
-                                self.params.max_settle_rounds,
-                            ));
-                        }
-                    }
-                    self.verdicts.push(format!(
-                        "experiment {} ({MODEL_LAYOUT}) kept: {numbers}; its pins stay, threads \
-                         that come are placed by the model",
-                        e.number
-                    ));
+                    self.keep_model_layout(s, &e, numbers);
                     self.history = e.trial.measured_history();
                 } else if j.keeps_jointly(margin) {
                     self.layout_kept = true;
@@ -774,6 +768,9 @@ impl Auto {
                     ));
                     self.history = e.trial.measured_history();
                 } else {
+                    if e.model {
+                        self.model_misses = (self.model_misses + 1).min(3);
+                    }
                     let wait = self.hold_layout(s.seq);
                     let why = format!(
                         "{numbers} (a layout is kept when the groups together gain more than \
@@ -847,6 +844,29 @@ impl Auto {
                      measured throughout to judge the moves against; undone as unproven, tried \
                      again after {wait} rounds"
                 );
+                if e.model
+                    && let Some(g) = self.counterfactual(view, &e.model_from)
+                    && g > self.model_threshold()
+                {
+                    // No group was measured throughout, but the model,
+                    // fitted to the moved state, predicts the placement
+                    // before it slower: kept.
+                    let margin = self.model_threshold();
+                    self.keep_model_layout(
+                        s,
+                        &e,
+                        format!(
+                            "a group came or went while it was measured and none was measured \
+                             throughout, so the machine model, fitted to the rounds since, \
+                             judged it: the placement before it would run the groups {} \
+                             slower (kept above {})",
+                            percent(g.exp_m1()),
+                            percent(margin.exp_m1())
+                        ),
+                    );
+                    self.history = e.trial.measured_history();
+                    return;
+                }
                 if e.layout.is_some() {
                     self.layout_held.1 = s.seq + wait;
                     self.roll_back_layout(view, e, &why, plan);
@@ -1127,6 +1147,7 @@ impl Auto {
                 moved_share: 0.0,
             }),
             model: false,
+            model_from: BTreeMap::new(),
         });
     }
 
@@ -1324,6 +1345,7 @@ impl Auto {
             layout: Some(before),
             kernel: None,
             model: false,
+            model_from: BTreeMap::new(),
         });
     }
 
@@ -1415,6 +1437,7 @@ impl Auto {
             layout: None,
             kernel: None,
             model: false,
+            model_from: BTreeMap::new(),
         });
     }
 }

@@ -143,6 +143,9 @@ pub struct Predictor {
     speeds: Vec<Speed>,
     /// Sampled stores of the last rounds ([`Predictor::observe`]).
     writers: Writers,
+    /// How fast memory a placement moves arrives, bytes a second
+    /// ([`Predictor::set_migration_rate`]).
+    migrate_bytes_per_s: f64,
 }
 
 impl Predictor {
@@ -180,6 +183,8 @@ impl Predictor {
             nodes: t.nodes().len(),
             speeds: Vec::new(),
             writers: Writers::default(),
+            migrate_bytes_per_s: (crate::engine::EngineConfig::default().migrate_mib_per_sec << 20)
+                as f64,
         }
     }
 
@@ -187,6 +192,13 @@ impl Predictor {
     /// not the model is asked (a shared region shows only over rounds).
     pub fn observe(&mut self, s: &Snapshot) {
         self.writers.update(s);
+    }
+
+    /// How fast memory moves, bytes a second: the engine's rate limit
+    /// (its default, 256 MiB/s, unless told), or what the kernel's
+    /// balancing moves where it moves the memory instead.
+    pub fn set_migration_rate(&mut self, bytes_per_s: f64) {
+        self.migrate_bytes_per_s = bytes_per_s.max(1.0);
     }
 
     /// The dense node of dense CPU `cpu`.
@@ -513,13 +525,30 @@ impl Predictor {
             }
         }
         let per = self.predict(fit, cpus, pages);
+        // While memory moves (at the rate limit), the threads already run
+        // where the placement puts them with their memory still where it
+        // was: that state, for the seconds the move takes.
+        let moving = moved.iter().any(|&b| b > 0.0);
+        let during = if moving {
+            let old: Vec<Vec<f64>> = fit.threads.iter().map(|t| t.pages.clone()).collect();
+            self.predict(fit, cpus, &old)
+        } else {
+            Vec::new()
+        };
         let (mut gain, mut net) = (0.0, 0.0);
         for g in 0..fit.groups.len() {
             let now = fit.now[g].max(1.0);
             let r = (per[g].max(1.0) / now).ln();
-            let cost_s = moved[g] / 4096.0 * self.page_migration_s / threads[g].max(1) as f64;
+            let h = horizon_s[g].max(1.0);
+            let copy_s = moved[g] / 4096.0 * self.page_migration_s / threads[g].max(1) as f64;
+            let move_s = (moved[g] / self.migrate_bytes_per_s).min(h);
+            let transition = if moving {
+                (during[g].max(1.0) / now).ln()
+            } else {
+                0.0
+            };
             gain += r;
-            net += r - cost_s / horizon_s[g].max(1.0);
+            net += r * (h - move_s) / h + transition * move_s / h - copy_s / h;
         }
         let n = fit.groups.len().max(1) as f64;
         (net / n, gain / n)
