@@ -255,6 +255,46 @@ fn water_fill_in(items: &[(f64, f64)], size: f64, open: &mut Vec<usize>) -> f64 
     }
 }
 
+/// [`water_fill_in`] for every item at once: `out[k]` gets item `k`'s
+/// part. Items capped in a pass are capped together (water_fill_in caps
+/// them one after the other within a pass); both end at the one
+/// water-filling of the items, up to rounding.
+fn water_fill_all(items: &[(f64, f64)], size: f64, open: &mut Vec<usize>, out: &mut Vec<f64>) {
+    out.clear();
+    out.resize(items.len(), 0.0);
+    open.clear();
+    open.extend(0..items.len());
+    let mut left = size;
+    loop {
+        let total: f64 = open.iter().map(|&k| items[k].0).sum();
+        if total <= 0.0 {
+            for &k in open.iter() {
+                out[k] = items[k].1.min(left.max(0.0));
+            }
+            return;
+        }
+        let mut capped = false;
+        let before = left;
+        open.retain(|&k| {
+            let want = before * items[k].0 / total;
+            if want >= items[k].1 {
+                left -= items[k].1;
+                out[k] = items[k].1;
+                capped = true;
+                false
+            } else {
+                true
+            }
+        });
+        if !capped {
+            for &k in open.iter() {
+                out[k] = left * items[k].0 / total;
+            }
+            return;
+        }
+    }
+}
+
 /// Most co-runner combinations M2 enumerates for one thread (the product,
 /// over the other CPUs of its LLC, of the threads time-sharing each, an
 /// idle slot counted as one). Beyond it the thread competes with each
@@ -282,6 +322,7 @@ struct Scratch {
     items: Vec<(f64, f64)>,
     open: Vec<usize>,
     pick: Vec<usize>,
+    parts: Vec<f64>,
 }
 
 /// One co-runner combination of a thread (M2): the fraction of its
@@ -326,6 +367,16 @@ pub struct Solver {
     hitm_cross: f64,
     llc_hit_ns: f64,
     queueing_k_ns: f64,
+    /// The fixed point is reached when no thread's speed changed by more
+    /// than this fraction in an iteration: 1e-7 for the simulator's world;
+    /// a predictor comparing placements may settle for less.
+    pub tolerance: f64,
+    /// Where every CPU of an LLC runs one thread all the time (one
+    /// co-runner combination, the same for each of them), split the LLC
+    /// once for all of them instead of once per thread: the same shares up
+    /// to rounding, in `O(m)` water-fills fewer. Off for the simulator's
+    /// world, whose results stay bit for bit; on for `auto`'s predictor.
+    pub split_once: bool,
     scratch: Scratch,
     corun: Vec<Corun>,
 }
@@ -370,6 +421,8 @@ impl Solver {
             hitm_cross: m.params.hitm_cross_socket_ns.value,
             llc_hit_ns: m.params.llc_hit_ns.value,
             queueing_k_ns: m.params.queueing_k_ns.value,
+            tolerance: 1e-7,
+            split_once: false,
             scratch: Scratch::default(),
             corun: Vec::new(),
         }
@@ -517,7 +570,7 @@ impl Solver {
                 ips[i] = new;
                 out[i] = s;
             }
-            if change < 1e-7 {
+            if change < self.tolerance {
                 break;
             }
         }
@@ -605,6 +658,7 @@ impl Solver {
             items,
             open,
             pick,
+            parts,
         } = sc;
         // The LLC's runners by CPU (then index: a fixed order).
         members.clear();
@@ -665,6 +719,23 @@ impl Solver {
                 mix: (w, cap),
             });
             k = end;
+        }
+        if self.split_once && slots.len() == members.len() && per_cpu.len() == members.len() {
+            // One thread per CPU, none idle: one combination, everybody's.
+            items.clear();
+            items.extend(members.iter().map(|&i| item(i)));
+            water_fill_all(items, size, open, parts);
+            for (k, &i) in members.iter().enumerate() {
+                let c = parts[k];
+                let mu = self.misses(&runners[i], c).1;
+                ranges[i] = (corun.len(), corun.len() + 1);
+                corun.push(Corun {
+                    p: 1.0,
+                    share: c,
+                    mu,
+                });
+            }
+            return;
         }
         for &i in members.iter() {
             let own = runners[i].cpu;

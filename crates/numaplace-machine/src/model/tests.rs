@@ -231,3 +231,29 @@ fn only_threads_that_time_share_a_cpu_pay_for_switches() {
     off.slice_refill(&rs, &speeds, &mut out);
     assert_eq!(out, vec![0.0, 0.0]);
 }
+
+proptest::proptest! {
+    /// Splitting an LLC once for all its threads (`Solver::split_once`)
+    /// gives each the share the per-thread water-fill gives it, up to
+    /// rounding.
+    #[test]
+    fn water_fill_all_agrees_with_each_items_own(
+        items in proptest::collection::vec((0.0f64..1e9, 1.0f64..1e8), 1..40),
+        size in 1.0f64..1e8,
+    ) {
+        let mut open = Vec::new();
+        let mut parts = Vec::new();
+        water_fill_all(&items, size, &mut open, &mut parts);
+        for k in 0..items.len() {
+            let mut own = vec![items[k]];
+            own.extend(items.iter().enumerate().filter(|&(j, _)| j != k).map(|(_, x)| *x));
+            let one = water_fill_in(&own, size, &mut open);
+            proptest::prop_assert!(
+                (one - parts[k]).abs() <= 1e-6 * size.max(1.0),
+                "item {k}: {one} alone, {} all at once", parts[k]
+            );
+        }
+        let total: f64 = parts.iter().sum();
+        proptest::prop_assert!(total <= size * (1.0 + 1e-9));
+    }
+}

@@ -95,6 +95,9 @@ pub struct Fit {
     pub lacking: Vec<&'static str>,
     /// The model's prediction at the measured placement, per group.
     pub now: Vec<f64>,
+    /// Each thread's speed as the model has it at the measured placement:
+    /// where every later solve starts from.
+    warm: Vec<f64>,
     /// The measured point each thread is fitted to: misses per
     /// instruction, CPI while running, the uncore penalty (cycles).
     targets: Vec<(f64, f64, Option<f64>)>,
@@ -167,7 +170,11 @@ impl Predictor {
         };
         let constants = Constants::default();
         let page_migration_s = constants.page_migration_us.value * 1e-6;
-        let solver = Solver::new(&machine, constants);
+        let mut solver = Solver::new(&machine, constants);
+        // Placements are compared by gains of a percent or more: speeds
+        // to a part in 10,000 are enough, from a warm start.
+        solver.tolerance = 1e-4;
+        solver.split_once = true;
         let t = &machine.topology;
         Predictor {
             solver,
@@ -257,10 +264,13 @@ impl Predictor {
             let mut any = false;
             for (x, c) in counted {
                 let instr = c.get(Counter::Instructions).unwrap_or(0) as f64;
+                // A thread that ran nine tenths of the round or more is
+                // taken as busy: the model then splits its LLC once for
+                // all its threads (`Solver::split_once`).
                 let demand = c
                     .get(Counter::TaskClock)
-                    .map(|t| (t as f64 / 1e9 / secs).min(1.0))
-                    .unwrap_or(1.0);
+                    .map(|t| t as f64 / 1e9 / secs)
+                    .map_or(1.0, |d| if d >= 0.9 { 1.0 } else { d });
                 if demand < MIN_DEMAND {
                     continue;
                 }
@@ -368,8 +378,13 @@ impl Predictor {
         }
         self.calibrate(&mut fit);
         let cpus: Vec<usize> = fit.threads.iter().map(|t| t.cpu).collect();
-        let pages: Vec<Vec<f64>> = fit.threads.iter().map(|t| t.pages.clone()).collect();
-        fit.now = self.predict(&fit, &cpus, &pages);
+        let speeds = self.solve(&fit, &cpus, None);
+        fit.warm = speeds.iter().map(|s| s.ips).collect();
+        let mut now = vec![0.0; fit.groups.len()];
+        for (t, s) in fit.threads.iter().zip(&speeds) {
+            now[t.group] += s.ips;
+        }
+        fit.now = now;
         Some(fit)
     }
 
@@ -470,7 +485,7 @@ impl Predictor {
                     group: t.group,
                     shared_bytes: t.shared_bytes,
                     shares: t.shared_bytes > 0,
-                    prev_ips: 0.0,
+                    prev_ips: fit.warm.get(i).copied().unwrap_or(0.0),
                 }
             })
             .collect();
