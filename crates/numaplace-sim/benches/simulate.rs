@@ -91,6 +91,7 @@ fn singles(name: &str, n: usize, instructions: f64, max_seconds: f64) -> Workloa
         apps,
         step_ms: 10.0,
         max_seconds,
+        mismatch_percent: None,
         linux: LinuxModel::default(),
     }
 }
@@ -192,6 +193,7 @@ fn compare_6x10(c: &mut Criterion) {
             numa_balancing: None,
             memory_mover: Default::default(),
             manage_kernel_balancing: true,
+            mismatch: None,
         };
         let start = Instant::now();
         black_box(compare(&machine, &w, &opts));

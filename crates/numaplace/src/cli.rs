@@ -399,6 +399,15 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
     }
 }
 
+fn parse_mismatch(s: &str) -> Result<f64, String> {
+    let p: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number: give a percentage from 0 to below 100"))?;
+    numaplace_sim::machine::check_mismatch(p)?;
+    Ok(p)
+}
+
 /// What every simulator command shares.
 #[derive(Debug, Args)]
 pub struct SimArgs {
@@ -441,6 +450,13 @@ pub struct SimArgs {
     /// does not try the other setting.
     #[arg(long)]
     pub keep_kernel_balancing: bool,
+
+    /// Make the simulated world differ from the machine the policies are
+    /// told: each machine parameter of the world (clock, latencies,
+    /// bandwidths, queueing, HITM) drawn within ±P % of it, a world per
+    /// seed; 0 <= P < 100. Overrides the scenario's `mismatch_percent`.
+    #[arg(long, value_name = "P", value_parser = parse_mismatch)]
+    pub mismatch: Option<f64>,
 
     /// Print JSON for programs instead of the table.
     #[arg(long)]
