@@ -485,8 +485,8 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "FILE")]
     pub journal: Option<PathBuf>,
 
-    /// Placements the oracle may simulate (for `--policy static`, which
-    /// holds the oracle's placement).
+    /// Simulations the oracle may run, every one counted (for `--policy
+    /// static`, which holds the oracle's placement).
     #[arg(long, value_name = "N", default_value_t = 300)]
     pub oracle_budget: usize,
 }
@@ -523,7 +523,9 @@ pub struct CompareArgs {
     #[arg(long, conflicts_with = "random")]
     pub per_app: bool,
 
-    /// Placements the oracle may simulate.
+    /// Simulations the oracle may run, every one counted (candidates,
+    /// memory trials, time groups); where threads outnumber CPUs it
+    /// searches CPU sets per application and a CPU per thread.
     #[arg(long, value_name = "N", default_value_t = 300)]
     pub oracle_budget: usize,
 
