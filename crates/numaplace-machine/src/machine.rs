@@ -310,6 +310,110 @@ impl Machine {
     }
 }
 
+/// The most a world may differ from the machine the policies are told,
+/// percent (exclusive): at 100 % a latency or a bandwidth could be drawn
+/// as zero.
+pub const MAX_MISMATCH_PERCENT: f64 = 100.0;
+
+/// Whether `percent` is a mismatch [`Machine::perturbed`] accepts:
+/// `0 <= percent < 100`; the message says what is allowed.
+pub fn check_mismatch(percent: f64) -> Result<(), String> {
+    if percent.is_finite() && (0.0..MAX_MISMATCH_PERCENT).contains(&percent) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{percent} is not a mismatch: give a percentage from 0 to below {MAX_MISMATCH_PERCENT} \
+             (each machine parameter of the world is drawn within ±P % of the machine the \
+             policies see)"
+        ))
+    }
+}
+
+impl Machine {
+    /// The machine as the world has it when it differs from what policies
+    /// are told (issue 31, item 3; `compare --mismatch P`): every number
+    /// of [`MachineParams`] but the power model — the clock, the local
+    /// latency, the latency matrix, the LLC hit, the queueing constant,
+    /// node and link bandwidth, both HITM latencies — multiplied by its
+    /// own factor drawn uniformly from `[1 − P/100, 1 + P/100]` by a
+    /// generator seeded with `seed`. The latency matrix stays a matrix of
+    /// this machine: its diagonal is the drawn local latency, each pair of
+    /// distinct nodes gets one factor (a symmetric matrix stays
+    /// symmetric), and no remote entry is below the local one. Each
+    /// parameter's source says it was drawn, from what and by how much;
+    /// the name gains `~P%`. The topology is the same. `percent` must pass
+    /// [`check_mismatch`]; 0 gives the machine back unchanged.
+    pub fn perturbed(&self, percent: f64, seed: u64) -> Machine {
+        assert!(
+            check_mismatch(percent).is_ok(),
+            "Machine::perturbed: {percent} % is outside 0 to below 100"
+        );
+        if percent == 0.0 {
+            return self.clone();
+        }
+        let mut rng = numaplace_model::rng::Rng::new(seed);
+        let p = percent / 100.0;
+        let mut factor = move || 1.0 + p * (2.0 * rng.unit() - 1.0);
+        let tag = |f: f64, nominal: f64, was: &Source| {
+            let (kind, text) = match was {
+                Source::Published(s) => ("published", s),
+                Source::Derived(s) => ("derived", s),
+                Source::Assumed(s) => ("assumed", s),
+                Source::Measured(s) => ("measured", s),
+            };
+            Source::Assumed(Cow::Owned(format!(
+                "perturbed: drawn within ±{percent} % (seed {seed}), × {f:.4} of the nominal \
+                 {nominal} ({kind}: {text})"
+            )))
+        };
+        let mut draw = |param: &Param| {
+            let f = factor();
+            Param {
+                value: param.value * f,
+                source: tag(f, param.value, &param.source),
+            }
+        };
+        let old = &self.params;
+        let mut params = old.clone();
+        params.ghz = draw(&old.ghz);
+        params.local_latency_ns = draw(&old.local_latency_ns);
+        params.llc_hit_ns = draw(&old.llc_hit_ns);
+        params.queueing_k_ns = draw(&old.queueing_k_ns);
+        params.node_bandwidth_gbs = draw(&old.node_bandwidth_gbs);
+        params.link_bandwidth_gbs = draw(&old.link_bandwidth_gbs);
+        params.hitm_same_socket_ns = draw(&old.hitm_same_socket_ns);
+        params.hitm_cross_socket_ns = draw(&old.hitm_cross_socket_ns);
+        let local = params.local_latency_ns.value;
+        let n = self.topology.nodes().len();
+        if old.latency_ns.len() == n * n {
+            for a in 0..n {
+                params.latency_ns[a * n + a] = local;
+                for b in a + 1..n {
+                    let f = factor();
+                    for (i, j) in [(a, b), (b, a)] {
+                        params.latency_ns[i * n + j] = (old.latency_ns[i * n + j] * f).max(local);
+                    }
+                }
+            }
+        }
+        params.latency_source = Source::Assumed(Cow::Owned(format!(
+            "perturbed: the diagonal is the drawn local latency, each pair of distinct nodes \
+             × its own factor within ±{percent} % (seed {seed}), never below local; nominal: {}",
+            match &old.latency_source {
+                Source::Published(s)
+                | Source::Derived(s)
+                | Source::Assumed(s)
+                | Source::Measured(s) => s,
+            }
+        )));
+        Machine {
+            name: format!("{}~{percent}%", self.name),
+            topology: self.topology.clone(),
+            params,
+        }
+    }
+}
+
 fn westmere_2s() -> Result<Machine, MachineError> {
     // seed 000 Table 1: 2 x Xeon E5620, 4 cores / 8 threads per socket,
     // L1 32+32 KB, L2 256 KB, L3 12 MB per socket, 2 nodes.
@@ -590,6 +694,112 @@ mod tests {
         }
         let e = Machine::preset("pentium").unwrap_err().to_string();
         assert!(e.contains("unknown machine preset \"pentium\""), "{e}");
+    }
+
+    /// Every number of the parameters, named, in a fixed order.
+    fn numbers(m: &Machine) -> Vec<(&'static str, f64)> {
+        let p = &m.params;
+        let mut v = vec![
+            ("ghz", p.ghz.value),
+            ("local", p.local_latency_ns.value),
+            ("llc_hit", p.llc_hit_ns.value),
+            ("queueing_k", p.queueing_k_ns.value),
+            ("node_bw", p.node_bandwidth_gbs.value),
+            ("link_bw", p.link_bandwidth_gbs.value),
+            ("hitm_same", p.hitm_same_socket_ns.value),
+            ("hitm_cross", p.hitm_cross_socket_ns.value),
+        ];
+        v.extend(p.latency_ns.iter().map(|&x| ("latency", x)));
+        v
+    }
+
+    #[test]
+    fn a_perturbed_world_stays_within_its_bounds_and_its_matrix_stays_one() {
+        for name in PRESETS
+            .iter()
+            .copied()
+            .chain(["synthetic:pack:2 numa:2 core:2 pu:1 memory-only:2"])
+        {
+            let m = Machine::preset(name).unwrap();
+            let n = m.topology.nodes().len();
+            for seed in 0..20 {
+                let w = m.perturbed(25.0, seed);
+                assert_eq!(w.topology, m.topology);
+                assert_eq!(w.params.power, m.params.power);
+                let local = w.params.local_latency_ns.value;
+                for ((what, was), (_, now)) in numbers(&m).into_iter().zip(numbers(&w)) {
+                    let (lo, hi) = (was * 0.75, was * 1.25);
+                    let ok = (lo - 1e-9..=hi + 1e-9).contains(&now)
+                        // a remote entry raised to the drawn local latency
+                        || (what == "latency" && now == local);
+                    assert!(ok, "{name} seed {seed}: {what} {was} -> {now}");
+                }
+                for a in 0..n {
+                    assert_eq!(w.params.latency_ns[a * n + a], local, "{name}: diagonal");
+                    for b in 0..n {
+                        let (ab, ba) = (
+                            w.params.latency_ns[a * n + b],
+                            w.params.latency_ns[b * n + a],
+                        );
+                        assert!(ab >= local, "{name}: remote {ab} below local {local}");
+                        if m.params.latency_ns[a * n + b] == m.params.latency_ns[b * n + a] {
+                            assert_eq!(ab, ba, "{name}: symmetric stays symmetric");
+                        }
+                    }
+                }
+                for s in [
+                    &w.params.ghz.source,
+                    &w.params.link_bandwidth_gbs.source,
+                    &w.params.latency_source,
+                ] {
+                    assert!(
+                        matches!(s, Source::Assumed(t) if t.starts_with("perturbed: ") && t.contains("25 %")),
+                        "{s:?}"
+                    );
+                }
+            }
+            // Different from the nominal machine: every scalar moves
+            // (a factor of exactly 1 has probability 0).
+            let w = m.perturbed(25.0, 3);
+            for ((what, was), (_, now)) in numbers(&m).into_iter().zip(numbers(&w)).take(8) {
+                assert_ne!(was, now, "{name}: {what} did not move");
+            }
+        }
+    }
+
+    #[test]
+    fn a_perturbed_world_is_the_same_for_a_seed_and_differs_between_seeds() {
+        let m = Machine::preset("barcelona-4s").unwrap();
+        let (a, b, c) = (
+            m.perturbed(10.0, 7),
+            m.perturbed(10.0, 7),
+            m.perturbed(10.0, 8),
+        );
+        assert_eq!(a.params, b.params);
+        assert_eq!(a.name, "barcelona-4s~10%");
+        assert_ne!(numbers(&a), numbers(&c));
+        // Remote entries are drawn each on its own: not all by one factor.
+        let ratios: Vec<f64> = [1, 2, 3, 6]
+            .iter()
+            .map(|&i| a.params.latency_ns[i] / m.params.latency_ns[i])
+            .collect();
+        assert!(
+            ratios.windows(2).any(|w| (w[0] - w[1]).abs() > 1e-6),
+            "{ratios:?}"
+        );
+    }
+
+    #[test]
+    fn zero_mismatch_is_the_machine_itself_and_bad_ones_are_refused() {
+        let m = Machine::preset("westmere-2s").unwrap();
+        let w = m.perturbed(0.0, 42);
+        assert_eq!(w.params, m.params);
+        assert_eq!(w.name, m.name);
+        for bad in [-1.0, 100.0, 150.0, f64::NAN, f64::INFINITY] {
+            let e = check_mismatch(bad).unwrap_err();
+            assert!(e.contains("from 0 to below 100"), "{e}");
+        }
+        assert!(check_mismatch(99.9).is_ok() && check_mismatch(0.0).is_ok());
     }
 
     #[test]

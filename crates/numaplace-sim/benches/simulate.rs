@@ -8,6 +8,12 @@
 //! - `simulate/oracle-westmere-8-distinct`: `best_static` for 8 distinct
 //!   single-thread apps on westmere-2s's 2 x 4 cores (35 placements up to
 //!   symmetry, each a full simulation); prints the time and the method.
+//! - `simulate/oracle-mix364`: `best_static` on generated mix 364 (45
+//!   threads in 11 applications on a synthetic 2-package machine of 36
+//!   CPUs with two CPU-less memory nodes: oversubscribed), the mix whose
+//!   oracle did not finish in 10 minutes (issue 31, item 4); prints the
+//!   time, the simulations and the method at the default budget (300) on
+//!   every CPU, and benches a budget of 12.
 //! - `simulate/compare-6x10-workers-N`: `compare` of 6 policies x 10 seeds
 //!   on the built-in default scenario, no oracle, with 1 worker and with
 //!   one per CPU; prints seconds.
@@ -91,6 +97,7 @@ fn singles(name: &str, n: usize, instructions: f64, max_seconds: f64) -> Workloa
         apps,
         step_ms: 10.0,
         max_seconds,
+        mismatch_percent: None,
         linux: LinuxModel::default(),
     }
 }
@@ -162,6 +169,30 @@ fn oracle(c: &mut Criterion) {
     });
 }
 
+/// The oracle on mix:364, oversubscribed with CPU-less memory nodes.
+fn oracle_mix364(c: &mut Criterion) {
+    let w = scenario::resolve("mix:364").unwrap();
+    let machine = Machine::preset(&w.machine).unwrap();
+    assert!(w.threads() > machine.topology.cpus().len());
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let start = Instant::now();
+    let best = best_static(&machine, &w, 300, cpus).unwrap();
+    eprintln!(
+        "oracle time for mix:364 (budget 300, {cpus} workers): {:.1} s, {} simulations, best mean runtime {:.2} s ({})",
+        start.elapsed().as_secs_f64(),
+        best.evaluations,
+        best.runtime_s,
+        best.method
+    );
+    let mut g = c.benchmark_group("simulate");
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(30));
+    g.bench_function("oracle-mix364-budget-12", |b| {
+        b.iter(|| best_static(black_box(&machine), black_box(&w), 12, cpus).unwrap())
+    });
+    g.finish();
+}
+
 /// `compare`, 6 policies x 10 seeds, default scenario, no oracle.
 fn compare_6x10(c: &mut Criterion) {
     let w = scenario::builtin(scenario::DEFAULT).unwrap().unwrap();
@@ -192,6 +223,7 @@ fn compare_6x10(c: &mut Criterion) {
             numa_balancing: None,
             memory_mover: Default::default(),
             manage_kernel_balancing: true,
+            mismatch: None,
         };
         let start = Instant::now();
         black_box(compare(&machine, &w, &opts));
@@ -214,6 +246,6 @@ fn compare_6x10(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = criterion();
-    targets = sim_rate, oracle, compare_6x10
+    targets = sim_rate, oracle, oracle_mix364, compare_6x10
 }
 criterion_main!(benches);

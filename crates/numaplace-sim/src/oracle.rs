@@ -173,6 +173,28 @@ pub fn search(
     budget: usize,
     seed: u64,
 ) -> Result<OracleResult, OracleError> {
+    search_bounded(p, &mut |pl, _| cost(pl), budget, seed)
+}
+
+/// Enumeration steps (CPUs tried) allowed per placement the budget
+/// allows, per CPU and thread class: an enumeration that finds
+/// placements slower than this (allowed sets that leave most branches
+/// dead) is cut off and the search goes local, so the work before the
+/// first evaluation is bounded by the budget too.
+const ENUMERATION_WORK_PER_PLACEMENT: usize = 4;
+
+/// [`search`] with a cost that is told the bound it must beat:
+/// `cost(placement, bound)` may return any value at or above `bound` for a
+/// placement that is no better than `bound` (a simulation stopped as soon
+/// as it cannot win), since the search only asks whether a placement is
+/// below the best it holds (exhaustive) or below its current position
+/// (local search).
+pub fn search_bounded(
+    p: &OracleProblem,
+    cost: &mut dyn FnMut(&[u32], f64) -> f64,
+    budget: usize,
+    seed: u64,
+) -> Result<OracleResult, OracleError> {
     let prep = Prepared::new(p)?;
     let budget = budget.max(1);
     let note = if prep.opc_dropped {
@@ -184,7 +206,11 @@ pub fn search(
     // (else they are enumerated again).
     let mut kept: Vec<u32> = Vec::new();
     let mut keep = true;
-    let canonical = prep.enumerate(
+    let work = (budget.saturating_add(1))
+        .saturating_mul(prep.leaves.len().max(1))
+        .saturating_mul(prep.rc_threads.len() + 1)
+        .saturating_mul(ENUMERATION_WORK_PER_PLACEMENT);
+    let (canonical, complete) = prep.enumerate_within(
         &mut |pl| {
             if keep && kept.len() + pl.len() <= KEEP_MAX {
                 kept.extend_from_slice(pl);
@@ -195,11 +221,13 @@ pub fn search(
             true
         },
         budget.saturating_add(1),
+        work,
     );
-    if canonical <= budget {
+    if complete && canonical <= budget {
         let mut best: Option<(Vec<u32>, f64)> = None;
         let mut consider = |pl: &[u32]| {
-            let c = sane(cost(pl));
+            let bound = best.as_ref().map_or(f64::INFINITY, |b| b.1);
+            let c = sane(cost(pl, bound));
             if best.as_ref().is_none_or(|(_, b)| c < *b) {
                 best = Some((pl.to_vec(), c));
             }
@@ -231,13 +259,21 @@ pub fn search(
         2 => "2 starts (spread, packed)".to_string(),
         k => format!("{k} starts (spread, packed, {} random)", k - 2),
     };
+    let more = if complete {
+        format!("more than {budget} placements up to symmetry")
+    } else {
+        format!(
+            "fewer than {} placements up to symmetry found within the enumeration's share of the budget",
+            budget + 1
+        )
+    };
     Ok(OracleResult {
         placement: ls.placement,
         cost: ls.cost,
         evaluated: ls.evaluated,
         exhaustive: false,
         method: format!(
-            "local search: more than {budget} placements up to symmetry, so first-improvement \
+            "local search: {more}, so first-improvement \
              hill climbing (swaps, moves to free CPUs) from {starts}, {} evaluations{note}",
             ls.evaluated
         ),

@@ -258,6 +258,10 @@ pub struct Comparison {
     /// against it are no bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle_short: Option<String>,
+    /// The world differed from the machine the policies were told: each
+    /// machine parameter drawn within ± this many percent, per seed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mismatch_percent: Option<f64>,
     /// One run per policy (the first seed), with its trace, for the plots.
     pub examples: Vec<RunResult>,
 }

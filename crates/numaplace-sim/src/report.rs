@@ -70,14 +70,23 @@ fn kernel_cell(p: &PolicySummary) -> String {
     )
 }
 
+/// What the `vs oracle %` column says where the oracle is not a bound
+/// (a policy beat it by more than 1 %, [`Comparison::oracle_short`]).
+pub const NOT_A_BOUND: &str = "not a bound";
+
 /// A policy's row: the cells under [`HEADERS`] (the policy name raw).
-fn cells(p: &PolicySummary) -> [String; 11] {
+/// Where the oracle is not a bound, no row gets a number against it.
+fn cells(p: &PolicySummary, c: &Comparison) -> [String; 11] {
+    let vs_oracle = match (&c.oracle_short, p.vs_oracle_percent) {
+        (Some(_), Some(_)) if p.policy != "oracle" => NOT_A_BOUND.to_string(),
+        (_, v) => signed(v),
+    };
     [
         p.policy.clone(),
         kernel_cell(p),
         fixed(Some(p.mean_runtime_s), 2),
         signed(p.vs_default_percent),
-        signed(p.vs_oracle_percent),
+        vs_oracle,
         fixed(Some(p.worst_runtime_s), 2),
         fixed(Some(p.rsd_percent), 1),
         fixed(Some(p.thread_migrations_per_hour), 0),
@@ -130,7 +139,7 @@ pub fn table(c: &Comparison) -> String {
         .policies
         .iter()
         .map(|p| {
-            let mut r = cells(p);
+            let mut r = cells(p, c);
             r[0] = printable(&r[0]);
             r
         })
@@ -160,6 +169,13 @@ pub fn table(c: &Comparison) -> String {
         printable(&c.machine),
         seed_list(&c.seeds)
     );
+    if let Some(p) = c.mismatch_percent {
+        let _ = writeln!(
+            out,
+            "World: each machine parameter drawn within ±{p} % of the machine the policies see \
+             (a world per seed)"
+        );
+    }
     if let Some(o) = &c.oracle {
         let _ = writeln!(out, "Oracle: {}", printable(o));
     }
@@ -302,7 +318,7 @@ fn table_html(c: &Comparison) -> String {
     s.push_str("</tr>\n");
     for p in &c.policies {
         s.push_str("<tr>");
-        for (i, cell) in cells(p).iter().enumerate() {
+        for (i, cell) in cells(p, c).iter().enumerate() {
             let class = if i == 0 { "" } else { " class=\"n\"" };
             let _ = write!(s, "<td{class}>{}</td>", esc(cell));
         }
@@ -323,6 +339,13 @@ pub fn html(c: &Comparison) -> String {
     let _ = writeln!(b, "<h1>{} on {}</h1>", esc(&c.scenario), esc(&c.machine));
     let _ = writeln!(b, "<p class=\"desc\">{}</p>", esc(c.description.trim()));
     let _ = writeln!(b, "<p>Seeds: {}.", esc(&seed_list(&c.seeds)));
+    if let Some(p) = c.mismatch_percent {
+        let _ = write!(
+            b,
+            " World: each machine parameter drawn within ±{p} % of the machine the policies see \
+             (a world per seed)."
+        );
+    }
     if let Some(o) = &c.oracle {
         let _ = write!(b, " Oracle: {}.", esc(o));
     }

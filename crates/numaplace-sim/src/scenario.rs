@@ -10,6 +10,9 @@
 //! step_ms = 10                 # optional, default 10, 0.01..=10000 (simulated ms per model step)
 //! max_seconds = 3600           # optional, default 3600, > 0 and <= 30 days (a run stops here);
 //!                              # at most 10^7 model steps (max_seconds / step_ms)
+//! mismatch_percent = 25        # optional, 0 <= P < 100: the world's machine parameters drawn within
+//!                              # ±P % of the machine the policies are told, per run seed
+//!                              # (Machine::perturbed); `--mismatch` overrides it
 //!
 //! [linux]                      # optional, every key optional, defaults = LinuxModel::default()
 //! balance_interval_ms = 100    # > 0

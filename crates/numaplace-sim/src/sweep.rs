@@ -77,6 +77,9 @@ pub struct SweepOptions {
     pub memory_mover: numaplace_policy::engine::MemoryMover,
     /// Whether policies may turn that kernel's balancing on or off.
     pub manage_kernel_balancing: bool,
+    /// Each run's world drawn within ± this many percent of the machine
+    /// the policies are told ([`RunOptions::mismatch`]).
+    pub mismatch: Option<f64>,
 }
 
 /// One case's outcome.
@@ -134,6 +137,10 @@ pub struct VsLinux {
 pub struct Sweep {
     pub policies: Vec<String>,
     pub seeds: Vec<u64>,
+    /// The worlds were drawn within ± this many percent of the machines
+    /// the policies were told.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mismatch_percent: Option<f64>,
     pub cases: Vec<CaseOutcome>,
     pub summary: Vec<Robustness>,
 }
@@ -170,6 +177,7 @@ pub fn sweep(
             numa_balancing: opts.numa_balancing,
             memory_mover: opts.memory_mover,
             manage_kernel_balancing: opts.manage_kernel_balancing,
+            mismatch: opts.mismatch,
             ..RunOptions::default()
         };
         let r = run(
@@ -215,6 +223,7 @@ pub fn sweep(
     Ok(Sweep {
         policies: names,
         seeds: opts.seeds.clone(),
+        mismatch_percent: opts.mismatch.filter(|&p| p > 0.0),
         cases: outcomes,
         summary,
     })
@@ -275,6 +284,13 @@ impl Sweep {
             self.cases.len(),
             seed_range(&self.seeds)
         );
+        if let Some(p) = self.mismatch_percent {
+            let _ = writeln!(
+                s,
+                "world: each machine parameter drawn within ±{p} % of the machine the policies \
+                 see (a world per seed)"
+            );
+        }
         let _ = writeln!(
             s,
             "{:<17} {:>7} {:>8} {:>7} {:>7} {:>5}  worst case",
@@ -364,6 +380,7 @@ mod tests {
             numa_balancing: None,
             memory_mover: Default::default(),
             manage_kernel_balancing: true,
+            mismatch: None,
         };
         let calls = AtomicUsize::new(0);
         let s = sweep(&cases, &opts, &|_, total| {
@@ -415,6 +432,7 @@ mod tests {
             numa_balancing: None,
             memory_mover: Default::default(),
             manage_kernel_balancing: true,
+            mismatch: None,
         };
         let e = sweep(&[Case::mix(1).unwrap()], &opts, &|_, _| {}).unwrap_err();
         assert!(e.contains("include it"), "{e}");

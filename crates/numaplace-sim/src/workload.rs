@@ -194,6 +194,10 @@ pub struct Workload {
     /// A run stops here even if work is left (it is then reported as
     /// unfinished), simulated seconds.
     pub max_seconds: f64,
+    /// The world differs from the machine the policies are told: each
+    /// machine parameter drawn within ± this many percent of it per run
+    /// seed (the scenario's `mismatch_percent`; `--mismatch` overrides it).
+    pub mismatch_percent: Option<f64>,
     pub linux: LinuxModel,
 }
 

@@ -110,6 +110,7 @@ fn compare_does_not_depend_on_workers() {
         numa_balancing: None,
         memory_mover: Default::default(),
         manage_kernel_balancing: true,
+        mismatch: None,
     };
     let one = compare(&m, &w, &opts(1));
     let two = compare(&m, &w, &opts(2));

@@ -56,10 +56,11 @@ fn a_sequence_of_applications_gets_an_oracle_per_time_group() {
 }
 
 /// Applications that run together on more threads than CPUs time-share
-/// them under any placement: the oracle then searches balanced
-/// assignments, two threads a CPU here, within its budget.
+/// them under any placement: the oracle then searches CPU sets per
+/// application first and a CPU per thread (balanced, two threads a CPU
+/// here) with what is left, every simulation within its budget.
 #[test]
-fn applications_that_run_together_time_share_balanced() {
+fn applications_that_run_together_time_share_within_the_budget() {
     let mut w = numaplace_sim::scenario::builtin("npb-westmere")
         .unwrap()
         .unwrap();
@@ -74,12 +75,35 @@ fn applications_that_run_together_time_share_balanced() {
         "{}",
         best.method
     );
-    assert!(best.method.contains("4 evaluations"), "{}", best.method);
-    let mut per_cpu = vec![0; 16];
-    for c in best.cpus.iter().flatten() {
-        per_cpu[*c] += 1;
+    assert!(
+        best.evaluations <= 4,
+        "{}: {}",
+        best.evaluations,
+        best.method
+    );
+    assert!(best.sets.is_some(), "CPU sets first: {}", best.method);
+    let best = best_static(&m, &w, 12, 1).unwrap();
+    assert!(
+        best.evaluations <= 12,
+        "{}: {}",
+        best.evaluations,
+        best.method
+    );
+    assert!(
+        best.method.contains("a CPU set per application") && best.method.contains("CPU per thread"),
+        "both searched: {}",
+        best.method
+    );
+    match &best.sets {
+        Some(sets) => assert_eq!(sets.len(), w.apps.len()),
+        None => {
+            let mut per_cpu = vec![0; 16];
+            for c in best.cpus.iter().flatten() {
+                per_cpu[*c] += 1;
+            }
+            assert_eq!(per_cpu, vec![2; 16]);
+        }
     }
-    assert_eq!(per_cpu, vec![2; 16]);
     assert!(best.runtime_s.is_finite() && best.runtime_s > 0.0);
 }
 

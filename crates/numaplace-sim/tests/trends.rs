@@ -125,6 +125,7 @@ fn busy_threads() -> Workload {
         }],
         step_ms: 10.0,
         max_seconds: 3600.0,
+        mismatch_percent: None,
         linux: LinuxModel::default(),
     }
 }

@@ -42,6 +42,7 @@ fn micro(machine: &str, threads: u32, ws: u64, shared: u64, memory: MemoryPlacem
         }],
         step_ms: 10.0,
         max_seconds: 36_000.0,
+        mismatch_percent: None,
         linux: LinuxModel::default(),
     }
 }

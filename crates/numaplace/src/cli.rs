@@ -399,6 +399,15 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
     }
 }
 
+fn parse_mismatch(s: &str) -> Result<f64, String> {
+    let p: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number: give a percentage from 0 to below 100"))?;
+    numaplace_sim::machine::check_mismatch(p)?;
+    Ok(p)
+}
+
 /// What every simulator command shares.
 #[derive(Debug, Args)]
 pub struct SimArgs {
@@ -442,6 +451,13 @@ pub struct SimArgs {
     #[arg(long)]
     pub keep_kernel_balancing: bool,
 
+    /// Make the simulated world differ from the machine the policies are
+    /// told: each machine parameter of the world (clock, latencies,
+    /// bandwidths, queueing, HITM) drawn within ±P % of it, a world per
+    /// seed; 0 <= P < 100. Overrides the scenario's `mismatch_percent`.
+    #[arg(long, value_name = "P", value_parser = parse_mismatch)]
+    pub mismatch: Option<f64>,
+
     /// Print JSON for programs instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -469,8 +485,8 @@ pub struct SimulateArgs {
     #[arg(long, value_name = "FILE")]
     pub journal: Option<PathBuf>,
 
-    /// Placements the oracle may simulate (for `--policy static`, which
-    /// holds the oracle's placement).
+    /// Simulations the oracle may run, every one counted (for `--policy
+    /// static`, which holds the oracle's placement).
     #[arg(long, value_name = "N", default_value_t = 300)]
     pub oracle_budget: usize,
 }
@@ -507,7 +523,9 @@ pub struct CompareArgs {
     #[arg(long, conflicts_with = "random")]
     pub per_app: bool,
 
-    /// Placements the oracle may simulate.
+    /// Simulations the oracle may run, every one counted (candidates,
+    /// memory trials, time groups); where threads outnumber CPUs it
+    /// searches CPU sets per application and a CPU per thread.
     #[arg(long, value_name = "N", default_value_t = 300)]
     pub oracle_budget: usize,
 

@@ -357,6 +357,11 @@ fn bad_input_exits_2_naming_the_problem() {
     );
     let node7 = write(dir, "node7", &scenario_text("memory = \"node:7\"\n"));
     let node1 = write(dir, "node1", &scenario_text("memory = \"node:1\"\n"));
+    let mismatch = write(
+        dir,
+        "mismatch",
+        &format!("mismatch_percent = 120\n{}", scenario_text("")),
+    );
     let p = |p: &Path| p.to_str().unwrap().to_string();
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<String>>();
     let unknown_key_at = format!("{}:10:", p(&unknown_key));
@@ -419,6 +424,26 @@ fn bad_input_exits_2_naming_the_problem() {
             vec!["--jobs", "at least 1"],
         ),
         (s(&["simulate", "--interval", "soon"]), vec!["--interval"]),
+        (
+            s(&["simulate", "--mismatch", "100"]),
+            vec!["--mismatch", "from 0 to below 100"],
+        ),
+        (
+            s(&["compare", "--mismatch=-5", "--no-oracle", "--seeds", "1"]),
+            vec!["--mismatch", "from 0 to below 100"],
+        ),
+        (
+            s(&["compare", "--random", "1", "--mismatch", "lots"]),
+            vec!["--mismatch", "not a number"],
+        ),
+        (
+            vec!["simulate".into(), "--scenario".into(), p(&mismatch)],
+            vec![
+                "mismatch.toml:1:",
+                "mismatch_percent",
+                "from 0 to below 100",
+            ],
+        ),
         (
             vec![
                 "simulate".into(),
@@ -529,4 +554,79 @@ fn no_llc_size_does_not_mean_fewer_misses() {
         without >= with_l3,
         "LLC MPKI {without:.1} without an LLC size, {with_l3:.1} with a 16 MiB L3"
     );
+}
+
+/// `--mismatch P`: each seed's world drawn within ±P % of the machine the
+/// policies see. It changes the times, the table says so, the scenario's
+/// key does the same and `--mismatch 0` overrides it.
+#[test]
+fn compare_with_a_mismatched_world() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mean = |extra: &[&str]| -> f64 {
+        let mut args = vec![
+            "compare",
+            "--json",
+            "--policies",
+            "default",
+            "--seeds",
+            "1",
+            "--no-oracle",
+            "--no-report",
+        ];
+        args.extend_from_slice(extra);
+        let o = numaplace_in(tmp.path(), &args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["policies"][0]["mean_runtime_s"].as_f64().unwrap()
+    };
+    let nominal = mean(&[]);
+    let drawn = mean(&["--mismatch", "25"]);
+    assert!((drawn / nominal - 1.0).abs() > 1e-3, "{drawn} vs {nominal}");
+    assert_eq!(
+        mean(&["--mismatch", "25"]),
+        drawn,
+        "a seed's world is the same"
+    );
+    assert_eq!(mean(&["--mismatch", "0"]), nominal);
+    let keyed = write(
+        tmp.path(),
+        "keyed",
+        &format!("mismatch_percent = 25\n{}", crate_default_scenario()),
+    );
+    let keyed = keyed.to_str().unwrap();
+    assert_eq!(mean(&["--scenario", keyed]), drawn, "the scenario's key");
+    assert_eq!(mean(&["--scenario", keyed, "--mismatch", "0"]), nominal);
+    let o = numaplace_in(
+        tmp.path(),
+        &[
+            "compare",
+            "--policies",
+            "default",
+            "--seeds",
+            "1",
+            "--oracle-budget",
+            "4",
+            "--no-report",
+            "--mismatch",
+            "25",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains(
+            "World: each machine parameter drawn within ±25 % of the machine the policies see"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("searched in the world of seed 0"), "{out}");
+}
+
+/// The built-in default scenario's text, without its name.
+fn crate_default_scenario() -> String {
+    include_str!("../../numaplace-sim/scenarios/default.toml").replacen(
+        "name = \"default\"\n",
+        "",
+        1,
+    )
 }

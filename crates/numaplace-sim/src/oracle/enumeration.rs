@@ -26,6 +26,8 @@ pub(super) struct Enumeration<'a, 'v> {
     pub(super) placement: Vec<u32>,
     pub(super) found: usize,
     pub(super) limit: usize,
+    /// Steps (CPUs tried) left; at 0 the enumeration stops unfinished.
+    pub(super) work: usize,
     pub(super) visit: &'v mut dyn FnMut(&[u32]) -> bool,
 }
 
@@ -34,6 +36,10 @@ impl Enumeration<'_, '_> {
     pub(super) fn fill(&mut self, i: usize) -> bool {
         let p = self.p;
         let m = p.leaves.len();
+        if self.work == 0 {
+            return false;
+        }
+        self.work -= 1;
         if i == m {
             return self.total > 0 || self.emit();
         }

@@ -15,7 +15,7 @@ pub(super) struct LocalSearch {
 impl LocalSearch {
     pub(super) fn run(
         p: &Prepared,
-        cost: &mut dyn FnMut(&[u32]) -> f64,
+        cost: &mut dyn FnMut(&[u32], f64) -> f64,
         budget: usize,
         seed: u64,
     ) -> LocalSearch {
@@ -105,11 +105,11 @@ impl LocalSearch {
 pub(super) fn climb(
     p: &Prepared,
     mut pos: Vec<u32>,
-    cost: &mut dyn FnMut(&[u32]) -> f64,
+    cost: &mut dyn FnMut(&[u32], f64) -> f64,
     share: usize,
 ) -> (Vec<u32>, f64, usize) {
     let mut evals = 1;
-    let mut cur = sane(cost(&pos));
+    let mut cur = sane(cost(&pos, f64::INFINITY));
     let n = p.n;
     let mut occupied = vec![false; p.ncpu];
     let mut count = vec![0u32; p.units.len()];
@@ -132,7 +132,7 @@ pub(super) fn climb(
                 break 'climb;
             }
             pos[t] = c as u32;
-            let v = sane(cost(&pos));
+            let v = sane(cost(&pos, cur));
             evals += 1;
             if better(v, cur) {
                 occupied[from] = false;
@@ -163,7 +163,7 @@ pub(super) fn climb(
                     break 'climb;
                 }
                 pos.swap(t, j);
-                let v = sane(cost(&pos));
+                let v = sane(cost(&pos, cur));
                 evals += 1;
                 if better(v, cur) {
                     cur = v;

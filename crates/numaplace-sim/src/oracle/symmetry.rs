@@ -123,7 +123,19 @@ impl Prepared {
     /// Calls `visit` on every placement up to symmetry until it returns
     /// false or `limit` were visited; returns how many were.
     pub(super) fn enumerate(&self, visit: &mut dyn FnMut(&[u32]) -> bool, limit: usize) -> usize {
+        self.enumerate_within(visit, limit, usize::MAX).0
+    }
+
+    /// [`Prepared::enumerate`] within `work` steps (CPUs tried); also
+    /// whether it got to the end (or to `limit`) within them.
+    pub(super) fn enumerate_within(
+        &self,
+        visit: &mut dyn FnMut(&[u32]) -> bool,
+        limit: usize,
+        work: usize,
+    ) -> (usize, bool) {
         let mut e = Enumeration {
+            work,
             p: self,
             content: vec![0; self.leaves.len()],
             count: vec![0; self.units.len()],
@@ -138,7 +150,7 @@ impl Prepared {
         if limit > 0 {
             e.fill(0);
         }
-        e.found
+        (e.found, e.work > 0)
     }
 
     /// A placement taking, for each thread in `order`, the first free CPU in

@@ -421,3 +421,26 @@ fn exhaustive_method_and_evaluations() {
     let r = search(&p, &mut |_| 1.0, 34, 0).unwrap();
     assert!(!r.exhaustive && r.evaluated <= 34, "{r:?}");
 }
+
+#[test]
+fn the_enumeration_stops_within_its_work() {
+    let t = topo("pack:2 numa:1 l3:1 core:4 pu:2");
+    let p = problem(&t, &[0, 1, 2, 3, 4, 5, 6, 7], true);
+    let prep = Prepared::new(&p).unwrap();
+    assert_eq!(
+        prep.enumerate_within(&mut |_| true, usize::MAX, usize::MAX),
+        (35, true)
+    );
+    // Stopped by the limit: complete as far as asked.
+    assert_eq!(
+        prep.enumerate_within(&mut |_| true, 10, usize::MAX),
+        (10, true)
+    );
+    let (found, complete) = prep.enumerate_within(&mut |_| true, usize::MAX, 40);
+    assert!(!complete && found < 35, "{found}");
+    // The search's counting pass is allowed 4 CPUs tried per placement of
+    // the budget, per CPU and thread class: plenty for 35 placements
+    // with a budget of 35 (exhaustive), so the limit costs nothing there.
+    let r = search(&p, &mut |_| 0.0, 35, 0).unwrap();
+    assert!(r.exhaustive, "{}", r.method);
+}

@@ -135,6 +135,7 @@ fn comparison(samples: usize) -> Comparison {
         policies,
         oracle: Some("exhaustive".into()),
         oracle_short: None,
+        mismatch_percent: None,
         examples: vec![
             run("default", samples, 3, 2, 4),
             run("numad", samples, 3, 2, 4),
@@ -343,4 +344,38 @@ fn per_app_table_has_a_row_per_application_and_a_column_per_policy() {
         !html(&comparison(10)).contains("Per application"),
         "none without per-app rows"
     );
+}
+
+#[test]
+fn report_table_says_where_the_oracle_is_not_a_bound_and_what_the_world_was() {
+    let mut c = comparison(10);
+    let t = table(&c);
+    assert!(t.contains("+12.5") && !t.contains(NOT_A_BOUND), "{t}");
+    assert!(!t.contains("World:"), "{t}");
+    c.policies[1].vs_oracle_percent = Some(-7.5);
+    c.policies.push(summary("oracle", 10.3, Some(3.0), None));
+    c.policies[3].vs_oracle_percent = Some(0.0);
+    c.oracle_short = crate::run::oracle_shortfall(&c.policies);
+    c.mismatch_percent = Some(25.0);
+    let t = table(&c);
+    let row = |name: &str| t.lines().find(|l| l.starts_with(name)).unwrap().to_string();
+    for p in ["default ", "numad ", "no-power "] {
+        assert!(row(p).contains(NOT_A_BOUND), "{p}: {t}");
+        assert!(!row(p).contains("+12.5") && !row(p).contains("-7.5"), "{t}");
+    }
+    assert!(row("oracle ").contains("+0.0"), "{t}");
+    assert!(
+        t.contains(
+            "! the oracle is not a bound here: faster than its placement are numad by 7.5 %"
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains(
+            "World: each machine parameter drawn within ±25 % of the machine the policies see"
+        ),
+        "{t}"
+    );
+    let h = html(&c);
+    assert!(h.contains(NOT_A_BOUND) && h.contains("within ±25 %"));
 }

@@ -14,6 +14,7 @@ pub(super) struct RawScenario {
     pub(super) machine: Raw,
     pub(super) step_ms: Raw,
     pub(super) max_seconds: Raw,
+    pub(super) mismatch_percent: Raw,
     pub(super) linux: Option<Spanned<RawLinux>>,
     #[serde(default)]
     pub(super) app: Vec<Spanned<RawApp>>,

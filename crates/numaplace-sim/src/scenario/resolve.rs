@@ -65,6 +65,14 @@ pub(super) fn parse_named(
             ),
         ));
     }
+    let mismatch_percent = match &raw.mismatch_percent {
+        Some(v) => {
+            let x = cx.number(v, "mismatch_percent")?;
+            crate::machine::check_mismatch(x).map_err(|e| cx.bad(v, "mismatch_percent", e))?;
+            Some(x)
+        }
+        None => None,
+    };
     let linux = match &raw.linux {
         Some(l) => linux(&cx, l.get_ref())?,
         None => LinuxModel::default(),
@@ -127,6 +135,7 @@ pub(super) fn parse_named(
         apps,
         step_ms,
         max_seconds,
+        mismatch_percent,
         linux,
     })
 }

@@ -733,3 +733,21 @@ fn copies_are_independent_unless_the_job_asks_for_a_structure() {
         "t.toml:7:11: field `app[0].barrier`: unknown barrier \"collective\": use \"none\" or \"phase\"",
     );
 }
+
+#[test]
+fn a_mismatch_is_a_percentage_below_100() {
+    assert_eq!(parse(BASE, "t.toml").unwrap().mismatch_percent, None);
+    let w = parse(&format!("mismatch_percent = 25\n{BASE}"), "t.toml").unwrap();
+    assert_eq!(w.mismatch_percent, Some(25.0));
+    for bad in ["100", "-5", "250.5"] {
+        let e = fails(
+            &format!("mismatch_percent = {bad}\n{BASE}"),
+            "t.toml:1:20: field `mismatch_percent`: ",
+        );
+        assert!(e.contains("from 0 to below 100"), "{e}");
+    }
+    fails(
+        &format!("mismatch_percent = \"25%\"\n{BASE}"),
+        "t.toml:1:20: field `mismatch_percent`: ",
+    );
+}

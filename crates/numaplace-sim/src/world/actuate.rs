@@ -237,6 +237,7 @@ mod tests {
             }],
             step_ms: 10.0,
             max_seconds: 1000.0,
+            mismatch_percent: None,
             linux: LinuxModel::default(),
         };
         let mut world = World::new(Machine::preset("westmere-2s").unwrap(), w, 3);

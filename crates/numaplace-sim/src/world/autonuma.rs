@@ -554,6 +554,7 @@ mod tests {
                 .collect(),
             step_ms: 10.0,
             max_seconds: 1000.0,
+            mismatch_percent: None,
             linux: LinuxModel {
                 numa_balancing: balancing,
                 migrate_probability: 0.0,

@@ -332,6 +332,20 @@ impl World {
         v
     }
 
+    /// A lower bound on the mean application run time the run will end
+    /// with (`RunResult::mean_runtime_s`, which needs every run to
+    /// finish): finished runs count their time, running ones the time so
+    /// far, runs still to come nothing.
+    pub fn mean_runtime_lower_bound(&self) -> f64 {
+        let total: f64 = self.workload.apps.iter().map(|a| f64::from(a.runs)).sum();
+        let done: f64 = self.runs.iter().filter_map(AppRun::runtime_s).sum();
+        let running: f64 = (self.apps.iter())
+            .filter(|a| a.status == AppStatus::Running)
+            .map(|a| self.time - a.started_at)
+            .sum();
+        (done + running) / total.max(1.0)
+    }
+
     pub fn take_trace(&mut self) -> Option<Trace> {
         self.trace.take()
     }

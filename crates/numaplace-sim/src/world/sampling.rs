@@ -347,6 +347,7 @@ mod tests {
             apps,
             step_ms: 10.0,
             max_seconds: 100.0,
+            mismatch_percent: None,
             linux: LinuxModel::default(),
         };
         let mut world = World::new(Machine::preset(machine).unwrap(), w, 1);

@@ -62,12 +62,19 @@ fn setup(args: &SimArgs) -> Result<(Workload, Machine, Option<std::time::Duratio
 }
 
 /// The policy of this name. `static` without a placement of its own
-/// holds the oracle's (`best::best_static`).
-fn policy(name: &str, machine: &Machine, workload: &Workload, budget: usize) -> Result<PolicyKind> {
+/// holds the oracle's (`best::best_static_in`), searched in the world
+/// `world`'s seed and mismatch draw.
+fn policy(
+    name: &str,
+    machine: &Machine,
+    workload: &Workload,
+    budget: usize,
+    world: &RunOptions,
+) -> Result<PolicyKind> {
     let kind = PolicyKind::from_name(name).map_err(|e| InputError(e.to_string()))?;
     Ok(match kind {
         PolicyKind::Static(p) if p.pins.is_empty() && p.memory.is_empty() => {
-            let best = best::best_static(machine, workload, budget, 1).map_err(|e| {
+            let best = best::best_static_in(machine, workload, budget, 1, world).map_err(|e| {
                 InputError(format!(
                     "static: the oracle found no placement to hold: {e}"
                 ))
@@ -80,7 +87,18 @@ fn policy(name: &str, machine: &Machine, workload: &Workload, budget: usize) -> 
 
 pub fn simulate(args: &SimulateArgs) -> Result<()> {
     let (workload, machine, interval) = setup(&args.sim)?;
-    let kind = policy(&args.policy, &machine, &workload, args.oracle_budget)?;
+    let world = RunOptions {
+        seed: args.seed,
+        mismatch: args.sim.mismatch,
+        ..RunOptions::default()
+    };
+    let kind = policy(
+        &args.policy,
+        &machine,
+        &workload,
+        args.oracle_budget,
+        &world,
+    )?;
     let mut journal = match &args.journal {
         Some(p) => {
             super::check_output(p, "--journal")?;
@@ -97,6 +115,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
         numa_balancing: args.sim.numa_balancing,
         memory_mover: args.sim.memory_mover.unwrap_or_default(),
         manage_kernel_balancing: !args.sim.keep_kernel_balancing,
+        mismatch: args.sim.mismatch,
         ..RunOptions::default()
     };
     let r = run(
@@ -144,6 +163,13 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
         },
         r.makespan_s
     );
+    if let Some(p) = numaplace_sim::run::mismatch(&workload, &opts) {
+        println!(
+            "world: each machine parameter drawn within ±{p} % of the machine the policy sees \
+             (seed {})",
+            r.seed
+        );
+    }
     println!(
         "{:<20} {:>4} {:>10} {:>10}",
         "application", "run", "start s", "runtime s"
@@ -188,7 +214,12 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
         if n.is_empty() {
             return Err(InputError("--policies: an empty name in the list".into()).into());
         }
-        policies.push(policy(n, &machine, &workload, args.oracle_budget)?);
+        let world = RunOptions {
+            seed: args.first_seed,
+            mismatch: args.sim.mismatch,
+            ..RunOptions::default()
+        };
+        policies.push(policy(n, &machine, &workload, args.oracle_budget, &world)?);
     }
     if args.seeds == 0 {
         return Err(InputError("--seeds: at least 1".into()).into());
@@ -215,6 +246,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
         numa_balancing: args.sim.numa_balancing,
         memory_mover: args.sim.memory_mover.unwrap_or_default(),
         manage_kernel_balancing: !args.sim.keep_kernel_balancing,
+        mismatch: args.sim.mismatch,
     };
     let start = Instant::now();
     let c = compare(&machine, &workload, &opts);
@@ -346,6 +378,7 @@ fn sweep_cmd(args: &CompareArgs, n: u64) -> Result<()> {
         numa_balancing: args.sim.numa_balancing,
         memory_mover: args.sim.memory_mover.unwrap_or_default(),
         manage_kernel_balancing: !args.sim.keep_kernel_balancing,
+        mismatch: args.sim.mismatch,
     };
     let start = Instant::now();
     let bar = Progress::new(start);
