@@ -618,6 +618,31 @@ impl Predictor {
             // holding all its threads.
             'climb: loop {
                 let mut improved = false;
+                // A whole group onto one node (its threads on the node's
+                // free CPUs, idle cores first): threads that share data
+                // gain only once all of them are together, which no
+                // single thread's move shows.
+                for g in 0..fit.groups.len() {
+                    for node in 0..self.nodes {
+                        if used >= share {
+                            break 'climb;
+                        }
+                        let Some(moved) = self.group_onto(fit, &cpus, g, node, allowed) else {
+                            continue;
+                        };
+                        let mut m = mem.clone();
+                        self.memory_follows(fit, &moved, &mut m);
+                        let s = self.score(fit, &moved, &m, horizon_s, &mut pages);
+                        used += 1;
+                        evaluations += 1;
+                        if s.0 > score.0 + 1e-4 {
+                            score = s;
+                            cpus = moved;
+                            mem = m;
+                            improved = true;
+                        }
+                    }
+                }
                 for &i in &movable {
                     for target in self.targets(fit, &cpus, i, allowed) {
                         if used >= share {
@@ -686,11 +711,58 @@ impl Predictor {
         }
     }
 
-    /// The CPUs worth trying for thread `i`: on each other node, a free
-    /// CPU (on an idle core first) and each CPU holding a movable thread
-    /// of another group (a swap).
+    /// Group `g`'s movable threads moved onto node `node`'s free allowed
+    /// CPUs (idle cores first, then their siblings), or `None` where it
+    /// does not fit or is there already.
+    fn group_onto(
+        &self,
+        fit: &Fit,
+        cpus: &[usize],
+        g: usize,
+        node: usize,
+        allowed: &[bool],
+    ) -> Option<Vec<usize>> {
+        let members: Vec<usize> = (0..fit.threads.len())
+            .filter(|&i| fit.threads[i].group == g && fit.threads[i].movable)
+            .collect();
+        if members.is_empty() || members.iter().all(|&i| self.node_of_cpu[cpus[i]] == node) {
+            return None;
+        }
+        let mut busy_core = vec![0u32; self.core_of_cpu.iter().max().map_or(0, |m| m + 1)];
+        let mut taken = vec![false; self.node_of_cpu.len()];
+        for (i, &c) in cpus.iter().enumerate() {
+            if fit.threads[i].group == g && fit.threads[i].movable {
+                continue;
+            }
+            taken[c] = true;
+            busy_core[self.core_of_cpu[c]] += 1;
+        }
+        let mut free: Vec<usize> = (0..self.node_of_cpu.len())
+            .filter(|&c| self.node_of_cpu[c] == node && allowed[c] && !taken[c])
+            .collect();
+        if free.len() < members.len() {
+            return None;
+        }
+        let mut out = cpus.to_vec();
+        for &i in &members {
+            let (k, &c) = free
+                .iter()
+                .enumerate()
+                .min_by_key(|&(_, &c)| (busy_core[self.core_of_cpu[c]], c))?;
+            free.swap_remove(k);
+            busy_core[self.core_of_cpu[c]] += 1;
+            out[i] = c;
+        }
+        Some(out)
+    }
+
+    /// The CPUs worth trying for thread `i`: in each other LLC (of its
+    /// node or another), a free CPU (on an idle core first); on its own
+    /// LLC, a free CPU on an idle core where it shares its core; and each
+    /// CPU holding a movable thread of another group on another LLC (a
+    /// swap).
     fn targets(&self, fit: &Fit, cpus: &[usize], i: usize, allowed: &[bool]) -> Vec<usize> {
-        let here = self.node_of_cpu[cpus[i]];
+        let here = self.llc_of_cpu[cpus[i]];
         let mut busy_core = vec![0u32; self.core_of_cpu.iter().max().map_or(0, |m| m + 1)];
         let mut taken = vec![false; self.node_of_cpu.len()];
         for &c in cpus {
@@ -698,14 +770,18 @@ impl Predictor {
             busy_core[self.core_of_cpu[c]] += 1;
         }
         let mut out = Vec::new();
+        let shares_core = busy_core[self.core_of_cpu[cpus[i]]] > 1;
         let mut free_on: BTreeMap<usize, (u32, usize)> = BTreeMap::new();
         for c in 0..self.node_of_cpu.len() {
-            let n = self.node_of_cpu[c];
-            if n == here || !allowed[c] || taken[c] {
+            let l = self.llc_of_cpu[c];
+            if !allowed[c] || taken[c] {
                 continue;
             }
             let load = busy_core[self.core_of_cpu[c]];
-            let e = free_on.entry(n).or_insert((u32::MAX, c));
+            if l == here && (!shares_core || load > 0) {
+                continue;
+            }
+            let e = free_on.entry(l).or_insert((u32::MAX, c));
             if load < e.0 {
                 *e = (load, c);
             }
@@ -713,7 +789,7 @@ impl Predictor {
         out.extend(free_on.values().map(|&(_, c)| c));
         let g = fit.threads[i].group;
         for (j, t) in fit.threads.iter().enumerate() {
-            if t.movable && t.group != g && self.node_of_cpu[cpus[j]] != here {
+            if t.movable && t.group != g && self.llc_of_cpu[cpus[j]] != here {
                 out.push(cpus[j]);
             }
         }
