@@ -436,7 +436,9 @@ fn a_kept_move_whose_memory_was_still_arriving_has_it_follow() {
 }
 
 /// Round `seq` of two devils (processes 300 and 400, one thread each,
-/// 20 LLC misses per 1000 instructions, 1 MiB on node 0) on package 0's
+/// 50 LLC misses per 1000 instructions, 1 MiB on node 0: intensive enough
+/// that the machine model predicts a layout pays more than its threshold,
+/// `MODEL_MARGINS`) on package 0's
 /// CPUs 0 and 1 under one LLC, each retiring `ips` instructions a
 /// second, each allowed where `allowed` says (the whole machine if it says
 /// nothing); a third, process 500 on CPU 2, from round `third` on if
@@ -478,8 +480,8 @@ fn devils_of(seq: u64, ips: u64, allowed: &BTreeMap<i32, CpuSet>, who: &[(i32, u
             counters([
                 (Counter::Instructions, ips),
                 (Counter::Cycles, ips),
-                (Counter::LlcMisses, ips / 50),
-                (Counter::LlcReferences, ips / 25),
+                (Counter::LlcMisses, ips / 20),
+                (Counter::LlcReferences, ips / 15),
             ]),
         );
         let mut g = process(pid, "devil", vec![pid]);
