@@ -6,7 +6,8 @@
 #
 # Builds (release) numaplace and the numaplace-linux examples numa_hog and
 # alloc_on_node, fetches the kernel (fetch-kernel.sh, idempotent), packs an
-# initramfs and boots `boot.sh --nodes 2` (4 CPUs: node 0 = 0-1, node 1 =
+# initramfs and boots `boot.sh --nodes 2 --accel tcg-single` (one host thread
+# for every vCPU, tests/vm/README.md; 4 CPUs: node 0 = 0-1, node 1 =
 # 2-3). The guest:
 #   a. turns kernel.numa_balancing to 1 and transparent huge pages off (base
 #      pages move one by one at a steady pace; a 2 MiB page moves whole or not
@@ -260,5 +261,5 @@ GUEST
 
 initrd="$tmp/guest-balancing.cpio.gz"
 pack_initramfs "$initrd" "$numaplace" "$examples/numa_hog" "$examples/alloc_on_node"
-boot_guest 2 "$timeout_s" "$initrd"
+boot_guest 2 "$timeout_s" "$initrd" --accel tcg-single
 write_json "$begin" "$end"

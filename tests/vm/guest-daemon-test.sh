@@ -10,7 +10,9 @@
 # alloc_on_node and move_memory, fetches the kernel (fetch-kernel.sh,
 # idempotent), installs numactl on the host if /usr/bin/migratepages is
 # missing (root: apt-get), packs an initramfs with all of them and
-# migratepages (mkinitramfs.sh --bin-with-libs) and boots `boot.sh --nodes 2`.
+# migratepages (mkinitramfs.sh --bin-with-libs) and boots `boot.sh --nodes 2
+# --accel tcg-single` (one host thread for every vCPU: with one each, the
+# guest sat in a kernel soft lockup while numaplace moved pages; tests/vm/README.md).
 # The guest (automatic NUMA balancing turned off, so that only numaplace
 # moves pages):
 #   a. starts `alloc_on_node 0 160` (ballast: node 0 gets less free memory
@@ -309,5 +311,5 @@ GUEST
 initrd="$here/work/guest-daemon.cpio.gz"
 pack_initramfs "$initrd" "$numaplace" "$examples/numa_hog" "$examples/alloc_on_node" \
   "$examples/move_memory" "$migratepages"
-boot_guest 2 "$timeout_s" "$initrd"
+boot_guest 2 "$timeout_s" "$initrd" --accel tcg-single
 write_json "$begin" "$end"
