@@ -689,6 +689,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "ADDR")]
     pub metrics: Option<String>,
 
+    /// This host's machine file, written by `numaplace calibrate` (the
+    /// config's `[machine] file`): auto's predictor models this machine
+    /// with its measured latencies, bandwidths and clock instead of
+    /// generic ones.
+    #[arg(long, value_name = "FILE")]
+    pub machine: Option<PathBuf>,
+
     /// Stop after this many rounds (tests, benchmarks).
     #[arg(long, value_name = "N", hide = true)]
     pub rounds: Option<u64>,

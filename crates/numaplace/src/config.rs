@@ -45,6 +45,7 @@ pub struct Config {
     pub perf: PerfSection,
     pub vms: VmsSection,
     pub guest_hints: GuestHintsSection,
+    pub machine: MachineSection,
 }
 
 impl Default for Config {
@@ -63,6 +64,7 @@ impl Default for Config {
             perf: PerfSection::default(),
             vms: VmsSection::default(),
             guest_hints: GuestHintsSection::default(),
+            machine: MachineSection::default(),
         }
     }
 }
@@ -217,6 +219,18 @@ impl GuestHintsSection {
     }
 }
 
+/// `[machine]`: the machine file `numaplace calibrate` wrote on this host
+/// (its latencies, bandwidths and clock, measured), which `auto`'s
+/// predictor fits its model with; unset, the model runs on generic
+/// parameters for the topology it reads (docs/policies.md, "auto predicts
+/// before it tries").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MachineSection {
+    /// The machine file, e.g. `/var/lib/numaplace/machine.json`.
+    pub file: Option<PathBuf>,
+}
+
 impl Config {
     /// Reads `path`, or the default file if `path` is `None` (absent:
     /// defaults).
@@ -291,6 +305,20 @@ fn one_line(text: &str, e: &toml::de::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `[machine] file` names calibrate's file for auto's predictor;
+    /// unset by default; another key in the table is refused.
+    #[test]
+    fn machine_file_is_read() {
+        assert_eq!(Config::default().machine.file, None);
+        let c = Config::parse("[machine]\nfile = \"/var/lib/numaplace/machine.json\"\n").unwrap();
+        assert_eq!(
+            c.machine.file.as_deref(),
+            Some(Path::new("/var/lib/numaplace/machine.json"))
+        );
+        let e = Config::parse("[machine]\npreset = \"westmere-2s\"\n").unwrap_err();
+        assert!(e.contains("unknown field `preset`"), "{e}");
+    }
 
     /// `[perf]` gives the uncore pair's encodings to the collector; junk,
     /// an empty value or an unknown key is refused with the key.

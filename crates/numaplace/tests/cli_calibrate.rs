@@ -1,6 +1,7 @@
 //! `numaplace calibrate` on this machine as a user runs it: a quick run
-//! writes a machine file the simulator loads and runs on, with the local
-//! latency measured; an existing file is kept without --force.
+//! writes a machine file the simulator loads and runs on, and the daemon's
+//! `auto` predicts with, with the local latency measured; an existing file
+//! is kept without --force.
 
 #[path = "support/common.rs"]
 mod common;
@@ -44,6 +45,62 @@ fn a_quick_calibration_writes_a_machine_the_simulator_runs() {
             Source::Assumed(_)
         ));
     }
+
+    // The daemon reads it: auto predicts with it (`run --machine`, the
+    // config's `[machine] file`), and says so at start.
+    let state = dir.path().join("state.json");
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let run = |machine: &str| {
+        numaplace(&[
+            "-v",
+            "run",
+            "--dry-run",
+            "--pid",
+            &pid,
+            "--interval",
+            "100ms",
+            "--rounds",
+            "1",
+            "--state",
+            state.to_str().unwrap(),
+            "--machine",
+            machine,
+        ])
+    };
+    let o = run(file);
+    assert!(o.status.success(), "{}\n{}", o.status, text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains(&format!("auto predicts with the machine file {file}")),
+        "{}",
+        text(&o.stderr)
+    );
+    // Another machine's file (a preset of 2 sockets) is refused, with
+    // what to do.
+    let other = dir.path().join("westmere.json");
+    std::fs::write(
+        &other,
+        Machine::preset("westmere-2s").unwrap().to_file_text(),
+    )
+    .unwrap();
+    let o = run(other.to_str().unwrap());
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("it describes a machine of 16 CPUs in 2 nodes (westmere-2s)")
+            && err.contains("run `numaplace calibrate -o"),
+        "{err}"
+    );
+    // Not a machine file at all.
+    let o = run(state.to_str().unwrap());
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("[machine] file"), "{err}");
+    child.kill().unwrap();
+    child.wait().unwrap();
 
     // pairs-core2duo: single-thread apps, first-touch memory, no node
     // bound: it fits a one-node machine.

@@ -29,6 +29,8 @@ use numaplace_policy::engine::{
     NoGuard, Observer, Pair, PinGuard, RecordingActuator, RoundReport,
 };
 use numaplace_policy::{PolicyKind, Scope};
+use numaplace_sim::Machine;
+use numaplace_sim::machine::Source;
 
 use crate::cli::{PolicyArgs, RunArgs, ScopeArgs};
 use crate::commands::InputError;
@@ -51,6 +53,101 @@ struct Settings {
     topology: Topology,
     /// `--counters-from`: counters made up for threads that match its rules.
     synthetic: Option<SyntheticCounters>,
+    /// `[machine] file`: this host as `numaplace calibrate` measured it,
+    /// on the topology numaplace places onto.
+    machine: Option<Machine>,
+}
+
+impl Settings {
+    /// The config's policy, told the machine where a file gives it.
+    fn policy(&self) -> Box<dyn numaplace_policy::Policy> {
+        let mut p = self.config.policy.build();
+        if let Some(m) = &self.machine {
+            p.told(m);
+        }
+        p
+    }
+
+    /// What the policy's model of the machine runs on, for the start log;
+    /// `None` for a policy that does not predict.
+    fn machine_line(&self) -> Option<String> {
+        if !matches!(self.config.policy, PolicyKind::Auto(_)) {
+            return None;
+        }
+        Some(match (&self.machine, &self.config.machine.file) {
+            (Some(m), Some(f)) => {
+                let p = &m.params;
+                let measured = [
+                    &p.ghz,
+                    &p.local_latency_ns,
+                    &p.llc_hit_ns,
+                    &p.queueing_k_ns,
+                    &p.node_bandwidth_gbs,
+                    &p.link_bandwidth_gbs,
+                    &p.hitm_same_socket_ns,
+                    &p.hitm_cross_socket_ns,
+                ]
+                .iter()
+                .filter(|x| matches!(x.source, Source::Measured(_)))
+                .count();
+                format!(
+                    "auto predicts with the machine file {} ({}: {measured} of its 8 parameters \
+                     measured, the rest stated defaults; {:.2} GHz, {:.0} ns local memory, \
+                     {:.1} GB/s a node)",
+                    f.display(),
+                    m.name,
+                    p.ghz.value,
+                    p.local_latency_ns.value,
+                    p.node_bandwidth_gbs.value
+                )
+            }
+            _ => "auto predicts with generic parameters for this topology: `numaplace calibrate \
+                  -o /var/lib/numaplace/machine.json` measures this host, and `[machine] file` \
+                  (or --machine) gives the file to the daemon"
+                .into(),
+        })
+    }
+}
+
+fn nodes_text(n: usize) -> String {
+    if n == 1 {
+        "1 node".into()
+    } else {
+        format!("{n} nodes")
+    }
+}
+
+/// The machine file `path`, checked against this host's `host` topology
+/// (every CPU and node, before `cpus` cuts it down) and given `placed`,
+/// the topology numaplace places onto: a file of another machine is an
+/// error, not a model of the wrong machine.
+pub(crate) fn load_machine(path: &Path, host: &Topology, placed: &Topology) -> Result<Machine> {
+    let m = Machine::load(path).map_err(|e| {
+        InputError(format!(
+            "[machine] file: {e}; write it on this host with `numaplace calibrate -o {}`",
+            path.display()
+        ))
+    })?;
+    let (cpus, nodes) = (m.topology.cpus().len(), m.topology.nodes().len());
+    let (host_cpus, host_nodes) = (host.cpus().len(), host.nodes().len());
+    if (cpus, nodes) != (host_cpus, host_nodes) {
+        return Err(InputError(format!(
+            "[machine] file {}: it describes a machine of {cpus} CPUs in {} ({}), this host has \
+             {host_cpus} CPUs in {}: it was written on another \
+             machine, or before CPUs or nodes went on- or offline; run `numaplace calibrate -o {}` \
+             on this host",
+            path.display(),
+            nodes_text(nodes),
+            m.name,
+            nodes_text(host_nodes),
+            path.display()
+        ))
+        .into());
+    }
+    Ok(Machine {
+        topology: placed.clone(),
+        ..m
+    })
 }
 
 /// `config` with the policy, CPUs and scope the command line gives on
@@ -98,6 +195,9 @@ fn settings(args: &RunArgs) -> Result<Settings> {
     if let Some(m) = &args.metrics {
         config.metrics.listen = Some(m.clone());
     }
+    if let Some(m) = &args.machine {
+        config.machine.file = Some(m.clone());
+    }
 
     let interval = match &config.interval {
         Some(text) => {
@@ -117,7 +217,13 @@ fn settings(args: &RunArgs) -> Result<Settings> {
     for r in &found.repairs {
         tracing::warn!("topology repaired: {r}");
     }
-    let topology = restrict(found.topology, &config)?;
+    let topology = restrict(found.topology.clone(), &config)?;
+    let machine = config
+        .machine
+        .file
+        .as_deref()
+        .map(|f| load_machine(f, &found.topology, &topology))
+        .transpose()?;
     if let Some(l) = &config.metrics.listen {
         metrics::parse_listen(l)?;
     }
@@ -132,6 +238,7 @@ fn settings(args: &RunArgs) -> Result<Settings> {
         interval,
         topology,
         synthetic,
+        machine,
     })
 }
 
@@ -342,11 +449,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
 
     let balancing = NumaBalancing::read(&SysRoot::host());
-    let mut engine = Engine::new(
-        c.policy.build(),
-        c.scope.clone(),
-        engine_config(c, balancing),
-    );
+    let mut engine = Engine::new(s.policy(), c.scope.clone(), engine_config(c, balancing));
     // `GET /state` shows the policy's classes of the groups.
     engine.report_classes(c.metrics.listen.is_some());
     let (collector, managed) =
@@ -369,6 +472,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
             ""
         }
     );
+    if let Some(line) = s.machine_line() {
+        tracing::info!("{line}");
+    }
 
     let live = LiveTelemetry::new(collector, s.interval, Instant::now() + s.interval, stop);
     let mut daemon = Daemon {
@@ -709,11 +815,7 @@ pub fn advise(args: &RunArgs) -> Result<()> {
         return Err(InputError(EMPTY_SCOPE.into()).into());
     }
     let balancing = NumaBalancing::read(&SysRoot::host());
-    let mut engine = Engine::new(
-        c.policy.build(),
-        c.scope.clone(),
-        engine_config(c, balancing),
-    );
+    let mut engine = Engine::new(s.policy(), c.scope.clone(), engine_config(c, balancing));
     let mut collector = collector_for(&engine, c);
     collector.set_numa_faults(balancing.balances_between_nodes());
     if !c.policy_named {
