@@ -1048,6 +1048,22 @@ impl Auto {
                     self.history.clear();
                 }
             }
+            Verdict::Unjudged if !before && k.moved_share >= KERNEL_FOUND_WORK => {
+                // Turned on and it found memory to move: its premise
+                // holds, and with no group measured throughout there is
+                // no loss to weigh against the gains that show later; it
+                // stays, as it would with a judged trial that lost no
+                // more than the margin.
+                self.verdicts.push(format!(
+                    "experiment {} ({KERNEL} on) kept unjudged: a group came or went while it \
+                     was measured, and it moved {:.1} % of the groups' memory while it settled \
+                     (its premise: memory away from the threads that touch it); off is tried \
+                     again in {wait} rounds",
+                    e.number,
+                    100.0 * k.moved_share
+                ));
+                self.history.clear();
+            }
             Verdict::Unjudged => {
                 undo(
                     "a group came or went while it was measured and none was measured \
@@ -1751,16 +1767,22 @@ impl Policy for Auto {
             .collect();
         if kinds.is_empty() && self.first_seen.len() == 1 {
             // A lone group, numad's placement with nothing to try: DINO's
-            // layout of its threads, once it has run long.
-            kinds = dino
+            // layout of its threads, once it has run long, or once past
+            // its start where the model predicts it pays (a short run is
+            // over before it has run long).
+            let candidates: Vec<(i32, Vec<Decision>)> = dino
                 .into_iter()
                 .filter(|(pid, ds)| {
                     ready(pid, DINO_LAYOUT)
                         && ds.iter().any(|d| matches!(d.action, Action::Pin { .. }))
-                        && age(pid) >= long_lived
+                        && age(pid) >= settled_after
                 })
-                .map(|(pid, ds)| (pid, (DINO_LAYOUT, ds)))
                 .collect();
+            for (pid, ds) in candidates {
+                if age(&pid) >= long_lived || self.predicts_it_pays(view, &ds) {
+                    kinds.insert(pid, (DINO_LAYOUT, ds));
+                }
+            }
         }
         self.try_moves(view, kinds, &mut plan);
         if self.trial.is_none() && busy.is_empty() && following.is_empty() {

@@ -182,19 +182,8 @@ impl Auto {
     /// (`di`: its plan this round) or the best its search finds.
     pub(super) fn choose_layout(&mut self, view: &View<'_>, di: &[Decision]) -> Choice {
         let threshold = self.model_threshold();
-        let s = view.snapshot;
         let t = view.topology;
-        let movable = |x: &Task| self.model_movable(view, x);
-        let movable: BTreeSet<i32> = s
-            .tasks
-            .iter()
-            .filter(|x| movable(x))
-            .map(|x| x.tid)
-            .collect();
-        let Some(fit) = self
-            .predictor(view)
-            .fit(t, s, &|x: &Task| movable.contains(&x.tid))
-        else {
+        let Some(fit) = self.fit_movable(view) else {
             return Choice::Nothing;
         };
         let horizon = self.horizons(view, &fit);
@@ -203,31 +192,13 @@ impl Auto {
             .iter()
             .map(|c| t.span().contains(c.os_id))
             .collect();
-        // DI-Migrate's plan as a placement: each pinned thread on the
-        // first CPU of its pin, the others where they are; its memory
-        // following each thread.
-        let mut di_cpus: Vec<usize> = fit.threads.iter().map(|x| x.cpu).collect();
-        let mut pinned = false;
-        for d in di {
-            if let Action::Pin { task, cpus, .. } = &d.action
-                && let Some(i) = fit.threads.iter().position(|x| x.task == *task)
-                && let Some(c) = cpus.first().and_then(|c| t.cpu_by_os_id(c))
-            {
-                di_cpus[i] = c.id;
-                pinned = true;
-            }
-        }
-        let predictor = self.predictor.as_mut().expect("built above");
-        let di_gain = if pinned {
-            let mut pages = Vec::new();
-            let follow = vec![Memory::Follow; fit.groups.len()];
-            predictor
-                .score(&fit, &di_cpus, &follow, &horizon, &mut pages)
-                .0
-        } else {
-            f64::NEG_INFINITY
+        let di_cpus = plan_cpus(t, &fit, di);
+        let predictor = self.predictor.as_mut().expect("built by the fit");
+        let di_gain = match &di_cpus {
+            Some(cpus) => follow_score(predictor, &fit, cpus, &horizon),
+            None => f64::NEG_INFINITY,
         };
-        let starts = if pinned { vec![di_cpus] } else { Vec::new() };
+        let starts: Vec<Vec<usize>> = di_cpus.into_iter().collect();
         let found = predictor.search(&fit, &starts, &allowed, &horizon, BUDGET);
         match found {
             Some(l) if l.score > threshold && l.score > di_gain + threshold / 2.0 => {
@@ -236,6 +207,36 @@ impl Auto {
             _ if di_gain > threshold => Choice::Di,
             _ => Choice::Nothing,
         }
+    }
+
+    /// The model fitted to the round's threads that it may place.
+    fn fit_movable(&mut self, view: &View<'_>) -> Option<Fit> {
+        let s = view.snapshot;
+        let movable: BTreeSet<i32> = s
+            .tasks
+            .iter()
+            .filter(|x| self.model_movable(view, x))
+            .map(|x| x.tid)
+            .collect();
+        self.predictor(view)
+            .fit(view.topology, s, &|x: &Task| movable.contains(&x.tid))
+    }
+
+    /// Whether the model predicts that `plan`'s pins, each thread's memory
+    /// following it (DINO's layout of a lone group, seed 004 §3.3), pay
+    /// more than the threshold a model layout must pass: tried then as soon
+    /// as the group is past its start, not after it has run long.
+    pub(super) fn predicts_it_pays(&mut self, view: &View<'_>, plan: &[Decision]) -> bool {
+        let threshold = self.model_threshold();
+        let Some(fit) = self.fit_movable(view) else {
+            return false;
+        };
+        let Some(cpus) = plan_cpus(view.topology, &fit, plan) else {
+            return false;
+        };
+        let horizon = self.horizons(view, &fit);
+        let predictor = self.predictor.as_mut().expect("built by the fit");
+        follow_score(predictor, &fit, &cpus, &horizon) > threshold
     }
 
     /// Starts a trial of the model's layout: every movable thread pinned
@@ -440,4 +441,30 @@ fn pins_of(
 /// A layout's name for reasons.
 pub(super) fn layout_name(model: bool) -> &'static str {
     if model { MODEL_LAYOUT } else { LAYOUT }
+}
+
+/// A plan's pins as a placement of the fit's threads: each pinned thread
+/// on the first CPU of its pin, the others where they are; `None` if it
+/// pins none of them.
+fn plan_cpus(t: &numaplace_model::Topology, fit: &Fit, plan: &[Decision]) -> Option<Vec<usize>> {
+    let mut cpus: Vec<usize> = fit.threads.iter().map(|x| x.cpu).collect();
+    let mut pinned = false;
+    for d in plan {
+        if let Action::Pin { task, cpus: to, .. } = &d.action
+            && let Some(i) = fit.threads.iter().position(|x| x.task == *task)
+            && let Some(c) = to.first().and_then(|c| t.cpu_by_os_id(c))
+        {
+            cpus[i] = c.id;
+            pinned = true;
+        }
+    }
+    pinned.then_some(cpus)
+}
+
+/// The model's score of `cpus` with every group's memory following its
+/// threads (DI-Migrate's and DINO's memory, by sampled addresses).
+fn follow_score(predictor: &mut Predictor, fit: &Fit, cpus: &[usize], horizon: &[f64]) -> f64 {
+    let follow = vec![Memory::Follow; fit.groups.len()];
+    let mut pages = Vec::new();
+    predictor.score(fit, cpus, &follow, horizon, &mut pages).0
 }

@@ -934,6 +934,73 @@ fn the_kernels_balancing_that_moves_nothing_must_pay_like_any_move() {
     assert!(why.contains("it moved no memory while it settled"), "{why}");
 }
 
+/// [`kernel_round_moved`] with a second process (pid 200, threads 201
+/// and 202) like the first, its memory where its threads run.
+fn with_a_second_group(mut s: Snapshot) -> Snapshot {
+    let t = topo();
+    for tid in [201, 202] {
+        s.tasks.push(Task {
+            utime: s.seq * 100,
+            last_cpu: t.span().first(),
+            ..task(tid, 200, t.span())
+        });
+        let c = s.counters[&101].clone();
+        s.counters.insert(tid, c);
+    }
+    let mut g = process(200, "other", vec![201, 202]);
+    g.memory = s.groups[0].memory.clone();
+    s.groups.push(g);
+    s
+}
+
+/// Turned on where it was off, the kernel's balancing that found memory
+/// to move is kept when a group goes while it is measured (nothing to
+/// judge it against, nothing lost that shows): its premise held, and its
+/// gains come later. Unjudged after moving nothing, it is put back.
+#[test]
+fn the_kernels_balancing_that_found_work_stays_on_when_a_group_goes_mid_trial() {
+    let t = topo();
+    let p = AutoParams::default();
+    for found_work in [true, false] {
+        let mut auto = Auto::new(p.clone());
+        let mut started = None;
+        for seq in 1..=20 {
+            let s = with_a_second_group(kernel_round(seq, false, 1_000_000_000));
+            if let Some((on, why)) = kernel_action(&decide(&mut auto, &t, &s)) {
+                assert!(on && why.contains(": trying the kernel's"), "{why}");
+                started = Some(seq);
+                break;
+            }
+        }
+        let mut seq = started.expect("auto tried the kernel's balancing");
+        // It settles (moving a tenth of the memory, or none); then the
+        // second group is gone.
+        let mut next = None;
+        for k in 0..KERNEL_ON_SETTLE_ROUNDS as u64 + p.measure_rounds as u64 + 40 {
+            seq += 1;
+            let moved = if found_work { k.min(2) * GIB / 20 } else { 0 };
+            let s = kernel_round_moved(seq, true, 1_000_000_000, moved);
+            let s = if k < KERNEL_ON_SETTLE_ROUNDS as u64 {
+                with_a_second_group(s)
+            } else {
+                s
+            };
+            if let Some((on, why)) = kernel_action(&decide(&mut auto, &t, &s)) {
+                next = Some((on, why.to_string()));
+                break;
+            }
+        }
+        let (on, why) = next.expect("a verdict that changes the setting");
+        if found_work {
+            assert!(!on, "kept on, off tried next: {why}");
+            assert!(why.contains("kept unjudged"), "{why}");
+        } else {
+            assert!(!on, "put back off: {why}");
+            assert!(why.contains("rolled back: a group came or went"), "{why}");
+        }
+    }
+}
+
 /// What `numaplace top` shows of `auto`: each group in scope watched
 /// until a move of it is under trial, which it names with the
 /// experiment's number and kind.
