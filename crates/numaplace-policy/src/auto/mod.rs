@@ -165,8 +165,9 @@ const LAYOUT_RANK_HYSTERESIS_PERCENT: f64 = 10.0;
 /// DINO's layout of one group's threads (seed 004 §3.3: threads classed
 /// by LLC misses, devils spread over the memory domains, each thread on
 /// one core, its memory following), where the machine's layout has no
-/// premise (a lone group): tried on a group that has run long, judged by
-/// its own progress.
+/// premise (a lone group): tried on a group that has run long, or sooner
+/// where the machine model predicts it pays ([`Auto::predicts_it_pays`]),
+/// judged by its own progress.
 const DINO_LAYOUT: &str = "dino layout";
 
 /// The layout the machine model predicts best (`auto/model_layout.rs`):
