@@ -88,6 +88,23 @@ pub struct MachineParams {
     pub power: Option<PowerModel>,
 }
 
+impl MachineParams {
+    /// The scalar parameters with their names in the machine file, in the
+    /// file's order (the node latencies and the power model aside).
+    pub fn named(&self) -> [(&'static str, &Param); 8] {
+        [
+            ("ghz", &self.ghz),
+            ("local_latency_ns", &self.local_latency_ns),
+            ("llc_hit_ns", &self.llc_hit_ns),
+            ("queueing_k_ns", &self.queueing_k_ns),
+            ("node_bandwidth_gbs", &self.node_bandwidth_gbs),
+            ("link_bandwidth_gbs", &self.link_bandwidth_gbs),
+            ("hitm_same_socket_ns", &self.hitm_same_socket_ns),
+            ("hitm_cross_socket_ns", &self.hitm_cross_socket_ns),
+        ]
+    }
+}
+
 /// A machine to simulate.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {

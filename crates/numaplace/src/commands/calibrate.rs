@@ -500,24 +500,16 @@ pub(crate) fn render(machine: &Machine, m: &Measurements) -> String {
     };
     let short = |v: &Option<Value>| v.as_ref().map(|v| v.short.clone());
     let local_short = (!m.latency.is_empty()).then(|| "pointer chase, memory local".to_string());
-    let rows: [(&str, &Param, Option<String>); 8] = [
-        ("ghz", &p.ghz, None),
-        ("local_latency_ns", &p.local_latency_ns, local_short),
-        ("llc_hit_ns", &p.llc_hit_ns, short(&m.llc_hit)),
-        ("queueing_k_ns", &p.queueing_k_ns, None),
-        ("node_bandwidth_gbs", &p.node_bandwidth_gbs, None),
-        ("link_bandwidth_gbs", &p.link_bandwidth_gbs, None),
-        (
-            "hitm_same_socket_ns",
-            &p.hitm_same_socket_ns,
-            short(&m.hitm_same),
-        ),
-        (
-            "hitm_cross_socket_ns",
-            &p.hitm_cross_socket_ns,
-            short(&m.hitm_cross),
-        ),
-    ];
+    let rows = p.named().map(|(name, param)| {
+        let s = match name {
+            "local_latency_ns" => local_short.clone(),
+            "llc_hit_ns" => short(&m.llc_hit),
+            "hitm_same_socket_ns" => short(&m.hitm_same),
+            "hitm_cross_socket_ns" => short(&m.hitm_cross),
+            _ => None,
+        };
+        (name, param, s)
+    });
     let _ = writeln!(out, "{:<22} {:>9}  source", "parameter", "value");
     for (name, param, s) in &rows {
         let _ = writeln!(

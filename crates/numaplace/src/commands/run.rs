@@ -77,25 +77,18 @@ impl Settings {
         Some(match (&self.machine, &self.config.machine.file) {
             (Some(m), Some(f)) => {
                 let p = &m.params;
-                let measured = [
-                    &p.ghz,
-                    &p.local_latency_ns,
-                    &p.llc_hit_ns,
-                    &p.queueing_k_ns,
-                    &p.node_bandwidth_gbs,
-                    &p.link_bandwidth_gbs,
-                    &p.hitm_same_socket_ns,
-                    &p.hitm_cross_socket_ns,
-                ]
-                .iter()
-                .filter(|x| matches!(x.source, Source::Measured(_)))
-                .count();
+                let named = p.named();
+                let measured = named
+                    .iter()
+                    .filter(|(_, x)| matches!(x.source, Source::Measured(_)))
+                    .count();
                 format!(
-                    "auto predicts with the machine file {} ({}: {measured} of its 8 parameters \
+                    "auto predicts with the machine file {} ({}: {measured} of its {} parameters \
                      measured, the rest stated defaults; {:.2} GHz, {:.0} ns local memory, \
                      {:.1} GB/s a node)",
                     f.display(),
                     m.name,
+                    named.len(),
                     p.ghz.value,
                     p.local_latency_ns.value,
                     p.node_bandwidth_gbs.value
@@ -109,6 +102,7 @@ impl Settings {
     }
 }
 
+/// `n` nodes, in words.
 fn nodes_text(n: usize) -> String {
     if n == 1 {
         "1 node".into()
@@ -121,7 +115,7 @@ fn nodes_text(n: usize) -> String {
 /// (every CPU and node, before `cpus` cuts it down) and given `placed`,
 /// the topology numaplace places onto: a file of another machine is an
 /// error, not a model of the wrong machine.
-pub(crate) fn load_machine(path: &Path, host: &Topology, placed: &Topology) -> Result<Machine> {
+fn load_machine(path: &Path, host: &Topology, placed: &Topology) -> Result<Machine> {
     let m = Machine::load(path).map_err(|e| {
         InputError(format!(
             "[machine] file: {e}; write it on this host with `numaplace calibrate -o {}`",
