@@ -3,6 +3,7 @@
 mod cli;
 mod commands;
 mod config;
+mod daemon_setup;
 #[cfg(test)]
 mod deploy_tests;
 mod duration;

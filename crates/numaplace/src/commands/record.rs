@@ -18,9 +18,9 @@ use numaplace_policy::replay::{ReplayActuator, ReplayWorld};
 use crate::cli::ScopeArgs;
 use crate::cli::{RecordArgs, ReplayArgs};
 use crate::commands::InputError;
-use crate::commands::run::{choose, describe_decision, restrict, without_signals};
 use crate::commands::tasks::root_of;
 use crate::config::{Config, describe_policy};
+use crate::daemon_setup::{choose, describe_decision, restrict, without_signals};
 use crate::duration::parse_duration;
 use crate::synthetic_counters::{Synthesized, SyntheticCounters};
 

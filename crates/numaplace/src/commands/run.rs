@@ -19,22 +19,24 @@ use numaplace_linux::actuate::HostActuator;
 use numaplace_linux::balancing::NumaBalancing;
 use numaplace_linux::guest_hints::Hinted;
 use numaplace_linux::state::StateFile;
-use numaplace_linux::{
-    CollectOptions, Collector, LiveTelemetry, SysRoot, TopologySource, discover_repaired,
-};
+use numaplace_linux::{Collector, LiveTelemetry, SysRoot, TopologySource, discover_repaired};
 use numaplace_model::task::printable;
 use numaplace_model::{Action, CpuSet, Outcome, Snapshot, TaskId, Topology};
 use numaplace_policy::engine::{
-    Actuator, AffinityError, Engine, EngineConfig, EngineTotals, JournalEntry, MemoryMover,
-    NoGuard, Observer, Pair, PinGuard, RecordingActuator, RoundReport,
+    Actuator, AffinityError, Engine, EngineTotals, JournalEntry, MemoryMover, NoGuard, Observer,
+    Pair, PinGuard, RecordingActuator, RoundReport,
 };
 use numaplace_policy::{PolicyKind, Scope};
 use numaplace_sim::Machine;
 use numaplace_sim::machine::Source;
 
-use crate::cli::{PolicyArgs, RunArgs, ScopeArgs};
+use crate::cli::RunArgs;
 use crate::commands::InputError;
 use crate::config::{Config, describe_policy};
+use crate::daemon_setup::{
+    choose, collector_for, describe_decision, engine_config, load_machine, merge_scope, restrict,
+    without_signals,
+};
 use crate::duration::parse_duration;
 use crate::metrics::{self, MetricsState};
 use crate::synthetic_counters::{Synthesized, SyntheticCounters};
@@ -102,75 +104,6 @@ impl Settings {
     }
 }
 
-/// `n` nodes, in words.
-fn nodes_text(n: usize) -> String {
-    if n == 1 {
-        "1 node".into()
-    } else {
-        format!("{n} nodes")
-    }
-}
-
-/// The machine file `path`, checked against this host's `host` topology
-/// (every CPU and node, before `cpus` cuts it down) and given `placed`,
-/// the topology numaplace places onto: a file of another machine is an
-/// error, not a model of the wrong machine.
-fn load_machine(path: &Path, host: &Topology, placed: &Topology) -> Result<Machine> {
-    let m = Machine::load(path).map_err(|e| {
-        InputError(format!(
-            "[machine] file: {e}; write it on this host with `numaplace calibrate -o {}`",
-            path.display()
-        ))
-    })?;
-    let (cpus, nodes) = (m.topology.cpus().len(), m.topology.nodes().len());
-    let (host_cpus, host_nodes) = (host.cpus().len(), host.nodes().len());
-    if (cpus, nodes) != (host_cpus, host_nodes) {
-        return Err(InputError(format!(
-            "[machine] file {}: it describes a machine of {cpus} CPUs in {} ({}), this host has \
-             {host_cpus} CPUs in {}: it was written on another \
-             machine, or before CPUs or nodes went on- or offline; run `numaplace calibrate -o {}` \
-             on this host",
-            path.display(),
-            nodes_text(nodes),
-            m.name,
-            nodes_text(host_nodes),
-            path.display()
-        ))
-        .into());
-    }
-    Ok(Machine {
-        topology: placed.clone(),
-        ..m
-    })
-}
-
-/// `config` with the policy, CPUs and scope the command line gives on
-/// top, checked.
-pub(crate) fn choose(config: &mut Config, choice: &PolicyArgs, scope: &ScopeArgs) -> Result<()> {
-    if let Some(p) = &choice.policy {
-        config.policy =
-            PolicyKind::from_name(p).map_err(|e| InputError(format!("--policy: {e}")))?;
-        config.policy_named = true;
-    }
-    if let Some(c) = &choice.cpus {
-        config.cpus = Some(c.clone());
-    }
-    merge_scope(&mut config.scope, scope);
-    config.scope.validate().map_err(InputError)?;
-    Ok(())
-}
-
-/// `topology` cut down to the config's `cpus`, if it names some.
-pub(crate) fn restrict(topology: Topology, config: &Config) -> Result<Topology> {
-    let Some(list) = &config.cpus else {
-        return Ok(topology);
-    };
-    let cpus: CpuSet = list.parse().map_err(|e| InputError(format!("cpus: {e}")))?;
-    Ok(topology
-        .restrict(&cpus)
-        .map_err(|e| InputError(format!("cpus {list}: {}", e.0)))?)
-}
-
 fn settings(args: &RunArgs) -> Result<Settings> {
     let mut config = Config::load(args.choice.config.as_deref())?;
     choose(&mut config, &args.choice, &args.scope)?;
@@ -234,14 +167,6 @@ fn settings(args: &RunArgs) -> Result<Settings> {
         synthetic,
         machine,
     })
-}
-
-pub(crate) fn merge_scope(scope: &mut Scope, args: &ScopeArgs) {
-    scope.all |= args.all;
-    scope.vms |= args.vms;
-    scope.pids.extend(&args.pid);
-    scope.comms.extend(args.comm.iter().cloned());
-    scope.cgroups.extend(args.cgroup.iter().cloned());
 }
 
 /// Carries actions out on the host, or only records them (dry run).
@@ -620,15 +545,6 @@ fn start_collecting(
     Ok((collector, managed.len()))
 }
 
-/// The engine's config for this host: the kernel's balancing as read at
-/// start.
-pub(crate) fn engine_config(c: &Config, balancing: NumaBalancing) -> EngineConfig {
-    EngineConfig {
-        kernel_balancing: balancing.balances_between_nodes(),
-        ..c.engine.clone()
-    }
-}
-
 /// Says, at start, the kernel's automatic NUMA balancing mode and what
 /// numaplace does about it (`[engine] memory_mover`): a warning where the
 /// two may move the same pages.
@@ -707,49 +623,6 @@ fn blind_policy(engine: &Engine, collector: &Collector, synthetic: bool) -> Vec<
         .into_iter()
         .map(|(names, what)| format!("policy {} without {names}: {what}", engine.policy_name()))
         .collect()
-}
-
-/// What the policy says it does without each of the `missing` signals, in
-/// their order, one entry per thing said: the names of the signals it said
-/// it for (`A and B`) and what it said.
-pub(crate) fn without_signals(
-    engine: &Engine,
-    missing: impl IntoIterator<Item = numaplace_policy::Signal>,
-) -> Vec<(String, String)> {
-    let mut said: Vec<(Vec<&str>, String)> = Vec::new();
-    for signal in missing {
-        let Some(what) = engine.without(signal) else {
-            continue;
-        };
-        match said.iter_mut().find(|(_, w)| *w == what) {
-            Some((names, _)) => names.push(signal.name()),
-            None => said.push((vec![signal.name()], what)),
-        }
-    }
-    said.into_iter()
-        .map(|(names, what)| (names.join(" and "), what))
-        .collect()
-}
-
-/// A collector of what the policy reads, and machine readings; the
-/// operator's `[perf]` encodings of the uncore pair first, and the VM
-/// sources of `[vms]`.
-pub(crate) fn collector_for(engine: &Engine, c: &Config) -> Collector {
-    let needs = engine.needs();
-    let mut collector = Collector::with_config(
-        SysRoot::host(),
-        CollectOptions {
-            memory: needs.memory,
-            counters: needs.counters,
-            samples: needs.samples,
-            machine: true,
-        },
-        numaplace_linux::perf::SamplerConfig::default(),
-        c.perf.encodings(),
-    );
-    // VMs whose vCPU threads carry no names: the config's QMP sockets, libvirt.
-    collector.set_vm_sources(Some(c.vms.sources()));
-    collector
 }
 
 fn describe_scope(s: &Scope) -> String {
@@ -881,19 +754,4 @@ pub fn advise(args: &RunArgs) -> Result<()> {
         println!("{}{note}", describe_decision(e));
     }
     Ok(())
-}
-
-/// A journal entry for people: `app (pid 12): pin thread 13 to CPUs 2-3`
-/// and, on the next line, `because <reason>`; names and reasons escaped.
-pub(crate) fn describe_decision(e: &JournalEntry) -> String {
-    let what = crate::top_state::describe_action(&e.action);
-    if e.action.machine_wide() {
-        return format!("the machine: {what}\n    because {}", printable(&e.reason));
-    }
-    format!(
-        "{} (pid {}): {what}\n    because {}",
-        printable(&e.label),
-        e.pid,
-        printable(&e.reason)
-    )
 }

@@ -217,20 +217,20 @@ struct Local {
 impl Local {
     fn new(args: &TopArgs, interval: Duration) -> Result<Local> {
         let mut config = Config::load(args.choice.config.as_deref())?;
-        super::run::choose(&mut config, &args.choice, &args.scope)?;
+        crate::daemon_setup::choose(&mut config, &args.choice, &args.scope)?;
         if config.scope.is_empty() {
             config.scope.all = true;
         }
         let found = discover_repaired(&TopologySource::Sysfs(SysRoot::host()))?;
-        let topology = super::run::restrict(found.topology, &config)?;
+        let topology = crate::daemon_setup::restrict(found.topology, &config)?;
         let balancing = NumaBalancing::read(&SysRoot::host());
         let mut engine = Engine::new(
             config.policy.build(),
             config.scope.clone(),
-            super::run::engine_config(&config, balancing),
+            crate::daemon_setup::engine_config(&config, balancing),
         );
         engine.report_classes(true);
-        let mut collector = super::run::collector_for(&engine, &config);
+        let mut collector = crate::daemon_setup::collector_for(&engine, &config);
         collector.set_numa_faults(balancing.balances_between_nodes());
         // numa_maps only where the policy may act: reading every process's
         // each round would cost more than the view is worth.

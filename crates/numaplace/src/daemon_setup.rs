@@ -1,0 +1,164 @@
+//! What `run`, `advise`, `record` and `top` share to set a daemon up: the
+//! config with the command line on top, the topology it places onto, the
+//! machine file `auto` predicts with, the engine's config, the collector,
+//! what a policy says it does without a signal, and a journal entry for
+//! people. A module of its own, so that no command imports another.
+
+use std::path::Path;
+
+use anyhow::Result;
+use numaplace_linux::balancing::NumaBalancing;
+use numaplace_linux::{CollectOptions, Collector, SysRoot};
+use numaplace_model::task::printable;
+use numaplace_model::{CpuSet, Topology};
+use numaplace_policy::engine::{Engine, EngineConfig, JournalEntry};
+use numaplace_policy::{PolicyKind, Scope};
+use numaplace_sim::Machine;
+
+use crate::cli::{PolicyArgs, ScopeArgs};
+use crate::commands::InputError;
+use crate::config::Config;
+
+/// `n` nodes, in words.
+fn nodes_text(n: usize) -> String {
+    if n == 1 {
+        "1 node".into()
+    } else {
+        format!("{n} nodes")
+    }
+}
+
+/// The machine file `path`, checked against this host's `host` topology
+/// (every CPU and node, before `cpus` cuts it down) and given `placed`,
+/// the topology numaplace places onto: a file of another machine is an
+/// error, not a model of the wrong machine.
+pub(crate) fn load_machine(path: &Path, host: &Topology, placed: &Topology) -> Result<Machine> {
+    let m = Machine::load(path).map_err(|e| {
+        InputError(format!(
+            "[machine] file: {e}; write it on this host with `numaplace calibrate -o {}`",
+            path.display()
+        ))
+    })?;
+    let (cpus, nodes) = (m.topology.cpus().len(), m.topology.nodes().len());
+    let (host_cpus, host_nodes) = (host.cpus().len(), host.nodes().len());
+    if (cpus, nodes) != (host_cpus, host_nodes) {
+        return Err(InputError(format!(
+            "[machine] file {}: it describes a machine of {cpus} CPUs in {} ({}), this host has \
+             {host_cpus} CPUs in {}: it was written on another \
+             machine, or before CPUs or nodes went on- or offline; run `numaplace calibrate -o {}` \
+             on this host",
+            path.display(),
+            nodes_text(nodes),
+            m.name,
+            nodes_text(host_nodes),
+            path.display()
+        ))
+        .into());
+    }
+    Ok(Machine {
+        topology: placed.clone(),
+        ..m
+    })
+}
+
+/// `config` with the policy, CPUs and scope the command line gives on
+/// top, checked.
+pub(crate) fn choose(config: &mut Config, choice: &PolicyArgs, scope: &ScopeArgs) -> Result<()> {
+    if let Some(p) = &choice.policy {
+        config.policy =
+            PolicyKind::from_name(p).map_err(|e| InputError(format!("--policy: {e}")))?;
+        config.policy_named = true;
+    }
+    if let Some(c) = &choice.cpus {
+        config.cpus = Some(c.clone());
+    }
+    merge_scope(&mut config.scope, scope);
+    config.scope.validate().map_err(InputError)?;
+    Ok(())
+}
+
+/// `topology` cut down to the config's `cpus`, if it names some.
+pub(crate) fn restrict(topology: Topology, config: &Config) -> Result<Topology> {
+    let Some(list) = &config.cpus else {
+        return Ok(topology);
+    };
+    let cpus: CpuSet = list.parse().map_err(|e| InputError(format!("cpus: {e}")))?;
+    Ok(topology
+        .restrict(&cpus)
+        .map_err(|e| InputError(format!("cpus {list}: {}", e.0)))?)
+}
+
+pub(crate) fn merge_scope(scope: &mut Scope, args: &ScopeArgs) {
+    scope.all |= args.all;
+    scope.vms |= args.vms;
+    scope.pids.extend(&args.pid);
+    scope.comms.extend(args.comm.iter().cloned());
+    scope.cgroups.extend(args.cgroup.iter().cloned());
+}
+
+/// The engine's config for this host: the kernel's balancing as read at
+/// start.
+pub(crate) fn engine_config(c: &Config, balancing: NumaBalancing) -> EngineConfig {
+    EngineConfig {
+        kernel_balancing: balancing.balances_between_nodes(),
+        ..c.engine.clone()
+    }
+}
+
+/// What the policy says it does without each of the `missing` signals, in
+/// their order, one entry per thing said: the names of the signals it said
+/// it for (`A and B`) and what it said.
+pub(crate) fn without_signals(
+    engine: &Engine,
+    missing: impl IntoIterator<Item = numaplace_policy::Signal>,
+) -> Vec<(String, String)> {
+    let mut said: Vec<(Vec<&str>, String)> = Vec::new();
+    for signal in missing {
+        let Some(what) = engine.without(signal) else {
+            continue;
+        };
+        match said.iter_mut().find(|(_, w)| *w == what) {
+            Some((names, _)) => names.push(signal.name()),
+            None => said.push((vec![signal.name()], what)),
+        }
+    }
+    said.into_iter()
+        .map(|(names, what)| (names.join(" and "), what))
+        .collect()
+}
+
+/// A collector of what the policy reads, and machine readings; the
+/// operator's `[perf]` encodings of the uncore pair first, and the VM
+/// sources of `[vms]`.
+pub(crate) fn collector_for(engine: &Engine, c: &Config) -> Collector {
+    let needs = engine.needs();
+    let mut collector = Collector::with_config(
+        SysRoot::host(),
+        CollectOptions {
+            memory: needs.memory,
+            counters: needs.counters,
+            samples: needs.samples,
+            machine: true,
+        },
+        numaplace_linux::perf::SamplerConfig::default(),
+        c.perf.encodings(),
+    );
+    // VMs whose vCPU threads carry no names: the config's QMP sockets, libvirt.
+    collector.set_vm_sources(Some(c.vms.sources()));
+    collector
+}
+
+/// A journal entry for people: `app (pid 12): pin thread 13 to CPUs 2-3`
+/// and, on the next line, `because <reason>`; names and reasons escaped.
+pub(crate) fn describe_decision(e: &JournalEntry) -> String {
+    let what = crate::top_state::describe_action(&e.action);
+    if e.action.machine_wide() {
+        return format!("the machine: {what}\n    because {}", printable(&e.reason));
+    }
+    format!(
+        "{} (pid {}): {what}\n    because {}",
+        printable(&e.label),
+        e.pid,
+        printable(&e.reason)
+    )
+}
