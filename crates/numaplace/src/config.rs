@@ -227,7 +227,7 @@ impl GuestHintsSection {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MachineSection {
-    /// The machine file, e.g. `/var/lib/numaplace/machine.json`.
+    /// The machine file, e.g. `/etc/numaplace/machine.json`.
     pub file: Option<PathBuf>,
 }
 
@@ -311,10 +311,10 @@ mod tests {
     #[test]
     fn machine_file_is_read() {
         assert_eq!(Config::default().machine.file, None);
-        let c = Config::parse("[machine]\nfile = \"/var/lib/numaplace/machine.json\"\n").unwrap();
+        let c = Config::parse("[machine]\nfile = \"/etc/numaplace/machine.json\"\n").unwrap();
         assert_eq!(
             c.machine.file.as_deref(),
-            Some(Path::new("/var/lib/numaplace/machine.json"))
+            Some(Path::new("/etc/numaplace/machine.json"))
         );
         let e = Config::parse("[machine]\npreset = \"westmere-2s\"\n").unwrap_err();
         assert!(e.contains("unknown field `preset`"), "{e}");

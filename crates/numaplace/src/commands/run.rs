@@ -97,7 +97,7 @@ impl Settings {
                 )
             }
             _ => "auto predicts with generic parameters for this topology: `numaplace calibrate \
-                  -o /var/lib/numaplace/machine.json` measures this host, and `[machine] file` \
+                  -o /etc/numaplace/machine.json` measures this host, and `[machine] file` \
                   (or --machine) gives the file to the daemon"
                 .into(),
         })
