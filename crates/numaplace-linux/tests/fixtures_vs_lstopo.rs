@@ -1,7 +1,7 @@
 //! numaplace's discovery against hwloc's own `lstopo-no-graphics` on real
 //! machines' sysfs snapshots: every one in tests/fixtures/sysfs and its
-//! hwloc-linux/ (ia64, s390, ppc, ARM, fake trees...), plus any in
-//! shared/fixtures/sysfs beside the repository, and this repository's
+//! hwloc-linux/ (ia64, s390, ppc, ARM, fake trees...), plus any in the
+//! directory NUMAPLACE_EXTRA_SYSFS_FIXTURES names, and this repository's
 //! captures (tests/fixtures: this host's kind and QEMU guests with 2 and 4
 //! nodes). No snapshot is skipped: each either agrees or the test fails,
 //! naming every snapshot that differs and how.

@@ -334,7 +334,7 @@ fn four_nodes() {
 #[test]
 fn eight_nodes() {
     let m = Machine::new(
-        &repo_root().join("../shared/fixtures/sysfs/hwloc-linux/16ia64-8n2s.tar.bz2"),
+        &repo_root().join("tests/fixtures/sysfs/hwloc-linux/16ia64-8n2s.tar.bz2"),
         &[1000, 900, 1100, 800, 1200, 2000, 1500, 1300],
     );
     assert_eq!(m.advise(&libvirt_w(2, 1 << 20)).0, nodes(&[5]));

@@ -609,10 +609,11 @@ pub fn fixtures_dir() -> PathBuf {
     dir
 }
 
-/// More snapshots where there are any: `shared/fixtures/sysfs/` beside the
-/// repository. They may add machines; the tests never need them.
+/// More snapshots where a directory of them is given
+/// (`NUMAPLACE_EXTRA_SYSFS_FIXTURES`, laid out as `tests/fixtures/sysfs`).
+/// They may add machines; the tests never need them.
 pub fn extra_fixtures_dir() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures/sysfs");
+    let dir = PathBuf::from(std::env::var_os("NUMAPLACE_EXTRA_SYSFS_FIXTURES")?);
     dir.is_dir().then_some(dir)
 }
 
