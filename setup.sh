@@ -183,7 +183,7 @@ test_suite() {
 
     say "fuzz (the parsers of numaplace-parse, bounded)"
     set +e
-    fuzz/run.sh "${NUMAPLACE_FUZZ_SECONDS:-20}"
+    fuzz/run.sh "${NUMAPLACE_FUZZ_SECONDS:-12}"
     s=$?
     set -e
     [ "$status" -ne 0 ] || status=$s

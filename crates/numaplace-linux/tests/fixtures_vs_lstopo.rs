@@ -272,10 +272,28 @@ fn differences_at(root: &Path, name: &str) -> Vec<String> {
 /// naming every snapshot that differs and how.
 fn all_agree(tarballs: &[std::path::PathBuf]) {
     require_lstopo();
+    // Each snapshot extracted and read by lstopo on a thread of its own,
+    // as many at once as there are CPUs (one at a time, this was the
+    // longest test binary but two on a 2-CPU CI machine).
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let found = std::sync::Mutex::new(vec![Vec::new(); tarballs.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..workers.min(tarballs.len()) {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(t) = tarballs.get(i) else { break };
+                    let diffs = differences(t);
+                    found.lock().unwrap()[i] = diffs;
+                }
+            });
+        }
+    });
+    let found = found.into_inner().unwrap();
     let mut failed = Vec::new();
-    for t in tarballs {
+    for (t, diffs) in tarballs.iter().zip(found) {
         let name = t.file_name().unwrap().to_string_lossy();
-        let diffs = differences(t);
         if diffs.is_empty() {
             println!("agrees: {name}");
         } else {
