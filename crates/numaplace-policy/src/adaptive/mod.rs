@@ -166,6 +166,20 @@ fn memory_packages(t: &Topology, g: &numaplace_model::TaskGroup) -> Vec<usize> {
 
 /// The share of the group's resident memory on the given packages (dense
 /// ids); `None` when none is resident or it is not known.
+/// The share of `g`'s resident memory on each of `packages`, in their
+/// order; `None` while none is resident.
+fn package_shares(
+    t: &Topology,
+    g: &numaplace_model::TaskGroup,
+    packages: &[usize],
+) -> Option<Vec<f64>> {
+    let shares: Vec<f64> = packages
+        .iter()
+        .map(|p| memory_share(t, g, std::slice::from_ref(p)))
+        .collect::<Option<_>>()?;
+    Some(shares)
+}
+
 fn memory_share(t: &Topology, g: &numaplace_model::TaskGroup, packages: &[usize]) -> Option<f64> {
     let (mut on, mut total) = (0u64, 0u64);
     for (node, m) in g.memory.iter().flatten() {
@@ -345,7 +359,10 @@ impl Policy for AdaptiveMapping {
             };
             let Some(st) = self.groups.get_mut(&g.pid) else {
                 let share = memory_share(view.topology, g, &local.packages);
-                if let Some(why) = premise::memory_elsewhere(share, &local.packages) {
+                let shares = package_shares(view.topology, g, &local.packages);
+                if let Some(why) = premise::memory_elsewhere(share, &local.packages)
+                    .or_else(|| premise::memory_lopsided(shares.as_deref(), &local.packages))
+                {
                     report.left_to_linux = Some(why);
                     self.left.insert(g.pid);
                     continue;
@@ -392,7 +409,9 @@ impl Policy for AdaptiveMapping {
             };
             if st.placed_blind {
                 let share = memory_share(view.topology, g, &st.layout.packages);
+                let shares = package_shares(view.topology, g, &st.layout.packages);
                 if let Some(why) = premise::memory_elsewhere(share, &st.layout.packages)
+                    .or_else(|| premise::memory_lopsided(shares.as_deref(), &st.layout.packages))
                     .filter(|_| st.mapping == Mapping::Local)
                 {
                     let why = format!("placed before its memory was resident, and now {why}");

@@ -894,3 +894,36 @@ fn a_crowded_machine_is_left_to_linux() {
     crowd(&mut s);
     assert_eq!(decide(&mut p, &vm.topo, &s).decisions.len(), 8);
 }
+
+/// A local mapping over two packages is next to its memory only if the
+/// memory is spread like the vcores: memory bound to one of them (mix:7017)
+/// fails the premise, first touch under the mapping (about even) holds it,
+/// and so does a one-package mapping whatever the shares.
+#[test]
+fn a_local_mapping_over_packages_wants_its_memory_spread_like_it() {
+    let two = [0, 1];
+    let lopsided = premise::memory_lopsided(Some(&[0.0, 1.0]), &two).expect("node 1 only");
+    assert!(lopsided.contains("package 0 holds only 0 %"), "{lopsided}");
+    assert!(lopsided.contains("at least 25 %"), "{lopsided}");
+    assert!(premise::memory_lopsided(Some(&[0.45, 0.55]), &two).is_none());
+    assert!(premise::memory_lopsided(Some(&[0.3, 0.7]), &two).is_none());
+    assert!(premise::memory_lopsided(Some(&[1.0]), &[1]).is_none());
+    assert!(
+        premise::memory_lopsided(None, &two).is_none(),
+        "none resident"
+    );
+    // Not placed blind: where its memory lands decides the premise.
+    let local = mapping::Layout {
+        cpus: (0..8).collect(),
+        cores: (0..8).map(|v| vec![v]).collect(),
+        packages: vec![0, 1],
+    };
+    let why = premise::too_early(Objective::Performance, None, true, &local, 8).expect("waits");
+    assert!(why.contains("over packages [0, 1]"), "{why}");
+    let one = mapping::Layout {
+        packages: vec![0],
+        ..local.clone()
+    };
+    assert!(premise::too_early(Objective::Performance, None, true, &one, 8).is_none());
+    assert!(premise::too_early(Objective::Performance, Some(0.5), true, &local, 8).is_none());
+}
