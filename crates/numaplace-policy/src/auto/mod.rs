@@ -394,9 +394,13 @@ impl Auto {
     }
 }
 
-/// Each group's progress over the round, instructions retired per second,
-/// for the groups in scope; `None` when no thread of theirs has its
-/// instructions counted (nothing can be judged).
+/// Each group's progress over the round, for the groups in scope:
+/// instructions retired per second per thread counted (a thread that
+/// exits or starts changes how much a group retires, not how fast its
+/// work goes: a group whose workers finish one by one would make any move
+/// tried meanwhile look like a loss, mix:12023's kernel trial "-56.7 %").
+/// `None` when no thread of theirs has its instructions counted (nothing
+/// can be judged).
 pub fn progress(view: &View<'_>) -> Option<BTreeMap<i32, f64>> {
     let s = view.snapshot;
     let secs = s.interval_ns as f64 / 1e9;
@@ -406,18 +410,22 @@ pub fn progress(view: &View<'_>) -> Option<BTreeMap<i32, f64>> {
     let mut out = BTreeMap::new();
     let mut counted = false;
     for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
-        let mut sum = 0u64;
+        let (mut sum, mut threads) = (0u64, 0u32);
         for tid in &g.threads {
+            if s.task(*tid).is_some_and(|x| matches!(x.state, 'Z' | 'X')) {
+                continue;
+            }
             if let Some(n) = s
                 .counters
                 .get(tid)
                 .and_then(|c| c.get(Counter::Instructions))
             {
                 counted = true;
+                threads += 1;
                 sum = sum.saturating_add(n);
             }
         }
-        out.insert(g.pid, sum as f64 / secs);
+        out.insert(g.pid, sum as f64 / secs / f64::from(threads.max(1)));
     }
     counted.then_some(out)
 }
@@ -1125,7 +1133,7 @@ impl Auto {
                     d.action.clone(),
                     format!(
                         "auto: {earlier}experiment {number}: trying {kind} of {label} \
-                         (now {before:.3e} instructions/s, {} groups in scope judged over {n} \
+                         (now {before:.3e} instructions/s a thread, {} groups in scope judged over {n} \
                          rounds, kept above {}): {}",
                         baseline.len(),
                         percent(self.judge.margin),
@@ -1473,15 +1481,32 @@ impl Policy for Auto {
                 return plan;
             }
         }
-        let ready = |pid: &i32, kind: &'static str| {
-            !busy.contains(pid)
-                && !following.contains(pid)
-                && self.backoff.allows(*pid, kind, s.seq)
+        let ready = |backoff: &Backoff, pid: &i32, kind: &'static str| {
+            !busy.contains(pid) && !following.contains(pid) && backoff.allows(*pid, kind, s.seq)
         };
         let mut kinds: BTreeMap<i32, (&'static str, Vec<Decision>)> = kinds
             .into_iter()
-            .filter(|(pid, (kind, _))| ready(pid, kind))
+            .filter(|(pid, (kind, _))| ready(&self.backoff, pid, kind))
             .collect();
+        // The model is asked about numad's placement of a group before it
+        // is tried: one it predicts loses (a group crowded onto one node's
+        // controller, memory too big to repay its move over the group's
+        // expected run) is not tried, and is asked about again once the
+        // group is past another start's worth of rounds. A gathering moves
+        // no memory and is cheap to undo: its premise and the experiment
+        // decide it (the model, which has a group's memory stay spread
+        // while its threads crowd one node, declined one on mix:15013 that
+        // measured +22 %).
+        let homes: BTreeMap<i32, (&'static str, Vec<Decision>)> = (kinds.iter())
+            .filter(|(_, (kind, _))| *kind == MEMORY_HOME)
+            .map(|(pid, k)| (*pid, k.clone()))
+            .collect();
+        for (pid, (worth, _)) in self.predicted_moves(view, &homes) {
+            if !worth {
+                kinds.remove(&pid);
+                self.backoff.hold(pid, MEMORY_HOME, s.seq + settled_after);
+            }
+        }
         if kinds.is_empty() && self.first_seen.len() == 1 {
             // A lone group, numad's placement with nothing to try: DINO's
             // layout of its threads, once it has run long, or once past
@@ -1490,7 +1515,7 @@ impl Policy for Auto {
             let candidates: Vec<(i32, Vec<Decision>)> = dino
                 .into_iter()
                 .filter(|(pid, ds)| {
-                    ready(pid, DINO_LAYOUT)
+                    ready(&self.backoff, pid, DINO_LAYOUT)
                         && ds.iter().any(|d| matches!(d.action, Action::Pin { .. }))
                         && age(pid) >= settled_after
                 })
