@@ -1481,32 +1481,15 @@ impl Policy for Auto {
                 return plan;
             }
         }
-        let ready = |backoff: &Backoff, pid: &i32, kind: &'static str| {
-            !busy.contains(pid) && !following.contains(pid) && backoff.allows(*pid, kind, s.seq)
+        let ready = |pid: &i32, kind: &'static str| {
+            !busy.contains(pid)
+                && !following.contains(pid)
+                && self.backoff.allows(*pid, kind, s.seq)
         };
         let mut kinds: BTreeMap<i32, (&'static str, Vec<Decision>)> = kinds
             .into_iter()
-            .filter(|(pid, (kind, _))| ready(&self.backoff, pid, kind))
+            .filter(|(pid, (kind, _))| ready(pid, kind))
             .collect();
-        // The model is asked about numad's placement of a group before it
-        // is tried: one it predicts loses (a group crowded onto one node's
-        // controller, memory too big to repay its move over the group's
-        // expected run) is not tried, and is asked about again once the
-        // group is past another start's worth of rounds. A gathering moves
-        // no memory and is cheap to undo: its premise and the experiment
-        // decide it (the model, which has a group's memory stay spread
-        // while its threads crowd one node, declined one on mix:15013 that
-        // measured +22 %).
-        let homes: BTreeMap<i32, (&'static str, Vec<Decision>)> = (kinds.iter())
-            .filter(|(_, (kind, _))| *kind == MEMORY_HOME)
-            .map(|(pid, k)| (*pid, k.clone()))
-            .collect();
-        for (pid, (worth, _)) in self.predicted_moves(view, &homes) {
-            if !worth {
-                kinds.remove(&pid);
-                self.backoff.hold(pid, MEMORY_HOME, s.seq + settled_after);
-            }
-        }
         if kinds.is_empty() && self.first_seen.len() == 1 {
             // A lone group, numad's placement with nothing to try: DINO's
             // layout of its threads, once it has run long, or once past
@@ -1515,7 +1498,7 @@ impl Policy for Auto {
             let candidates: Vec<(i32, Vec<Decision>)> = dino
                 .into_iter()
                 .filter(|(pid, ds)| {
-                    ready(&self.backoff, pid, DINO_LAYOUT)
+                    ready(pid, DINO_LAYOUT)
                         && ds.iter().any(|d| matches!(d.action, Action::Pin { .. }))
                         && age(pid) >= settled_after
                 })

@@ -239,58 +239,6 @@ impl Auto {
         follow_score(predictor, &fit, &cpus, &horizon) > threshold
     }
 
-    /// What the model predicts of each per-group move of `proposals`:
-    /// whether it is worth an experiment (once moved, the group moved does
-    /// not lose and the other groups together do not lose more than the
-    /// judging margin), and the group's predicted change. Empty where the model cannot
-    /// fit this round (then the moves are tried on their premise alone, as
-    /// before prediction).
-    pub(super) fn predicted_moves(
-        &mut self,
-        view: &View<'_>,
-        proposals: &BTreeMap<i32, (&'static str, Vec<Decision>)>,
-    ) -> BTreeMap<i32, (bool, f64)> {
-        let mut out = BTreeMap::new();
-        if proposals.is_empty() {
-            return out;
-        }
-        let margin = self.judge.margin.ln_1p();
-        let Some(fit) = self.fit_movable(view) else {
-            return out;
-        };
-        let horizon = self.horizons(view, &fit);
-        let t = view.topology;
-        let predictor = self.predictor.as_mut().expect("built by the fit");
-        for (&pid, (_, ds)) in proposals {
-            let Some(g) = fit.groups.iter().position(|&p| p == pid) else {
-                continue;
-            };
-            let Some(cpus) = plan_cpus(t, &fit, ds) else {
-                continue;
-            };
-            let mut memory = vec![Memory::Stay; fit.groups.len()];
-            if let Some(n) = ds.iter().find_map(|d| match d.action {
-                Action::MoveMemory { to_node, .. } => t.node_by_os_id(to_node).map(|n| n.id),
-                _ => None,
-            }) {
-                memory[g] = Memory::To(n);
-            }
-            let each = predictor.score_each(&fit, &cpus, &memory, &horizon);
-            // Judged once moved, not net of the move: the horizon a
-            // young group is given (its age) is too short to repay any
-            // large memory (a VM 4 s old with 5 GiB, mix:15007, declined
-            // so, and its move measured a gain), while crowding a node's
-            // controller shows as a loss whatever the horizon.
-            let own = each[g].1;
-            let others: f64 = (each.iter().enumerate())
-                .filter(|&(i, _)| i != g)
-                .map(|(_, e)| e.1)
-                .sum();
-            out.insert(pid, (own > 0.0 && others > -margin, own));
-        }
-        out
-    }
-
     /// Starts a trial of the model's layout: every movable thread pinned
     /// to its CPU, a group gathered on one node with its memory moved
     /// there; judged together as a layout.

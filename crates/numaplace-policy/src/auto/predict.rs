@@ -524,33 +524,6 @@ impl Predictor {
         horizon_s: &[f64],
         pages: &mut Vec<Vec<f64>>,
     ) -> (f64, f64) {
-        self.score_into(fit, cpus, memory, horizon_s, pages, None)
-    }
-
-    /// [`Predictor::score`] group by group: per group of the fit,
-    /// ln(predicted / now) net of moving its memory, and without.
-    pub fn score_each(
-        &mut self,
-        fit: &Fit,
-        cpus: &[usize],
-        memory: &[Memory],
-        horizon_s: &[f64],
-    ) -> Vec<(f64, f64)> {
-        let mut each = Vec::with_capacity(fit.groups.len());
-        let mut pages = Vec::new();
-        self.score_into(fit, cpus, memory, horizon_s, &mut pages, Some(&mut each));
-        each
-    }
-
-    fn score_into(
-        &mut self,
-        fit: &Fit,
-        cpus: &[usize],
-        memory: &[Memory],
-        horizon_s: &[f64],
-        pages: &mut Vec<Vec<f64>>,
-        mut each: Option<&mut Vec<(f64, f64)>>,
-    ) -> (f64, f64) {
         pages.clear();
         let mut moved = vec![0.0; fit.groups.len()];
         let mut threads = vec![0usize; fit.groups.len()];
@@ -594,12 +567,8 @@ impl Predictor {
             } else {
                 0.0
             };
-            let group_net = r * (h - move_s) / h + transition * move_s / h - copy_s / h;
             gain += r;
-            net += group_net;
-            if let Some(each) = each.as_deref_mut() {
-                each.push((group_net, r));
-            }
+            net += r * (h - move_s) / h + transition * move_s / h - copy_s / h;
         }
         let n = fit.groups.len().max(1) as f64;
         (net / n, gain / n)
