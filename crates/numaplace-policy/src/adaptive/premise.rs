@@ -203,7 +203,10 @@ pub fn memory_lopsided(shares: Option<&[f64]>, packages: &[usize]) -> Option<Str
     let (i, low) = (shares.iter().copied().enumerate()).min_by(|a, b| a.1.total_cmp(&b.1))?;
     (low < least).then(|| {
         format!(
-            "the local mapping spans packages {packages:?} and package {} holds only {:.0} % of              its memory (at least {:.0} % wanted): its vcores there would reach all of it over              one link (seed 002's local mapping is one socket, next to all of the memory); left              to Linux",
+            "the local mapping spans packages {packages:?} and package {} holds only {:.0} % of \
+             its memory (at least {:.0} % wanted): its vcores there would reach all of it over \
+             one link (seed 002's local mapping is one socket, next to all of the memory); left \
+             to Linux",
             packages[i],
             low * 100.0,
             least * 100.0

@@ -905,6 +905,10 @@ fn a_local_mapping_over_packages_wants_its_memory_spread_like_it() {
     let lopsided = premise::memory_lopsided(Some(&[0.0, 1.0]), &two).expect("node 1 only");
     assert!(lopsided.contains("package 0 holds only 0 %"), "{lopsided}");
     assert!(lopsided.contains("at least 25 %"), "{lopsided}");
+    assert!(
+        !lopsided.contains("  "),
+        "one line, one space apart: {lopsided}"
+    );
     assert!(premise::memory_lopsided(Some(&[0.45, 0.55]), &two).is_none());
     assert!(premise::memory_lopsided(Some(&[0.3, 0.7]), &two).is_none());
     assert!(premise::memory_lopsided(Some(&[1.0]), &[1]).is_none());

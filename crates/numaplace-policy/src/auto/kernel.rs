@@ -194,7 +194,10 @@ impl Auto {
                 // (mix:14000: 6 % faster under `autonuma`, 0.1 % of its
                 // pages moved).
                 self.verdicts.push(format!(
-                    "experiment {} ({KERNEL} on) kept unjudged: a group came or went while it                      was measured and none was measured throughout; it moved {:.1} % of the                      groups' memory while it settled; on is Linux's default and, unjudged, the                      safer guess; off is tried again in {wait} rounds",
+                    "experiment {} ({KERNEL} on) kept unjudged: a group came or went while it \
+                     was measured and none was measured throughout; it moved {:.1} % of the \
+                     groups' memory while it settled; on is Linux's default and, unjudged, the \
+                     safer guess; off is tried again in {wait} rounds",
                     e.number,
                     100.0 * k.moved_share
                 ));

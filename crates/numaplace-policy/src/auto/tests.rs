@@ -1001,6 +1001,7 @@ fn the_kernels_balancing_turned_on_stays_on_when_a_group_goes_mid_trial() {
             "moved 0.0 %"
         };
         assert!(why.contains(moved), "{why}");
+        assert!(!why.contains("  "), "one line, one space apart: {why}");
     }
 }
 
