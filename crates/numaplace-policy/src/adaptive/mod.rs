@@ -166,20 +166,6 @@ fn memory_packages(t: &Topology, g: &numaplace_model::TaskGroup) -> Vec<usize> {
 
 /// The share of the group's resident memory on the given packages (dense
 /// ids); `None` when none is resident or it is not known.
-/// The share of `g`'s resident memory on each of `packages`, in their
-/// order; `None` while none is resident.
-fn package_shares(
-    t: &Topology,
-    g: &numaplace_model::TaskGroup,
-    packages: &[usize],
-) -> Option<Vec<f64>> {
-    let shares: Vec<f64> = packages
-        .iter()
-        .map(|p| memory_share(t, g, std::slice::from_ref(p)))
-        .collect::<Option<_>>()?;
-    Some(shares)
-}
-
 fn memory_share(t: &Topology, g: &numaplace_model::TaskGroup, packages: &[usize]) -> Option<f64> {
     let (mut on, mut total) = (0u64, 0u64);
     for (node, m) in g.memory.iter().flatten() {
@@ -193,6 +179,19 @@ fn memory_share(t: &Topology, g: &numaplace_model::TaskGroup, packages: &[usize]
         }
     }
     (total > 0).then(|| on as f64 / total as f64)
+}
+
+/// The share of `g`'s resident memory on each of `packages`, in their
+/// order; `None` while none is resident.
+fn package_shares(
+    t: &Topology,
+    g: &numaplace_model::TaskGroup,
+    packages: &[usize],
+) -> Option<Vec<f64>> {
+    packages
+        .iter()
+        .map(|p| memory_share(t, g, std::slice::from_ref(p)))
+        .collect()
 }
 
 impl Policy for AdaptiveMapping {

@@ -105,9 +105,9 @@ pub fn fails(
 ///
 /// The same where the local mapping spans several packages (see the
 /// comment in the body). A group placed before any of its memory was
-/// resident (each vcore on a core of its own, on one package) is judged by
-/// [`memory_elsewhere`] once its memory shows: an interleave or bind policy can put it away from the packages
-/// the local mapping chose blind (mix:145, barcelona-4s: 7 threads held on
+/// resident (each vcore on a core of its own, on one package) is judged
+/// by [`memory_elsewhere`] once its memory shows: an interleave or bind
+/// policy can put it away from the packages the local mapping chose blind (mix:145, barcelona-4s: 7 threads held on
 /// two sockets, their memory interleaved over four nodes, ran 12.5 %
 /// slower than under Linux).
 pub fn too_early(

@@ -464,37 +464,17 @@ pub(super) fn layout_name(model: bool) -> &'static str {
 }
 
 /// A plan's pins as a placement of the fit's threads: each pinned thread
-/// on a CPU of its pin, the others where they are; `None` if it pins none
-/// of them.
+/// on the first CPU of its pin, the others where they are; `None` if it
+/// pins none of them.
 fn plan_cpus(t: &numaplace_model::Topology, fit: &Fit, plan: &[Decision]) -> Option<Vec<usize>> {
     let mut cpus: Vec<usize> = fit.threads.iter().map(|x| x.cpu).collect();
     let mut pinned = false;
-    // Threads pinned to a set of CPUs (numad's node) are taken to spread
-    // over it as the scheduler spreads them: each keeps its CPU if it is
-    // in the set, the others go to the set's CPUs in turn, least used
-    // first.
-    let mut used: BTreeMap<usize, usize> = BTreeMap::new();
     for d in plan {
         if let Action::Pin { task, cpus: to, .. } = &d.action
             && let Some(i) = fit.threads.iter().position(|x| x.task == *task)
+            && let Some(c) = to.first().and_then(|c| t.cpu_by_os_id(c))
         {
-            let set: Vec<usize> = to
-                .iter()
-                .filter_map(|c| t.cpu_by_os_id(c).map(|c| c.id))
-                .collect();
-            let Some(&first) = set.first() else {
-                continue;
-            };
-            let c = if set.len() > 1 && set.contains(&cpus[i]) && !used.contains_key(&cpus[i]) {
-                cpus[i]
-            } else {
-                set.iter()
-                    .copied()
-                    .min_by_key(|c| (used.get(c).copied().unwrap_or(0), *c))
-                    .unwrap_or(first)
-            };
-            *used.entry(c).or_default() += 1;
-            cpus[i] = c;
+            cpus[i] = c.id;
             pinned = true;
         }
     }
