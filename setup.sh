@@ -159,7 +159,9 @@ test_suite() {
     # a time: two guests at once on a small machine only slow each other.
     say "QEMU and long tests"
     set +e
-    cargo test -p numaplace --locked --test qemu_guest_memory --test qemu_host_vm \
+    # --workspace, as above: `-p numaplace` alone resolves the dependencies'
+    # features differently and rebuilds them (2 minutes on 2 CPUs).
+    cargo test --workspace --locked --test qemu_guest_memory --test qemu_host_vm \
         --test qemu_host_qmp \
         --test qemu_guest_daemon --test qemu_guest_dino --test qemu_guest_bench \
         --test qemu_guest_balancing --test qemu_libvirt_numad --test numad_divert \
@@ -175,7 +177,7 @@ test_suite() {
     (build_deb)
     s=$?
     if [ "$s" -eq 0 ]; then
-        cargo test -p numaplace --locked --test package -- --ignored 2>&1 | tee -a "$log"
+        cargo test --workspace --locked --test package -- --ignored 2>&1 | tee -a "$log"
         s=${PIPESTATUS[0]}
     fi
     set -e

@@ -377,6 +377,12 @@ pub struct Solver {
     /// to rounding, in `O(m)` water-fills fewer. Off for the simulator's
     /// world, whose results stay bit for bit; on for `auto`'s predictor.
     pub split_once: bool,
+    /// Iterations at the start that take each thread's new speed whole
+    /// rather than half way (the rest are damped, against oscillation
+    /// through the shared queues): 0 for the simulator's world; a solve
+    /// started near its answer (a placement one move from one solved)
+    /// gets there in fewer iterations with one.
+    pub full_steps: u32,
     scratch: Scratch,
     corun: Vec<Corun>,
 }
@@ -423,6 +429,7 @@ impl Solver {
             queueing_k_ns: m.params.queueing_k_ns.value,
             tolerance: 1e-7,
             split_once: false,
+            full_steps: 0,
             scratch: Scratch::default(),
             corun: Vec::new(),
         }
@@ -565,7 +572,8 @@ impl Solver {
                     &load,
                     &core_busy,
                 );
-                let new = 0.5 * ips[i] + 0.5 * s.ips;
+                let step = if iter < self.full_steps { 1.0 } else { 0.5 };
+                let new = (1.0 - step) * ips[i] + step * s.ips;
                 change = change.max((new - ips[i]).abs() / new.max(1.0));
                 ips[i] = new;
                 out[i] = s;
