@@ -3,8 +3,9 @@
 #
 # The daemon's own cost on this host: `numaplace run --dry-run` over a
 # process of THREADS (default 2000) parked threads for SECONDS (default 60),
-# with the numad-like policy deciding at its own default interval (5 s, as
-# numad's), or every NP_INTERVAL (e.g. NP_INTERVAL=1s). With --busy, the
+# with the numad-like policy (or NP_POLICY, e.g. NP_POLICY=auto) deciding at
+# its own default interval (5 s for numad-like, as numad's), or every
+# NP_INTERVAL (e.g. NP_INTERVAL=1s). With --busy, the
 # threads run instead: each wakes every NP_BUSY_PERIOD_MS (default 100) to
 # work a little, so every thread ran between two rounds and none is carried
 # over. Prints the daemon's CPU time as a fraction of one core and its peak
@@ -35,7 +36,7 @@ crowd=$!
 for _ in $(seq 100); do grep -q ready "$work/crowd.out" 2>/dev/null && break; sleep 0.1; done
 grep -q ready "$work/crowd.out" || { echo "crowd did not start" >&2; exit 1; }
 
-"$bin" run --dry-run --policy numad-like --pid "$crowd" ${NP_INTERVAL:+--interval "$NP_INTERVAL"} \
+"$bin" run --dry-run --policy "${NP_POLICY:-numad-like}" --pid "$crowd" ${NP_INTERVAL:+--interval "$NP_INTERVAL"} \
     --state "$work/state.json" --journal "$work/journal.jsonl" 2> "$work/daemon.err" &
 daemon=$!
 sleep "$secs"
