@@ -489,7 +489,8 @@ impl Predictor {
     }
 
     /// Solves the model for the fit's threads on `cpus`, with `pages` per
-    /// thread (or the fit's own).
+    /// thread (or the fit's own), each thread started from its speed in
+    /// `warm` (empty: from its core's speed alone).
     fn solve(
         &mut self,
         fit: &Fit,
