@@ -438,14 +438,27 @@ fn pinned(a: &Action) -> Option<TaskId> {
     }
 }
 
-/// The CPUs of the node thread `x` last ran on within its affinity, when
-/// that is narrower than its affinity: where a rollback's first step puts
-/// it ([`undo_of`]).
-fn node_within(t: &Topology, x: &numaplace_model::Task) -> Option<numaplace_model::CpuSet> {
-    x.last_cpu
-        .and_then(|c| t.cpu_by_os_id(c))
-        .map(|c| t.nodes()[c.node].span.intersection(&x.allowed_cpus))
-        .filter(|n| !n.is_empty() && *n != x.allowed_cpus)
+/// Where a rollback's first step puts thread `x` ([`undo_of`]): the CPUs
+/// of the node it last ran on within its affinity, when that is narrower
+/// than its affinity; on a crowded machine (more runnable threads than
+/// CPUs, [`crate::dino::aside::crowded`]) the very CPU it ran on. There
+/// every CPU is shared and the kernel's balancing leaves a pairing as it
+/// finds it, so a thread put back on its node alone may come to share a
+/// CPU with one that ran alone before (mix:18003: two short programs that
+/// had a CPU each shared one after a rolled-back gathering, 16.8 and
+/// 18.6 s -> 25.4 and 27.7 s).
+fn home_within(
+    t: &Topology,
+    x: &numaplace_model::Task,
+    crowded: bool,
+) -> Option<numaplace_model::CpuSet> {
+    let cpu = x.last_cpu.and_then(|c| t.cpu_by_os_id(c))?;
+    let home = if crowded {
+        numaplace_model::CpuSet::from_iter([cpu.os_id])
+    } else {
+        t.nodes()[cpu.node].span.clone()
+    };
+    Some(home.intersection(&x.allowed_cpus)).filter(|n| !n.is_empty() && *n != x.allowed_cpus)
 }
 
 /// The pins that undo `decisions` on `s`, in two steps: first each
@@ -458,11 +471,12 @@ fn node_within(t: &Topology, x: &numaplace_model::Task) -> Option<numaplace_mode
 /// ([`Move::memory_before`]).
 fn undo_of(t: &Topology, s: &Snapshot, decisions: &[Decision]) -> (Vec<Action>, Vec<Action>) {
     let (mut home, mut undo) = (Vec::new(), Vec::new());
+    let crowded = crate::dino::aside::crowded(s, t).is_some();
     for d in decisions {
         if let Action::Pin { task, tgid, .. } = &d.action
             && let Some(x) = s.task(task.tid).filter(|x| x.id() == *task)
         {
-            if let Some(cpus) = node_within(t, x) {
+            if let Some(cpus) = home_within(t, x, crowded) {
                 home.push(Action::Pin {
                     task: *task,
                     tgid: *tgid,
@@ -1041,6 +1055,7 @@ impl Auto {
         let number = self.experiments + 1;
         self.experiments = number;
         let earlier: String = self.verdicts.drain(..).map(|v| v + "; ").collect();
+        let crowded = crate::dino::aside::crowded(s, t).is_some();
         let mut before = BTreeMap::new();
         let mut moves = Vec::new();
         for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
@@ -1051,7 +1066,7 @@ impl Auto {
                         task: x.id(),
                         tgid: g.pid,
                         allowed: x.allowed_cpus.clone(),
-                        node: node_within(t, x),
+                        node: home_within(t, x, crowded),
                     },
                 );
             }

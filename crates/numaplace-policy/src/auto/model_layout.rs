@@ -14,7 +14,7 @@ use numaplace_model::{Action, CpuSet, Decision, Plan, Snapshot, Task};
 
 use super::predict::{Fit, Layout, Memory, Predictor};
 use super::{
-    Auto, Before, Experiment, LAYOUT, MODEL_LAYOUT, Move, SETTLED_AGE, Trial, node_within, percent,
+    Auto, Before, Experiment, LAYOUT, MODEL_LAYOUT, Move, SETTLED_AGE, Trial, home_within, percent,
     share_on,
 };
 use crate::View;
@@ -82,7 +82,7 @@ impl Auto {
 
     /// Whether `x`'s affinity is one CPU auto pinned it to under a kept
     /// model layout.
-    fn model_kept_pin(&self, x: &Task) -> bool {
+    pub(super) fn model_kept_pin(&self, x: &Task) -> bool {
         self.model_pins
             .get(&x.tid)
             .is_some_and(|(id, cpus)| *id == x.id() && *cpus == x.allowed_cpus)
@@ -281,6 +281,7 @@ impl Auto {
             layout.evaluations,
             percent(self.judge.margin),
         );
+        let crowded = crate::dino::aside::crowded(s, t).is_some();
         let mut before = BTreeMap::new();
         let mut moves = Vec::new();
         for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
@@ -291,7 +292,7 @@ impl Auto {
                         task: x.id(),
                         tgid: g.pid,
                         allowed: x.allowed_cpus.clone(),
-                        node: node_within(t, x),
+                        node: home_within(t, x, crowded),
                     },
                 );
             }
@@ -350,6 +351,11 @@ impl Auto {
     /// threads that came since are placed ([`Auto::place_newcomers`]).
     pub(super) fn model_kept_round(&mut self, view: &View<'_>, quiet: bool, plan: &mut Plan) {
         let s = view.snapshot;
+        if let Some((runnable, cpus)) = crate::dino::aside::crowded(s, view.topology) {
+            let why = format!("{runnable} runnable threads on {cpus} CPUs");
+            self.widen_model_pins(view, &why, plan);
+            return;
+        }
         // Asked again every `backoff-rounds` (asked also whenever the
         // groups it laid out changed, mixes did worse: -4.71 against
         // -4.97 % mean on seed 5000's 24 mixes, a new layout re-pinning
@@ -365,6 +371,52 @@ impl Auto {
             }
         }
         self.place_newcomers(view, plan);
+    }
+
+    /// A kept model layout on a machine that became crowded (more
+    /// runnable threads than CPUs, `why`): each thread it pinned to one
+    /// CPU is given that CPU's node, so the kernel time-shares the node's
+    /// CPUs among whoever comes; its memory stays. Pinned to one CPU, a
+    /// thread kept it while every newcomer Linux put there shared it
+    /// (mix:18002: a memory-bound program pinned before two VMs and a
+    /// 14-thread job came, 21.2 s under Linux, 31.6 s). Neither newcomers
+    /// nor new layouts are placed by the model while the machine is
+    /// crowded: its layouts put each thread on a CPU of its own.
+    fn widen_model_pins(&mut self, view: &View<'_>, why: &str, plan: &mut Plan) {
+        let (t, s) = (view.topology, view.snapshot);
+        let mut widened = Vec::new();
+        for x in &s.tasks {
+            if !self.model_kept_pin(x) || x.allowed_cpus.len() != 1 {
+                continue;
+            }
+            let Some(cpu) = x
+                .last_cpu
+                .and_then(|c| t.cpu_by_os_id(c))
+                .or_else(|| x.allowed_cpus.iter().next().and_then(|c| t.cpu_by_os_id(c)))
+            else {
+                continue;
+            };
+            let within = self
+                .first_affinity
+                .get(&x.tid)
+                .filter(|f| f.0 == x.id())
+                .map_or_else(|| t.span().clone(), |f| f.2.clone());
+            let cpus = t.nodes()[cpu.node].span.intersection(&within);
+            if cpus.is_empty() || cpus == x.allowed_cpus {
+                continue;
+            }
+            widened.push((x.id(), x.tgid, cpus, cpu.node));
+        }
+        for (task, tgid, cpus, node) in widened {
+            self.model_pins.insert(task.tid, (task, cpus.clone()));
+            plan.push(
+                Action::Pin { task, tgid, cpus },
+                format!(
+                    "auto ({MODEL_LAYOUT} kept): {why}; a thread it pinned to one CPU is given \
+                     that CPU's node ({node}), for the kernel to time-share"
+                ),
+            );
+        }
     }
 
     /// Threads that came under a kept model layout (their affinity every

@@ -1061,3 +1061,109 @@ fn progress_is_per_thread_so_a_worker_that_ends_is_no_loss() {
     // Nothing counted: nothing to judge by.
     assert!(progress(&view(&round(12, t.span(), None))).is_none());
 }
+
+/// A crowded round on [`topo`] (4 CPUs): process 100's threads 101-106
+/// all runnable, 101 pinned to CPU 1 by a kept model layout, the others
+/// on every CPU.
+fn crowded_round(seq: u64) -> Snapshot {
+    let t = topo();
+    let pinned: CpuSet = [1].into_iter().collect();
+    let tasks = (101..=106)
+        .map(|tid| Task {
+            utime: seq * 100,
+            last_cpu: Some((tid - 101) as u32 % 4),
+            ..task(tid, 100, if tid == 101 { &pinned } else { t.span() })
+        })
+        .collect();
+    Snapshot {
+        seq,
+        time_unix_ns: seq * 1_000_000_000,
+        interval_ns: 1_000_000_000,
+        tasks,
+        groups: vec![process(100, "crowd", (101..=106).collect())],
+        machine: MachineReadings {
+            clock_ticks: 100,
+            ..MachineReadings::default()
+        },
+        ..Snapshot::default()
+    }
+}
+
+#[test]
+fn a_rollback_on_a_crowded_machine_puts_a_thread_back_on_its_very_cpu() {
+    let t = topo();
+    let s = crowded_round(1);
+    let x = s.task(102).unwrap();
+    // Not crowded: the node it ran on (CPU 1 is on node 0: CPUs 0-1).
+    assert_eq!(
+        home_within(&t, x, false),
+        Some(t.node_by_os_id(0).unwrap().span.clone())
+    );
+    // Crowded: the CPU itself, so the pairing of time-shared CPUs comes
+    // back as it was.
+    assert_eq!(home_within(&t, x, true), Some([1].into_iter().collect()));
+    assert!(crate::dino::aside::crowded(&s, &t).is_some());
+    // Already as narrow as that: nothing to put back first.
+    assert_eq!(home_within(&t, s.task(101).unwrap(), true), None);
+    // undo_of follows the crowding of the round it is given.
+    let pin = |tid: i32| Decision {
+        action: Action::Pin {
+            task: s.task(tid).unwrap().id(),
+            tgid: 100,
+            cpus: t.node_by_os_id(1).unwrap().span.clone(),
+        },
+        reason: String::new(),
+    };
+    let (home, undo) = undo_of(&t, &s, &[pin(103)]);
+    let homes: Vec<(i32, CpuSet)> = home
+        .iter()
+        .filter_map(|a| match a {
+            Action::Pin { task, cpus, .. } => Some((task.tid, cpus.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(homes, vec![(103, [2].into_iter().collect())]);
+    assert_eq!(undo.len(), 1);
+}
+
+#[test]
+fn a_kept_model_layout_gives_its_one_cpu_pins_their_node_when_the_machine_is_crowded() {
+    let t = topo();
+    let s = crowded_round(40);
+    let mut auto = Auto::new(AutoParams::default());
+    auto.model_kept = true;
+    let x = s.task(101).unwrap();
+    auto.model_pins
+        .insert(101, (x.id(), x.allowed_cpus.clone()));
+    let managed = crate::testutil::all_processes(&s);
+    let view = View {
+        topology: &t,
+        snapshot: &s,
+        managed: &managed,
+    };
+    let mut plan = Plan::default();
+    auto.model_kept_round(&view, true, &mut plan);
+    let node0 = t.node_by_os_id(0).unwrap().span.clone();
+    assert_eq!(
+        crate::testutil::pins(&plan),
+        vec![(101, node0.clone())],
+        "{plan:?}"
+    );
+    let reason = &plan.decisions[0].reason;
+    assert!(reason.contains("6 runnable threads on 4 CPUs"), "{reason}");
+    // Still the model's to place once the machine is not crowded.
+    let mut widened = x.clone();
+    widened.allowed_cpus = node0;
+    assert!(auto.model_kept_pin(&widened));
+    // Said once: the next crowded round has nothing to widen.
+    let mut next = crowded_round(41);
+    next.tasks[0] = widened;
+    let view = View {
+        topology: &t,
+        snapshot: &next,
+        managed: &managed,
+    };
+    let mut plan = Plan::default();
+    auto.model_kept_round(&view, true, &mut plan);
+    assert!(plan.decisions.is_empty(), "{plan:?}");
+}
