@@ -579,10 +579,19 @@ impl Collector {
             Some(perf) => {
                 let tids: Vec<i32> = user_tasks().map(|t| t.tid).collect();
                 // Deltas first (threads counted since the last round), then
-                // open counters for the threads that appeared.
-                let alive: BTreeSet<i32> = tids.iter().copied().collect();
-                let mut deltas = perf.read_deltas();
-                deltas.retain(|tid, _| alive.contains(tid));
+                // open counters for the threads that appeared. The round's
+                // threads are the live ones; where the task iterator read
+                // their run time, one that has not run is not read.
+                let seen: BTreeMap<i32, Option<u64>> = user_tasks()
+                    .map(|t| {
+                        let ran = (self.iterated.as_ref())
+                            .and_then(|i| i.record(t.tgid, t.tid))
+                            .filter(|r| r.start_time == t.start_time)
+                            .map(|r| r.runtime_ns);
+                        (t.tid, ran)
+                    })
+                    .collect();
+                let deltas = perf.read_deltas_of(&seen);
                 perf.sync(&tids);
                 deltas
             }

@@ -73,6 +73,9 @@ pub struct SyncReport {
 struct Tracked {
     counters: ThreadCounters,
     last: GroupReading,
+    /// The thread's run time (the scheduler's clock, ns) when `last` was
+    /// read, where the round said it ([`PerfMonitor::read_deltas_of`]).
+    ran_ns: Option<u64>,
 }
 
 /// Per-thread counters for a changing set of threads.
@@ -395,7 +398,11 @@ impl PerfMonitor {
             |tid| match ThreadCounters::open(tid, specs, opts) {
                 Ok(counters) => {
                     let last = GroupReading::zero(counters.counters());
-                    Ok(Tracked { counters, last })
+                    Ok(Tracked {
+                        counters,
+                        last,
+                        ran_ns: None,
+                    })
                 }
                 Err(e) => Err(match e.source.raw_os_error() {
                     Some(libc::ESRCH | libc::ENOENT) => OpenFailure::Gone,
@@ -428,18 +435,46 @@ impl PerfMonitor {
     /// Each counted thread's counts since the previous read (or since its
     /// counters were opened). Threads that exited are dropped, silently.
     pub fn read_deltas(&mut self) -> BTreeMap<i32, CounterDeltas> {
+        self.read(|tid| super::counters::thread_alive(tid).then_some(None))
+    }
+
+    /// As [`PerfMonitor::read_deltas`], for a round that listed the live
+    /// threads (`seen`: tid -> its run time in ns, the scheduler's clock,
+    /// where the round read it): a thread not listed has exited (no
+    /// `kill(tid, 0)` per thread), and one whose run time has not moved
+    /// since its counters were last read is not read again. Its counters
+    /// count only while it runs (per-thread events: their enabled and
+    /// running times stand still too), so the read would return what the
+    /// last one did, and the delta is the same zero; one that ran after
+    /// the round listed it shows its counts at the next read, none lost.
+    /// On a host most of whose threads sleep through a round, this is
+    /// most of the reads.
+    pub fn read_deltas_of(
+        &mut self,
+        seen: &BTreeMap<i32, Option<u64>>,
+    ) -> BTreeMap<i32, CounterDeltas> {
+        self.read(|tid| seen.get(&tid).copied())
+    }
+
+    /// The reads: `seen(tid)` is `None` for a thread that exited, else
+    /// its run time where known.
+    fn read(&mut self, seen: impl Fn(i32) -> Option<Option<u64>>) -> BTreeMap<i32, CounterDeltas> {
         let mut out = BTreeMap::new();
         let mut drop = Vec::new();
         for (&tid, t) in self.watched.threads.iter_mut() {
-            let exited = !t.counters.is_alive();
-            if exited {
+            let Some(ran_ns) = seen(tid) else {
                 drop.push((tid, None));
+                continue;
+            };
+            if ran_ns.is_some() && ran_ns == t.ran_ns {
+                out.insert(tid, delta(&t.last, &t.last));
                 continue;
             }
             match t.counters.read() {
                 Ok(cur) => {
                     out.insert(tid, delta(&t.last, &cur));
                     t.last = cur;
+                    t.ran_ns = ran_ns;
                 }
                 Err(e) => drop.push((tid, Some(e))),
             }

@@ -306,3 +306,34 @@ fn libpfm4_events_are_tried_after_the_generic_ones_and_say_where_they_came_from(
         );
     }
 }
+
+#[test]
+fn a_thread_whose_run_time_stood_still_is_not_read_and_its_counts_come_at_the_next_read() {
+    let mut m = PerfMonitor::new(&SysRoot::host(), &with_software());
+    assert!(m.availability().is_counted(Counter::TaskClock));
+    let w = Worker::spawn();
+    assert_eq!(m.sync(&[w.tid]).opened, 1);
+    let clock = |d: &BTreeMap<i32, CounterDeltas>| d[&w.tid].get(Counter::TaskClock).unwrap_or(0);
+
+    w.burn(Duration::from_millis(60));
+    let first = clock(&m.read_deltas_of(&BTreeMap::from([(w.tid, Some(1_000))])));
+    assert!(first > 30_000_000, "{first}");
+    // The round says it has not run since (a run time as at the last
+    // read): not read, a zero delta, though it did run after the round
+    // listed it.
+    w.burn(Duration::from_millis(60));
+    let d = m.read_deltas_of(&BTreeMap::from([(w.tid, Some(1_000))]));
+    assert_eq!(clock(&d), 0, "{d:?}");
+    assert_eq!(d[&w.tid].running_ns, 0, "{d:?}");
+    // Its clock moved: read, and the counts of the skipped round are in it.
+    let d = m.read_deltas_of(&BTreeMap::from([(w.tid, Some(2_000))]));
+    assert!(clock(&d) > 30_000_000, "{d:?}");
+    // No run time known: always read.
+    w.burn(Duration::from_millis(60));
+    let d = m.read_deltas_of(&BTreeMap::from([(w.tid, None)]));
+    assert!(clock(&d) > 30_000_000, "{d:?}");
+    // Not among the round's threads: it exited (no kill per thread).
+    assert!(m.read_deltas_of(&BTreeMap::new()).is_empty());
+    assert_eq!(m.uncounted().get(&w.tid).map(String::as_str), Some("exited"));
+    w.exit();
+}
