@@ -334,6 +334,9 @@ fn a_thread_whose_run_time_stood_still_is_not_read_and_its_counts_come_at_the_ne
     assert!(clock(&d) > 30_000_000, "{d:?}");
     // Not among the round's threads: it exited (no kill per thread).
     assert!(m.read_deltas_of(&BTreeMap::new()).is_empty());
-    assert_eq!(m.uncounted().get(&w.tid).map(String::as_str), Some("exited"));
+    assert_eq!(
+        m.uncounted().get(&w.tid).map(String::as_str),
+        Some("exited")
+    );
     w.exit();
 }

@@ -235,6 +235,12 @@ impl Trial {
         }
     }
 
+    /// Whether groups came since the change and none went: what was
+    /// measured after it carries their load, which the baseline did not.
+    pub fn groups_came(&self) -> bool {
+        self.changed && !self.departed
+    }
+
     /// Whether a round after the change was observed.
     pub fn started(&self) -> bool {
         self.rounds > 0
@@ -534,6 +540,21 @@ mod tests {
         assert!(matches!(v, Verdict1::Keep { .. }), "{v:?}");
         let (v, _) = judge(&[(1, 1e9)], &[(1, 0.9e9), (3, 1e9)]);
         assert!(matches!(v, Verdict1::RollBack { .. }), "{v:?}");
+    }
+
+    #[test]
+    fn a_trial_says_when_groups_only_came() {
+        let p = JudgeParams::default();
+        let base = BTreeMap::from([(1, 1e9)]);
+        let mut t = Trial::new(vec![1], base.clone());
+        t.observe(&p, &BTreeMap::from([(1, 1e9)]));
+        assert!(!t.groups_came());
+        t.observe(&p, &BTreeMap::from([(1, 0.5e9), (3, 1e9)]));
+        assert!(t.groups_came(), "group 3 came");
+        // One that went as well: not only came.
+        let mut t = Trial::new(vec![1], BTreeMap::from([(1, 1e9), (2, 1e9)]));
+        t.observe(&p, &BTreeMap::from([(1, 1e9), (3, 1e9)]));
+        assert!(!t.groups_came(), "group 2 went");
     }
 
     fn judgement(own: &[(i32, f64)], all: f64, control: Option<f64>, departed: bool) -> Judgement {

@@ -780,7 +780,31 @@ impl Auto {
                         .unwrap_or_default(),
                     self.judge.measure_rounds
                 );
+                // Groups came during a model layout's trial and none was
+                // left unmoved to measure their load by: the loss measured
+                // is theirs as much as the layout's (mix:20023: a
+                // 3-program layout, then an 11-thread memory-bound job,
+                // -46 % measured). The model, fitted to the rounds since
+                // (newcomers included), says whether the placement before
+                // would run the groups slower now.
+                let came = |auto: &mut Auto| {
+                    (e.model && j.control.is_none() && e.trial.groups_came())
+                        .then(|| auto.counterfactual(view, &e.model_from))
+                        .flatten()
+                        .filter(|&g| g > auto.model_threshold())
+                };
                 if j.keeps_jointly(margin) && e.model {
+                    self.keep_model_layout(s, &e, numbers);
+                    self.history = e.trial.measured_history();
+                } else if let Some(g) = (!j.keeps_jointly(margin)).then(|| came(self)).flatten() {
+                    let numbers = format!(
+                        "{numbers}, but groups came while it was measured and none was left \
+                         unmoved to measure their load by, so the machine model, fitted to the \
+                         rounds since, judged it: the placement before it would run the groups \
+                         {} slower now (kept above {})",
+                        percent(g.exp_m1()),
+                        percent(self.model_threshold().exp_m1())
+                    );
                     self.keep_model_layout(s, &e, numbers);
                     self.history = e.trial.measured_history();
                 } else if j.keeps_jointly(margin) {
