@@ -389,11 +389,7 @@ impl Auto {
             if !self.model_kept_pin(x) || x.allowed_cpus.len() != 1 {
                 continue;
             }
-            let Some(cpu) = x
-                .last_cpu
-                .and_then(|c| t.cpu_by_os_id(c))
-                .or_else(|| x.allowed_cpus.iter().next().and_then(|c| t.cpu_by_os_id(c)))
-            else {
+            let Some(cpu) = x.allowed_cpus.first().and_then(|c| t.cpu_by_os_id(c)) else {
                 continue;
             };
             let within = self
@@ -405,7 +401,7 @@ impl Auto {
             if cpus.is_empty() || cpus == x.allowed_cpus {
                 continue;
             }
-            widened.push((x.id(), x.tgid, cpus, cpu.node));
+            widened.push((x.id(), x.tgid, cpus, t.nodes()[cpu.node].os_id));
         }
         for (task, tgid, cpus, node) in widened {
             self.model_pins.insert(task.tid, (task, cpus.clone()));
