@@ -195,7 +195,8 @@ struct Move {
     /// node ([`Move::memory_to`]).
     moved_memory: bool,
     /// What puts the group's threads back: first onto the nodes they ran
-    /// on, then (a round later) to their affinities ([`undo_of`]).
+    /// on (on a crowded machine, the very CPUs: [`home_within`]), then (a
+    /// round later) to their affinities ([`undo_of`]).
     undo_home: Vec<Action>,
     undo: Vec<Action>,
     /// The memory move it made, carried on while the engine's rate limit
@@ -250,7 +251,9 @@ struct Before {
     task: TaskId,
     tgid: i32,
     allowed: numaplace_model::CpuSet,
-    /// Its node's CPUs within `allowed`, when narrower than it.
+    /// Where a rollback's first step puts it, when narrower than
+    /// `allowed`: its node's CPUs, or on a crowded machine its CPU
+    /// ([`home_within`]).
     node: Option<numaplace_model::CpuSet>,
 }
 
@@ -462,8 +465,9 @@ fn home_within(
 }
 
 /// The pins that undo `decisions` on `s`, in two steps: first each
-/// pinned thread back onto the node it runs on now (within the affinity
-/// it has now), then, a round later, back to that affinity. Given its old
+/// pinned thread back onto the node it runs on now, or on a crowded
+/// machine the CPU (within the affinity it has now, [`home_within`]),
+/// then, a round later, back to that affinity. Given its old
 /// affinity alone, a thread would stay where the move put it until the
 /// scheduler's balancing happened to move it, so the machine after a
 /// rollback would not be the one before the move. Memory is put back by
@@ -780,23 +784,12 @@ impl Auto {
                         .unwrap_or_default(),
                     self.judge.measure_rounds
                 );
-                // Groups came during a model layout's trial and none was
-                // left unmoved to measure their load by: the loss measured
-                // is theirs as much as the layout's (mix:20023: a
-                // 3-program layout, then an 11-thread memory-bound job,
-                // -46 % measured). The model, fitted to the rounds since
-                // (newcomers included), says whether the placement before
-                // would run the groups slower now.
-                let came = |auto: &mut Auto| {
-                    (e.model && j.control.is_none() && e.trial.groups_came())
-                        .then(|| auto.counterfactual(view, &e.model_from))
-                        .flatten()
-                        .filter(|&g| g > auto.model_threshold())
-                };
                 if j.keeps_jointly(margin) && e.model {
                     self.keep_model_layout(s, &e, numbers);
                     self.history = e.trial.measured_history();
-                } else if let Some(g) = (!j.keeps_jointly(margin)).then(|| came(self)).flatten() {
+                } else if let Some(g) = self.judged_by_model_as_groups_came(view, &e, &j) {
+                    // (A model layout that keeps went above: this one
+                    // would be undone.)
                     let numbers = format!(
                         "{numbers}, but groups came while it was measured and none was left \
                          unmoved to measure their load by, so the machine model, fitted to the \
@@ -931,8 +924,8 @@ impl Auto {
     }
 
     /// Undoes move `m` of experiment `number`, saying `why` in each
-    /// undoing action's reason: the threads back on the nodes they ran on
-    /// and, next round, to their affinities as they were; the memory back
+    /// undoing action's reason: the threads back on the nodes (on a
+    /// crowded machine the CPUs) they ran on and, next round, to their affinities as they were; the memory back
     /// to the nodes it was on, in the shares it had there. A gathering
     /// rolled back holds numad's whole placement back as long: it showed
     /// the threads do not gain from running together.
@@ -982,7 +975,7 @@ impl Auto {
     }
 
     /// Undoes a layout's trial: every thread it re-pinned back onto the
-    /// node it ran on before and, next round, to its affinity as it was
+    /// node (on a crowded machine the CPU) it ran on before and, next round, to its affinity as it was
     /// (threads that came during the trial: to the affinity they came
     /// with); every moved group's memory back in its shares per node.
     fn roll_back_layout(&mut self, view: &View<'_>, e: Experiment, why: &str, plan: &mut Plan) {
