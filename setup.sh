@@ -44,7 +44,7 @@ fail() { # one line, exit 2: what this machine lacks and what to do
     echo "setup.sh: $*" >&2
     exit 2
 }
-say() { echo "== $*" >&2; }
+say() { echo "== [${SECONDS}s] $*" >&2; } # seconds since the start: where a slow run spends them
 
 usage() {
     awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"
