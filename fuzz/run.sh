@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for SECONDS each (default 60) with cargo-fuzz
-# (libFuzzer + AddressSanitizer). Exits non-zero as soon as a target
+# (libFuzzer + AddressSanitizer); `--build` only builds them (.ci/run builds
+# them in the background while the QEMU tests leave a CPU idle). Exits non-zero as soon as a target
 # crashes (a panic is a crash); the input is left in fuzz/artifacts/<target>/
 # and can be replayed with `cargo fuzz run <target> <file>`.
 #
@@ -10,9 +11,14 @@
 # corpus libFuzzer grows is kept in fuzz/corpus/ (ignored by git).
 set -euo pipefail
 
+build_only=0
+if [ "${1:-}" = --build ]; then
+    build_only=1
+    shift
+fi
 secs="${1:-60}"
 case "$secs" in
-    '' | *[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;;
+    '' | *[!0-9]*) echo "usage: $0 [--build | SECONDS]" >&2; exit 2 ;;
 esac
 cd "$(dirname "$0")"
 export RUSTC_BOOTSTRAP=1
@@ -24,6 +30,10 @@ fi
 
 targets=$(cargo fuzz list)
 cargo fuzz build
+if [ "$build_only" = 1 ]; then
+    echo "fuzz: built $(echo $targets | wc -w) targets" >&2
+    exit 0
+fi
 for t in $targets; do
     echo "fuzz: $t for ${secs}s" >&2
     mkdir -p "corpus/$t"

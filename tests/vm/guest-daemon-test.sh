@@ -39,6 +39,12 @@
 #      `alloc_on_node 0 256` from node 0 to node 1 with `migratepages PID 0 1`
 #      and with `move_memory PID 1` (numaplace's HostActuator::move_memory),
 #      with /proc/uptime (10 ms) around each, pages counted from numa_maps;
+#   h. (run after e., before f.) mounts cgroup v2, makes a cpuset cgroup
+#      of node 1's CPUs and both nodes' memory, moves a fresh `numa_hog 120 2` (pages first touched on
+#      node 0) into it and narrows one of its threads with taskset to the
+#      cgroup's last CPU; runs `numaplace advise --policy numad-like` on it
+#      and then `numaplace run --policy numad-like` until >= 90% of its pages
+#      are on node 1, SIGTERMs it ("cgroup_*" keys);
 #   g. prints the results as one JSON object (the journal of b.-d. included,
 #      as "journal": [...]) between @@NUMAPLACE-GUEST-DAEMON-JSON-BEGIN@@ /
 #      -END@@ lines, and that raw journal between
@@ -269,6 +275,45 @@ else
     add "\"auto_journal\": \$(json_lines /tmp/np/auto.jsonl)"
     stop \$HOG TERM
   fi
+fi
+
+# h. (after e.) a hog confined by a cpuset cgroup (v2) to node 1's CPUs, with the
+# memory nodes of both, its pages first touched on node 0: numad-like
+# places it within its cgroup's CPUs (its memory moves to node 1), and a
+# thread narrowed inside the cgroup (taskset) is left alone, advise
+# saying which and why.
+[ -f /sys/fs/cgroup/cgroup.controllers ] || mount -t cgroup2 none /sys/fs/cgroup
+echo +cpuset > /sys/fs/cgroup/cgroup.subtree_control
+mkdir -p /sys/fs/cgroup/box
+echo "\$NODE1" > /sys/fs/cgroup/box/cpuset.cpus
+echo 0-1 > /sys/fs/cgroup/box/cpuset.mems
+: > /tmp/hog.out
+taskset -c "\$ALL" numa_hog 120 2 > /tmp/hog.out 2> /tmp/hog.err &
+HOG=\$!
+if ! wait_ready /tmp/hog.out "\$HOG" "numa_hog (cgroup)"; then
+  cat /tmp/hog.err
+  add "\"error\": \"numa_hog did not start for the cgroup case\""
+else
+  echo \$HOG > /sys/fs/cgroup/box/cgroup.procs
+  NARROW=\$(ls /proc/\$HOG/task | grep -v "^\$HOG\$" | head -n 1)
+  LAST=\$(echo "\$NODE1" | sed 's/.*[-,]//')
+  taskset -p -c "\$LAST" "\$NARROW" > /dev/null
+  echo "guest: cgroup box: CPUs \$(cat /sys/fs/cgroup/box/cpuset.cpus.effective), mems \$(cat /sys/fs/cgroup/box/cpuset.mems.effective); hog \$HOG, thread \$NARROW on CPU \$LAST"
+  add "\"cgroup_initial\": {\"hog_pid\": \$HOG, \"narrowed_tid\": \$NARROW, \"cpus\": \"\$(cat /sys/fs/cgroup/box/cpuset.cpus.effective)\", \"pages\": \$(pages \$HOG), \"affinity\": \$(affinity \$HOG)}"
+  numaplace advise --policy numad-like --pid "\$HOG" --interval 500ms > /tmp/np/cg_advise.out 2> /tmp/np/cg_advise.err
+  add "\"cgroup_advise\": {\"status\": \$?, \"stdout\": \$(json_text /tmp/np/cg_advise.out), \"stderr\": \$(json_text /tmp/np/cg_advise.err)}"
+  numaplace -v run --policy numad-like --pid "\$HOG" --interval 500ms \
+    --state /tmp/np/state.json --journal /tmp/np/cg.jsonl 2> /tmp/np/cg.err &
+  D=\$!
+  in_box() { [ "\$(node1_pct "\$HOG")" -ge 90 ]; }
+  waited=\$(wait_for \$PLACE_WAIT in_box); ok=\$?
+  echo "guest: cgroup placed=\$ok after \$waited hundredths: pages \$(pages \$HOG), affinity \$(affinity \$HOG)"
+  add "\"cgroup_place\": {\"ok\": \$([ \$ok = 0 ] && echo true || echo false), \"waited_centis\": \$waited, \"pages\": \$(pages \$HOG), \"affinity\": \$(affinity \$HOG)}"
+  stop \$D TERM; rc=\$STOP_RC
+  show_log cg
+  add "\"cgroup_sigterm\": {\"daemon_status\": \$rc, \"affinity\": \$(affinity \$HOG), \"stderr\": \$(json_text /tmp/np/cg.err)}"
+  add "\"cgroup_journal\": \$(json_lines /tmp/np/cg.jsonl)"
+  stop \$HOG TERM
 fi
 stop \$BAL TERM
 

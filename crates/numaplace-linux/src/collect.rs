@@ -34,6 +34,7 @@ use self::iterated::Iterated;
 use self::kept_memory::KeptMemory;
 
 use crate::balancing::NumaBalancing;
+use crate::confinement::Confinements;
 use crate::nodes::read_node_meminfo;
 use crate::perf::sampling::fd_limit_after_raise;
 use crate::perf::{
@@ -152,6 +153,8 @@ pub struct Collector {
     memory_kept: Vec<i32>,
     /// VMs found through QMP sockets and libvirt (`vm/discover.rs`).
     vms: Option<VmDiscovery>,
+    /// Cgroups' cpusets, read once a round each (`confinement.rs`).
+    confinements: Confinements,
 }
 
 impl Collector {
@@ -253,6 +256,7 @@ impl Collector {
         };
         Collector {
             proc: ProcReader::new(root.clone()),
+            confinements: Confinements::new(root.clone()),
             root,
             opts,
             seq: 0,
@@ -487,6 +491,7 @@ impl Collector {
         self.carried.clear();
         self.round_faults.clear();
         self.memory_kept.clear();
+        self.confinements.new_round();
         if let Some(c) = &mut self.carry {
             c.new_round();
         }

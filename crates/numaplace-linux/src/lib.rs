@@ -6,6 +6,7 @@ pub mod actuate;
 pub mod atomic;
 pub mod balancing;
 pub mod collect;
+pub mod confinement;
 pub mod cpu_idle;
 pub mod guest_hints;
 pub mod live;

@@ -299,6 +299,7 @@ mod tests {
             last_cpu: Some(1),
             allowed_cpus: CpuSet::parse_list("0-3").unwrap(),
             allowed_mems: CpuSet::parse_list("0-1").unwrap(),
+            confined_cpus: None,
             utime: 5,
             stime: 6,
             vcpu: None,

@@ -250,6 +250,7 @@ mod task_lookup_tests {
                     last_cpu: None,
                     allowed_cpus: crate::CpuSet::default(),
                     allowed_mems: crate::CpuSet::default(),
+                    confined_cpus: None,
                     utime: 0,
                     stime: 0,
                     vcpu: None,

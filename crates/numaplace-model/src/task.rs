@@ -46,6 +46,15 @@ pub struct Task {
     pub allowed_cpus: CpuSet,
     /// Nodes it may allocate from (`Mems_allowed_list`).
     pub allowed_mems: NodeSet,
+    /// The CPUs its cgroup confines it to (cgroup v2's
+    /// `cpuset.cpus.effective`, v1's `cpuset.effective_cpus`, of its
+    /// process's cgroup), where a cpuset narrower than the machine does
+    /// and could be read; `None`: nothing confines it but its own affinity
+    /// (or it could not be read). The kernel keeps `allowed_cpus` inside
+    /// them: a thread whose affinity is all of them chose no CPUs of its
+    /// own, and is placed inside them ([`Task::room`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confined_cpus: Option<CpuSet>,
     /// Cumulative user and system CPU time, clock ticks.
     pub utime: u64,
     pub stime: u64,
@@ -58,6 +67,30 @@ impl Task {
         TaskId {
             tid: self.tid,
             start_time: self.start_time,
+        }
+    }
+
+    /// The CPUs of `span` (those numaplace may place onto) this thread may
+    /// be placed on: all of them, or those its cgroup confines it to.
+    pub fn room(&self, span: &CpuSet) -> CpuSet {
+        match &self.confined_cpus {
+            Some(c) => span.intersection(c),
+            None => span.clone(),
+        }
+    }
+
+    /// Whether the thread chose no CPUs of its own: its affinity covers
+    /// every CPU of `span` its confinement leaves it (and that is at least
+    /// one). A thread narrowed inside its confinement (taskset, numactl,
+    /// `pthread_setaffinity_np`, a runtime's own pinning) chose its CPUs.
+    pub fn chose_nothing(&self, span: &CpuSet) -> bool {
+        match &self.confined_cpus {
+            // Every round, for every thread: no copy of the span.
+            None => !span.is_empty() && span.is_subset(&self.allowed_cpus),
+            Some(c) => {
+                let room = span.intersection(c);
+                !room.is_empty() && room.is_subset(&self.allowed_cpus)
+            }
         }
     }
 }

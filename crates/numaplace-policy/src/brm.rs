@@ -632,9 +632,9 @@ impl Policy for Brm {
         // A vCPU whose guest no longer runs a pinned thread on it gets the
         // CPUs it had before BRM moved it (all those numaplace may use), as
         // the paper's clear ends the vCPU's bias (§4.3).
-        let span = topo.span();
         for t in released {
-            if t.allowed_cpus != *span {
+            let span = view.room(t);
+            if t.allowed_cpus != span {
                 plan.push(
                     Action::Pin {
                         task: t.id(),
@@ -719,6 +719,11 @@ impl Policy for Brm {
                 bias = to;
                 exploring = why;
             }
+            // Its cgroup's CPUs on that node (a confined vCPU goes only
+            // where its domain's cpuset reaches).
+            let Some(cpus) = view.confine(c.task, &doms[bias].cpus) else {
+                continue;
+            };
             // While one thread of a process explores, the others hold.
             let explore = st.unc[bias].is_none();
             if let Some(&(who, until)) = self.explorers.get(&c.task.tgid)
@@ -757,21 +762,20 @@ impl Policy for Brm {
                 Action::Pin {
                     task: id,
                     tgid: c.task.tgid,
-                    cpus: to.cpus.clone(),
+                    cpus: cpus.clone(),
                 },
                 format!(
-                    "brm: {who} of {} from node {} to node {} (CPUs {}): \
+                    "brm: {who} of {} from node {} to node {} (CPUs {cpus}): \
                      system-wide uncore penalty {global:.0} cycles here, {there}{others}; \
                      its own {:.0} cycles; migration probability {prob} > draw {draw}{exploring}{}",
                     labels.get(&c.task.tgid).map_or("", String::as_str),
                     doms[c.here].os_id,
                     to.os_id,
-                    to.cpus,
                     st.ewma.unwrap_or(c.sample),
                     memory_note(shares.as_ref(), doms[c.here].os_id, to.os_id),
                 ),
             );
-            self.ours.insert(id, to.cpus.clone());
+            self.ours.insert(id, cpus);
             runnable[c.here] = runnable[c.here].saturating_sub(1);
             runnable[bias] += 1;
         }

@@ -5,9 +5,10 @@
 //! The engine is where safety rules that no policy may bend live:
 //! * only processes in scope are touched;
 //! * a thread whose affinity numaplace did not set, and that is narrower
-//!   than the machine (it, its launcher or its cgroup chose its CPUs), is
-//!   never pinned; one that changed its affinity after numaplace pinned it
-//!   is left alone from then on;
+//!   than the machine or than the CPUs its cgroup's cpuset confines it to
+//!   (it or its launcher chose its CPUs), is never pinned; one that
+//!   changed its affinity after numaplace pinned it is left alone from
+//!   then on; a pin never leaves the thread's confinement;
 //! * before a pin is applied, the guard records the thread's original
 //!   affinity (write-ahead), so a crash right after it can still be undone;
 //! * memory moves are held to a rate limit;
@@ -201,6 +202,26 @@ pub struct RoundReport {
     /// ([`crate::Policy::classes`]), where [`Engine::report_classes`] asked.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub classes: BTreeMap<i32, String>,
+    /// Threads of processes in scope that no policy may place, by the
+    /// kind of reason ([`crate::LeftAlone::kind`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub left_alone: BTreeMap<String, usize>,
+    /// Those left alone for a reason not said before for them: the
+    /// daemon logs each once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub newly_left_alone: Vec<LeftAloneNote>,
+}
+
+/// A thread no policy may place, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeftAloneNote {
+    pub tid: i32,
+    pub pid: i32,
+    /// Its process's label (name, or VM name). Untrusted.
+    pub label: String,
+    /// [`crate::LeftAlone::kind`].
+    pub kind: String,
+    pub why: String,
 }
 
 impl RoundReport {
@@ -304,6 +325,9 @@ pub struct Engine {
     hands_off: HashSet<TaskId>,
     /// Actions the kernel refused, not asked again before their round.
     backoff: HashMap<RetryKey, Backoff>,
+    /// Threads left alone, by the kind of reason last said for them and
+    /// the round it last held.
+    said: HashMap<TaskId, (&'static str, u64)>,
     totals: EngineTotals,
     /// Each round's report carries the policy's classes of the groups
     /// ([`RoundReport::classes`]); off unless someone shows them.
@@ -320,6 +344,7 @@ impl Engine {
             applied: HashMap::new(),
             hands_off: HashSet::new(),
             backoff: HashMap::new(),
+            said: HashMap::new(),
             totals: EngineTotals::default(),
             report_classes: false,
         }
@@ -347,6 +372,82 @@ impl Engine {
 
     pub fn totals(&self) -> &EngineTotals {
         &self.totals
+    }
+
+    /// The threads of processes in scope on `s` that no policy may place,
+    /// and why ([`crate::LeftAlone`]), in tid order.
+    pub fn left_alone(&self, topology: &Topology, s: &Snapshot) -> Vec<LeftAloneNote> {
+        let managed = self.managed(s);
+        self.left_alone_of(topology, s, &managed)
+            .into_iter()
+            .map(|(t, why)| LeftAloneNote {
+                tid: t.tid,
+                pid: t.tgid,
+                label: s.group(t.tgid).map(|g| g.label()).unwrap_or_default(),
+                kind: why.kind().into(),
+                why: why.to_string(),
+            })
+            .collect()
+    }
+
+    fn left_alone_of<'s>(
+        &self,
+        topology: &Topology,
+        s: &'s Snapshot,
+        managed: &BTreeSet<i32>,
+    ) -> Vec<(&'s numaplace_model::Task, crate::LeftAlone)> {
+        let view = View {
+            topology,
+            snapshot: s,
+            managed,
+        };
+        let mut out = Vec::new();
+        for t in &s.tasks {
+            if !managed.contains(&t.tgid) || matches!(t.state, 'Z' | 'X') {
+                continue;
+            }
+            let id = t.id();
+            let took_back = self.hands_off.contains(&id)
+                && self.applied.get(&id).is_some_and(|a| *a != t.allowed_cpus);
+            let why = if took_back {
+                Some(crate::LeftAlone::TookItBack {
+                    affinity: t.allowed_cpus.clone(),
+                })
+            } else {
+                view.left_alone(t, &self.applied)
+            };
+            if let Some(why) = why {
+                out.push((t, why));
+            }
+        }
+        out
+    }
+
+    /// Counts this round's threads left alone by kind, and notes those
+    /// whose reason was not said before.
+    fn count_left_alone(
+        &mut self,
+        topology: &Topology,
+        s: &Snapshot,
+        managed: &BTreeSet<i32>,
+        report: &mut RoundReport,
+    ) {
+        let found = self.left_alone_of(topology, s, managed);
+        for (t, why) in found {
+            let kind = why.kind();
+            *report.left_alone.entry(kind.to_string()).or_insert(0) += 1;
+            if self.said.insert(t.id(), (kind, s.seq)).map(|k| k.0) != Some(kind) {
+                report.newly_left_alone.push(LeftAloneNote {
+                    tid: t.tid,
+                    pid: t.tgid,
+                    label: s.group(t.tgid).map(|g| g.label()).unwrap_or_default(),
+                    kind: kind.into(),
+                    why: why.to_string(),
+                });
+            }
+        }
+        // One placed again is said again when next left alone.
+        self.said.retain(|_, (_, seq)| *seq == s.seq);
     }
 
     /// The processes of `s` in scope.
@@ -417,6 +518,7 @@ impl Engine {
         if self.report_classes {
             report.classes = self.policy.classes(s);
         }
+        self.count_left_alone(topology, s, &managed, &mut report);
         let secs = (s.interval_ns as f64 / 1e9).max(0.001);
         let mut page_budget = ((self.config.migrate_mib_per_sec << 20) as f64 * secs
             / self.config.page_size.max(1) as f64) as u64;
@@ -688,28 +790,52 @@ impl Engine {
             Some(_) => {}
             None => {
                 let first = self.first_seen.get(&task).unwrap_or(&t.allowed_cpus);
-                if !topology.span().is_subset(first) {
+                let room = t.room(topology.span());
+                if room.is_empty() || !room.is_subset(first) {
                     self.hands_off.insert(task);
+                    let within = match &t.confined_cpus {
+                        Some(c) => format!("its cgroup's CPUs {c}"),
+                        None => format!("the machine's {}", topology.span()),
+                    };
                     return Outcome::Skipped {
                         why: format!(
-                            "left alone: it runs on CPUs {first} of the machine's {} by its own, \
-                             its launcher's or its cgroup's choice",
-                            topology.span()
+                            "left alone: it runs on CPUs {first} of {within} by its own or its \
+                             launcher's choice"
                         ),
                     };
                 }
             }
+        }
+        // Confinement is not a choice, and not to be crossed: a pin stays
+        // within the CPUs the thread's cgroup leaves it (the kernel would
+        // narrow it there, or refuse it with EINVAL).
+        if let Some(c) = &t.confined_cpus
+            && !cpus.is_subset(c)
+        {
+            return Outcome::Skipped {
+                why: format!(
+                    "CPUs {cpus} are not all within the CPUs its cgroup confines it to ({c}): \
+                     not pinned"
+                ),
+            };
         }
         if t.allowed_cpus == *cpus {
             return Outcome::Skipped {
                 why: "already there".into(),
             };
         }
-        let original = self
+        let mut original = self
             .first_seen
             .get(&task)
             .cloned()
             .unwrap_or_else(|| t.allowed_cpus.clone());
+        // A confined thread that chose nothing gets the whole machine
+        // back, which the kernel narrows to its cgroup's CPUs as they are
+        // then: given its confinement of today it would keep it after the
+        // cgroup's cpuset changed (the kernel remembers the affinity asked).
+        if t.confined_cpus.as_ref() == Some(&original) {
+            original = original.union(topology.span());
+        }
         if let Err(e) = guard.before_pin(task, tgid, &original, cpus) {
             return Outcome::Skipped {
                 why: format!("could not record its original affinity, so it is not pinned: {e}"),

@@ -42,9 +42,10 @@ pub struct View<'a> {
 impl View<'_> {
     /// Whether a policy may place thread `t` this round: its process is in
     /// scope, it has not exited, and its affinity covers the CPUs
-    /// numaplace may place onto or is what the policy itself set last
-    /// (`ours`). A thread with any other affinity chose its CPUs, and the
-    /// engine leaves it alone.
+    /// numaplace may place it onto ([`View::room`]: the machine's, or
+    /// those of them its cgroup confines it to) or is what the policy
+    /// itself set last (`ours`). A thread with any other affinity chose
+    /// its CPUs, and the engine leaves it alone.
     pub fn placeable<S: std::hash::BuildHasher>(
         &self,
         t: &Task,
@@ -52,8 +53,53 @@ impl View<'_> {
     ) -> bool {
         self.managed.contains(&t.tgid)
             && !matches!(t.state, 'Z' | 'X')
-            && (self.topology.span().is_subset(&t.allowed_cpus)
-                || ours.get(&t.id()) == Some(&t.allowed_cpus))
+            && (t.chose_nothing(self.topology.span()) || ours.get(&t.id()) == Some(&t.allowed_cpus))
+    }
+
+    /// The CPUs thread `t` may be placed on: the machine's, or those of
+    /// them its cgroup's cpuset confines it to (libvirt's domain, a pod,
+    /// systemd's `AllowedCPUs=`). Every pin a policy asks for a thread
+    /// lies within them; the engine refuses one that does not.
+    pub fn room(&self, t: &Task) -> CpuSet {
+        t.room(self.topology.span())
+    }
+
+    /// CPUs `cpus` a policy chose for `t`, made to lie within its
+    /// [`View::room`]: as they are where they do; else those of them it
+    /// may use; else its room's CPUs on the nodes of `cpus` (a policy that
+    /// picked a core picked a node for its memory too); `None` where its
+    /// room has no CPU on those nodes (the thread is not moved there).
+    /// A policy pins what this returns and keeps that as what it set.
+    pub fn confine(&self, t: &Task, cpus: &CpuSet) -> Option<CpuSet> {
+        confine(self.topology, t.confined_cpus.as_ref(), cpus)
+    }
+
+    /// Why thread `t`, of a process in scope, is not one a policy may
+    /// place; `None` where it is ([`View::placeable`] then holds, `ours`
+    /// being what numaplace set last).
+    pub fn left_alone<S: std::hash::BuildHasher>(
+        &self,
+        t: &Task,
+        ours: &HashMap<TaskId, CpuSet, S>,
+    ) -> Option<LeftAlone> {
+        if self.snapshot.group(t.tgid).is_some_and(|g| g.is_kernel()) {
+            return Some(LeftAlone::Kernel);
+        }
+        if t.chose_nothing(self.topology.span()) || ours.get(&t.id()) == Some(&t.allowed_cpus) {
+            return None;
+        }
+        let room = self.room(t);
+        if room.is_empty() {
+            return Some(LeftAlone::NoRoom {
+                confined: t.confined_cpus.clone().unwrap_or_default(),
+                span: self.topology.span().clone(),
+            });
+        }
+        (!room.is_subset(&t.allowed_cpus)).then(|| LeftAlone::ChoseCpus {
+            affinity: t.allowed_cpus.clone(),
+            room,
+            confined: t.confined_cpus.is_some(),
+        })
     }
 
     /// Each process's label (name, or VM name), printable, by pid: what
@@ -65,6 +111,102 @@ impl View<'_> {
             .map(|g| (g.pid, printable(&g.label())))
             .collect()
     }
+}
+
+/// Why a thread of a process in scope is not placed ([`View::left_alone`],
+/// [`engine::Engine::left_alone`]): said by `advise`, `tasks`, `top`, once
+/// per thread in the daemon's log, and counted by kind in `/metrics`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeftAlone {
+    /// Its affinity is narrower than the CPUs it may be placed on: it,
+    /// its launcher (`taskset`, `numactl`) or its runtime chose its CPUs.
+    ChoseCpus {
+        affinity: CpuSet,
+        /// The CPUs it may be placed on ([`View::room`]).
+        room: CpuSet,
+        /// Whether a cgroup narrows `room`.
+        confined: bool,
+    },
+    /// Its cgroup confines it to CPUs numaplace may not place onto.
+    NoRoom { confined: CpuSet, span: CpuSet },
+    /// It changed its affinity after numaplace had set it: it is its own
+    /// from then on.
+    TookItBack { affinity: CpuSet },
+    /// A kernel thread.
+    Kernel,
+}
+
+impl LeftAlone {
+    /// A short name for the reason: `/metrics`' label, `tasks --json`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            LeftAlone::ChoseCpus { .. } => "chose-cpus",
+            LeftAlone::NoRoom { .. } => "confined-elsewhere",
+            LeftAlone::TookItBack { .. } => "took-affinity-back",
+            LeftAlone::Kernel => "kernel-thread",
+        }
+    }
+
+    /// Every kind, in the order `/metrics` lists them.
+    pub const KINDS: [&'static str; 4] = [
+        "chose-cpus",
+        "confined-elsewhere",
+        "took-affinity-back",
+        "kernel-thread",
+    ];
+}
+
+impl std::fmt::Display for LeftAlone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeftAlone::ChoseCpus {
+                affinity,
+                room,
+                confined,
+            } => write!(
+                f,
+                "chose its own CPUs: its affinity is {affinity}, narrower than the {} \
+                 (taskset, numactl or its runtime's own pinning)",
+                if *confined {
+                    format!("CPUs {room} its cgroup confines it to")
+                } else {
+                    format!("machine's CPUs {room}")
+                }
+            ),
+            LeftAlone::NoRoom { confined, span } => write!(
+                f,
+                "its cgroup confines it to CPUs {confined}, none of which numaplace may use \
+                 ({span})"
+            ),
+            LeftAlone::TookItBack { affinity } => write!(
+                f,
+                "set its own affinity ({affinity}) after numaplace had placed it: left to it \
+                 from then on"
+            ),
+            LeftAlone::Kernel => write!(f, "a kernel thread"),
+        }
+    }
+}
+
+/// [`View::confine`] for a thread confined to `confined` (`None`: not
+/// confined), for policies that keep a thread's confinement rather than
+/// the thread.
+pub fn confine(topology: &Topology, confined: Option<&CpuSet>, cpus: &CpuSet) -> Option<CpuSet> {
+    let Some(c) = confined else {
+        return Some(cpus.clone());
+    };
+    if cpus.is_subset(c) {
+        return Some(cpus.clone());
+    }
+    let room = topology.span().intersection(c);
+    let within = cpus.intersection(&room);
+    if !within.is_empty() {
+        return Some(within);
+    }
+    let nodes: CpuSet = (topology.nodes().iter())
+        .filter(|n| n.span.intersects(cpus))
+        .fold(CpuSet::new(), |a, n| a.union(&n.span));
+    Some(nodes.intersection(&room)).filter(|x| !x.is_empty())
 }
 
 /// Which costly signals a policy reads, so the daemon collects only those.

@@ -214,9 +214,24 @@ impl Policy for NumadLike {
             // counts in the choice); one that fits no node is left where
             // it is (numad would spread it over several nodes, which
             // Linux's own spreading already does).
-            // Its memory fits, and `free` CPUs of the node hold its CPU use.
+            // Where its cgroup confines it (a libvirt domain, a pod,
+            // `AllowedCPUs=`): of each node, the CPUs within that.
+            let confined = (g.threads.iter())
+                .filter_map(|&tid| s.task(tid))
+                .find_map(|k| k.confined_cpus.as_ref());
+            let reach = |n: &numaplace_model::Node| match confined {
+                Some(c) => n.span.intersection(c),
+                None => n.span.clone(),
+            };
+            // Its memory fits, and `free` CPUs of the node (within its
+            // confinement) hold its CPU use.
             let fits_with = |n: &numaplace_model::Node, free: f64| {
-                mems.is_none_or(|m| m.contains(n.os_id))
+                let free = match confined {
+                    Some(_) => free.min(reach(n).len() as f64),
+                    None => free,
+                };
+                (confined.is_none() || !reach(n).is_empty())
+                    && mems.is_none_or(|m| m.contains(n.os_id))
                     && room_for[n.id].memory >= total as f64
                     && free + CPU_SLACK >= cpus
             };
@@ -276,11 +291,12 @@ impl Policy for NumadLike {
                 continue; // fits no node
             };
             let on_best = mem.get(&best.os_id).copied().unwrap_or(0);
+            let target = reach(best);
             let pinned = g
                 .threads
                 .iter()
                 .filter_map(|&tid| s.task(tid))
-                .all(|task| task.allowed_cpus.is_subset(&best.span));
+                .all(|task| task.allowed_cpus.is_subset(&target));
             if pinned && (on_best as f64) >= 0.9 * total as f64 {
                 continue; // already where numad would put it
             }
@@ -301,12 +317,12 @@ impl Policy for NumadLike {
             };
             for &tid in &g.threads {
                 let Some(task) = s.task(tid) else { continue };
-                if task.allowed_cpus != best.span {
+                if task.allowed_cpus != target {
                     plan.push(
                         Action::Pin {
                             task: task.id(),
                             tgid: g.pid,
-                            cpus: best.span.clone(),
+                            cpus: target.clone(),
                         },
                         why.clone(),
                     );

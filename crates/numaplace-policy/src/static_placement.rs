@@ -199,6 +199,7 @@ mod tests {
             last_cpu: Some(0),
             allowed_cpus: CpuSet::parse_list(allowed).unwrap(),
             allowed_mems: CpuSet::parse_list("0-1").unwrap(),
+            confined_cpus: None,
             utime: 0,
             stime: 0,
             vcpu: None,

@@ -208,6 +208,9 @@ struct Candidate {
     tgid: i32,
     label: String,
     allowed: CpuSet,
+    /// The CPUs its cgroup confines it to, if any: its pins stay within
+    /// them ([`crate::confine`]).
+    confined: Option<CpuSet>,
     /// The CPU it last ran on.
     last_cpu: Option<u32>,
     sig: CacheSignature,
@@ -313,6 +316,7 @@ impl Symbiosis {
                     .cloned()
                     .unwrap_or_else(|| printable(&t.comm)),
                 allowed: t.allowed_cpus.clone(),
+                confined: t.confined_cpus.clone(),
                 last_cpu: t.last_cpu,
                 sig: sig.clone(),
             });
@@ -546,6 +550,9 @@ impl Symbiosis {
         // keeps balancing them (tasks pinned earlier get the node back).
         if doms.list.len() == 1 && cands.len() <= cores {
             for c in cands {
+                let Some(span) = crate::confine(t, c.confined.as_ref(), &span) else {
+                    continue;
+                };
                 if c.allowed != span {
                     plan.push(
                         Action::Pin {
@@ -637,7 +644,11 @@ impl Symbiosis {
         let alg = p.algorithm.name();
         for (i, c) in cands.iter().enumerate() {
             let (d, k) = new[i];
-            let (llc, core_cpus) = (&doms.list[d].0, &doms.list[d].1[k]);
+            let llc = &doms.list[d].0;
+            let Some(core_cpus) = &crate::confine(t, c.confined.as_ref(), &doms.list[d].1[k])
+            else {
+                continue;
+            };
             let who = format!("thread {} of {}", c.id.tid, c.label);
             let mates: Vec<usize> = (0..cands.len())
                 .filter(|&j| j != i && new[j] == new[i])

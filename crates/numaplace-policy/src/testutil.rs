@@ -32,6 +32,7 @@ pub fn task(tid: i32, tgid: i32, allowed: &CpuSet) -> Task {
         last_cpu: None,
         allowed_cpus: allowed.clone(),
         allowed_mems: NodeSet::new(),
+        confined_cpus: None,
         utime: 0,
         stime: 0,
         vcpu: None,

@@ -26,6 +26,7 @@ fn task(tid: i32, tgid: i32, cpu: u32, allowed: &str, ticks: u64) -> Task {
         last_cpu: Some(cpu),
         allowed_cpus: CpuSet::parse_list(allowed).unwrap(),
         allowed_mems: CpuSet::parse_list("0-1").unwrap(),
+        confined_cpus: None,
         utime: ticks,
         stime: 0,
         vcpu: None,
@@ -972,4 +973,189 @@ fn the_kernels_balancing_changes_only_with_the_whole_machine_in_scope_and_after_
     assert!(asked.is_empty());
     assert!(!acts.iter().any(|a| a.machine_wide()));
     assert!(why(&j, true).contains("already on"));
+}
+
+/// [`snapshot`] with both threads in a cgroup whose cpuset is `confined`
+/// (their affinity all of it, as the kernel sets it), thread 101 narrowed
+/// within it to `narrowed` where given.
+fn confined_snapshot(seq: u64, ticks: u64, confined: &str, narrowed: Option<&str>) -> Snapshot {
+    let mut s = snapshot(seq, ticks, confined);
+    for t in &mut s.tasks {
+        t.confined_cpus = Some(CpuSet::parse_list(confined).unwrap());
+        t.last_cpu = CpuSet::parse_list(confined).unwrap().first();
+    }
+    if let Some(n) = narrowed {
+        s.tasks[1].allowed_cpus = CpuSet::parse_list(n).unwrap();
+    }
+    s
+}
+
+#[test]
+fn a_process_its_cgroup_confines_is_placed_within_its_cpus() {
+    // Confined to CPUs 1-3 (node 0's CPU 1, node 1's 2-3): not a choice
+    // of its own, so numad-like places it, on node 1's CPUs within them.
+    let mut e = Engine::new(numad(), every_process(), EngineConfig::default());
+    run(&mut e, &confined_snapshot(0, 0, "1-3", None));
+    let (j, acts) = run(&mut e, &confined_snapshot(1, 100, "1-3", None));
+    let pins: Vec<String> = acts
+        .iter()
+        .filter_map(|a| match a {
+            Action::Pin { cpus, .. } => Some(cpus.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pins, ["2-3", "2-3"], "{j:#?}");
+    assert!(
+        acts.iter()
+            .any(|a| matches!(a, Action::MoveMemory { to_node: 1, .. })),
+        "{acts:?}"
+    );
+    let s = confined_snapshot(1, 100, "1-3", None);
+    assert!(e.left_alone(&topo(), &s).is_empty());
+}
+
+#[test]
+fn a_thread_narrowed_inside_its_cgroup_is_left_alone_and_said_why_once() {
+    let mut e = Engine::new(numad(), every_process(), EngineConfig::default());
+    let mut act = RecordingActuator::default();
+    let mut reports = Vec::new();
+    for seq in 0..3 {
+        let s = confined_snapshot(seq, 100 * seq, "1-3", Some("3"));
+        reports.push(e.round(&topo(), &s, &mut act, &mut NoGuard, &mut |_| {}));
+    }
+    // Thread 100 is placed; 101 chose CPU 3 within its cgroup's 1-3.
+    assert!(act.actions.iter().all(|a| match a {
+        Action::Pin { task, .. } => task.tid == 100,
+        _ => true,
+    }));
+    for r in &reports {
+        assert_eq!(r.left_alone.get("chose-cpus"), Some(&1), "{r:?}");
+    }
+    // Said once, in the round it was first found.
+    assert_eq!(reports[0].newly_left_alone.len(), 1);
+    let n = &reports[0].newly_left_alone[0];
+    assert_eq!((n.tid, n.pid, n.kind.as_str()), (101, 100, "chose-cpus"));
+    assert!(
+        n.why.contains("its affinity is 3")
+            && n.why
+                .contains("narrower than the CPUs 1-3 its cgroup confines it to"),
+        "{}",
+        n.why
+    );
+    assert!(reports[1].newly_left_alone.is_empty() && reports[2].newly_left_alone.is_empty());
+    let s = confined_snapshot(3, 300, "1-3", Some("3"));
+    let now = e.left_alone(&topo(), &s);
+    assert_eq!(now.len(), 1);
+    assert_eq!(now[0].tid, 101);
+}
+
+#[test]
+fn a_cgroup_outside_the_cpus_numaplace_may_use_leaves_its_threads_alone() {
+    // The scope's machine is CPUs 0-3; the cgroup's CPUs are 4-5 (CPUs
+    // this topology does not have, as when numaplace is itself confined).
+    let mut s = snapshot(1, 100, "4-5");
+    for t in &mut s.tasks {
+        t.confined_cpus = Some(CpuSet::parse_list("4-5").unwrap());
+    }
+    let e = Engine::new(numad(), every_process(), EngineConfig::default());
+    let notes = e.left_alone(&topo(), &s);
+    assert_eq!(notes.len(), 2);
+    assert!(
+        notes.iter().all(|n| n.kind == "confined-elsewhere"),
+        "{notes:?}"
+    );
+    assert!(
+        notes[0]
+            .why
+            .contains("CPUs 4-5, none of which numaplace may use")
+    );
+}
+
+/// Pins every thread to `cpus`, whatever its cgroup says.
+struct PinTo(&'static str);
+
+impl numaplace_policy::Policy for PinTo {
+    fn name(&self) -> &'static str {
+        "pin-to"
+    }
+    fn decide(&mut self, view: &numaplace_policy::View<'_>) -> Plan {
+        let mut plan = Plan::default();
+        for t in &view.snapshot.tasks {
+            plan.push(
+                Action::Pin {
+                    task: t.id(),
+                    tgid: t.tgid,
+                    cpus: CpuSet::parse_list(self.0).unwrap(),
+                },
+                "test",
+            );
+        }
+        plan
+    }
+}
+
+#[test]
+fn the_engine_refuses_a_pin_that_leaves_the_cgroups_cpus() {
+    let mut e = Engine::new(
+        Box::new(PinTo("1-2")),
+        every_process(),
+        EngineConfig::default(),
+    );
+    let (j, acts) = run(&mut e, &confined_snapshot(1, 100, "2-3", None));
+    assert!(acts.is_empty(), "{acts:?}");
+    assert_eq!(j.len(), 2);
+    for x in &j {
+        let Outcome::Skipped { why } = &x.outcome else {
+            panic!("{x:?}")
+        };
+        assert!(
+            why.contains("CPUs 1-2 are not all within the CPUs its cgroup confines it to (2-3)"),
+            "{why}"
+        );
+    }
+    // Within them: carried out.
+    let mut e = Engine::new(
+        Box::new(PinTo("3")),
+        every_process(),
+        EngineConfig::default(),
+    );
+    let (_, acts) = run(&mut e, &confined_snapshot(1, 100, "2-3", None));
+    assert_eq!(acts.len(), 2);
+}
+
+#[test]
+fn a_confined_thread_gets_the_whole_machine_back_which_the_kernel_narrows_to_its_cgroup() {
+    struct Recorded(Vec<(i32, String)>);
+    impl PinGuard for Recorded {
+        fn before_pin(
+            &mut self,
+            task: TaskId,
+            _: i32,
+            original: &CpuSet,
+            _: &CpuSet,
+        ) -> Result<(), String> {
+            self.0.push((task.tid, original.to_string()));
+            Ok(())
+        }
+    }
+    let mut e = Engine::new(
+        Box::new(PinTo("3")),
+        every_process(),
+        EngineConfig::default(),
+    );
+    let mut guard = Recorded(Vec::new());
+    let mut act = RecordingActuator::default();
+    e.round(
+        &topo(),
+        &confined_snapshot(1, 100, "2-3", None),
+        &mut act,
+        &mut guard,
+        &mut |_| {},
+    );
+    // Given its confinement of today, it would keep it after the cgroup's
+    // cpuset changed (the kernel keeps the affinity asked for).
+    assert_eq!(
+        guard.0,
+        [(100, "0-3".to_string()), (101, "0-3".to_string())]
+    );
 }

@@ -85,6 +85,7 @@ fn singles(name: &str, n: usize, instructions: f64, max_seconds: f64) -> Workloa
             sharers: 1,
             memory: MemoryPlacement::FirstTouch,
             cpus: None,
+            cpus_by_cgroup: false,
             start_s: 0.0,
             runs: 1,
             job: None,

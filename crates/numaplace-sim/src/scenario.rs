@@ -30,6 +30,8 @@
 //! copies = 1                   # 1..=1024, default 1: that many identical apps named mcf.0, mcf.1, ... when > 1
 //! memory = "first-touch"       # "first-touch" (default) | "interleave" | "interleave:LIST" | "node:N" (dense node ids)
 //! cpus = "0-3"                 # optional cpuset, kernel list syntax, dense CPU ids; threads <= its CPUs
+//! cpus_by = "taskset"          # "taskset" (default: the app chose its cpus, policies leave it alone)
+//!                              # | "cgroup" (its cgroup's cpuset: policies place it within them)
 //! start_s = 0.0                # >= 0, default 0, below max_seconds
 //! runs = 1                     # 1..=10000, default 1: runs back to back
 //! shared = "128KiB"            # bytes shared by the app's threads, default 0

@@ -74,9 +74,16 @@ pub struct AppSpec {
     pub sharers: u32,
     pub memory: MemoryPlacement,
     /// CPUs (dense ids) the application is confined to, as by its cgroup's
-    /// cpuset; `None` for the whole machine. Neither the simulated Linux
-    /// nor any policy places its threads elsewhere.
+    /// cpuset or its own `taskset`; `None` for the whole machine. Neither
+    /// the simulated Linux nor any policy places its threads elsewhere.
     pub cpus: Option<CpuSet>,
+    /// Whether `cpus` is its cgroup's cpuset (libvirt's domain, a pod in
+    /// the kubelet's shared pool, systemd's `AllowedCPUs=`): policies are
+    /// told so (`Task::confined_cpus`) and place its threads within them.
+    /// Otherwise the application chose them itself (`taskset`), and is
+    /// left alone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cpus_by_cgroup: bool,
     /// When it starts, simulated seconds.
     pub start_s: f64,
     /// How many times it runs back to back (seed 004 restarts each

@@ -119,6 +119,7 @@ fn busy_threads() -> Workload {
             sharers: 1,
             memory: MemoryPlacement::Node(0),
             cpus: None,
+            cpus_by_cgroup: false,
             start_s: 0.0,
             runs: 1,
             job: None,

@@ -36,6 +36,7 @@ fn micro(machine: &str, threads: u32, ws: u64, shared: u64, memory: MemoryPlacem
             sharers: threads,
             memory,
             cpus: None,
+            cpus_by_cgroup: false,
             start_s: 0.0,
             runs: 1,
             job: None,

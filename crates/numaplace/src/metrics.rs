@@ -25,6 +25,9 @@ pub struct MetricsState {
     pub totals: EngineTotals,
     pub managed_processes: usize,
     pub threads_seen: usize,
+    /// Threads in scope no policy may place at the last round, by the
+    /// kind of reason ([`numaplace_policy::LeftAlone::kind`]).
+    pub left_alone: std::collections::BTreeMap<String, usize>,
     pub collect_ns: u64,
     pub last_round_unix_s: f64,
     /// `GET /state`'s body: the last round's [`crate::top_state::TopState`]
@@ -150,6 +153,22 @@ pub fn render(m: &MetricsState) -> String {
         "gauge",
         "Threads seen at the last round.",
         &one(m.threads_seen.to_string()),
+    );
+    let left: Vec<(String, String)> = numaplace_policy::LeftAlone::KINDS
+        .iter()
+        .map(|k| {
+            (
+                format!("{{reason=\"{k}\"}}"),
+                m.left_alone.get(*k).copied().unwrap_or(0).to_string(),
+            )
+        })
+        .collect();
+    metric(
+        "numaplace_threads_left_alone",
+        "gauge",
+        "Threads of processes in scope that no policy may place at the last round, by why \
+         (numaplace advise names them).",
+        &left,
     );
     metric(
         "numaplace_last_round_timestamp_seconds",

@@ -308,6 +308,7 @@ mod tests {
             last_cpu: Some(0),
             allowed_cpus: "0-3".parse::<CpuSet>().unwrap(),
             allowed_mems: "0-1".parse::<CpuSet>().unwrap(),
+            confined_cpus: None,
             utime,
             stime,
             vcpu: None,

@@ -603,3 +603,58 @@ fn service_waits_for_the_processes_its_config_names() {
     assert!(err.contains("matches no running process yet"), "{err}");
     assert!(err.contains("stopped after 2 rounds"), "{err}");
 }
+
+/// A thread that chose its own CPUs is left alone, and `advise` says so:
+/// which thread, and why (issue 32).
+#[test]
+fn advise_names_the_threads_it_leaves_alone_and_why() {
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("skipped: one CPU, nothing to narrow an affinity to");
+        return;
+    }
+    struct Kill(Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    // `taskset` execs the sleep: the same pid, its affinity CPU 1.
+    let child = Kill(
+        Command::new("taskset")
+            .args(["-c", "1", "sleep", "30"])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("taskset (util-linux)"),
+    );
+    let pid = child.0.id();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let comm = || std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    while (affinity(pid) != "1" || comm().trim() != "sleep") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = numaplace(&[
+        "advise",
+        "--policy",
+        "numad-like",
+        "--cpus",
+        "0-1",
+        "--interval",
+        "300ms",
+        "--pid",
+        &pid.to_string(),
+    ]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        out.contains("Left alone: 1 thread of processes in scope no policy may place:"),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "sleep (pid {pid}), thread {pid}: chose its own CPUs: its affinity is 1, narrower \
+             than the machine's CPUs 0-1"
+        )),
+        "{out}"
+    );
+}

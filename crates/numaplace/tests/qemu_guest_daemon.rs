@@ -205,6 +205,7 @@ fn numad_like_and_auto_place_restore_and_move_pages_in_a_2_node_guest() {
     // journalled, restored on SIGTERM.
     let node0 = v["node_cpus"]["0"].as_str().expect("node 0's CPUs");
     check_auto(&v, all, node0);
+    check_cgroup(&v, node1);
 
     // f. Throughput, side by side.
     let runs = v["throughput"]["runs"].as_array().expect("throughput runs");
@@ -246,6 +247,89 @@ fn numad_like_and_auto_place_restore_and_move_pages_in_a_2_node_guest() {
         np / mp
     );
     assert!(np > 0.0 && mp > 0.0);
+}
+
+/// Step h.: a `numa_hog 120 2` in a cgroup v2 cpuset of node 1's CPUs and
+/// both nodes' memory, its pages first touched on node 0, one of its
+/// threads narrowed by `taskset` to one CPU of the cgroup. Confinement is
+/// not a choice: numad-like places the process within its cgroup's CPUs
+/// (its memory moves to node 1, no thread leaves them); the narrowed
+/// thread chose its CPU and is left alone, `advise` naming it and why; and
+/// SIGTERM leaves every affinity as it found it.
+fn check_cgroup(v: &Value, node1: &str) {
+    let start = &v["cgroup_initial"];
+    assert_eq!(start["cpus"], node1, "the cgroup's CPUs: {start}");
+    let hog = start["hog_pid"].as_i64().expect("the confined hog's pid");
+    let narrowed = start["narrowed_tid"].as_i64().expect("the narrowed thread");
+    let last = node1.rsplit(['-', ',']).next().unwrap();
+    let original = affinity(v, "cgroup_initial");
+    assert_eq!(original.len(), 3, "numa_hog 120 2: {original:?}");
+    for (tid, cpus) in &original {
+        let want = if *tid == narrowed.to_string() {
+            last
+        } else {
+            node1
+        };
+        assert_eq!(cpus, want, "thread {tid} in the cgroup: {original:?}");
+    }
+    let (n0, n1) = pages(&start["pages"]);
+    assert!(
+        n0 >= 30_720 * 9 / 10 && n1 < n0 / 10,
+        "the confined hog should start with its pages on node 0: {n0} on node 0, {n1} on node 1"
+    );
+
+    let advise = &v["cgroup_advise"];
+    assert_eq!(advise["status"], 0, "{advise}");
+    let out = advise["stdout"].as_str().expect("advise's output");
+    assert!(
+        out.contains(&format!(
+            "numa_hog (pid {hog}), thread {narrowed}: chose its own CPUs: its affinity is              {last}, narrower than the CPUs {node1} its cgroup confines it to"
+        )),
+        "advise should name the narrowed thread and why:\n{out}"
+    );
+    assert!(
+        out.contains(&format!("numa_hog (pid {hog}): move memory to node 1")),
+        "advise should plan the memory's move to node 1:\n{out}"
+    );
+
+    let placed = &v["cgroup_place"];
+    let (p0, p1) = pages(&placed["pages"]);
+    assert_eq!(placed["ok"], true, "{placed}");
+    assert!(
+        p1 as f64 >= 0.9 * (p0 + p1) as f64,
+        "within its cgroup's CPUs the hog's memory should move to node 1: {p0} pages on node \
+         0, {p1} on node 1"
+    );
+    assert_eq!(
+        affinity(v, "cgroup_place"),
+        original,
+        "no thread may leave its cgroup's CPUs, and the narrowed one stays where it chose"
+    );
+    let journal = v["cgroup_journal"]
+        .as_array()
+        .expect("the cgroup run's journal");
+    let text = serde_json::to_string(journal).unwrap();
+    assert!(
+        journal
+            .iter()
+            .any(|e| e["action"] == "move_memory" && e["to_node"] == 1),
+        "no memory move to node 1 journalled: {text}"
+    );
+    assert!(
+        journal
+            .iter()
+            .all(|e| e["action"] != "pin" || e["outcome"] != "done"),
+        "a pin was carried out, but every thread already had its place: {text}"
+    );
+    let stopped = &v["cgroup_sigterm"];
+    assert_eq!(stopped["daemon_status"], 0, "{stopped}");
+    assert_eq!(affinity(v, "cgroup_sigterm"), original, "{stopped}");
+    eprintln!(
+        "cgroup: the confined hog's memory on node 1 ({:.1}%) after {:.1} s, its threads within \
+         CPUs {node1}, thread {narrowed} left on CPU {last}",
+        100.0 * p1 as f64 / (p0 + p1) as f64,
+        placed["waited_centis"].as_f64().unwrap_or(0.0) / 100.0
+    );
 }
 
 /// Step e.: `numaplace run` with no --policy on a fresh `numa_hog 200 2`

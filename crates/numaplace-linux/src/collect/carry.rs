@@ -223,6 +223,7 @@ mod tests {
             last_cpu: s.processor,
             allowed_cpus: "0-3".parse().unwrap(),
             allowed_mems: "0".parse().unwrap(),
+            confined_cpus: None,
             utime: s.utime,
             stime: s.stime,
             vcpu: None,

@@ -22,6 +22,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use crate::confinement::Cgroups;
 use crate::procfs::TaskStat;
 use crate::taskiter::{TaskIterError, TaskIterator, TaskRecord};
 
@@ -44,7 +45,7 @@ struct Meta {
     key: (u64, u64, u64),
     read_at: Instant,
     cmdline: Vec<String>,
-    cgroup: Option<String>,
+    cgroups: Cgroups,
 }
 
 impl Iterated {
@@ -74,21 +75,15 @@ impl Iterated {
     }
 
     /// The process's command line and cgroup path, if kept.
-    pub fn meta(&self, pid: i32, now: Instant) -> Option<(Vec<String>, Option<String>)> {
+    pub fn meta(&self, pid: i32, now: Instant) -> Option<(Vec<String>, Cgroups)> {
         let key = self.key(pid)?;
         let m = self.meta.get(&pid)?;
         (m.key == key && now.saturating_duration_since(m.read_at) < self.max_age)
-            .then(|| (m.cmdline.clone(), m.cgroup.clone()))
+            .then(|| (m.cmdline.clone(), m.cgroups.clone()))
     }
 
     /// Keeps what was read of a process this round.
-    pub fn store_meta(
-        &mut self,
-        pid: i32,
-        cmdline: &[String],
-        cgroup: &Option<String>,
-        now: Instant,
-    ) {
+    pub fn store_meta(&mut self, pid: i32, cmdline: &[String], cgroups: &Cgroups, now: Instant) {
         match self.key(pid) {
             Some(key) => {
                 self.meta.insert(
@@ -97,7 +92,7 @@ impl Iterated {
                         key,
                         read_at: now,
                         cmdline: cmdline.to_vec(),
-                        cgroup: cgroup.clone(),
+                        cgroups: cgroups.clone(),
                     },
                 );
             }

@@ -12,6 +12,7 @@ use super::iterated::as_stat;
 use super::kept_memory::MemoryKey;
 use super::{Collector, MAX_CPUS};
 use crate::actuate::{thread_affinity, thread_affinity_with};
+use crate::confinement::Cgroups;
 use crate::procfs::{ProcError, TaskStat};
 use crate::taskiter::TaskRecord;
 use crate::vm;
@@ -75,7 +76,7 @@ impl Collector {
             }
             None => self.read_threads(pid, &main, &mems, cpu_ns, now)?,
         };
-        let (cmdline, cgroup) = match self.iterated.as_ref().and_then(|i| i.meta(pid, now)) {
+        let (cmdline, cgroups) = match self.iterated.as_ref().and_then(|i| i.meta(pid, now)) {
             Some(kept) => kept,
             None => {
                 let mut whole = true;
@@ -84,22 +85,31 @@ impl Collector {
                     whole = false;
                     Vec::new()
                 });
-                let cgroup = match self.proc.cgroup(pid) {
-                    Ok(c) => c.v2_path,
+                let cgroups = match self.proc.cgroup(pid) {
+                    Ok(c) => Cgroups::of(&c),
                     Err(e) => {
                         self.note(&e);
                         whole = false;
-                        None
+                        Cgroups::default()
                     }
                 };
                 if let Some(i) = &mut self.iterated
                     && whole
                 {
-                    i.store_meta(pid, &cmdline, &cgroup, now);
+                    i.store_meta(pid, &cmdline, &cgroups, now);
                 }
-                (cmdline, cgroup)
+                (cmdline, cgroups)
             }
         };
+        // Its cgroup's cpuset, read this round (the kubelet, libvirt or
+        // systemd may change it at any time): its threads' confinement.
+        let confined = self.confinements.cpus(&cgroups);
+        if confined.is_some() {
+            for t in &mut tasks {
+                t.confined_cpus = confined.clone();
+            }
+        }
+        let cgroup = cgroups.unified;
         let named: Vec<(i32, &str)> = tasks.iter().map(|t| (t.tid, t.comm.as_str())).collect();
         let (kind, vcpus) = vm::classify(&self.root, pid, &named, &cmdline);
         for (tid, n) in vcpus {
@@ -244,6 +254,7 @@ impl Collector {
                 last_cpu: stat.processor,
                 allowed_cpus,
                 allowed_mems: mems.clone(),
+                confined_cpus: None,
                 utime: stat.utime,
                 stime: stat.stime,
                 vcpu: None,
@@ -454,6 +465,7 @@ fn carried_tasks(
                 last_cpu: t.last_cpu,
                 allowed_cpus,
                 allowed_mems: mems.clone(),
+                confined_cpus: None,
                 utime: t.utime,
                 stime: t.stime,
                 vcpu: None,

@@ -37,6 +37,7 @@ fn snapshot(vm: bool) -> Snapshot {
         last_cpu: None,
         allowed_cpus: CpuSet::default(),
         allowed_mems: CpuSet::default(),
+        confined_cpus: None,
         utime: 0,
         stime: 0,
         vcpu: Some(n),

@@ -267,7 +267,7 @@ impl Policy for AdaptiveMapping {
             if tasks.len() != g.threads.len()
                 || tasks.iter().any(|t| {
                     matches!(t.state, 'Z' | 'X')
-                        || !(view.topology.span().is_subset(&t.allowed_cpus)
+                        || !(t.chose_nothing(view.topology.span())
                             || (t.allowed_cpus.len() == 1 && self.groups.contains_key(&g.pid)))
                 })
             {
@@ -280,12 +280,19 @@ impl Policy for AdaptiveMapping {
             // The CPUs the other groups hold: both mappings are laid out
             // on the rest, and a group that does not fit there is left to
             // Linux (the mappings assume vcores that own their cores).
+            // Where its cgroup confines it (a libvirt domain's cpuset):
+            // the CPUs outside that are taken too. Linux's, when this
+            // policy gives the group back: its room.
+            let Some(room) = tasks.first().map(|t| view.room(t)) else {
+                continue;
+            };
             let taken: CpuSet = self
                 .groups
                 .iter()
                 .filter(|(pid, _)| **pid != g.pid)
                 .flat_map(|(_, st)| st.layout.cpus.iter().copied())
-                .collect();
+                .collect::<CpuSet>()
+                .union(&view.topology.span().difference(&room));
             let fresh =
                 |m: Mapping| mapping::layout(view.topology, m, tasks.len(), &prefer, &taken);
             let kept = self.groups.get(&g.pid).filter(|st| {
@@ -314,7 +321,7 @@ impl Policy for AdaptiveMapping {
                 .filter(|_| cfg.objective != Objective::Power)
             {
                 if self.groups.remove(&g.pid).is_some() {
-                    back_to_linux(&mut plan, view.topology.span(), &tasks, g.pid, &label, why);
+                    back_to_linux(&mut plan, &room, &tasks, g.pid, &label, why);
                 }
                 report.vote_off = Some(why.clone());
                 continue;
@@ -334,7 +341,7 @@ impl Policy for AdaptiveMapping {
                     local.cores.len()
                 );
                 if self.groups.remove(&g.pid).is_some() {
-                    back_to_linux(&mut plan, view.topology.span(), &tasks, g.pid, &label, &why);
+                    back_to_linux(&mut plan, &room, &tasks, g.pid, &label, &why);
                 }
                 report.left_to_linux = Some(why);
                 self.left.insert(g.pid);
@@ -415,7 +422,7 @@ impl Policy for AdaptiveMapping {
                 {
                     let why = format!("placed before its memory was resident, and now {why}");
                     self.groups.remove(&g.pid);
-                    back_to_linux(&mut plan, view.topology.span(), &tasks, g.pid, &label, &why);
+                    back_to_linux(&mut plan, &room, &tasks, g.pid, &label, &why);
                     report.left_to_linux = Some(why);
                     self.left.insert(g.pid);
                     continue;

@@ -196,6 +196,7 @@ mod tests {
                 last_cpu: Some(cpu),
                 allowed_cpus: CpuSet::parse_list("0-7").unwrap(),
                 allowed_mems: CpuSet::parse_list("0").unwrap(),
+                confined_cpus: None,
                 utime: 0,
                 stime: 0,
                 vcpu: None,

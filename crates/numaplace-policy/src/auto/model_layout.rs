@@ -74,7 +74,11 @@ impl Auto {
 
     /// Whether thread `x` may be placed by the model: its process in
     /// scope, and its affinity every CPU numaplace may use or what auto
-    /// set itself.
+    /// set itself. A thread its cgroup confines (affinity narrower than
+    /// the machine) is not: the model's search puts threads on any CPU of
+    /// the machine, so such a thread is left to numad's placement and the
+    /// seed policies' layouts, which keep it within its cgroup's CPUs
+    /// ([`crate::View::confine`]), and counts in the model where it runs.
     fn model_movable(&self, view: &View<'_>, x: &Task) -> bool {
         view.managed.contains(&x.tgid)
             && !matches!(x.state, 'Z' | 'X')

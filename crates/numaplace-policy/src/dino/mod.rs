@@ -135,15 +135,19 @@ fn release_all(
     plan: &mut Plan,
 ) {
     for c in cands {
-        if ours.remove(&c.id).is_some() && *c.allowed != *span {
+        // Linux's: the machine, or as much of it as its cgroup leaves it.
+        let back = c
+            .confined
+            .map_or_else(|| span.clone(), |k| span.intersection(k));
+        if ours.remove(&c.id).is_some() && *c.allowed != back {
             plan.push(
                 Action::Pin {
                     task: c.id,
                     tgid: c.tgid,
-                    cpus: span.clone(),
+                    cpus: back.clone(),
                 },
                 format!(
-                    "{name}: thread {} of {} back to Linux (CPUs {span}): {why}",
+                    "{name}: thread {} of {} back to Linux (CPUs {back}): {why}",
                     c.id.tid, c.label
                 ),
             );
@@ -193,6 +197,9 @@ struct Candidate<'a> {
     label: &'a str,
     /// Its affinity now.
     allowed: &'a CpuSet,
+    /// The CPUs its cgroup confines it to, if any: its pins stay within
+    /// them ([`crate::confine`]).
+    confined: Option<&'a CpuSet>,
     /// The CPU it last ran on.
     last_cpu: Option<u32>,
 }
@@ -225,6 +232,7 @@ fn candidates<'a>(
             mpki: m,
             label: labels.get(&t.tgid).map_or("", |l| l.as_str()),
             allowed: &t.allowed_cpus,
+            confined: t.confined_cpus.as_ref(),
             last_cpu: t.last_cpu,
         });
     }
@@ -488,6 +496,11 @@ impl Policy for Dino {
             };
             let class = slotted[i].class;
             let (cpus, node) = &m.cores[core];
+            // Within its cgroup's CPUs: the core, or its room on the
+            // core's node; none there: it stays where it is.
+            let Some(cpus) = &crate::confine(view.topology, c.confined, cpus) else {
+                continue;
+            };
             let who = Who::Thread {
                 class: Some(class.name()),
                 tid: c.id.tid,
@@ -720,6 +733,9 @@ impl Policy for DistributedIntensity {
                 continue;
             };
             let (cpus, node) = &m.cores[core];
+            let Some(cpus) = &crate::confine(view.topology, c.confined, cpus) else {
+                continue;
+            };
             let who = Who::Thread {
                 class: None,
                 tid: c.id.tid,
@@ -746,7 +762,13 @@ impl Policy for DistributedIntensity {
                     let how = format!("back to Linux (CPUs {}), node {home} being full", m.span);
                     (m.span.clone(), how)
                 };
-                let ours = if cpus == m.span {
+                let Some(cpus) = crate::confine(view.topology, c.confined, &cpus) else {
+                    continue;
+                };
+                let back = c
+                    .confined
+                    .map_or(cpus == m.span, |k| cpus == m.span.intersection(k));
+                let ours = if back {
                     self.ours.remove(&c.id).is_some()
                 } else {
                     self.ours.insert(c.id, cpus.clone());

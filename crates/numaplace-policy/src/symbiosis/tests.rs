@@ -227,6 +227,7 @@ fn task(tid: i32, cpu: u32, span: &CpuSet) -> Task {
         last_cpu: Some(cpu),
         allowed_cpus: span.clone(),
         allowed_mems: Default::default(),
+        confined_cpus: None,
         utime: 0,
         stime: 0,
         vcpu: None,

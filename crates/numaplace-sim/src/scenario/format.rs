@@ -42,6 +42,7 @@ pub(super) struct RawApp {
     pub(super) copies: Raw,
     pub(super) memory: Raw,
     pub(super) cpus: Raw,
+    pub(super) cpus_by: Raw,
     pub(super) start_s: Raw,
     pub(super) runs: Raw,
     pub(super) shared: Raw,

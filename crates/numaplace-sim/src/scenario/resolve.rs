@@ -518,6 +518,22 @@ fn app(
         None => None,
         Some(v) => Some(app_cpus(cx, v, &path("cpus"), machine, threads)?),
     };
+    let cpus_by_cgroup = match &a.cpus_by {
+        None => false,
+        Some(v) => {
+            let cgroup = cpus_by(cx, v, &path("cpus_by"))?;
+            if cgroup && cpus.is_none() {
+                return Err(cx.bad(
+                    v,
+                    &path("cpus_by"),
+                    "a cgroup confines an application to CPUs: give them with cpus = \"0-3\", \
+                     or drop cpus_by"
+                        .into(),
+                ));
+            }
+            cgroup
+        }
+    };
     let start_s = match &a.start_s {
         Some(v) => {
             let s = cx.non_negative(v, &path("start_s"))?;
@@ -594,6 +610,7 @@ fn app(
             sharers,
             memory,
             cpus: cpus.clone(),
+            cpus_by_cgroup,
             start_s,
             runs,
             job: job(rank),
@@ -729,6 +746,23 @@ fn memory_placement(
             MemoryPlacement::Node(n)
         }
     })
+}
+
+/// `cpus_by = "taskset" | "cgroup"`: whether the app's `cpus` are its
+/// cgroup's cpuset (`true`) or its own choice.
+fn cpus_by(cx: &Ctx<'_>, v: &Spanned<Value>, p: &str) -> Result<bool, ScenarioError> {
+    match cx.string(v, p, "\"taskset\" or \"cgroup\"")? {
+        "taskset" => Ok(false),
+        "cgroup" => Ok(true),
+        other => Err(cx.bad(
+            v,
+            p,
+            format!(
+                "unknown cpus_by {other:?}: use \"taskset\" (the app chose its CPUs: left alone) \
+                 or \"cgroup\" (its cgroup's cpuset: placed within it)"
+            ),
+        )),
+    }
 }
 
 /// `kind = "process" | "vm"`.

@@ -381,6 +381,33 @@ fn values_out_of_range_name_the_field() {
         &BASE.replace("name = \"a\"\n", "name = \"a\"\ncpus = \"zero\"\n"),
         "t.toml:6:8: field `app[0].cpus`: invalid cpuset \"zero\"",
     );
+    // Who set the CPUs: a cgroup needs them, and nothing else is known.
+    fails(
+        &BASE.replace("name = \"a\"\n", "name = \"a\"\ncpus_by = \"cgroup\"\n"),
+        "t.toml:6:11: field `app[0].cpus_by`: a cgroup confines an application to CPUs: give them with cpus",
+    );
+    fails(
+        &BASE.replace(
+            "name = \"a\"\n",
+            "name = \"a\"\ncpus = \"0-1\"\ncpus_by = \"kubelet\"\n",
+        ),
+        "t.toml:7:11: field `app[0].cpus_by`: unknown cpus_by \"kubelet\": use \"taskset\"",
+    );
+    let by = |how: &str| {
+        parse(
+            &BASE.replace(
+                "name = \"a\"\n",
+                &format!("name = \"a\"\ncpus = \"0-1\"\n{how}"),
+            ),
+            "t.toml",
+        )
+        .unwrap()
+        .apps[0]
+            .cpus_by_cgroup
+    };
+    assert!(by("cpus_by = \"cgroup\"\n"));
+    assert!(!by("cpus_by = \"taskset\"\n"));
+    assert!(!by(""));
     // A node the machine does not have.
     fails(
         &BASE.replace("name = \"a\"\n", "name = \"a\"\nmemory = \"node:7\"\n"),

@@ -231,6 +231,7 @@ mod tests {
                 sharers: 2,
                 memory: MemoryPlacement::Node(0),
                 cpus: cpus.map(|c| c.parse().unwrap()),
+                cpus_by_cgroup: false,
                 start_s: 0.0,
                 runs: 1,
                 job: None,

@@ -333,6 +333,7 @@ mod tests {
             sharers: 1,
             memory,
             cpus: None,
+            cpus_by_cgroup: false,
             start_s: 0.0,
             runs: 1,
             job: None,

@@ -23,8 +23,8 @@ use numaplace_linux::{Collector, LiveTelemetry, SysRoot, TopologySource, discove
 use numaplace_model::task::printable;
 use numaplace_model::{Action, CpuSet, Outcome, Snapshot, TaskId, Topology};
 use numaplace_policy::engine::{
-    Actuator, AffinityError, Engine, EngineTotals, JournalEntry, MemoryMover, NoGuard, Observer,
-    Pair, PinGuard, RecordingActuator, RoundReport,
+    Actuator, AffinityError, Engine, EngineTotals, JournalEntry, LeftAloneNote, MemoryMover,
+    NoGuard, Observer, Pair, PinGuard, RecordingActuator, RoundReport,
 };
 use numaplace_policy::{PolicyKind, Scope};
 use numaplace_sim::Machine;
@@ -300,6 +300,16 @@ impl Observer for Daemon<'_> {
     fn round_done(&mut self, snap: &Snapshot, report: &RoundReport) -> ControlFlow<()> {
         self.rounds += 1;
         self.totals.add(report);
+        // Once per thread and reason, not each round.
+        for n in &report.newly_left_alone {
+            tracing::info!(
+                "left alone: thread {} of {} (pid {}): {}",
+                n.tid,
+                printable(&n.label),
+                n.pid,
+                n.why
+            );
+        }
         if self.hup.swap(false, Ordering::Relaxed) {
             tracing::warn!(
                 "SIGHUP: numaplace does not reload its configuration; restart it to apply a new one (SIGTERM restores what it changed)"
@@ -314,6 +324,7 @@ impl Observer for Daemon<'_> {
             m.totals = self.totals.clone();
             m.managed_processes = report.managed;
             m.threads_seen = snap.tasks.len();
+            m.left_alone.clone_from(&report.left_alone);
             m.collect_ns = self.collect_ns.load(Ordering::Relaxed);
             m.last_round_unix_s = SystemTime::now()
                 .duration_since(UNIX_EPOCH)
@@ -646,6 +657,8 @@ fn describe_scope(s: &Scope) -> String {
 /// applied.
 /// `advise`'s view of the loop: the journal entries of its last round.
 struct Advice {
+    /// The last round's snapshot: whom it left alone, and why.
+    last: Option<Snapshot>,
     rounds: u64,
     lines: Vec<JournalEntry>,
     /// The first round found no process in scope.
@@ -661,13 +674,14 @@ impl Observer for Advice {
         self.lines.push(e.clone());
     }
 
-    fn round_done(&mut self, _: &Snapshot, report: &RoundReport) -> ControlFlow<()> {
+    fn round_done(&mut self, snap: &Snapshot, report: &RoundReport) -> ControlFlow<()> {
         self.rounds += 1;
         if self.rounds == 1 && report.managed == 0 {
             self.none_in_scope = true;
             return ControlFlow::Break(());
         }
         if self.rounds >= Self::ROUNDS {
+            self.last = Some(snap.clone());
             return ControlFlow::Break(());
         }
         self.lines.clear();
@@ -729,6 +743,7 @@ pub fn advise(args: &RunArgs) -> Result<()> {
         actuator: RecordingActuator::default(),
     };
     let mut advice = Advice {
+        last: None,
         rounds: 0,
         lines: Vec::new(),
         none_in_scope: false,
@@ -753,5 +768,57 @@ pub fn advise(args: &RunArgs) -> Result<()> {
         };
         println!("{}{note}", describe_decision(e));
     }
+    if let Some(snap) = &advice.last {
+        print!(
+            "{}",
+            describe_left_alone(&engine.left_alone(&s.topology, snap))
+        );
+    }
     Ok(())
+}
+
+/// The most processes `advise` lists as left alone; the rest are counted.
+const LEFT_ALONE_SHOWN: usize = 40;
+
+/// What `advise` says of the threads no policy may place: one line per
+/// process and reason, naming the threads; empty if there are none.
+fn describe_left_alone(notes: &[LeftAloneNote]) -> String {
+    if notes.is_empty() {
+        return String::new();
+    }
+    // (pid, why) -> (label, tids), in pid order.
+    let mut by: std::collections::BTreeMap<(i32, &str), (&str, Vec<i32>)> = Default::default();
+    for n in notes {
+        by.entry((n.pid, n.why.as_str()))
+            .or_insert((n.label.as_str(), Vec::new()))
+            .1
+            .push(n.tid);
+    }
+    let mut out = format!(
+        "Left alone: {} thread{} of processes in scope no policy may place:\n",
+        notes.len(),
+        if notes.len() == 1 { "" } else { "s" }
+    );
+    for ((pid, why), (label, tids)) in by.iter().take(LEFT_ALONE_SHOWN) {
+        let shown: Vec<String> = tids.iter().take(8).map(|t| t.to_string()).collect();
+        let more = tids.len().saturating_sub(8);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "  {} (pid {pid}), thread{} {}{more}: {why}\n",
+            printable(label),
+            if tids.len() == 1 { "" } else { "s" },
+            shown.join(", ")
+        ));
+    }
+    if by.len() > LEFT_ALONE_SHOWN {
+        out.push_str(&format!(
+            "  ... and {} more process and reason pairs\n",
+            by.len() - LEFT_ALONE_SHOWN
+        ));
+    }
+    out
 }

@@ -17,6 +17,7 @@ fn task(tid: i32, tgid: i32, cpu: u32, ticks: u64) -> Task {
         last_cpu: Some(cpu),
         allowed_cpus: CpuSet::default(),
         allowed_mems: CpuSet::default(),
+        confined_cpus: None,
         utime: ticks,
         stime: 0,
         vcpu: None,

@@ -65,6 +65,7 @@ fn snapshot(pid: i32, tids: &[i32], cmdline: &[&str]) -> Snapshot {
             last_cpu: Some(0),
             allowed_cpus: CpuSet::new(),
             allowed_mems: CpuSet::new(),
+            confined_cpus: None,
             utime: 0,
             stime: 0,
             vcpu: None,

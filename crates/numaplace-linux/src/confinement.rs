@@ -1,0 +1,272 @@
+//! Where a cgroup confines its tasks: the CPUs of its cpuset.
+//!
+//! A task in a cpuset cgroup runs only on the cgroup's effective CPUs: the
+//! kernel keeps the task's affinity inside them (`sched_setaffinity` takes
+//! the intersection, and fails with `EINVAL` when it is empty). libvirt
+//! confines each domain so (`machine.slice/machine-qemu…`), as do the
+//! kubelet (pods, its static CPU manager's shared pool), systemd's
+//! `AllowedCPUs=` and container runtimes. Such a task did not choose its
+//! CPUs: numaplace places it inside them ([`numaplace_model::Task::room`]).
+//!
+//! cgroup v2: `cpuset.cpus.effective` of the process's cgroup, or, where
+//! the cpuset controller is not enabled there, of the nearest ancestor
+//! that has the file (a cgroup without the controller shares its parent's
+//! CPUs). cgroup v1: `cpuset.effective_cpus` (`cpuset.cpus` on kernels
+//! without it) of the process's cgroup in the cpuset hierarchy. A set equal
+//! to the root cgroup's (the whole machine) confines nothing.
+
+use std::collections::HashMap;
+
+use numaplace_model::CpuSet;
+
+use crate::sysroot::SysRoot;
+
+/// Where the cgroup hierarchies are mounted, relative to the root.
+const V2: &str = "sys/fs/cgroup";
+const V1_CPUSET: &str = "sys/fs/cgroup/cpuset";
+/// A cpuset file is a CPU list: a few hundred bytes at most on any machine
+/// Linux runs on; anything longer is not one.
+const MAX_BYTES: u64 = 64 * 1024;
+
+/// A process's cgroups, as its `/proc/<pid>/cgroup` names them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Cgroups {
+    /// Its cgroup in the unified (v2) hierarchy.
+    pub unified: Option<String>,
+    /// Its cgroup in a v1 cpuset hierarchy, where there is one.
+    pub cpuset_v1: Option<String>,
+}
+
+impl Cgroups {
+    /// From the parsed `cgroup` file.
+    pub fn of(info: &numaplace_parse::procfs::CgroupInfo) -> Cgroups {
+        Cgroups {
+            unified: info.v2_path.clone(),
+            cpuset_v1: info
+                .v1
+                .iter()
+                .find(|(controllers, _)| controllers.split(',').any(|c| c == "cpuset"))
+                .map(|(_, path)| path.clone()),
+        }
+    }
+}
+
+/// The effective CPUs of cpuset cgroups, read once a round per cgroup.
+#[derive(Debug)]
+pub struct Confinements {
+    root: SysRoot,
+    /// (v1?, path) -> its CPUs where narrower than the root's.
+    cache: HashMap<(bool, String), Option<CpuSet>>,
+    /// The root cgroup's effective CPUs, per hierarchy (v2, v1), this round.
+    whole: [Option<Option<CpuSet>>; 2],
+}
+
+impl Confinements {
+    pub fn new(root: SysRoot) -> Confinements {
+        Confinements {
+            root,
+            cache: HashMap::new(),
+            whole: [None, None],
+        }
+    }
+
+    /// Forgets what was read: a cgroup's CPUs may change between rounds
+    /// (the kubelet hands CPUs out, `virsh emulatorpin`, systemd
+    /// `set-property`).
+    pub fn new_round(&mut self) {
+        self.cache.clear();
+        self.whole = [None, None];
+    }
+
+    /// The CPUs the process's cgroups confine it to, where a cpuset
+    /// narrower than the whole machine does; `None` if none does or none
+    /// could be read (the whole machine, as before cgroups).
+    pub fn cpus(&mut self, cgroups: &Cgroups) -> Option<CpuSet> {
+        if let Some(path) = &cgroups.unified
+            && let Some(found) = self.lookup(false, path)
+        {
+            return found;
+        }
+        if let Some(path) = &cgroups.cpuset_v1
+            && let Some(found) = self.lookup(true, path)
+        {
+            return found;
+        }
+        None
+    }
+
+    /// `Some(confinement)` where the hierarchy has a cpuset file for the
+    /// cgroup or an ancestor; `None` where it has none (no cpuset there).
+    fn lookup(&mut self, v1: bool, path: &str) -> Option<Option<CpuSet>> {
+        let key = (v1, path.to_string());
+        if let Some(c) = self.cache.get(&key) {
+            return Some(c.clone());
+        }
+        let whole = self.whole(v1)?;
+        let found = self.effective(v1, path)?;
+        let confined = (found != whole && !found.is_empty()).then_some(found);
+        self.cache.insert(key, confined.clone());
+        Some(confined)
+    }
+
+    /// The root cgroup's effective CPUs in one hierarchy (read once a
+    /// round); `None` where that hierarchy has no cpuset.
+    fn whole(&mut self, v1: bool) -> Option<CpuSet> {
+        let i = usize::from(v1);
+        if self.whole[i].is_none() {
+            self.whole[i] = Some(self.effective(v1, "/"));
+        }
+        self.whole[i].clone().flatten()
+    }
+
+    /// The effective CPUs of `path`, or of its nearest ancestor with a
+    /// cpuset file; `None` if none has one or `path` is not a cgroup path
+    /// (a `.` or `..` component: never read outside the hierarchy).
+    fn effective(&self, v1: bool, path: &str) -> Option<CpuSet> {
+        // A cgroup removed while the process was in it keeps the name.
+        let path = path.strip_suffix(" (deleted)").unwrap_or(path);
+        let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
+        if parts.iter().any(|p| *p == "." || *p == "..") {
+            return None;
+        }
+        let (base, files): (&str, &[&str]) = if v1 {
+            (V1_CPUSET, &["cpuset.effective_cpus", "cpuset.cpus"])
+        } else {
+            (V2, &["cpuset.cpus.effective"])
+        };
+        for depth in (0..=parts.len()).rev() {
+            let dir = std::iter::once(base)
+                .chain(parts[..depth].iter().copied())
+                .collect::<Vec<_>>()
+                .join("/");
+            for file in files {
+                let p = self.root.join(&format!("{dir}/{file}"));
+                let Ok(text) = numaplace_io::bounded::read_to_string(&p, MAX_BYTES) else {
+                    continue;
+                };
+                // An empty effective set (a v2 cgroup whose cpuset has no
+                // CPUs yet) or one that does not parse says nothing.
+                return CpuSet::parse_list(text.trim()).ok();
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn tree(files: &[(&str, &str)]) -> (tempfile::TempDir, Confinements) {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("sys/devices/system/cpu")).unwrap();
+        for (p, text) in files {
+            let p = dir.path().join(p);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, text).unwrap();
+        }
+        let root = SysRoot::new(dir.path()).unwrap();
+        (dir, Confinements::new(root))
+    }
+
+    fn v2(path: &str) -> Cgroups {
+        Cgroups {
+            unified: Some(path.into()),
+            cpuset_v1: None,
+        }
+    }
+
+    #[test]
+    fn a_v2_cgroup_narrower_than_the_root_confines_and_its_children_inherit_it() {
+        let (_d, mut c) = tree(&[
+            ("sys/fs/cgroup/cpuset.cpus.effective", "0-7\n"),
+            ("sys/fs/cgroup/machine.slice/cpuset.cpus.effective", "0-7\n"),
+            (
+                "sys/fs/cgroup/machine.slice/machine-qemu\\x2d1\\x2dvm1.scope/cpuset.cpus.effective",
+                "4-7\n",
+            ),
+            // No cpuset controller below: the file is absent.
+            (
+                "sys/fs/cgroup/machine.slice/machine-qemu\\x2d1\\x2dvm1.scope/libvirt/vcpu0/cgroup.procs",
+                "",
+            ),
+        ]);
+        let vm = "/machine.slice/machine-qemu\\x2d1\\x2dvm1.scope";
+        assert_eq!(c.cpus(&v2(vm)).unwrap().to_list_string(), "4-7");
+        assert_eq!(
+            c.cpus(&v2(&format!("{vm}/libvirt/vcpu0")))
+                .unwrap()
+                .to_list_string(),
+            "4-7"
+        );
+        // As wide as the machine: not confined.
+        assert_eq!(c.cpus(&v2("/machine.slice")), None);
+        assert_eq!(c.cpus(&v2("/user.slice/user-0.slice")), None);
+        assert_eq!(c.cpus(&v2("/")), None);
+        // A removed cgroup keeps its name with the kernel's suffix.
+        assert_eq!(
+            c.cpus(&v2(&format!("{vm} (deleted)")))
+                .unwrap()
+                .to_list_string(),
+            "4-7"
+        );
+    }
+
+    #[test]
+    fn a_path_that_leaves_the_hierarchy_is_not_read() {
+        let (_d, mut c) = tree(&[
+            ("sys/fs/cgroup/cpuset.cpus.effective", "0-7\n"),
+            ("sys/fs/cpuset.cpus.effective", "1\n"),
+        ]);
+        assert_eq!(c.cpus(&v2("/..")), None);
+        assert_eq!(c.cpus(&v2("/a/../..")), None);
+    }
+
+    #[test]
+    fn without_a_v2_cpuset_the_v1_cpuset_hierarchy_is_read() {
+        let (_d, mut c) = tree(&[
+            ("sys/fs/cgroup/cpuset/cpuset.effective_cpus", "0-15\n"),
+            (
+                "sys/fs/cgroup/cpuset/kubepods/cpuset.effective_cpus",
+                "0-15\n",
+            ),
+            (
+                "sys/fs/cgroup/cpuset/kubepods/pod1/cpuset.effective_cpus",
+                "2-3\n",
+            ),
+            // An old kernel: only cpuset.cpus.
+            ("sys/fs/cgroup/cpuset/old/cpuset.cpus", "5\n"),
+            ("sys/fs/cgroup/unified/cgroup.procs", ""),
+        ]);
+        let info = numaplace_parse::procfs::parse_cgroup(
+            "12:cpuset:/kubepods/pod1\n1:name=systemd:/kubepods/pod1\n0::/kubepods/pod1\n",
+        );
+        let cg = Cgroups::of(&info);
+        assert_eq!(cg.cpuset_v1.as_deref(), Some("/kubepods/pod1"));
+        assert_eq!(c.cpus(&cg).unwrap().to_list_string(), "2-3");
+        let old = Cgroups {
+            unified: None,
+            cpuset_v1: Some("/old".into()),
+        };
+        assert_eq!(c.cpus(&old).unwrap().to_list_string(), "5");
+        assert_eq!(c.cpus(&Cgroups::default()), None);
+    }
+
+    #[test]
+    fn a_cpuset_that_changes_is_read_again_the_next_round() {
+        let (d, mut c) = tree(&[
+            ("sys/fs/cgroup/cpuset.cpus.effective", "0-3\n"),
+            ("sys/fs/cgroup/pod/cpuset.cpus.effective", "0-1\n"),
+        ]);
+        assert_eq!(c.cpus(&v2("/pod")).unwrap().to_list_string(), "0-1");
+        fs::write(
+            d.path().join("sys/fs/cgroup/pod/cpuset.cpus.effective"),
+            "2-3\n",
+        )
+        .unwrap();
+        assert_eq!(c.cpus(&v2("/pod")).unwrap().to_list_string(), "0-1");
+        c.new_round();
+        assert_eq!(c.cpus(&v2("/pod")).unwrap().to_list_string(), "2-3");
+    }
+}
