@@ -283,7 +283,8 @@ fn check_cgroup(v: &Value, node1: &str) {
     let out = advise["stdout"].as_str().expect("advise's output");
     assert!(
         out.contains(&format!(
-            "numa_hog (pid {hog}), thread {narrowed}: chose its own CPUs: its affinity is              {last}, narrower than the CPUs {node1} its cgroup confines it to"
+            "numa_hog (pid {hog}), thread {narrowed}: chose its own CPUs: its affinity is \
+             {last}, narrower than the CPUs {node1} its cgroup confines it to"
         )),
         "advise should name the narrowed thread and why:\n{out}"
     );
