@@ -120,8 +120,9 @@ pub fn package_for_cpus_in_none(all: &CpuSet, packages: &mut Vec<PackageDesc>) -
 }
 
 /// CPUs whose own node is offline (the kernel links them to a node that is
-/// not online, as on a machine with node 0 offline) are in no node of
-/// hwloc's. Their memory comes from another node, as Linux falls back to
+/// not online, as on a machine with node 0 offline) or outside our cpuset's
+/// memory nodes (hwloc's `16amd64-4n4c-cgroup-distance-merge`) are in no
+/// node of hwloc's. Their memory comes from another node, as Linux falls back to
 /// the nearest node with memory: they are counted with a node that has
 /// memory in their package if there is one, else with the first node that
 /// has memory. One repair per adopting node.
@@ -164,8 +165,9 @@ pub fn adopt_cpus_in_no_node(
         .map(|(os, cpus)| Repair {
             kind: RepairKind::CpusInNoNode,
             message: format!(
-                "CPUs {cpus} are in no online NUMA node (their node is offline); \
-                 counting them with node {os}, where their memory comes from"
+                "CPUs {cpus} are in no NUMA node we may use (their node is offline, or \
+                 outside the memory nodes our cgroup's cpuset allows); counting them with node \
+                 {os}, where their memory comes from"
             ),
         })
         .collect()

@@ -435,17 +435,26 @@ fn nodes_of(
         .iter()
         .enumerate()
         .map(|(id, n)| {
-            let locality = if n.locality.is_empty() {
+            // Unsaid, the node's own CPUs; where the backend places the
+            // node (hwloc) and finds no allowed CPU near it, none, even if
+            // CPUs were given it as their home ([`Node::locality`]).
+            let locality = if n.locality.is_empty() && n.package.is_none() {
                 n.cpus.clone()
             } else {
                 n.locality.clone()
             };
-            // The package holding the CPUs near the node (its own, for
-            // an ordinary node), else the one the backend names.
-            let package = container(pkg_sets, &locality).or_else(|| {
-                n.package
-                    .and_then(|os| pkg_desc.iter().position(|p| p.os_id == os))
-            });
+            // The package the backend names (hwloc's: the node's own
+            // ancestor), else the one holding the CPUs near the node (a
+            // description written by hand). Named first: a node no
+            // allowed CPU is near (a cpuset left it only its memory) may
+            // be made the home of CPUs of another package whose own node
+            // is not allowed (hwloc's `16amd64-4n4c-cgroup-distance-merge`:
+            // package 0's CPUs, memory only from packages 2 and 3), and it
+            // stays in its own.
+            let package = n
+                .package
+                .and_then(|os| pkg_desc.iter().position(|p| p.os_id == os))
+                .or_else(|| container(pkg_sets, &locality));
             Node {
                 id,
                 os_id: n.os_id,

@@ -173,8 +173,11 @@ pub struct Node {
     pub locality: CpuSet,
     pub cores: Vec<usize>,
     pub llcs: Vec<usize>,
-    /// The package holding this node's CPUs (or its locality, for a
-    /// CPU-less node); `None` if they straddle packages.
+    /// Its package: the one the description names (hwloc's, the node's
+    /// ancestor), else the one holding its CPUs (or its locality, for a
+    /// CPU-less node); `None` if they straddle packages. A node that
+    /// adopted CPUs of another package (its own CPUs outside our cpuset,
+    /// theirs outside its memory nodes) stays in its own.
     pub package: Option<usize>,
 }
 
