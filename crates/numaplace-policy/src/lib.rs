@@ -82,11 +82,13 @@ impl View<'_> {
         t: &Task,
         ours: &HashMap<TaskId, CpuSet, S>,
     ) -> Option<LeftAlone> {
-        if self.snapshot.group(t.tgid).is_some_and(|g| g.is_kernel()) {
-            return Some(LeftAlone::Kernel);
-        }
+        // Every thread, every round: the common answer first, without the
+        // search for its process.
         if t.chose_nothing(self.topology.span()) || ours.get(&t.id()) == Some(&t.allowed_cpus) {
             return None;
+        }
+        if self.snapshot.group(t.tgid).is_some_and(|g| g.is_kernel()) {
+            return Some(LeftAlone::Kernel);
         }
         let room = self.room(t);
         if room.is_empty() {
