@@ -36,6 +36,9 @@ use numaplace_model::{Action, CpuSet, Outcome, Snapshot, TaskId, Topology};
 
 use crate::{Policy, Scope, View};
 
+mod left_alone;
+pub use left_alone::LeftAloneNote;
+
 pub use numaplace_model::world::{
     Actuator, AffinityError, JournalEntry, NoGuard, Pair, PinGuard, RecordingActuator, Telemetry,
 };
@@ -212,18 +215,6 @@ pub struct RoundReport {
     pub newly_left_alone: Vec<LeftAloneNote>,
 }
 
-/// A thread no policy may place, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LeftAloneNote {
-    pub tid: i32,
-    pub pid: i32,
-    /// Its process's label (name, or VM name). Untrusted.
-    pub label: String,
-    /// [`crate::LeftAlone::kind`].
-    pub kind: String,
-    pub why: String,
-}
-
 impl RoundReport {
     /// Counts one action's outcome.
     fn count(&mut self, outcome: &Outcome) {
@@ -372,82 +363,6 @@ impl Engine {
 
     pub fn totals(&self) -> &EngineTotals {
         &self.totals
-    }
-
-    /// The threads of processes in scope on `s` that no policy may place,
-    /// and why ([`crate::LeftAlone`]), in tid order.
-    pub fn left_alone(&self, topology: &Topology, s: &Snapshot) -> Vec<LeftAloneNote> {
-        let managed = self.managed(s);
-        self.left_alone_of(topology, s, &managed)
-            .into_iter()
-            .map(|(t, why)| LeftAloneNote {
-                tid: t.tid,
-                pid: t.tgid,
-                label: s.group(t.tgid).map(|g| g.label()).unwrap_or_default(),
-                kind: why.kind().into(),
-                why: why.to_string(),
-            })
-            .collect()
-    }
-
-    fn left_alone_of<'s>(
-        &self,
-        topology: &Topology,
-        s: &'s Snapshot,
-        managed: &BTreeSet<i32>,
-    ) -> Vec<(&'s numaplace_model::Task, crate::LeftAlone)> {
-        let view = View {
-            topology,
-            snapshot: s,
-            managed,
-        };
-        let mut out = Vec::new();
-        for t in &s.tasks {
-            if !managed.contains(&t.tgid) || matches!(t.state, 'Z' | 'X') {
-                continue;
-            }
-            let id = t.id();
-            let took_back = self.hands_off.contains(&id)
-                && self.applied.get(&id).is_some_and(|a| *a != t.allowed_cpus);
-            let why = if took_back {
-                Some(crate::LeftAlone::TookItBack {
-                    affinity: t.allowed_cpus.clone(),
-                })
-            } else {
-                view.left_alone(t, &self.applied)
-            };
-            if let Some(why) = why {
-                out.push((t, why));
-            }
-        }
-        out
-    }
-
-    /// Counts this round's threads left alone by kind, and notes those
-    /// whose reason was not said before.
-    fn count_left_alone(
-        &mut self,
-        topology: &Topology,
-        s: &Snapshot,
-        managed: &BTreeSet<i32>,
-        report: &mut RoundReport,
-    ) {
-        let found = self.left_alone_of(topology, s, managed);
-        for (t, why) in found {
-            let kind = why.kind();
-            *report.left_alone.entry(kind.to_string()).or_insert(0) += 1;
-            if self.said.insert(t.id(), (kind, s.seq)).map(|k| k.0) != Some(kind) {
-                report.newly_left_alone.push(LeftAloneNote {
-                    tid: t.tid,
-                    pid: t.tgid,
-                    label: s.group(t.tgid).map(|g| g.label()).unwrap_or_default(),
-                    kind: kind.into(),
-                    why: why.to_string(),
-                });
-            }
-        }
-        // One placed again is said again when next left alone.
-        self.said.retain(|_, (_, seq)| *seq == s.seq);
     }
 
     /// The processes of `s` in scope.

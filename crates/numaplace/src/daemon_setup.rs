@@ -11,7 +11,7 @@ use numaplace_linux::balancing::NumaBalancing;
 use numaplace_linux::{CollectOptions, Collector, SysRoot};
 use numaplace_model::task::printable;
 use numaplace_model::{CpuSet, Topology};
-use numaplace_policy::engine::{Engine, EngineConfig, JournalEntry};
+use numaplace_policy::engine::{Engine, EngineConfig, JournalEntry, LeftAloneNote};
 use numaplace_policy::{PolicyKind, Scope};
 use numaplace_sim::Machine;
 
@@ -161,4 +161,50 @@ pub(crate) fn describe_decision(e: &JournalEntry) -> String {
         e.pid,
         printable(&e.reason)
     )
+}
+
+/// The most processes `advise` lists as left alone; the rest are counted.
+const LEFT_ALONE_SHOWN: usize = 40;
+
+/// What `advise` says of the threads no policy may place: one line per
+/// process and reason, naming the threads; empty if there are none.
+pub(crate) fn describe_left_alone(notes: &[LeftAloneNote]) -> String {
+    if notes.is_empty() {
+        return String::new();
+    }
+    // (pid, why) -> (label, tids), in pid order.
+    let mut by: std::collections::BTreeMap<(i32, &str), (&str, Vec<i32>)> = Default::default();
+    for n in notes {
+        by.entry((n.pid, n.why.as_str()))
+            .or_insert((n.label.as_str(), Vec::new()))
+            .1
+            .push(n.tid);
+    }
+    let mut out = format!(
+        "Left alone: {} thread{} of processes in scope no policy may place:\n",
+        notes.len(),
+        if notes.len() == 1 { "" } else { "s" }
+    );
+    for ((pid, why), (label, tids)) in by.iter().take(LEFT_ALONE_SHOWN) {
+        let shown: Vec<String> = tids.iter().take(8).map(|t| t.to_string()).collect();
+        let more = tids.len().saturating_sub(8);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        out.push_str(&format!(
+            "  {} (pid {pid}), thread{} {}{more}: {why}\n",
+            printable(label),
+            if tids.len() == 1 { "" } else { "s" },
+            shown.join(", ")
+        ));
+    }
+    if by.len() > LEFT_ALONE_SHOWN {
+        out.push_str(&format!(
+            "  ... and {} more process and reason pairs\n",
+            by.len() - LEFT_ALONE_SHOWN
+        ));
+    }
+    out
 }

@@ -124,6 +124,36 @@ impl Machine {
     }
 }
 
+/// A core and a slot of it in DINO's layout.
+type CoreSlot = (usize, usize);
+
+/// Per thread of `n` slotted, its (core, slot) in the solution's final
+/// layout and its core once every slot was filled (before the pass that
+/// groups a process's threads in one domain), where it has them.
+fn places(solution: &layout::Solution, n: usize) -> (Vec<Option<CoreSlot>>, Vec<Option<usize>>) {
+    let mut core_of = vec![None; n];
+    let mut filled_core = vec![None; n];
+    for (core, slots) in solution.final_.iter().enumerate() {
+        for (slot, t) in slots.iter().enumerate() {
+            if let Some(t) = t {
+                core_of[*t as usize] = Some((core, slot));
+            }
+        }
+    }
+    for (core, slots) in solution.filled.iter().enumerate() {
+        for t in slots.iter().flatten() {
+            filled_core[*t as usize] = Some(core);
+        }
+    }
+    (core_of, filled_core)
+}
+
+/// The CPUs Linux has a thread run on when a policy gives it back: those
+/// of `span` (the CPUs numaplace may place onto) its cgroup leaves it.
+fn linux_cpus(span: &CpuSet, confined: Option<&CpuSet>) -> CpuSet {
+    confined.map_or_else(|| span.clone(), |k| span.intersection(k))
+}
+
 /// Gives every thread this policy pinned back to Linux (all the CPUs
 /// numaplace may place onto), saying why; forgets them.
 fn release_all(
@@ -135,10 +165,7 @@ fn release_all(
     plan: &mut Plan,
 ) {
     for c in cands {
-        // Linux's: the machine, or as much of it as its cgroup leaves it.
-        let back = c
-            .confined
-            .map_or_else(|| span.clone(), |k| span.intersection(k));
+        let back = linux_cpus(span, c.confined);
         if ours.remove(&c.id).is_some() && *c.allowed != back {
             plan.push(
                 Action::Pin {
@@ -475,20 +502,7 @@ impl Policy for Dino {
             });
         }
         let solution = layout::solve(&slotted, &m.domains);
-        let mut core_of = vec![None; cands.len()];
-        let mut filled_core = vec![None; cands.len()];
-        for (core, slots) in solution.final_.iter().enumerate() {
-            for (slot, t) in slots.iter().enumerate() {
-                if let Some(t) = t {
-                    core_of[*t as usize] = Some((core, slot));
-                }
-            }
-        }
-        for (core, slots) in solution.filled.iter().enumerate() {
-            for t in slots.iter().flatten() {
-                filled_core[*t as usize] = Some(core);
-            }
-        }
+        let (core_of, filled_core) = places(&solution, cands.len());
         let mut placed = Vec::new();
         for (i, c) in cands.iter().enumerate() {
             let Some((core, slot)) = core_of[i] else {
@@ -759,16 +773,14 @@ impl Policy for DistributedIntensity {
                     let how = format!("to node {home}'s CPUs {beside}, left to Linux within them");
                     (beside, how)
                 } else {
-                    let how = format!("back to Linux (CPUs {}), node {home} being full", m.span);
-                    (m.span.clone(), how)
+                    let linux = linux_cpus(&m.span, c.confined);
+                    let how = format!("back to Linux (CPUs {linux}), node {home} being full");
+                    (linux, how)
                 };
                 let Some(cpus) = crate::confine(view.topology, c.confined, &cpus) else {
                     continue;
                 };
-                let back = c
-                    .confined
-                    .map_or(cpus == m.span, |k| cpus == m.span.intersection(k));
-                let ours = if back {
+                let ours = if cpus == linux_cpus(&m.span, c.confined) {
                     self.ours.remove(&c.id).is_some()
                 } else {
                     self.ours.insert(c.id, cpus.clone());

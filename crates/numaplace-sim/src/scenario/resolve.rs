@@ -520,19 +520,7 @@ fn app(
     };
     let cpus_by_cgroup = match &a.cpus_by {
         None => false,
-        Some(v) => {
-            let cgroup = cpus_by(cx, v, &path("cpus_by"))?;
-            if cgroup && cpus.is_none() {
-                return Err(cx.bad(
-                    v,
-                    &path("cpus_by"),
-                    "a cgroup confines an application to CPUs: give them with cpus = \"0-3\", \
-                     or drop cpus_by"
-                        .into(),
-                ));
-            }
-            cgroup
-        }
+        Some(v) => cpus_by(cx, v, &path("cpus_by"), cpus.is_some())?,
     };
     let start_s = match &a.start_s {
         Some(v) => {
@@ -749,11 +737,24 @@ fn memory_placement(
 }
 
 /// `cpus_by = "taskset" | "cgroup"`: whether the app's `cpus` are its
-/// cgroup's cpuset (`true`) or its own choice.
-fn cpus_by(cx: &Ctx<'_>, v: &Spanned<Value>, p: &str) -> Result<bool, ScenarioError> {
+/// cgroup's cpuset (`true`) or its own choice; a cgroup needs the `cpus`
+/// (`has_cpus`) it confines the app to.
+fn cpus_by(
+    cx: &Ctx<'_>,
+    v: &Spanned<Value>,
+    p: &str,
+    has_cpus: bool,
+) -> Result<bool, ScenarioError> {
     match cx.string(v, p, "\"taskset\" or \"cgroup\"")? {
         "taskset" => Ok(false),
-        "cgroup" => Ok(true),
+        "cgroup" if has_cpus => Ok(true),
+        "cgroup" => Err(cx.bad(
+            v,
+            p,
+            "a cgroup confines an application to CPUs: give them with cpus = \"0-3\", or drop \
+             cpus_by"
+                .into(),
+        )),
         other => Err(cx.bad(
             v,
             p,
