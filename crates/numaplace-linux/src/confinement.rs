@@ -55,8 +55,9 @@ impl Cgroups {
 #[derive(Debug)]
 pub struct Confinements {
     root: SysRoot,
-    /// (v1?, path) -> its CPUs where narrower than the root's.
-    cache: HashMap<(bool, String), Option<CpuSet>>,
+    /// Per hierarchy (v2, v1), path -> its CPUs where narrower than the
+    /// root's (looked up by `&str`: no copy of the path per process).
+    cache: [HashMap<String, Option<CpuSet>>; 2],
     /// The root cgroup's effective CPUs, per hierarchy (v2, v1), this round.
     whole: [Option<Option<CpuSet>>; 2],
 }
@@ -65,7 +66,7 @@ impl Confinements {
     pub fn new(root: SysRoot) -> Confinements {
         Confinements {
             root,
-            cache: HashMap::new(),
+            cache: [HashMap::new(), HashMap::new()],
             whole: [None, None],
         }
     }
@@ -74,7 +75,7 @@ impl Confinements {
     /// (the kubelet hands CPUs out, `virsh emulatorpin`, systemd
     /// `set-property`).
     pub fn new_round(&mut self) {
-        self.cache.clear();
+        self.cache.iter_mut().for_each(HashMap::clear);
         self.whole = [None, None];
     }
 
@@ -98,14 +99,13 @@ impl Confinements {
     /// `Some(confinement)` where the hierarchy has a cpuset file for the
     /// cgroup or an ancestor; `None` where it has none (no cpuset there).
     fn lookup(&mut self, v1: bool, path: &str) -> Option<Option<CpuSet>> {
-        let key = (v1, path.to_string());
-        if let Some(c) = self.cache.get(&key) {
+        if let Some(c) = self.cache[usize::from(v1)].get(path) {
             return Some(c.clone());
         }
         let whole = self.whole(v1)?;
         let found = self.effective(v1, path)?;
         let confined = (found != whole && !found.is_empty()).then_some(found);
-        self.cache.insert(key, confined.clone());
+        self.cache[usize::from(v1)].insert(path.to_string(), confined.clone());
         Some(confined)
     }
 
