@@ -282,6 +282,9 @@ pub fn distributed_intensity(sorted_threads: &[u64], domains: &Domains) -> Vec<(
     sorted_threads.iter().copied().zip(core_of).collect()
 }
 
+/// A core and a slot of it in DINO's layout.
+pub type CoreSlot = (usize, usize);
+
 /// The whole DINO solution of [`solve`], with each intermediate step of
 /// §3.3.3 (for tests and the journal). The three thread grids have the
 /// shape of `layout`: per core, one entry per slot.
@@ -301,6 +304,27 @@ pub struct Solution {
 }
 
 impl Solution {
+    /// Per thread of `n` slotted, its (core, slot) in the solution's final
+    /// layout and its core once every slot was filled (before the pass that
+    /// groups a process's threads in one domain), where it has them.
+    pub fn places(&self, n: usize) -> (Vec<Option<CoreSlot>>, Vec<Option<usize>>) {
+        let mut core_of = vec![None; n];
+        let mut filled_core = vec![None; n];
+        for (core, slots) in self.final_.iter().enumerate() {
+            for (slot, t) in slots.iter().enumerate() {
+                if let Some(t) = t {
+                    core_of[*t as usize] = Some((core, slot));
+                }
+            }
+        }
+        for (core, slots) in self.filled.iter().enumerate() {
+            for t in slots.iter().flatten() {
+                filled_core[*t as usize] = Some(core);
+            }
+        }
+        (core_of, filled_core)
+    }
+
     /// `(thread, core)` of the final placement, in core then slot order.
     pub fn assignment(&self) -> Vec<(u64, usize)> {
         self.final_

@@ -124,30 +124,6 @@ impl Machine {
     }
 }
 
-/// A core and a slot of it in DINO's layout.
-type CoreSlot = (usize, usize);
-
-/// Per thread of `n` slotted, its (core, slot) in the solution's final
-/// layout and its core once every slot was filled (before the pass that
-/// groups a process's threads in one domain), where it has them.
-fn places(solution: &layout::Solution, n: usize) -> (Vec<Option<CoreSlot>>, Vec<Option<usize>>) {
-    let mut core_of = vec![None; n];
-    let mut filled_core = vec![None; n];
-    for (core, slots) in solution.final_.iter().enumerate() {
-        for (slot, t) in slots.iter().enumerate() {
-            if let Some(t) = t {
-                core_of[*t as usize] = Some((core, slot));
-            }
-        }
-    }
-    for (core, slots) in solution.filled.iter().enumerate() {
-        for t in slots.iter().flatten() {
-            filled_core[*t as usize] = Some(core);
-        }
-    }
-    (core_of, filled_core)
-}
-
 /// The CPUs Linux has a thread run on when a policy gives it back: those
 /// of `span` (the CPUs numaplace may place onto) its cgroup leaves it.
 fn linux_cpus(span: &CpuSet, confined: Option<&CpuSet>) -> CpuSet {
@@ -502,7 +478,7 @@ impl Policy for Dino {
             });
         }
         let solution = layout::solve(&slotted, &m.domains);
-        let (core_of, filled_core) = places(&solution, cands.len());
+        let (core_of, filled_core) = solution.places(cands.len());
         let mut placed = Vec::new();
         for (i, c) in cands.iter().enumerate() {
             let Some((core, slot)) = core_of[i] else {
