@@ -216,7 +216,12 @@ test_suite() {
     if grep -q -E '^test .* FAILED$|^error: test failed' "$log"; then
         echo "failed tests:"
         grep -E '^test .* FAILED$' "$log" | sed 's/^/  /' || true
-        grep -E "^error: test failed|^thread '.*' panicked at" "$log" | sed 's/^/  /' | head -20 || true
+        grep -E "^error: test failed" "$log" | sed 's/^/  /' | head -20 || true
+        # Each failure's panic and the lines after it (its message, an
+        # assertion's left and right): newer Rust names the thread's id too,
+        # `thread 'name' (1234) panicked at`.
+        awk '/^thread .* panicked at / { n = 12; shown++ }
+             shown <= 6 && n > 0 { print "  " substr($0, 1, 400); n-- }' "$log" | head -80 || true
     fi
     return "$status"
 }

@@ -306,6 +306,16 @@ impl Collector {
         });
     }
 
+    /// Shares the libvirt domains VM discovery finds each round with an
+    /// actuator that pins through libvirt
+    /// ([`ThroughLibvirt`](crate::actuate::libvirt::ThroughLibvirt)); after
+    /// [`set_vm_sources`](Self::set_vm_sources).
+    pub fn share_libvirt_domains(&mut self, shared: crate::actuate::libvirt::SharedDomains) {
+        if let Some(v) = &mut self.vms {
+            v.share_domains(shared);
+        }
+    }
+
     /// Whether to read each thread's NUMA hinting faults per node from its
     /// `sched` into [`Snapshot::numa_faults`] (threads of processes whose
     /// memory is read, not carried over): worth it only while the kernel's

@@ -129,6 +129,7 @@ impl Confinements {
         if parts.iter().any(|p| *p == "." || *p == "..") {
             return None;
         }
+        let parts = &parts[..parts.len() - libvirt_thread_cgroup(&parts)];
         let (base, files): (&str, &[&str]) = if v1 {
             (V1_CPUSET, &["cpuset.effective_cpus", "cpuset.cpus"])
         } else {
@@ -150,6 +151,30 @@ impl Confinements {
             }
         }
         None
+    }
+}
+
+/// How many trailing components of a cgroup path are one of the thread
+/// cgroups libvirt makes inside a domain's cgroup: `libvirt/emulator`,
+/// `libvirt/vcpuN`, `libvirt/iothreadN` (cgroup v2), or the same names
+/// right under a `machine-qemu...` / `qemu-...` scope (v1). Their cpusets
+/// are libvirt's pins (`emulatorpin`, `vcpupin`), which numaplace changes
+/// through libvirt: the domain's own cgroup is what confines its threads.
+fn libvirt_thread_cgroup(parts: &[&str]) -> usize {
+    let [.., parent, leaf] = parts else { return 0 };
+    let thread = *leaf == "emulator"
+        || ["vcpu", "iothread"].iter().any(|p| {
+            leaf.strip_prefix(p)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        });
+    if !thread {
+        0
+    } else if *parent == "libvirt" && parts.len() >= 3 {
+        2
+    } else if parent.contains("qemu") {
+        1
+    } else {
+        0
     }
 }
 
@@ -211,6 +236,68 @@ mod tests {
                 .to_list_string(),
             "4-7"
         );
+    }
+
+    /// libvirt's thread cgroups hold its pins (emulatorpin, vcpupin),
+    /// which numaplace changes through libvirt: the domain's cgroup
+    /// confines its threads, on v2 and v1 layouts alike.
+    #[test]
+    fn a_libvirt_domains_threads_are_confined_by_the_domains_cgroup() {
+        let vm = "machine.slice/machine-qemu\\x2d1\\x2dvm1.scope";
+        let (_d, mut c) = tree(&[
+            ("sys/fs/cgroup/cpuset.cpus.effective", "0-7\n"),
+            (
+                &format!("sys/fs/cgroup/{vm}/cpuset.cpus.effective"),
+                "0-5\n",
+            ),
+            (
+                &format!("sys/fs/cgroup/{vm}/libvirt/emulator/cpuset.cpus.effective"),
+                "0\n",
+            ),
+            (
+                &format!("sys/fs/cgroup/{vm}/libvirt/vcpu12/cpuset.cpus.effective"),
+                "3\n",
+            ),
+            (
+                &format!("sys/fs/cgroup/{vm}/libvirt/iothread1/cpuset.cpus.effective"),
+                "4\n",
+            ),
+            (
+                &format!("sys/fs/cgroup/{vm}/libvirt/other/cpuset.cpus.effective"),
+                "5\n",
+            ),
+            ("sys/fs/cgroup/cpuset/cpuset.effective_cpus", "0-7\n"),
+            (
+                "sys/fs/cgroup/cpuset/machine/qemu-2-vm2/cpuset.effective_cpus",
+                "2-7\n",
+            ),
+            (
+                "sys/fs/cgroup/cpuset/machine/qemu-2-vm2/vcpu0/cpuset.effective_cpus",
+                "6\n",
+            ),
+            (
+                "sys/fs/cgroup/cpuset/app/emulator/cpuset.effective_cpus",
+                "7\n",
+            ),
+        ]);
+        for leaf in ["libvirt/emulator", "libvirt/vcpu12", "libvirt/iothread1"] {
+            let cpus = c.cpus(&v2(&format!("/{vm}/{leaf}"))).unwrap();
+            assert_eq!(cpus.to_list_string(), "0-5", "{leaf}");
+        }
+        // Not one of libvirt's thread cgroups: its own cpuset.
+        let other = c.cpus(&v2(&format!("/{vm}/libvirt/other"))).unwrap();
+        assert_eq!(other.to_list_string(), "5");
+        let v1 = |p: &str| Cgroups {
+            unified: None,
+            cpuset_v1: Some(p.into()),
+        };
+        let vcpu = c.cpus(&v1("/machine/qemu-2-vm2/vcpu0")).unwrap();
+        assert_eq!(vcpu.to_list_string(), "2-7");
+        // `emulator` under something that is not a QEMU domain's scope.
+        assert_eq!(c.cpus(&v1("/app/emulator")).unwrap().to_list_string(), "7");
+        assert_eq!(libvirt_thread_cgroup(&["libvirt", "vcpu0"]), 0);
+        assert_eq!(libvirt_thread_cgroup(&["a", "libvirt", "vcpu"]), 0);
+        assert_eq!(libvirt_thread_cgroup(&["a", "libvirt", "vcpu0x"]), 0);
     }
 
     #[test]

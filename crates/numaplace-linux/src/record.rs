@@ -300,6 +300,7 @@ mod tests {
             allowed_cpus: CpuSet::parse_list("0-3").unwrap(),
             allowed_mems: CpuSet::parse_list("0-1").unwrap(),
             confined_cpus: None,
+            manager: None,
             utime: 5,
             stime: 6,
             vcpu: None,

@@ -16,6 +16,7 @@ pub mod discover;
 mod fake_qmp;
 pub mod libvirt;
 pub mod qmp;
+pub mod virsh;
 
 pub use discover::{VmDiscovery, VmSources};
 

@@ -25,7 +25,7 @@ pub use snapshot::{
     AddressSample, CacheSignature, EnergyDelta, MachineReadings, NodeMeminfo, PageSets, PageWindow,
     RecordHeader, ResctrlSample, Snapshot,
 };
-pub use task::{GroupKind, NodeMemory, NodeSet, NumaFaults, Task, TaskGroup, TaskId};
+pub use task::{GroupKind, Manager, NodeMemory, NodeSet, NumaFaults, Task, TaskGroup, TaskId};
 pub use topology::{
     Cache, CacheDesc, CacheKind, Core, CoreDesc, Cpu, CpuKind, CpuKindDesc, Llc, Node, NodeDesc,
     Package, PackageDesc, SyntheticError, Topology, TopologyDesc, TopologyError,

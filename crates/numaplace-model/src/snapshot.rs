@@ -251,6 +251,7 @@ mod task_lookup_tests {
                     allowed_cpus: crate::CpuSet::default(),
                     allowed_mems: crate::CpuSet::default(),
                     confined_cpus: None,
+                    manager: None,
                     utime: 0,
                     stime: 0,
                     vcpu: None,

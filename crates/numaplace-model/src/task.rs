@@ -55,6 +55,13 @@ pub struct Task {
     /// own, and is placed inside them ([`Task::room`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confined_cpus: Option<CpuSet>,
+    /// The manager that holds its placement, where one does: libvirt for
+    /// the threads of a domain it runs. Its affinity is then the
+    /// manager's doing, not a choice of its own: numaplace places it
+    /// through the manager, or leaves it alone and says why
+    /// ([`Manager::hands_off`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manager: Option<Manager>,
     /// Cumulative user and system CPU time, clock ticks.
     pub utime: u64,
     pub stime: u64,
@@ -84,6 +91,11 @@ impl Task {
     /// one). A thread narrowed inside its confinement (taskset, numactl,
     /// `pthread_setaffinity_np`, a runtime's own pinning) chose its CPUs.
     pub fn chose_nothing(&self, span: &CpuSet) -> bool {
+        if let Some(m) = &self.manager {
+            // Its affinity is its manager's: placeable through it, unless
+            // numaplace leaves it to the manager.
+            return m.hands_off.is_none() && !self.room(span).is_empty();
+        }
         match &self.confined_cpus {
             // Every round, for every thread: no copy of the span.
             None => !span.is_empty() && span.is_subset(&self.allowed_cpus),
@@ -93,6 +105,19 @@ impl Task {
             }
         }
     }
+}
+
+/// Who holds a thread's placement besides the thread itself
+/// ([`Task::manager`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manager {
+    /// Who, for people: `libvirt domain web`.
+    pub who: String,
+    /// Why numaplace leaves the thread to its manager (its owner pinned
+    /// it there, numaplace cannot reach the manager); `None`: numaplace
+    /// places it, through the manager.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hands_off: Option<String>,
 }
 
 /// Bytes of a process's memory on one node, by kind, from `numa_maps`.

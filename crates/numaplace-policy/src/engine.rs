@@ -706,7 +706,18 @@ impl Engine {
             None => {
                 let first = self.first_seen.get(&task).unwrap_or(&t.allowed_cpus);
                 let room = t.room(topology.span());
-                if room.is_empty() || !room.is_subset(first) {
+                // A thread its manager holds (libvirt's domains): its
+                // affinity is the manager's, placed through it, or left
+                // to it for good.
+                if let Some(m) = &t.manager
+                    && let Some(why) = &m.hands_off
+                {
+                    self.hands_off.insert(task);
+                    return Outcome::Skipped {
+                        why: format!("left alone: {} holds its placement: {why}", m.who),
+                    };
+                }
+                if t.manager.is_none() && (room.is_empty() || !room.is_subset(first)) {
                     self.hands_off.insert(task);
                     let within = match &t.confined_cpus {
                         Some(c) => format!("its cgroup's CPUs {c}"),
@@ -748,7 +759,8 @@ impl Engine {
         // back, which the kernel narrows to its cgroup's CPUs as they are
         // then: given its confinement of today it would keep it after the
         // cgroup's cpuset changed (the kernel remembers the affinity asked).
-        if t.confined_cpus.as_ref() == Some(&original) {
+        // A managed thread gets its manager's placement back, through it.
+        if t.manager.is_none() && t.confined_cpus.as_ref() == Some(&original) {
             original = original.union(topology.span());
         }
         if let Err(e) = guard.before_pin(task, tgid, &original, cpus) {

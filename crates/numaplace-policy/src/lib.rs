@@ -90,6 +90,16 @@ impl View<'_> {
         if self.snapshot.group(t.tgid).is_some_and(|g| g.is_kernel()) {
             return Some(LeftAlone::Kernel);
         }
+        if let Some(numaplace_model::Manager {
+            who,
+            hands_off: Some(why),
+        }) = &t.manager
+        {
+            return Some(LeftAlone::Managed {
+                who: who.clone(),
+                why: why.clone(),
+            });
+        }
         let room = self.room(t);
         if room.is_empty() {
             return Some(LeftAlone::NoRoom {
@@ -136,6 +146,10 @@ pub enum LeftAlone {
     TookItBack { affinity: CpuSet },
     /// A kernel thread.
     Kernel,
+    /// Its manager holds its placement and numaplace leaves it there
+    /// (libvirt, for a domain its owner pinned; or libvirt cannot be
+    /// reached): `who` and `why` from [`numaplace_model::Manager`].
+    Managed { who: String, why: String },
 }
 
 impl LeftAlone {
@@ -146,15 +160,17 @@ impl LeftAlone {
             LeftAlone::NoRoom { .. } => "confined-elsewhere",
             LeftAlone::TookItBack { .. } => "took-affinity-back",
             LeftAlone::Kernel => "kernel-thread",
+            LeftAlone::Managed { .. } => "held-by-manager",
         }
     }
 
     /// Every kind, in the order `/metrics` lists them.
-    pub const KINDS: [&'static str; 4] = [
+    pub const KINDS: [&'static str; 5] = [
         "chose-cpus",
         "confined-elsewhere",
         "took-affinity-back",
         "kernel-thread",
+        "held-by-manager",
     ];
 }
 
@@ -186,6 +202,7 @@ impl std::fmt::Display for LeftAlone {
                  from then on"
             ),
             LeftAlone::Kernel => write!(f, "a kernel thread"),
+            LeftAlone::Managed { who, why } => write!(f, "{who} holds its placement: {why}"),
         }
     }
 }

@@ -200,6 +200,7 @@ mod tests {
             allowed_cpus: CpuSet::parse_list(allowed).unwrap(),
             allowed_mems: CpuSet::parse_list("0-1").unwrap(),
             confined_cpus: None,
+            manager: None,
             utime: 0,
             stime: 0,
             vcpu: None,

@@ -33,6 +33,7 @@ pub fn task(tid: i32, tgid: i32, allowed: &CpuSet) -> Task {
         allowed_cpus: allowed.clone(),
         allowed_mems: NodeSet::new(),
         confined_cpus: None,
+        manager: None,
         utime: 0,
         stime: 0,
         vcpu: None,

@@ -27,6 +27,7 @@ fn task(tid: i32, tgid: i32, cpu: u32, allowed: &str, ticks: u64) -> Task {
         allowed_cpus: CpuSet::parse_list(allowed).unwrap(),
         allowed_mems: CpuSet::parse_list("0-1").unwrap(),
         confined_cpus: None,
+        manager: None,
         utime: ticks,
         stime: 0,
         vcpu: None,
@@ -1157,5 +1158,87 @@ fn a_confined_thread_gets_the_whole_machine_back_which_the_kernel_narrows_to_its
     assert_eq!(
         guard.0,
         [(100, "0-3".to_string()), (101, "0-3".to_string())]
+    );
+}
+
+/// [`snapshot`] of a libvirt domain's QEMU: both threads pinned by
+/// libvirt to CPU 1 (numad's advice at its start), held by libvirt;
+/// thread 101's pin left to its owner where `owner_pinned_101`.
+fn libvirt_snapshot(seq: u64, ticks: u64, owner_pinned_101: bool) -> Snapshot {
+    let mut s = snapshot(seq, ticks, "1");
+    for t in &mut s.tasks {
+        t.manager = Some(numaplace_model::Manager {
+            who: "libvirt domain web".into(),
+            hands_off: (owner_pinned_101 && t.tid == 101).then(|| {
+                "its owner pinned it in libvirt's XML (<vcpupin vcpu='0' cpuset='1'>)".into()
+            }),
+        });
+    }
+    s
+}
+
+#[test]
+fn a_domains_threads_libvirt_pinned_are_placed_and_get_libvirts_pin_back() {
+    struct Recorded(Vec<(i32, String)>);
+    impl PinGuard for Recorded {
+        fn before_pin(
+            &mut self,
+            task: TaskId,
+            _: i32,
+            original: &CpuSet,
+            _: &CpuSet,
+        ) -> Result<(), String> {
+            self.0.push((task.tid, original.to_string()));
+            Ok(())
+        }
+    }
+    let mut e = Engine::new(
+        Box::new(PinTo("3")),
+        every_process(),
+        EngineConfig::default(),
+    );
+    let mut guard = Recorded(Vec::new());
+    let mut act = RecordingActuator::default();
+    let s = libvirt_snapshot(1, 100, false);
+    // Affinity narrower than the machine, but libvirt's, not a choice.
+    assert!(e.left_alone(&topo(), &s).is_empty());
+    e.round(&topo(), &s, &mut act, &mut guard, &mut |_| {});
+    let pinned: Vec<i32> = (act.actions.iter())
+        .filter_map(|a| match a {
+            Action::Pin { task, .. } => Some(task.tid),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pinned, [100, 101]);
+    // What is put back at a stop is libvirt's pin, as it was.
+    assert_eq!(guard.0, [(100, "1".to_string()), (101, "1".to_string())]);
+}
+
+#[test]
+fn a_thread_its_owner_pinned_in_libvirt_is_left_alone_and_said_why() {
+    let mut e = Engine::new(
+        Box::new(PinTo("3")),
+        every_process(),
+        EngineConfig::default(),
+    );
+    let mut act = RecordingActuator::default();
+    let r = e.round(
+        &topo(),
+        &libvirt_snapshot(1, 100, true),
+        &mut act,
+        &mut NoGuard,
+        &mut |_| {},
+    );
+    assert!(act.actions.iter().all(|a| match a {
+        Action::Pin { task, .. } => task.tid == 100,
+        _ => true,
+    }));
+    assert_eq!(r.left_alone.get("held-by-manager"), Some(&1), "{r:?}");
+    let n = &r.newly_left_alone[0];
+    assert_eq!((n.tid, n.kind.as_str()), (101, "held-by-manager"));
+    assert_eq!(
+        n.why,
+        "libvirt domain web holds its placement: its owner pinned it in libvirt's XML \
+         (<vcpupin vcpu='0' cpuset='1'>)"
     );
 }

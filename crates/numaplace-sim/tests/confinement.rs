@@ -46,6 +46,12 @@ fn confined_mix(seed: u64, pick: u64, seconds: f64) -> (Workload, Machine, Vec<(
             continue;
         }
         let threads = a.threads as usize;
+        // An application with as many threads as the machine has CPUs (or
+        // more: oversubscribed mixes) is not confined here: no smaller
+        // cpuset holds its threads.
+        if threads >= ncpu {
+            continue;
+        }
         // One node's CPUs where it fits one, else a run of CPUs.
         let nodes: Vec<&numaplace_model::Node> = (t.nodes().iter())
             .filter(|n| n.span.len() >= threads)
@@ -58,7 +64,6 @@ fn confined_mix(seed: u64, pick: u64, seconds: f64) -> (Workload, Machine, Vec<(
                 .collect()
         } else {
             let len = threads.max(1) + r.below(ncpu - threads.max(1) + 1);
-            let len = len.min(ncpu);
             let start = r.below(ncpu - len + 1);
             (start as u32..(start + len) as u32).collect()
         };

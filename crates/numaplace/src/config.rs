@@ -159,6 +159,16 @@ pub struct VmsSection {
     pub qmp: Vec<String>,
     /// Whether libvirt's status files (`/run/libvirt/qemu/*.xml`) are read.
     pub libvirt: bool,
+    /// What becomes of a domain its owner pinned in libvirt's XML
+    /// (`<vcpupin>`, `<emulatorpin>`, `<vcpu cpuset>`): `"leave"` (the
+    /// default) leaves those threads to their owner, `"place"` lets the
+    /// policy place them (through libvirt, as every domain).
+    pub libvirt_pinned: String,
+    /// The `virsh` numaplace pins libvirt's domains with: a path, or a
+    /// name looked up in `PATH`.
+    pub virsh: String,
+    /// The libvirt connection `virsh` is given.
+    pub libvirt_uri: String,
 }
 
 impl Default for VmsSection {
@@ -166,6 +176,9 @@ impl Default for VmsSection {
         VmsSection {
             qmp: Vec::new(),
             libvirt: true,
+            libvirt_pinned: "leave".into(),
+            virsh: "virsh".into(),
+            libvirt_uri: numaplace_linux::vm::virsh::SYSTEM_URI.into(),
         }
     }
 }
@@ -183,14 +196,70 @@ impl VmsSection {
         for p in &self.qmp {
             check_qmp_pattern(p).map_err(|e| format!("[vms] qmp {e}"))?;
         }
+        if !matches!(self.libvirt_pinned.as_str(), "leave" | "place") {
+            return Err(format!(
+                "[vms] libvirt_pinned = {:?}: give \"leave\" (domains their owner pinned in \
+                 libvirt's XML are left to them) or \"place\" (numaplace places them too)",
+                self.libvirt_pinned
+            ));
+        }
+        for (key, v) in [("virsh", &self.virsh), ("libvirt_uri", &self.libvirt_uri)] {
+            if v.is_empty()
+                || v.len() > 4096
+                || v.starts_with('-')
+                || v.chars().any(char::is_control)
+            {
+                return Err(format!(
+                    "[vms] {key} = {v:?}: give a path or name (virsh) or a libvirt URI \
+                     (qemu:///system), not empty, without control characters, not starting \
+                     with '-'"
+                ));
+            }
+        }
         Ok(())
     }
 
-    /// The sources, for the collector.
-    pub fn sources(&self) -> numaplace_linux::vm::VmSources {
+    /// The client numaplace pins libvirt's domains with.
+    pub fn virsh(&self) -> numaplace_linux::vm::virsh::Virsh {
+        numaplace_linux::vm::virsh::Virsh::new(
+            &self.virsh,
+            &self.libvirt_uri,
+            numaplace_linux::vm::virsh::DEFAULT_TIMEOUT,
+        )
+    }
+
+    /// Why numaplace cannot act through libvirt on this host, or `None`:
+    /// it can, or there is no libvirt here (no state directory of its
+    /// QEMU driver), or libvirt's domains are not looked for. Asked once,
+    /// with `virsh uri`.
+    /// Once per process: the daemon's start, its restore and its
+    /// collector ask the same.
+    pub fn libvirt_unreachable(&self) -> Option<String> {
+        static ASKED: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        let root = numaplace_linux::SysRoot::host();
+        if !self.libvirt || !root.join(numaplace_linux::vm::libvirt::STATE_DIR).is_dir() {
+            return None;
+        }
+        ASKED
+            .get_or_init(|| {
+                let e = self.virsh().run(&["uri"]).err()?;
+                tracing::warn!(
+                    "libvirt's domains will be left alone: {e}; numaplace pins them only \
+                     through libvirt, which would undo a pin made behind its back"
+                );
+                Some(e.to_string())
+            })
+            .clone()
+    }
+
+    /// The sources, for the collector; `unreachable` from
+    /// [`libvirt_unreachable`](Self::libvirt_unreachable).
+    pub fn sources(&self, unreachable: Option<String>) -> numaplace_linux::vm::VmSources {
         numaplace_linux::vm::VmSources {
             qmp: self.qmp.clone(),
             libvirt: self.libvirt,
+            place_owner_pinned: self.libvirt_pinned == "place",
+            libvirt_unreachable: unreachable,
         }
     }
 }
@@ -366,9 +435,14 @@ mod tests {
             "[vms]\nqmp = [\"/run/qemu/*.qmp\", \"/var/lib/vm/web.sock\"]\nlibvirt = false\n",
         )
         .unwrap();
-        let s = c.vms.sources();
+        let s = c.vms.sources(None);
         assert_eq!(s.qmp, ["/run/qemu/*.qmp", "/var/lib/vm/web.sock"]);
-        assert!(!s.libvirt);
+        assert!(!s.libvirt && !s.place_owner_pinned);
+        let c = Config::parse("[vms]\nlibvirt_pinned = \"place\"\n").unwrap();
+        let s = c.vms.sources(Some("virsh not found".into()));
+        assert!(s.place_owner_pinned);
+        assert_eq!(s.libvirt_unreachable.as_deref(), Some("virsh not found"));
+        assert_eq!(c.vms.virsh().program(), std::path::Path::new("virsh"));
         for (bad, want) in [
             (
                 "[vms]\nqmp = [\"qemu.sock\"]\n",
@@ -380,6 +454,12 @@ mod tests {
             ),
             ("[vms]\nqmp = \"/run/x.qmp\"\n", "invalid type"),
             ("[vms]\nsockets = []\n", "unknown field `sockets`"),
+            (
+                "[vms]\nlibvirt_pinned = \"yes\"\n",
+                "[vms] libvirt_pinned = \"yes\": give \"leave\"",
+            ),
+            ("[vms]\nvirsh = \"--help\"\n", "[vms] virsh = \"--help\""),
+            ("[vms]\nlibvirt_uri = \"\"\n", "[vms] libvirt_uri = \"\""),
         ] {
             let e = Config::parse(bad).unwrap_err();
             assert!(e.contains(want), "{bad}: {e}");

@@ -144,7 +144,7 @@ pub(crate) fn collector_for(engine: &Engine, c: &Config) -> Collector {
         c.perf.encodings(),
     );
     // VMs whose vCPU threads carry no names: the config's QMP sockets, libvirt.
-    collector.set_vm_sources(Some(c.vms.sources()));
+    collector.set_vm_sources(Some(c.vms.sources(c.vms.libvirt_unreachable())));
     collector
 }
 

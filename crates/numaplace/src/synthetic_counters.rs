@@ -309,6 +309,7 @@ mod tests {
             allowed_cpus: "0-3".parse::<CpuSet>().unwrap(),
             allowed_mems: "0-1".parse::<CpuSet>().unwrap(),
             confined_cpus: None,
+            manager: None,
             utime,
             stime,
             vcpu: None,

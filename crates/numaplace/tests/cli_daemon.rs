@@ -657,4 +657,15 @@ fn advise_names_the_threads_it_leaves_alone_and_why() {
         )),
         "{out}"
     );
+    // `tasks` says the same of the processes it shows.
+    let o = numaplace(&["tasks", "--pid", &pid.to_string()]);
+    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        out.contains(&format!(
+            "sleep (pid {pid}), thread {pid}: chose its own CPUs: its affinity is 1, narrower \
+             than the machine's CPUs"
+        )),
+        "{out}"
+    );
 }

@@ -335,6 +335,7 @@ fn two_node_recording(path: &std::path::Path, rounds: u64) {
             allowed_cpus: CpuSet::parse_list("0-3").unwrap(),
             allowed_mems: CpuSet::parse_list("0-1").unwrap(),
             confined_cpus: None,
+            manager: None,
             utime: seq * 100,
             stime: 0,
             vcpu: None,

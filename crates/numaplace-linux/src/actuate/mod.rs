@@ -46,6 +46,7 @@ use crate::sysroot::SysRoot;
 /// Pages per `move_pages` call: the size used by the measurements in
 /// ARCHITECTURE.md (a loop of 4096-page calls).
 pub const BATCH_PAGES: usize = 4096;
+pub mod libvirt;
 mod memory;
 #[cfg(test)]
 pub(crate) mod testing;

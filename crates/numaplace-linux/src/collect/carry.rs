@@ -224,6 +224,7 @@ mod tests {
             allowed_cpus: "0-3".parse().unwrap(),
             allowed_mems: "0".parse().unwrap(),
             confined_cpus: None,
+            manager: None,
             utime: s.utime,
             stime: s.stime,
             vcpu: None,

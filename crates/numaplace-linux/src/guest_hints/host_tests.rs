@@ -38,6 +38,7 @@ fn snapshot(vm: bool) -> Snapshot {
         allowed_cpus: CpuSet::default(),
         allowed_mems: CpuSet::default(),
         confined_cpus: None,
+        manager: None,
         utime: 0,
         stime: 0,
         vcpu: Some(n),

@@ -78,6 +78,31 @@ pub struct VmSources {
     pub qmp: Vec<String>,
     /// Whether libvirt's status files are read.
     pub libvirt: bool,
+    /// Whether the threads of a domain its owner pinned in libvirt's XML
+    /// (`<vcpupin>`, `<emulatorpin>`, `<vcpu cpuset>`) are placed too
+    /// (`[vms] libvirt_pinned = "place"`); by default they are left to
+    /// their owner.
+    pub place_owner_pinned: bool,
+    /// Why numaplace cannot act through libvirt, where it cannot (no
+    /// `virsh`, libvirtd not answering): its domains are then left alone
+    /// and this is why.
+    pub libvirt_unreachable: Option<String>,
+}
+
+/// A running libvirt domain, as numaplace acts on it: through `virsh`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LibvirtDomain {
+    pub name: String,
+    pub uuid: String,
+    /// QEMU's pid and start time.
+    pub pid: i32,
+    pub start_time: u64,
+    /// `(vCPU index, tid)` of its vCPU threads.
+    pub vcpus: Vec<(u32, i32)>,
+    /// Its memory is libvirt's to place (`<numatune><memory
+    /// mode='strict'>`: the domain's cgroups hold `cpuset.mems`), so it
+    /// is moved by `numatune --nodeset`, not page by page.
+    pub memory_strict: bool,
 }
 
 /// A VM one source described, checked against the round's processes.
@@ -94,6 +119,26 @@ struct Found {
     source: String,
     /// Why the process is a VM ([`vm_evidence`]).
     why_vm: &'static str,
+    /// For a libvirt domain: who holds its threads' placement and which
+    /// threads numaplace leaves to it.
+    managed: Option<Managed>,
+}
+
+/// A libvirt domain's threads, as [`Task::manager`] says of them.
+///
+/// [`Task::manager`]: numaplace_model::Task::manager
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Managed {
+    /// `libvirt domain NAME`.
+    who: String,
+    /// Why every thread is left to libvirt, where all are.
+    all: Option<String>,
+    /// Why a vCPU thread is, by vCPU index.
+    vcpus: Vec<(u32, String)>,
+    /// Why the other threads (emulator, I/O) are.
+    emulator: Option<String>,
+    /// What the actuator needs, where numaplace acts through libvirt.
+    domain: Option<LibvirtDomain>,
 }
 
 impl Found {
@@ -140,6 +185,10 @@ pub struct VmDiscovery {
     /// Boot time, seconds since the epoch (`btime` of `/proc/stat`).
     boot_time: Option<Option<i64>>,
     budget: Duration,
+    /// The libvirt domains numaplace acts on through `virsh`, this round.
+    domains: Vec<LibvirtDomain>,
+    /// Where they are shared with the actuator, if they are.
+    shared: Option<crate::actuate::libvirt::SharedDomains>,
 }
 
 impl VmDiscovery {
@@ -152,7 +201,22 @@ impl VmDiscovery {
             said: HashSet::new(),
             boot_time: None,
             budget: ROUND_BUDGET,
+            domains: Vec::new(),
+            shared: None,
         }
+    }
+
+    /// Shares each round's [`libvirt_domains`](Self::libvirt_domains)
+    /// with the actuator that pins through libvirt.
+    pub fn share_domains(&mut self, shared: crate::actuate::libvirt::SharedDomains) {
+        self.shared = Some(shared);
+    }
+
+    /// The libvirt domains found last round that numaplace acts on
+    /// through `virsh` (a pin of one of their threads, a move of their
+    /// memory).
+    pub fn libvirt_domains(&self) -> &[LibvirtDomain] {
+        &self.domains
     }
 
     pub fn sources(&self) -> &VmSources {
@@ -170,7 +234,7 @@ impl VmDiscovery {
         self.evidence.retain(|k, _| live.contains(k));
         let mut found = self.vms_behind_sockets(root, snapshot);
         if self.sources.libvirt {
-            for f in self.libvirt_domains(root, snapshot) {
+            for f in self.read_libvirt_domains(root, snapshot) {
                 if found.iter().all(|q| q.pid != f.pid) {
                     found.push(f);
                 }
@@ -178,6 +242,12 @@ impl VmDiscovery {
         }
         for f in &found {
             apply(snapshot, f);
+        }
+        self.domains = (found.iter())
+            .filter_map(|f| f.managed.as_ref()?.domain.clone())
+            .collect();
+        if let Some(s) = &self.shared {
+            *s.lock().unwrap_or_else(|e| e.into_inner()) = self.domains.clone();
         }
         // Troubles of sources gone (a VM stopped, its socket removed) need
         // no memory: a new one by that name is said afresh.
@@ -235,6 +305,12 @@ impl VmDiscovery {
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
         let hz = if hz > 0 { hz as u64 } else { 100 };
         Some(boot + i64::try_from(start_time / hz).ok()?)
+    }
+
+    /// The CPUs online now (a pin to all of them pins nothing).
+    fn online_cpus(&mut self, root: &SysRoot) -> Option<numaplace_model::CpuSet> {
+        let text = root.read("sys/devices/system/cpu/online").ok()?;
+        numaplace_model::CpuSet::parse_list(text.trim()).ok()
     }
 
     fn boot_time(&mut self, root: &SysRoot) -> Option<i64> {
@@ -315,6 +391,21 @@ fn apply(snapshot: &mut Snapshot, f: &Found) {
         {
             snapshot.tasks[i].vcpu = Some(index);
         }
+    }
+    let Some(m) = &f.managed else { return };
+    for &tid in &g.threads {
+        let Ok(i) = snapshot.tasks.binary_search_by_key(&tid, |t| t.tid) else {
+            continue;
+        };
+        let t = &mut snapshot.tasks[i];
+        let why = m.all.as_ref().or(match t.vcpu {
+            Some(v) => m.vcpus.iter().find(|(i, _)| *i == v).map(|(_, w)| w),
+            None => m.emulator.as_ref(),
+        });
+        t.manager = Some(numaplace_model::Manager {
+            who: m.who.clone(),
+            hands_off: why.cloned(),
+        });
     }
 }
 

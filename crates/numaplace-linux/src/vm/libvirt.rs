@@ -24,6 +24,8 @@
 //! process is checked against the process by `vm::discover`.
 
 use std::collections::BTreeSet;
+
+use numaplace_model::CpuSet;
 use std::fs::{self, File};
 use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -59,6 +61,31 @@ pub struct DomainStatus {
     pub domain_type: Option<String>,
     /// `(vCPU index, host thread)` of each online vCPU, by index.
     pub vcpus: Vec<(u32, i32)>,
+    /// The domain's UUID (`<domain><uuid>`), what `virsh` is given.
+    pub uuid: Option<String>,
+    /// How the live definition places the domain's threads and memory.
+    pub placement: Placement,
+}
+
+/// What a domain's live definition says of where its threads and memory
+/// go: whoever wrote it (its owner, or numaplace's own live pins, which
+/// libvirt writes there too).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// `<vcpu placement='auto'>`: libvirt asked numad (numaplace's own
+    /// `numad -w` answer) where to start it; the advice is a starting
+    /// point, the domain numaplace's to re-place.
+    pub auto: bool,
+    /// `<vcpu cpuset='...'>` with static placement: the CPUs of every
+    /// vCPU and emulator thread not pinned otherwise.
+    pub cpuset: Option<CpuSet>,
+    /// `<cputune><vcpupin vcpu='N' cpuset='...'>`, by vCPU.
+    pub vcpupins: Vec<(u32, CpuSet)>,
+    /// `<cputune><emulatorpin cpuset='...'>`.
+    pub emulatorpin: Option<CpuSet>,
+    /// `<numatune><memory mode='...'>`: `strict`, `preferred`,
+    /// `interleave`, `restrictive`; `None` without a `<numatune>`.
+    pub memory_mode: Option<String>,
 }
 
 #[derive(Debug, Error)]
@@ -138,13 +165,71 @@ pub fn parse_status(text: &str) -> Result<DomainStatus, String> {
     if let Some(&(i, _)) = vcpus.iter().find(|(i, _)| !seen.insert(*i)) {
         return Err(format!("vcpu {i} is listed twice"));
     }
+    let uuid = domain
+        .children()
+        .find(|n| n.has_tag_name("uuid"))
+        .and_then(|n| n.text())
+        .map(str::trim)
+        .filter(|u| is_uuid(u))
+        .map(str::to_string);
     Ok(DomainStatus {
         name: name.to_string(),
         pid,
         state,
         domain_type: domain.attribute("type").map(str::to_string),
         vcpus,
+        uuid,
+        placement: placement(domain)?,
     })
+}
+
+/// A UUID as libvirt prints it: 32 hex digits, dashes between.
+fn is_uuid(u: &str) -> bool {
+    u.len() == 36
+        && u.bytes().enumerate().all(|(i, b)| match i {
+            8 | 13 | 18 | 23 => b == b'-',
+            _ => b.is_ascii_hexdigit(),
+        })
+}
+
+/// The live definition's `<vcpu>`, `<cputune>` and `<numatune>`.
+fn placement(domain: roxmltree::Node<'_, '_>) -> Result<Placement, String> {
+    fn child<'a, 'i>(n: roxmltree::Node<'a, 'i>, tag: &str) -> Option<roxmltree::Node<'a, 'i>> {
+        n.children().find(|c| c.has_tag_name(tag))
+    }
+    let cpus = |n: roxmltree::Node<'_, '_>, what: &str| -> Result<Option<CpuSet>, String> {
+        n.attribute("cpuset")
+            .map(|c| CpuSet::parse_list(c).map_err(|e| format!("{what} cpuset {c:?}: {e}")))
+            .transpose()
+    };
+    let mut p = Placement::default();
+    if let Some(v) = child(domain, "vcpu") {
+        p.auto = v.attribute("placement") == Some("auto");
+        if !p.auto {
+            p.cpuset = cpus(v, "<vcpu>")?;
+        }
+    }
+    if let Some(tune) = child(domain, "cputune") {
+        for pin in tune.children().filter(|c| c.has_tag_name("vcpupin")) {
+            let vcpu = pin
+                .attribute("vcpu")
+                .and_then(|v| v.parse().ok())
+                .ok_or("a <vcpupin> without a vcpu number")?;
+            if p.vcpupins.len() == MAX_VCPUS {
+                return Err(format!("more than {MAX_VCPUS} <vcpupin>"));
+            }
+            if let Some(c) = cpus(pin, "<vcpupin>")? {
+                p.vcpupins.push((vcpu, c));
+            }
+        }
+        if let Some(e) = child(tune, "emulatorpin") {
+            p.emulatorpin = cpus(e, "<emulatorpin>")?;
+        }
+    }
+    p.memory_mode = child(domain, "numatune")
+        .and_then(|t| child(t, "memory"))
+        .map(|m| m.attribute("mode").unwrap_or("strict").to_string());
+    Ok(p)
 }
 
 /// A status file found in the state directory, with what identifies its
@@ -304,6 +389,8 @@ pub(crate) mod tests {
                 state: "running".into(),
                 domain_type: Some("kvm".into()),
                 vcpus: vec![(0, 4105), (1, 4106), (3, 4108)],
+                uuid: Some("c7a5fdbd-edaf-9455-926a-d65c16db1809".into()),
+                placement: Placement::default(),
             }
         );
         // libvirt before 2.2: no id, the position is the index.
@@ -318,6 +405,52 @@ pub(crate) mod tests {
         // A domain that has not reported its threads yet: no vCPUs.
         let none = STATUS.replace("<vcpus>", "<x>").replace("</vcpus>", "</x>");
         assert!(parse_status(&none).unwrap().vcpus.is_empty());
+    }
+
+    #[test]
+    fn a_status_file_says_how_the_domain_is_pinned() {
+        let set = |l: &str| CpuSet::parse_list(l).unwrap();
+        let pinned = STATUS.replace(
+            "<vcpu placement='static' current='3'>4</vcpu>",
+            "<vcpu placement='static' cpuset='0-7' current='3'>4</vcpu>
+    <cputune>
+      <vcpupin vcpu='0' cpuset='2'/>
+      <vcpupin vcpu='1' cpuset='3-4'/>
+      <emulatorpin cpuset='0-1'/>
+    </cputune>
+    <numatune><memory mode='interleave' nodeset='0-1'/></numatune>",
+        );
+        assert_eq!(
+            parse_status(&pinned).unwrap().placement,
+            Placement {
+                auto: false,
+                cpuset: Some(set("0-7")),
+                vcpupins: vec![(0, set("2")), (1, set("3-4"))],
+                emulatorpin: Some(set("0-1")),
+                memory_mode: Some("interleave".into()),
+            }
+        );
+        // numad's advice: placement='auto', a numatune without a mode is
+        // strict.
+        let auto = STATUS.replace(
+            "<vcpu placement='static' current='3'>4</vcpu>",
+            "<vcpu placement='auto' current='3'>4</vcpu>
+    <numatune><memory placement='auto'/></numatune>",
+        );
+        let p = parse_status(&auto).unwrap().placement;
+        assert!(
+            p.auto && p.cpuset.is_none() && p.vcpupins.is_empty(),
+            "{p:?}"
+        );
+        assert_eq!(p.memory_mode.as_deref(), Some("strict"));
+        // A UUID that is not one is not kept (it would be given to virsh).
+        let odd = STATUS.replace("c7a5fdbd-edaf-9455-926a-d65c16db1809", "--help");
+        assert_eq!(parse_status(&odd).unwrap().uuid, None);
+        let bad = STATUS.replace(
+            "<vcpu placement='static' current='3'>4</vcpu>",
+            "<vcpu>4</vcpu><cputune><vcpupin cpuset='1'/></cputune>",
+        );
+        assert!(parse_status(&bad).unwrap_err().contains("vcpupin"));
     }
 
     #[test]

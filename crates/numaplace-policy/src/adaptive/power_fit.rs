@@ -197,6 +197,7 @@ mod tests {
                 allowed_cpus: CpuSet::parse_list("0-7").unwrap(),
                 allowed_mems: CpuSet::parse_list("0").unwrap(),
                 confined_cpus: None,
+                manager: None,
                 utime: 0,
                 stime: 0,
                 vcpu: None,

@@ -228,6 +228,7 @@ fn task(tid: i32, cpu: u32, span: &CpuSet) -> Task {
         allowed_cpus: span.clone(),
         allowed_mems: Default::default(),
         confined_cpus: None,
+        manager: None,
         utime: 0,
         stime: 0,
         vcpu: None,

@@ -146,6 +146,7 @@ impl World {
                     allowed_cpus: self.kernel_cpus(&th.allowed),
                     allowed_mems: topo.nodes().iter().map(|n| n.os_id).collect(),
                     confined_cpus: spec.cpus_by_cgroup.then(|| self.kernel_cpus(&a.cpuset)),
+                    manager: None,
                     utime: (th.cpu_seconds * TICKS) as u64,
                     stime: 0,
                     vcpu: (spec.kind == AppKind::Vm).then_some(th.index),

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use numaplace_linux::actuate::HostActuator;
+use numaplace_linux::actuate::libvirt::{SharedDomains, ThroughLibvirt};
 use numaplace_linux::balancing::NumaBalancing;
 use numaplace_linux::guest_hints::Hinted;
 use numaplace_linux::state::StateFile;
@@ -171,7 +172,8 @@ fn settings(args: &RunArgs) -> Result<Settings> {
 
 /// Carries actions out on the host, or only records them (dry run).
 enum Hands {
-    Host(HostActuator),
+    /// The host, libvirt's domains through libvirt.
+    Host(ThroughLibvirt<HostActuator>),
     Dry(RecordingActuator),
 }
 
@@ -364,8 +366,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
         metrics::serve(&metrics::parse_listen(l)?, Arc::clone(&shared))?;
         tracing::info!("metrics on {l}");
     }
-    let mut host = HostActuator::new();
-    let mut state = open_state_and_restore(c, &mut host)?;
+    // libvirt's domains are pinned through libvirt: VM discovery tells
+    // the actuator which they are, each round.
+    let domains = SharedDomains::default();
+    let mut host = ThroughLibvirt::new(HostActuator::new(), c.vms.virsh(), Arc::clone(&domains));
+    let mut state = open_state_and_restore(c, &mut host, &domains)?;
     let stop = stop_on_signals()?;
     // SIGHUP (a closed terminal, an operator's reload habit) would end the
     // daemon without restoring anything: it is noted and ignored instead.
@@ -382,8 +387,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut engine = Engine::new(s.policy(), c.scope.clone(), engine_config(c, balancing));
     // `GET /state` shows the policy's classes of the groups.
     engine.report_classes(c.metrics.listen.is_some());
-    let (collector, managed) =
+    let (mut collector, managed) =
         start_collecting(&engine, c, balancing, s.synthetic.as_mut(), service)?;
+    collector.share_libvirt_domains(Arc::clone(&domains));
     let journal = Journal::open(c.journal.as_deref())?;
     let hands = if c.dry_run {
         Hands::Dry(RecordingActuator::default())
@@ -460,7 +466,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
 /// (it was killed before it could). A dry run changes nothing, so it
 /// neither needs nor touches the state file (nor restores what an earlier
 /// real run left: that run's next real start will).
-fn open_state_and_restore(c: &Config, host: &mut HostActuator) -> Result<Option<StateFile>> {
+fn open_state_and_restore(
+    c: &Config,
+    host: &mut ThroughLibvirt<HostActuator>,
+    domains: &SharedDomains,
+) -> Result<Option<StateFile>> {
     if c.dry_run {
         return Ok(None);
     }
@@ -471,6 +481,16 @@ fn open_state_and_restore(c: &Config, host: &mut HostActuator) -> Result<Option<
             c.state.display(),
             state.entries().len()
         );
+        // Threads of libvirt's domains go back through libvirt: which
+        // domains run is read first.
+        if c.vms.libvirt {
+            let mut find = Collector::new(SysRoot::host(), Default::default());
+            find.set_vm_sources(Some(c.vms.sources(c.vms.libvirt_unreachable())));
+            find.share_libvirt_domains(Arc::clone(domains));
+            if let Err(e) = find.collect() {
+                tracing::warn!("reading the tasks before restoring them: {e:#}");
+            }
+        }
         let report = numaplace_linux::state::restore_all(&mut state, host);
         tracing::warn!("restored: {report}");
     }

@@ -34,7 +34,7 @@ pub fn run(args: &TasksArgs) -> Result<()> {
     // thread which node its memory accesses go to (the ACCESSES column).
     let balancing = numaplace_linux::balancing::NumaBalancing::read(&root);
     let mut collector = Collector::new(
-        root,
+        root.clone(),
         CollectOptions {
             memory: true,
             counters: rates,
@@ -53,7 +53,7 @@ pub fn run(args: &TasksArgs) -> Result<()> {
             Config::default()
         }),
     };
-    collector.set_vm_sources(Some(config.vms.sources()));
+    collector.set_vm_sources(Some(config.vms.sources(config.vms.libvirt_unreachable())));
     let mut snap = collector.collect().context("reading tasks")?;
     let mut hints = (!args.guest_hints.is_empty())
         .then(|| GuestHints::new(SysRoot::host(), args.guest_hints.clone()));
@@ -104,7 +104,29 @@ pub fn run(args: &TasksArgs) -> Result<()> {
         ));
     }
     print!("{}", report::tasks::render(&snap, &groups, &notes));
+    print!("{}", left_alone(&root, &snap, &groups));
     Ok(())
+}
+
+/// The threads of the shown processes no policy may place, and why
+/// (`advise`'s closing lines); empty where there are none, or where the
+/// machine's topology cannot be read (said in one line).
+fn left_alone(root: &SysRoot, snap: &Snapshot, groups: &[&TaskGroup]) -> String {
+    let source = numaplace_linux::TopologySource::Sysfs(root.clone());
+    let topology = match numaplace_linux::discover_repaired(&source) {
+        Ok(d) => d.topology,
+        Err(e) => return format!("(which threads no policy may place is not said: {e})\n"),
+    };
+    let scope = numaplace_policy::Scope {
+        pids: groups.iter().map(|g| g.pid).collect(),
+        ..Default::default()
+    };
+    // Any policy: who is left alone is the engine's rule, not a policy's.
+    let policy = numaplace_policy::PolicyKind::from_name("static")
+        .map(|k| k.build())
+        .expect("the static policy is registered");
+    let engine = numaplace_policy::engine::Engine::new(policy, scope, Default::default());
+    crate::daemon_setup::describe_left_alone(&engine.left_alone(&topology, snap))
 }
 
 fn validate(f: &TaskFilterArgs) -> Result<()> {

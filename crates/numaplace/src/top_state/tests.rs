@@ -18,6 +18,7 @@ fn task(tid: i32, tgid: i32, cpu: u32, ticks: u64) -> Task {
         allowed_cpus: CpuSet::default(),
         allowed_mems: CpuSet::default(),
         confined_cpus: None,
+        manager: None,
         utime: ticks,
         stime: 0,
         vcpu: None,

@@ -7,13 +7,20 @@ use std::path::PathBuf;
 
 use numaplace_model::Snapshot;
 
-use super::{CLOCK_SLACK_SECS, Found, StatusRead, VmDiscovery};
+use numaplace_model::CpuSet;
+use numaplace_model::task::printable;
+
+use super::{CLOCK_SLACK_SECS, Found, LibvirtDomain, Managed, StatusRead, VmDiscovery};
 use crate::sysroot::SysRoot;
 use crate::vm::libvirt::{self, DomainStatus, StatusFile};
 
 impl VmDiscovery {
     /// The VMs libvirt's status files describe, each checked.
-    pub(super) fn libvirt_domains(&mut self, root: &SysRoot, snapshot: &Snapshot) -> Vec<Found> {
+    pub(super) fn read_libvirt_domains(
+        &mut self,
+        root: &SysRoot,
+        snapshot: &Snapshot,
+    ) -> Vec<Found> {
         let dir = root.join(libvirt::STATE_DIR);
         let files = match libvirt::status_files(root) {
             Ok(f) => f,
@@ -127,6 +134,7 @@ impl VmDiscovery {
             Some("qemu") => Some("TCG".to_string()),
             _ => None,
         };
+        let managed = self.managed(root, s, pid, start_time, &vcpus);
         Ok(Found {
             pid,
             start_time,
@@ -135,6 +143,76 @@ impl VmDiscovery {
             vcpus,
             source: format!("libvirt status {}", file.path.display()),
             why_vm,
+            managed: Some(managed),
         })
+    }
+
+    /// Which of the domain's threads numaplace places through libvirt
+    /// and which it leaves to libvirt, and why.
+    ///
+    /// A pin in the live definition is its owner's unless it pins nothing
+    /// (all the CPUs online) or the domain asked numad where to start
+    /// (`placement='auto'`: the advice is a starting point). numaplace's
+    /// own live pins are written there too, but the engine knows its own
+    /// (a thread whose affinity is what numaplace set stays placeable),
+    /// and at a stop it puts back what libvirt had, which for a domain it
+    /// may place is no pin or numad's.
+    fn managed(
+        &mut self,
+        root: &SysRoot,
+        s: &DomainStatus,
+        pid: i32,
+        start_time: u64,
+        vcpus: &[(u32, i32)],
+    ) -> Managed {
+        let who = format!("libvirt domain {}", printable(&s.name));
+        let mut m = Managed {
+            who,
+            all: None,
+            vcpus: Vec::new(),
+            emulator: None,
+            domain: None,
+        };
+        if let Some(why) = &self.sources.libvirt_unreachable {
+            m.all = Some(format!(
+                "numaplace cannot act through libvirt ({why}), and a pin made behind \
+                 libvirt's back would be undone by it"
+            ));
+            return m;
+        }
+        let Some(uuid) = &s.uuid else {
+            m.all = Some("its status file gives no UUID to name it to virsh by".into());
+            return m;
+        };
+        let p = &s.placement;
+        if !p.auto && !self.sources.place_owner_pinned {
+            let online = self.online_cpus(root);
+            let pins = |c: &CpuSet| online.as_ref() != Some(c);
+            let owner = |what: String| {
+                format!(
+                    "its owner pinned it in libvirt's XML ({what}); [vms] libvirt_pinned = \
+                     \"place\" lets numaplace place it"
+                )
+            };
+            if let Some(c) = p.cpuset.as_ref().filter(|c| pins(c)) {
+                m.all = Some(owner(format!("<vcpu cpuset='{c}'>")));
+            }
+            m.vcpus = (p.vcpupins.iter())
+                .filter(|(_, c)| pins(c))
+                .map(|(v, c)| (*v, owner(format!("<vcpupin vcpu='{v}' cpuset='{c}'>"))))
+                .collect();
+            m.emulator = (p.emulatorpin.as_ref())
+                .filter(|c| pins(c))
+                .map(|c| owner(format!("<emulatorpin cpuset='{c}'>")));
+        }
+        m.domain = Some(LibvirtDomain {
+            name: s.name.clone(),
+            uuid: uuid.clone(),
+            pid,
+            start_time,
+            vcpus: vcpus.to_vec(),
+            memory_strict: p.memory_mode.as_deref() == Some("strict"),
+        });
+        m
     }
 }

@@ -264,6 +264,7 @@ impl VmDiscovery {
             vcpus,
             source: format!("qmp {p}"),
             why_vm,
+            managed: None,
         })
     }
 

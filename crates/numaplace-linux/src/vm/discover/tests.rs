@@ -66,6 +66,7 @@ fn snapshot(pid: i32, tids: &[i32], cmdline: &[&str]) -> Snapshot {
             allowed_cpus: CpuSet::new(),
             allowed_mems: CpuSet::new(),
             confined_cpus: None,
+            manager: None,
             utime: 0,
             stime: 0,
             vcpu: None,
@@ -102,6 +103,7 @@ fn qmp_only(path: &Path) -> VmDiscovery {
     VmDiscovery::new(VmSources {
         qmp: vec![path.to_str().unwrap().to_string()],
         libvirt: false,
+        ..VmSources::default()
     })
 }
 
@@ -328,6 +330,7 @@ fn patterns_are_checked_and_expanded() {
             "/nonexistent/*.qmp".into(),
         ],
         libvirt: false,
+        ..VmSources::default()
     });
     let names: Vec<String> = d
         .socket_paths()
@@ -350,6 +353,7 @@ fn libvirt_only() -> VmDiscovery {
     VmDiscovery::new(VmSources {
         qmp: Vec::new(),
         libvirt: true,
+        ..VmSources::default()
     })
 }
 
@@ -410,4 +414,91 @@ fn a_libvirt_pid_that_is_no_vm_or_newer_than_the_file_is_refused() {
         "{:?}",
         disc.said
     );
+}
+
+/// The manager of a domain's threads: numaplace places a domain through
+/// libvirt unless its owner pinned it there (a pin to every CPU online
+/// pins nothing) or libvirt cannot be reached.
+#[test]
+fn a_libvirt_domains_threads_are_placed_through_libvirt_or_left_to_it() {
+    let managers = |disc: &mut VmDiscovery, root: &SysRoot| {
+        let mut s = snapshot(4100, &[4101, 4105, 4106, 4108], &["qemu-system-x86_64"]);
+        disc.discover(root, &mut s);
+        (s.tasks.iter())
+            .map(|t| {
+                let m = t
+                    .manager
+                    .as_ref()
+                    .expect("every thread of a domain has its manager");
+                assert_eq!(m.who, "libvirt domain web");
+                (t.tid, m.hands_off.clone())
+            })
+            .collect::<BTreeMap<_, _>>()
+    };
+    let (d, root) = libvirt_tree(QEMU, 10_000);
+    std::fs::write(d.path().join("sys/devices/system/cpu/online"), "0-7\n").unwrap();
+    let status = d.path().join(libvirt::STATE_DIR).join("web.xml");
+    let mut disc = libvirt_only();
+    let m = managers(&mut disc, &root);
+    assert!(m.values().all(Option::is_none), "{m:?}");
+    let dom = &disc.libvirt_domains()[0];
+    assert_eq!(
+        (dom.pid, dom.uuid.as_str()),
+        (4100, "c7a5fdbd-edaf-9455-926a-d65c16db1809")
+    );
+    assert_eq!(dom.vcpus, [(0, 4105), (1, 4106), (3, 4108)]);
+
+    // The owner pinned vCPU 1 and the emulator; vCPU 3's pin is to every
+    // CPU online, no pin at all.
+    let pinned = STATUS.replace(
+        "<vcpu placement='static' current='3'>4</vcpu>",
+        "<vcpu placement='static' current='3'>4</vcpu>
+    <cputune>
+      <vcpupin vcpu='1' cpuset='2'/>
+      <vcpupin vcpu='3' cpuset='0-7'/>
+      <emulatorpin cpuset='0'/>
+    </cputune>",
+    );
+    std::fs::write(&status, &pinned).unwrap();
+    let m = managers(&mut disc, &root);
+    let owner = |what: &str| {
+        Some(format!(
+            "its owner pinned it in libvirt's XML ({what}); [vms] libvirt_pinned = \"place\" lets \
+             numaplace place it"
+        ))
+    };
+    assert_eq!(m[&4105], None);
+    assert_eq!(m[&4106], owner("<vcpupin vcpu='1' cpuset='2'>"));
+    assert_eq!(m[&4108], None);
+    assert_eq!(m[&4101], owner("<emulatorpin cpuset='0'>"));
+
+    // The same domain started through numad (placement='auto'): the
+    // advice was a starting point, and libvirt's pins of it are numad's.
+    let auto = pinned.replace("placement='static'", "placement='auto'");
+    std::fs::write(&status, auto).unwrap();
+    assert!(managers(&mut disc, &root).values().all(Option::is_none));
+
+    // The operator lets numaplace place what owners pinned.
+    std::fs::write(&status, &pinned).unwrap();
+    let mut disc = VmDiscovery::new(VmSources {
+        libvirt: true,
+        place_owner_pinned: true,
+        ..VmSources::default()
+    });
+    assert!(managers(&mut disc, &root).values().all(Option::is_none));
+
+    // No way to reach libvirt: every thread left to it, saying why.
+    let mut disc = VmDiscovery::new(VmSources {
+        libvirt: true,
+        libvirt_unreachable: Some("virsh not found".into()),
+        ..VmSources::default()
+    });
+    let m = managers(&mut disc, &root);
+    assert!(
+        m.values().all(|w| w
+            .as_deref()
+            .is_some_and(|w| w.contains("(virsh not found)"))),
+        "{m:?}"
+    );
+    assert!(disc.libvirt_domains().is_empty());
 }
