@@ -316,6 +316,19 @@ impl Collector {
         }
     }
 
+    /// Reads the kubelet's CPU manager checkpoint each round (`None`: not
+    /// at all): no thread is placed onto a CPU it handed a container for
+    /// its sole use, and a pod holding such CPUs is left to it unless
+    /// `place_guaranteed` (`kubelet.rs`).
+    pub fn set_kubelet(
+        &mut self,
+        cpu_manager_state: Option<std::path::PathBuf>,
+        place_guaranteed: bool,
+    ) {
+        self.confinements
+            .set_kubelet(cpu_manager_state, place_guaranteed);
+    }
+
     /// Whether to read each thread's NUMA hinting faults per node from its
     /// `sched` into [`Snapshot::numa_faults`] (threads of processes whose
     /// memory is read, not carried over): worth it only while the kernel's

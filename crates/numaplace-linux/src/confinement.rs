@@ -16,9 +16,11 @@
 //! to the root cgroup's (the whole machine) confines nothing.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 
-use numaplace_model::CpuSet;
+use numaplace_model::{CpuSet, Manager};
 
+use crate::kubelet::{CpuManagerState, Exclusive};
 use crate::sysroot::SysRoot;
 
 /// Where the cgroup hierarchies are mounted, relative to the root.
@@ -60,6 +62,21 @@ pub struct Confinements {
     cache: [HashMap<String, Option<CpuSet>>; 2],
     /// The root cgroup's effective CPUs, per hierarchy (v2, v1), this round.
     whole: [Option<Option<CpuSet>>; 2],
+    /// The kubelet's static CPU manager, where its checkpoint is read.
+    kubelet: Option<Kubelet>,
+}
+
+/// The kubelet's exclusive CPUs, read each round.
+#[derive(Debug)]
+struct Kubelet {
+    state: CpuManagerState,
+    /// Whether Guaranteed pods with exclusive CPUs are placed (within
+    /// them) rather than left to the kubelet.
+    place_guaranteed: bool,
+    /// This round's.
+    now: Option<Exclusive>,
+    /// The trouble last said, so it is said once.
+    said: Option<String>,
 }
 
 impl Confinements {
@@ -68,7 +85,63 @@ impl Confinements {
             root,
             cache: [HashMap::new(), HashMap::new()],
             whole: [None, None],
+            kubelet: None,
         }
+    }
+
+    /// Reads the kubelet's CPU manager checkpoint at `path` each round
+    /// (`None`: not at all): no thread is placed onto a CPU the kubelet
+    /// handed a container for its sole use, and a pod that holds such
+    /// CPUs is left to the kubelet unless `place_guaranteed`.
+    pub fn set_kubelet(&mut self, path: Option<PathBuf>, place_guaranteed: bool) {
+        self.kubelet = path.map(|p| Kubelet {
+            state: CpuManagerState::new(p),
+            place_guaranteed,
+            now: None,
+            said: None,
+        });
+    }
+
+    /// Where a process's threads may be placed, and who else holds them:
+    /// its cgroup's CPUs ([`cpus`](Self::cpus)) without the kubelet's
+    /// exclusive CPUs, or, for a pod holding exclusive CPUs, its cgroup's
+    /// CPUs and the kubelet as its manager.
+    pub fn room(&mut self, cgroups: &Cgroups) -> (Option<CpuSet>, Option<Manager>) {
+        let confined = self.cpus(cgroups);
+        let Some(e) = self.kubelet.as_ref().and_then(|k| k.now.as_ref()) else {
+            return (confined, None);
+        };
+        if e.cpus.is_empty() {
+            return (confined, None);
+        }
+        let path = cgroups.unified.as_deref().or(cgroups.cpuset_v1.as_deref());
+        if let Some((uid, cpus)) = path.and_then(|p| e.pod_of(p)) {
+            let place = self.kubelet.as_ref().is_some_and(|k| k.place_guaranteed);
+            let manager = Manager {
+                who: format!("the kubelet (pod {uid})"),
+                hands_off: (!place).then(|| {
+                    format!(
+                        "its pod holds CPUs {cpus} for its sole use (a Guaranteed pod, the \
+                         kubelet's static CPU manager); [kubernetes] place_guaranteed = true \
+                         lets numaplace place it within them"
+                    )
+                }),
+            };
+            return (confined, Some(manager));
+        }
+        let exclusive = e.cpus.clone();
+        let Some(base) = confined.or_else(|| self.machine()) else {
+            return (None, None);
+        };
+        (Some(base.difference(&exclusive)), None)
+    }
+
+    /// The whole machine's CPUs: the root cgroup's, or those online.
+    fn machine(&mut self) -> Option<CpuSet> {
+        self.whole(false).or_else(|| self.whole(true)).or_else(|| {
+            let text = self.root.read("sys/devices/system/cpu/online").ok()?;
+            CpuSet::parse_list(text.trim()).ok()
+        })
     }
 
     /// Forgets what was read: a cgroup's CPUs may change between rounds
@@ -77,6 +150,23 @@ impl Confinements {
     pub fn new_round(&mut self) {
         self.cache.iter_mut().for_each(HashMap::clear);
         self.whole = [None, None];
+        if let Some(k) = &mut self.kubelet {
+            k.now = match k.state.read() {
+                Ok(now) => {
+                    k.said = None;
+                    now
+                }
+                Err(e) => {
+                    if k.said.as_ref() != Some(&e) {
+                        tracing::warn!(
+                            "{e}; until it reads, no CPU counts as the kubelet's exclusive CPUs"
+                        );
+                        k.said = Some(e);
+                    }
+                    None
+                }
+            };
+        }
     }
 
     /// The CPUs the process's cgroups confine it to, where a cpuset

@@ -9,6 +9,7 @@ pub mod collect;
 pub mod confinement;
 pub mod cpu_idle;
 pub mod guest_hints;
+pub mod kubelet;
 pub mod live;
 pub mod microbench;
 pub mod nodes;

@@ -46,6 +46,7 @@ pub struct Config {
     pub vms: VmsSection,
     pub guest_hints: GuestHintsSection,
     pub machine: MachineSection,
+    pub kubernetes: KubernetesSection,
 }
 
 impl Default for Config {
@@ -64,6 +65,7 @@ impl Default for Config {
             perf: PerfSection::default(),
             vms: VmsSection::default(),
             guest_hints: GuestHintsSection::default(),
+            kubernetes: KubernetesSection::default(),
             machine: MachineSection::default(),
         }
     }
@@ -264,6 +266,49 @@ impl VmsSection {
     }
 }
 
+/// `[kubernetes]`: the kubelet's static CPU manager, read from its
+/// checkpoint each round (`numaplace_linux::kubelet` says what is
+/// believed): no thread is placed onto a CPU it handed a Guaranteed
+/// container, and such a pod is left to the kubelet unless opted in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KubernetesSection {
+    /// The kubelet's `cpu_manager_state` (under its `--root-dir`); read
+    /// when it exists, `""` for not at all.
+    pub cpu_manager_state: PathBuf,
+    /// Place the threads of pods that hold exclusive CPUs too (within
+    /// those CPUs), rather than leave them to the kubelet.
+    pub place_guaranteed: bool,
+}
+
+impl Default for KubernetesSection {
+    fn default() -> Self {
+        KubernetesSection {
+            cpu_manager_state: numaplace_linux::kubelet::DEFAULT_CPU_MANAGER_STATE.into(),
+            place_guaranteed: false,
+        }
+    }
+}
+
+impl KubernetesSection {
+    fn validate(&self) -> Result<(), String> {
+        let p = &self.cpu_manager_state;
+        if !p.as_os_str().is_empty() && !p.is_absolute() {
+            return Err(format!(
+                "[kubernetes] cpu_manager_state = {:?}: give an absolute path (the kubelet's \
+                 is /var/lib/kubelet/cpu_manager_state), or \"\" to read none",
+                p.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The checkpoint to read, if any.
+    pub fn cpu_manager_state(&self) -> Option<PathBuf> {
+        (!self.cpu_manager_state.as_os_str().is_empty()).then(|| self.cpu_manager_state.clone())
+    }
+}
+
 /// `[guest_hints]`: the host ends of the VMs' virtio-serial ports on which
 /// `numaplace guest` tells which vCPUs run threads that pinned themselves
 /// (seed 000 §4.3's tags; BRM's candidates).
@@ -352,6 +397,7 @@ impl Config {
         c.scope.validate()?;
         c.perf.validate()?;
         c.vms.validate()?;
+        c.kubernetes.validate()?;
         numaplace_linux::guest_hints::validate_patterns(&c.guest_hints.sockets)?;
         Ok(c)
     }
@@ -467,6 +513,24 @@ mod tests {
         let many: Vec<String> = (0..65).map(|i| format!("\"/run/q{i}.qmp\"")).collect();
         let e = Config::parse(&format!("[vms]\nqmp = [{}]\n", many.join(", "))).unwrap_err();
         assert!(e.contains("65 patterns, at most 64"), "{e}");
+    }
+
+    /// `[kubernetes]`: the kubelet's checkpoint by default, another path,
+    /// or none.
+    #[test]
+    fn kubernetes_is_read_and_checked() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(
+            c.kubernetes.cpu_manager_state(),
+            Some(PathBuf::from("/var/lib/kubelet/cpu_manager_state"))
+        );
+        assert!(!c.kubernetes.place_guaranteed);
+        let c = Config::parse("[kubernetes]\ncpu_manager_state = \"\"\nplace_guaranteed = true\n")
+            .unwrap();
+        assert_eq!(c.kubernetes.cpu_manager_state(), None);
+        assert!(c.kubernetes.place_guaranteed);
+        let e = Config::parse("[kubernetes]\ncpu_manager_state = \"state\"\n").unwrap_err();
+        assert!(e.contains("give an absolute path"), "{e}");
     }
 
     /// `[guest_hints] sockets`: patterns of absolute paths, checked where

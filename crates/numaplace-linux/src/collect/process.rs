@@ -103,10 +103,12 @@ impl Collector {
         };
         // Its cgroup's cpuset, read this round (the kubelet, libvirt or
         // systemd may change it at any time): its threads' confinement.
-        let confined = self.confinements.cpus(&cgroups);
-        if confined.is_some() {
+        // The kubelet's exclusive CPUs are no one else's.
+        let (confined, manager) = self.confinements.room(&cgroups);
+        if confined.is_some() || manager.is_some() {
             for t in &mut tasks {
                 t.confined_cpus = confined.clone();
+                t.manager = manager.clone();
             }
         }
         let cgroup = cgroups.unified;

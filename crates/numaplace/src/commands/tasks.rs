@@ -54,6 +54,12 @@ pub fn run(args: &TasksArgs) -> Result<()> {
         }),
     };
     collector.set_vm_sources(Some(config.vms.sources(config.vms.libvirt_unreachable())));
+    if root.is_host() {
+        collector.set_kubelet(
+            config.kubernetes.cpu_manager_state(),
+            config.kubernetes.place_guaranteed,
+        );
+    }
     let mut snap = collector.collect().context("reading tasks")?;
     let mut hints = (!args.guest_hints.is_empty())
         .then(|| GuestHints::new(SysRoot::host(), args.guest_hints.clone()));
