@@ -26,6 +26,86 @@ pub struct Scope {
     pub cgroups: Vec<String>,
     /// Virtual machines (QEMU/KVM processes with vCPU threads).
     pub vms: bool,
+    /// Processes never in scope, whatever the rules above say: a
+    /// workload's opt-out.
+    #[serde(skip_serializing_if = "Exclude::is_empty")]
+    pub exclude: Exclude,
+}
+
+/// `[scope.exclude]`: processes the scope never takes in.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Exclude {
+    /// These process ids.
+    pub pids: Vec<i32>,
+    /// Processes whose name, or a thread's, matches one of these patterns
+    /// (`*`, `?`).
+    pub comms: Vec<String>,
+    /// Processes in these cgroup v2 subtrees; a pattern with `*` or `?`
+    /// matches the process's cgroup or any cgroup above it
+    /// (`/kubepods.slice/*/kubepods-*-pod1234*.slice`).
+    pub cgroups: Vec<String>,
+    /// Virtual machines by name (`*`, `?`): libvirt's domain name, QEMU's
+    /// `-name guest=`.
+    pub vms: Vec<String>,
+}
+
+impl Exclude {
+    pub fn is_empty(&self) -> bool {
+        self.pids.is_empty()
+            && self.comms.is_empty()
+            && self.cgroups.is_empty()
+            && self.vms.is_empty()
+    }
+
+    /// Whether it takes this process out.
+    pub fn matches(&self, g: &TaskGroup, s: &Snapshot) -> bool {
+        if self.is_empty() {
+            return false;
+        }
+        if self.pids.contains(&g.pid) {
+            return true;
+        }
+        if let GroupKind::Vm { name: Some(n), .. } = &g.kind
+            && self.vms.iter().any(|p| glob(p, n))
+        {
+            return true;
+        }
+        if let Some(cg) = &g.cgroup
+            && self.cgroups.iter().any(|p| cgroup_matches(p, cg))
+        {
+            return true;
+        }
+        !self.comms.is_empty() && names(g, s).any(|n| self.comms.iter().any(|p| glob(p, n)))
+    }
+}
+
+/// A cgroup rule: a plain path holds its subtree; a pattern matches the
+/// cgroup or one above it.
+fn cgroup_matches(rule: &str, path: &str) -> bool {
+    if !rule.contains(['*', '?']) {
+        return in_subtree(rule, path);
+    }
+    let mut at = path.trim_end_matches('/');
+    loop {
+        if glob(rule, at) {
+            return true;
+        }
+        match at.rfind('/') {
+            Some(0) | None => return glob(rule, "/"),
+            Some(i) => at = &at[..i],
+        }
+    }
+}
+
+/// A process's name and its threads' names.
+fn names<'a>(g: &'a TaskGroup, s: &'a Snapshot) -> impl Iterator<Item = &'a str> {
+    std::iter::once(g.comm.as_str()).chain(
+        g.threads
+            .iter()
+            .filter_map(|&t| s.task(t))
+            .map(|t| t.comm.as_str()),
+    )
 }
 
 impl Scope {
@@ -40,6 +120,21 @@ impl Scope {
 
     /// Checks the scope's own values; the message says what to fix.
     pub fn validate(&self) -> Result<(), String> {
+        // The exclusions' lists are checked as the rules' are (the
+        // scope built here excludes nothing: no recursion).
+        let x = &self.exclude;
+        if !x.is_empty() {
+            Scope {
+                pids: x.pids.clone(),
+                comms: x.comms.iter().chain(&x.vms).cloned().collect(),
+                cgroups: (x.cgroups.iter())
+                    .map(|c| c.replace(['*', '?'], "x"))
+                    .collect(),
+                ..Scope::default()
+            }
+            .validate()
+            .map_err(|e| e.replacen("scope", "scope exclude", 1))?;
+        }
         if let Some(p) = self.pids.iter().find(|&&p| p <= 0) {
             return Err(format!("scope pid {p}: process ids are positive"));
         }
@@ -85,7 +180,7 @@ impl Scope {
 
     /// Whether the scope takes in this process (any rule may match).
     pub fn matches(&self, g: &TaskGroup, s: &Snapshot) -> bool {
-        if g.is_kernel() {
+        if g.is_kernel() || self.exclude.matches(g, s) {
             return false;
         }
         if self.all || self.pids.contains(&g.pid) {
@@ -99,18 +194,7 @@ impl Scope {
         {
             return true;
         }
-        if !self.comms.is_empty() {
-            let mut names = std::iter::once(g.comm.as_str()).chain(
-                g.threads
-                    .iter()
-                    .filter_map(|&t| s.task(t))
-                    .map(|t| t.comm.as_str()),
-            );
-            if names.any(|n| self.comms.iter().any(|p| glob(p, n))) {
-                return true;
-            }
-        }
-        false
+        !self.comms.is_empty() && names(g, s).any(|n| self.comms.iter().any(|p| glob(p, n)))
     }
 }
 
@@ -150,6 +234,77 @@ pub fn glob(pattern: &str, text: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    /// `[scope.exclude]` takes a process out whatever rule takes it in: by
+    /// pid, name, cgroup (a subtree, or a pattern matching it or a cgroup
+    /// above it) or VM name.
+    #[test]
+    fn exclusions_take_processes_out() {
+        use crate::TaskGroup;
+        let group = |pid: i32, comm: &str, cgroup: &str, vm: Option<&str>| TaskGroup {
+            pid,
+            start_time: 1,
+            comm: comm.into(),
+            cmdline: vec![comm.into()],
+            cgroup: Some(cgroup.into()),
+            kind: match vm {
+                Some(n) => GroupKind::Vm {
+                    name: Some(n.into()),
+                    accel: "KVM".into(),
+                    evidence: "test".into(),
+                },
+                None => GroupKind::Process,
+            },
+            threads: vec![pid],
+            memory: None,
+        };
+        let s = Snapshot::default();
+        let mut scope = Scope {
+            all: true,
+            ..Scope::default()
+        };
+        scope.exclude = Exclude {
+            pids: vec![7],
+            comms: vec!["backup*".into()],
+            cgroups: vec![
+                "/system.slice/db.service".into(),
+                "/kubepods.slice/*/kubepods-*-pod1234*.slice".into(),
+            ],
+            vms: vec!["prod-*".into()],
+        };
+        scope.validate().unwrap();
+        for (g, out) in [
+            (group(7, "x", "/a", None), true),
+            (group(8, "backupd", "/a", None), true),
+            (
+                group(9, "db", "/system.slice/db.service/worker", None),
+                true,
+            ),
+            (group(10, "db2", "/system.slice/db.service2", None), false),
+            (
+                group(
+                    11,
+                    "app",
+                    "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1234_ab.slice/cri-1.scope",
+                    None,
+                ),
+                true,
+            ),
+            (
+                group(12, "qemu", "/machine.slice/x", Some("prod-web")),
+                true,
+            ),
+            (
+                group(13, "qemu", "/machine.slice/y", Some("test-web")),
+                false,
+            ),
+        ] {
+            assert_eq!(!scope.matches(&g, &s), out, "{} {:?}", g.pid, g.cgroup);
+        }
+        scope.exclude.cgroups = vec!["/a/../b".into()];
+        let e = scope.validate().unwrap_err();
+        assert!(e.starts_with("scope exclude cgroup"), "{e}");
+    }
     use super::*;
 
     #[test]
