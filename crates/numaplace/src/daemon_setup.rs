@@ -213,3 +213,23 @@ pub(crate) fn describe_left_alone(notes: &[LeftAloneNote]) -> String {
     }
     out
 }
+
+/// What numaplace says at start when it runs confined itself (a
+/// container's or a systemd unit's cpuset, a taskset): it still sees the
+/// whole machine, and places others' threads on every CPU of it their
+/// own cgroups allow. `None` when it may run anywhere.
+pub(crate) fn own_confinement(topology: &numaplace_model::Topology) -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let list = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+    let own = numaplace_model::CpuSet::parse_list(list.trim()).ok()?;
+    let all = topology.span();
+    (!all.is_subset(&own)).then(|| {
+        format!(
+            "numaplace itself may run only on CPUs {own} (its cgroup's cpuset or its affinity); \
+             it sees the whole machine, CPUs {all}, and places others' threads on any of them \
+             their own cgroups allow"
+        )
+    })
+}

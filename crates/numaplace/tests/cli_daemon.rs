@@ -669,3 +669,89 @@ fn advise_names_the_threads_it_leaves_alone_and_why() {
         "{out}"
     );
 }
+
+/// numaplace run inside a cpuset cgroup of one CPU (a container, a systemd
+/// unit's `AllowedCPUs=`) still sees the whole machine, says at start that
+/// it is confined itself, and would place others' threads on every CPU.
+/// Needs root and a cpuset hierarchy (cgroup v1's, or v2 with the cpuset
+/// controller); skipped without.
+#[test]
+fn confined_numaplace_sees_the_whole_machine_and_says_so() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // SAFETY: geteuid has no preconditions.
+    if cpus < 2 || unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root and two CPUs");
+        return;
+    }
+    let name = format!("numaplace-test-{}", std::process::id());
+    let v1 = std::path::Path::new("/sys/fs/cgroup/cpuset");
+    let v2 = std::path::Path::new("/sys/fs/cgroup");
+    let (dir, procs) = if v1.join("cpuset.cpus").exists() {
+        (v1.join(&name), "tasks")
+    } else if std::fs::read_to_string(v2.join("cgroup.controllers"))
+        .is_ok_and(|c| c.split_whitespace().any(|c| c == "cpuset"))
+        && std::fs::write(v2.join("cgroup.subtree_control"), "+cpuset").is_ok()
+    {
+        (v2.join(&name), "cgroup.procs")
+    } else {
+        eprintln!("skipped: no cpuset cgroup hierarchy to make a cgroup in");
+        return;
+    };
+    struct Remove(std::path::PathBuf);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+    if std::fs::create_dir(&dir).is_err() {
+        eprintln!("skipped: cannot make {}", dir.display());
+        return;
+    }
+    let _rm = Remove(dir.clone());
+    std::fs::write(dir.join("cpuset.cpus"), "0").unwrap();
+    std::fs::write(dir.join("cpuset.mems"), "0").unwrap();
+    // A shell moves itself into the cgroup, then execs numaplace there.
+    let in_box = |args: &[&str]| {
+        Command::new("sh")
+            .arg("-c")
+            .arg("echo $$ > \"$0\" && exec \"$@\"")
+            .arg(dir.join(procs))
+            .arg(env!("CARGO_BIN_EXE_numaplace"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = in_box(&["topology", "--json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let t: numaplace_model::Topology = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        t.span().len(),
+        cpus,
+        "the whole machine, not the cgroup's CPU"
+    );
+
+    let me = std::process::id().to_string();
+    let o = in_box(&[
+        "-v",
+        "run",
+        "--policy",
+        "default",
+        "--dry-run",
+        "--interval",
+        "100ms",
+        "--rounds",
+        "1",
+        "--pid",
+        &me,
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains(&format!(
+            "numaplace itself may run only on CPUs 0 (its cgroup's cpuset or its affinity); it \
+             sees the whole machine, CPUs 0-{}",
+            cpus - 1
+        )),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -140,7 +140,15 @@ fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
                     );
                 }
             }
-            Hw::new().map_err(|e| hwloc_err("this machine's topology", e))
+            // The whole machine, not only the CPUs numaplace itself may
+            // run on (hwloc's default when it runs in a cpuset: a
+            // container, a systemd unit's AllowedCPUs=): the threads it
+            // places are others', on CPUs their own cgroups allow.
+            Hw::builder()
+                .with_flags(hwlocality::topology::builder::BuildFlags::INCLUDE_DISALLOWED)
+                .map_err(|e| hwloc_err("this machine's topology", e))?
+                .build()
+                .map_err(|e| hwloc_err("this machine's topology", e))
         }
         TopologySource::Sysfs(root) => {
             check_sysfs_lists(root)?;

@@ -411,6 +411,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     if let Some(line) = s.machine_line() {
         tracing::info!("{line}");
     }
+    if let Some(line) = crate::daemon_setup::own_confinement(&s.topology) {
+        tracing::info!("{line}");
+    }
 
     let live = LiveTelemetry::new(collector, s.interval, Instant::now() + s.interval, stop);
     let mut daemon = Daemon {
