@@ -213,6 +213,9 @@ pub struct RoundReport {
     /// daemon logs each once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub newly_left_alone: Vec<LeftAloneNote>,
+    /// [`left_alone`](Self::left_alone) per process (`top` shows it).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub left_alone_by_process: BTreeMap<i32, BTreeMap<String, usize>>,
 }
 
 impl RoundReport {

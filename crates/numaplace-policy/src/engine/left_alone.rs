@@ -94,6 +94,9 @@ impl Engine {
         for (t, why) in found {
             let kind = why.kind();
             *counts.entry(kind).or_insert(0) += 1;
+            *(report.left_alone_by_process.entry(t.tgid).or_default())
+                .entry(kind.to_string())
+                .or_insert(0) += 1;
             if self.said.insert(t.id(), (kind, s.seq)).map(|k| k.0) != Some(kind) {
                 report.newly_left_alone.push(LeftAloneNote::of(s, t, &why));
             }

@@ -101,6 +101,9 @@ pub struct GroupRow {
     /// (`hw counters` or `sw counters`, `samples N`, `hinting faults N`,
     /// `numa_maps`).
     pub signals: Vec<String>,
+    /// Its threads no policy may place, by reason: `2 chose-cpus`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_alone: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -317,6 +320,7 @@ impl StateBuilder {
                     memory: g.memory_total(),
                     class: class_of(g.pid).map(|c| bounded(&c, MAX_LABEL)),
                     signals,
+                    left_alone: Vec::new(),
                 }
             })
             .collect();
@@ -371,8 +375,15 @@ impl Feed<'_> {
     /// The frame of a finished round, with the policy's classes of the
     /// groups (the round's report's, where the engine was asked for them).
     pub fn frame(&mut self, snap: &Snapshot, report: &RoundReport) -> TopState {
-        self.builder
-            .round(&self.watch, snap, &|pid| report.classes.get(&pid).cloned())
+        let mut frame = self
+            .builder
+            .round(&self.watch, snap, &|pid| report.classes.get(&pid).cloned());
+        for g in &mut frame.groups {
+            if let Some(kinds) = report.left_alone_by_process.get(&g.pid) {
+                g.left_alone = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+            }
+        }
+        frame
     }
 
     /// The frame as JSON (what `GET /state` serves).

@@ -197,10 +197,17 @@ fn group_row(g: &GroupRow) -> Row<'static> {
                 .map_or_else(|| "not read".into(), |m| per_node(m, |b| bytes(*b))),
         ),
         Cell::from(g.class.clone().unwrap_or_else(|| "-".into())),
-        Cell::from(if g.signals.is_empty() {
-            "none".into()
-        } else {
-            g.signals.join(", ")
+        Cell::from({
+            let mut said = if g.signals.is_empty() {
+                "none".to_string()
+            } else {
+                g.signals.join(", ")
+            };
+            // First: what an operator looks for when a process is not placed.
+            if !g.left_alone.is_empty() {
+                said = format!("left alone: {}; {said}", g.left_alone.join(", "));
+            }
+            said
         }),
     ])
     .style(style)

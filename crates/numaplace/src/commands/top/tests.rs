@@ -38,6 +38,7 @@ fn state() -> TopState {
             memory: Some(BTreeMap::from([(0, 300 << 20)])),
             class: Some("devil".into()),
             signals: vec!["counters".into(), "numa_maps".into()],
+            left_alone: vec!["1 chose-cpus".into()],
         }],
         decisions: vec![DecisionRow {
             round: 4,
@@ -83,11 +84,18 @@ fn a_frame_shows_the_nodes_the_groups_and_what_is_not_measured() {
         "1-2,5",
         "0:300MiB",
         "devil",
-        "counters, numa_maps",
+        "left alone: 1 chose-cp",
     ] {
         assert!(g.contains(want), "{want}: {g}");
     }
     assert!(!text.contains('\u{1b}'), "no escape reaches the terminal");
+    // A wide terminal shows all of the last column.
+    let wide = frame_text(&App::default(), Some(&s), &status(None), (200, 30)).unwrap();
+    let g = wide.lines().find(|l| l.contains("*4242")).unwrap();
+    assert!(
+        g.contains("left alone: 1 chose-cpus; counters, numa_maps"),
+        "{g}"
+    );
 }
 
 #[test]
