@@ -244,6 +244,29 @@ mod tests {
         assert_eq!(e.pod_of("/system.slice/kubelet.service"), None);
     }
 
+    proptest::proptest! {
+        /// Hostile checkpoints: any text, and the real one cut or spliced,
+        /// parses or is refused, never panics; what parses holds only
+        /// CPUs its pods hold.
+        #[test]
+        fn any_checkpoint_parses_or_is_refused(
+            text in proptest::prelude::any::<String>(),
+            cut in 0usize..400,
+            splice in "[\\[\\]{}\":,0-9a-z -]{0,12}",
+        ) {
+            let _ = parse_cpu_manager_state(&text);
+            let mut spliced = STATE.to_string();
+            let at = cut.min(spliced.len());
+            spliced.insert_str(at, &splice);
+            for t in [&STATE[..at], spliced.as_str()] {
+                if let Ok(e) = parse_cpu_manager_state(t) {
+                    let held = e.pods.iter().fold(CpuSet::new(), |a, (_, c)| a.union(c));
+                    proptest::prop_assert_eq!(held, e.cpus);
+                }
+            }
+        }
+    }
+
     #[test]
     fn refuses_what_is_not_a_checkpoint() {
         for (text, want) in [

@@ -381,6 +381,17 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Whatever virsh prints (another version, a locale, garbage),
+        /// the readers answer or refuse, never panic.
+        #[test]
+        fn any_output_is_read_or_refused(text in "[ -~\n]{0,200}") {
+            let _ = parse_vcpupins(&text);
+            let _ = parse_emulatorpin(&text);
+            let _ = parse_numatune(&text);
+        }
+    }
+
     /// A stand-in `virsh`: a shell script that logs its arguments and
     /// answers as `body` says.
     fn fake(dir: &Path, body: &str) -> Virsh {
