@@ -383,6 +383,23 @@ mod tests {
         };
         let vcpu = c.cpus(&v1("/machine/qemu-2-vm2/vcpu0")).unwrap();
         assert_eq!(vcpu.to_list_string(), "2-7");
+        // libvirt 9 on cgroup v2 without systemd (seen in the QEMU test
+        // bed): the thread cgroups right under the domain's.
+        let (_d2, mut c2) = tree(&[
+            ("sys/fs/cgroup/cpuset.cpus.effective", "0-3\n"),
+            (
+                "sys/fs/cgroup/machine/qemu-2-bed.libvirt-qemu/cpuset.cpus.effective",
+                "0-2\n",
+            ),
+            (
+                "sys/fs/cgroup/machine/qemu-2-bed.libvirt-qemu/vcpu1/cpuset.cpus.effective",
+                "2\n",
+            ),
+        ]);
+        let vcpu = c2
+            .cpus(&v2("/machine/qemu-2-bed.libvirt-qemu/vcpu1"))
+            .unwrap();
+        assert_eq!(vcpu.to_list_string(), "0-2");
         // `emulator` under something that is not a QEMU domain's scope.
         assert_eq!(c.cpus(&v1("/app/emulator")).unwrap().to_list_string(), "7");
         assert_eq!(libvirt_thread_cgroup(&["libvirt", "vcpu0"]), 0);

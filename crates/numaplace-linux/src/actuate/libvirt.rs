@@ -12,12 +12,16 @@
 //! others' threads carry a [`Manager`] that leaves them alone, and the
 //! engine does not pin them).
 //!
-//! Memory: a domain whose `<numatune>` mode is strict has its memory
-//! nodes in libvirt's cgroups (`cpuset.mems`), where `move_pages` to
-//! another node fails; its memory moves are declined with that reason
-//! (moving it with `numatune --nodeset --live`, and putting libvirt's
-//! nodeset back at a stop, is not done yet). Other domains' memory moves
-//! page by page as any process's does: libvirt has no say over it.
+//! Memory: a domain whose `<numatune>` mode is `strict` (a memory policy
+//! on QEMU's memory) or `restrictive` (libvirt's cgroups' `cpuset.mems`)
+//! has its memory bound to its nodes, where `move_pages` to another node
+//! fails; its memory moves are declined with that reason. libvirt 9.0
+//! changes a running domain's nodes only in mode `restrictive`
+//! (`numatune --nodeset --live` refuses `strict`: "change of nodeset for
+//! running domain requires restrictive numa mode"); doing that, and
+//! putting libvirt's nodeset back at a stop, is not done yet. Other
+//! domains' memory moves page by page as any process's does: libvirt has
+//! no say over it.
 //!
 //! Identity: the thread is proven to be the task decided about (the
 //! inner actuator's pidfd and start-time checks) before `virsh` is run,
@@ -124,14 +128,20 @@ impl<A: Actuator> Actuator for ThroughLibvirt<A> {
             Action::MoveMemory { process, .. } | Action::MoveWindow { process, .. } => {
                 if let Some(d) = self.domain(process.tid)
                     && d.start_time == process.start_time
-                    && d.memory_strict
+                    && let Some(mode) = &d.memory_bound
                 {
                     return Outcome::Skipped {
                         why: format!(
-                            "domain {}: its memory nodes are libvirt's (<numatune> mode \
-                             'strict'): pages cannot leave them, and moving them through \
-                             libvirt (numatune --nodeset) is not done yet",
-                            d.name
+                            "domain {}: libvirt binds its memory to its nodes (<numatune> mode \
+                             '{mode}'): pages cannot leave them; {}",
+                            d.name,
+                            if mode == "strict" {
+                                "libvirt 9 changes a running domain's nodes only in mode \
+                                 'restrictive' (numatune --nodeset --live refuses 'strict')"
+                            } else {
+                                "moving them through libvirt (numatune --nodeset --live) is not \
+                                 done yet"
+                            }
                         ),
                     };
                 }
@@ -189,7 +199,7 @@ mod tests {
             pid: 100,
             start_time: 7,
             vcpus: vec![(0, 101), (1, 102)],
-            memory_strict: true,
+            memory_bound: Some("strict".into()),
         }
     }
 

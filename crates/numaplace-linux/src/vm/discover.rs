@@ -99,10 +99,11 @@ pub struct LibvirtDomain {
     pub start_time: u64,
     /// `(vCPU index, tid)` of its vCPU threads.
     pub vcpus: Vec<(u32, i32)>,
-    /// Its memory is libvirt's to place (`<numatune><memory
-    /// mode='strict'>`: the domain's cgroups hold `cpuset.mems`), so it
-    /// is moved by `numatune --nodeset`, not page by page.
-    pub memory_strict: bool,
+    /// Its memory is bound by libvirt (`<numatune><memory mode='strict'>`
+    /// or `'restrictive'`: a memory policy or the domain's cgroups'
+    /// `cpuset.mems`): pages cannot be moved off its nodes page by page;
+    /// the mode, where it is one of those.
+    pub memory_bound: Option<String>,
 }
 
 /// A VM one source described, checked against the round's processes.

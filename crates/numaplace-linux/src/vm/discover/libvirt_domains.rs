@@ -211,7 +211,9 @@ impl VmDiscovery {
             pid,
             start_time,
             vcpus: vcpus.to_vec(),
-            memory_strict: p.memory_mode.as_deref() == Some("strict"),
+            memory_bound: (p.memory_mode.as_deref())
+                .filter(|m| matches!(*m, "strict" | "restrictive"))
+                .map(str::to_string),
         });
         m
     }
