@@ -3,12 +3,19 @@
 #
 # Usage: tests/vm/boot.sh --nodes 2|4 --initrd FILE [--timeout S] [--kernel FILE]
 #                         [--accel tcg|tcg-single|kvm] [--append ARGS] [--print-cmd]
+#                         [--memory MIB] [--qemu-arg ARG]...
 #
 #   --nodes 2   -smp 4,sockets=2,cores=2,threads=1; node0 = cpus 0-1, node1 = cpus 2-3;
 #               512 MiB per node; distances 10/21.
 #   --nodes 4   -smp 8,sockets=4,cores=2,threads=1; one node per socket (2 cpus each);
 #               256 MiB per node; 4-socket-Opteron-like square: 10 local, 16 one hop
 #               (0-1, 0-2, 1-3, 2-3), 22 two hops (0-3, 1-2).
+#   --memory M  guest RAM in MiB, split evenly over the nodes (default 1024: the
+#               sizes above; must be a multiple of 4 MiB per node).
+#   --qemu-arg A
+#               one more argument appended to the QEMU command line, as it is
+#               (repeatable, in order), e.g. a read-only 9p share of a host directory:
+#               --qemu-arg -virtfs --qemu-arg local,path=/usr,mount_tag=hostusr,security_model=none,readonly=on
 #   --timeout S kill QEMU after S seconds (default 120) and exit 124.
 #   --kernel F  kernel image (default tests/vm/work/vmlinuz, see fetch-kernel.sh).
 #   --accel A   QEMU accelerator (default tcg; fixtures are captured with tcg).
@@ -36,6 +43,8 @@ kernel="$here/work/vmlinuz"
 accel=tcg
 extra_append=""
 print_cmd=0
+mem_total=1024
+extra_qemu=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) [ $# -ge 2 ] || die "--nodes needs 2 or 4"; nodes=$2; shift 2 ;;
@@ -45,6 +54,8 @@ while [ $# -gt 0 ]; do
     --accel) [ $# -ge 2 ] || die "--accel needs tcg, tcg-single or kvm"; accel=$2; shift 2 ;;
     --append) [ $# -ge 2 ] || die "--append needs ARGS"; extra_append=$2; shift 2 ;;
     --print-cmd) print_cmd=1; shift ;;
+    --memory) [ $# -ge 2 ] || die "--memory needs MiB"; mem_total=$2; shift 2 ;;
+    --qemu-arg) [ $# -ge 2 ] || die "--qemu-arg needs an ARG"; extra_qemu+=("$2"); shift 2 ;;
     -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -54,6 +65,7 @@ done
 [ -f "$initrd" ] || die "initrd '$initrd' not found"
 [ -f "$kernel" ] || die "kernel '$kernel' not found (run tests/vm/fetch-kernel.sh)"
 case "$timeout_s" in ''|*[!0-9]*) die "--timeout must be a whole number of seconds" ;; esac
+case "$mem_total" in ''|*[!0-9]*) die "--memory must be a whole number of MiB" ;; esac
 case "$accel" in
   tcg|kvm) accel_arg=$accel ;;
   tcg-single) accel_arg="tcg,thread=single" ;;
@@ -67,11 +79,11 @@ numa_args=()
 case "$nodes" in
   2)
     smp="4,sockets=2,cores=2,threads=1"
-    mem_total=1024
+    node_mem=$((mem_total / 2))
     # shellcheck disable=SC2054  # the commas belong to QEMU option values
     numa_args+=(
-      -object memory-backend-ram,id=mem0,size=512M
-      -object memory-backend-ram,id=mem1,size=512M
+      -object "memory-backend-ram,id=mem0,size=${node_mem}M"
+      -object "memory-backend-ram,id=mem1,size=${node_mem}M"
       -numa node,nodeid=0,cpus=0-1,memdev=mem0
       -numa node,nodeid=1,cpus=2-3,memdev=mem1
       -numa dist,src=0,dst=1,val=21
@@ -80,10 +92,10 @@ case "$nodes" in
     ;;
   4)
     smp="8,sockets=4,cores=2,threads=1"
-    mem_total=1024
+    node_mem=$((mem_total / 4))
     for n in 0 1 2 3; do
       numa_args+=(
-        -object "memory-backend-ram,id=mem$n,size=256M"
+        -object "memory-backend-ram,id=mem$n,size=${node_mem}M"
         -numa "node,nodeid=$n,cpus=$((2 * n))-$((2 * n + 1)),memdev=mem$n"
       )
     done
@@ -98,6 +110,9 @@ case "$nodes" in
     ;;
   *) die "--nodes must be 2 or 4 (got '$nodes')" ;;
 esac
+[ $((node_mem % 4)) = 0 ] && [ "$node_mem" -gt 0 ] \
+  || die "--memory $mem_total does not split into multiples of 4 MiB over $nodes nodes"
+mem_total=$((node_mem * nodes))
 
 append="console=ttyS0 panic=-1 quiet"
 [ -z "$extra_append" ] || append="$append $extra_append"
@@ -111,6 +126,7 @@ cmd=(
   -append "$append"
   -nographic -no-reboot
   -net none
+  "${extra_qemu[@]}"
 )
 if [ "$print_cmd" = 1 ]; then
   for a in "${cmd[@]}"; do
