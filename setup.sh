@@ -37,8 +37,11 @@ build_packages=(gcc libc6-dev pkg-config libhwloc-dev libudev-dev ca-certificate
 # in a detached tmux session with send-keys and capture-pane; it skips,
 # saying so, without tmux), libvirt-daemon-driver-qemu (virt-qemu-run:
 # libvirt starting a domain with placement='auto', which asks numaplace as
-# numad, crates/numaplace/tests/qemu_libvirt_numad.rs).
-test_packages=(hwloc bzip2 xz-utils tar qemu-system-x86 busybox-static cpio numactl g++ dpkg-dev python3 libpfm4 tmux libvirt-daemon-driver-qemu)
+# numad, crates/numaplace/tests/qemu_libvirt_numad.rs), libvirt-daemon and
+# libvirt-clients (libvirtd and virsh, run inside the 2-node guest from the
+# host's /usr: numaplace placing libvirt's domains through libvirt,
+# crates/numaplace/tests/qemu_libvirt_daemon.rs, tests/vm/guest-libvirt-bed.sh).
+test_packages=(hwloc bzip2 xz-utils tar qemu-system-x86 busybox-static cpio numactl g++ dpkg-dev python3 libpfm4 tmux libvirt-daemon-driver-qemu libvirt-daemon libvirt-clients)
 
 fail() { # one line, exit 2: what this machine lacks and what to do
     echo "setup.sh: $*" >&2
@@ -172,6 +175,7 @@ test_suite() {
         --test qemu_host_qmp \
         --test qemu_guest_daemon --test qemu_guest_dino --test qemu_guest_bench \
         --test qemu_guest_balancing --test qemu_libvirt_numad --test numad_divert \
+        --test qemu_libvirt_daemon \
         --test qemu_guest_hints \
         --test daemon_churn --no-fail-fast -- --ignored --test-threads=1 2>&1 |
         tee -a "$log"

@@ -117,7 +117,7 @@ make_tmp
 # The modules the 9p shares need, in load order (Debian builds them as
 # modules; `depends=` of each .ko).
 mods=(virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci
-  9pnet 9pnet_virtio netfs fscache 9p)
+  9pnet 9pnet_virtio netfs fscache 9p overlay)
 deb=$(find "$here/work/deb" -maxdepth 1 -name 'linux-image-*.deb' | head -n 1)
 [ -n "$deb" ] || die "no kernel package in $here/work/deb (run tests/vm/fetch-kernel.sh --force)"
 start=$(date +%s)

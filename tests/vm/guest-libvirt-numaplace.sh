@@ -1,0 +1,14 @@
+#!/bin/bash
+# numaplace and libvirt in the 2-node guest: builds numaplace, then runs
+# guest-libvirt-bed.sh with libvirt-numaplace-test.sh as its guest script
+# (numaplace and packaging/numad copied in), the JSON to OUT.json or stdout
+# (run by the `qemu_libvirt_daemon` test).
+#
+# Usage: tests/vm/guest-libvirt-numaplace.sh [OUT.json]
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+parse_out_arg "$@"
+build_numaplace
+args=(--guest-script "$here/libvirt-numaplace-test.sh" --bin "$numaplace" --bin "$repo/packaging/numad")
+[ -z "$out" ] || args+=("$out")
+exec "$here/guest-libvirt-bed.sh" "${args[@]}"
