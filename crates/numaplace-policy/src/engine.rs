@@ -707,19 +707,11 @@ impl Engine {
             }
             Some(_) => {}
             None => {
+                if let Some(o) = self.held_by_manager(t) {
+                    return o;
+                }
                 let first = self.first_seen.get(&task).unwrap_or(&t.allowed_cpus);
                 let room = t.room(topology.span());
-                // A thread its manager holds (libvirt's domains): its
-                // affinity is the manager's, placed through it, or left
-                // to it for good.
-                if let Some(m) = &t.manager
-                    && let Some(why) = &m.hands_off
-                {
-                    self.hands_off.insert(task);
-                    return Outcome::Skipped {
-                        why: format!("left alone: {} holds its placement: {why}", m.who),
-                    };
-                }
                 if t.manager.is_none() && (room.is_empty() || !room.is_subset(first)) {
                     self.hands_off.insert(task);
                     let within = match &t.confined_cpus {

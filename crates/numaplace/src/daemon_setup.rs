@@ -233,3 +233,21 @@ pub(crate) fn own_confinement(topology: &numaplace_model::Topology) -> Option<St
         )
     })
 }
+
+/// Which libvirt domains run now, into `domains` (what the actuator pins
+/// their threads through): one reading of the tasks, before restoring
+/// what an earlier run left pinned.
+pub(crate) fn read_libvirt_domains(
+    c: &Config,
+    domains: &numaplace_linux::actuate::libvirt::SharedDomains,
+) {
+    if !c.vms.libvirt {
+        return;
+    }
+    let mut find = Collector::new(SysRoot::host(), Default::default());
+    find.set_vm_sources(Some(c.vms.sources(c.vms.libvirt_unreachable())));
+    find.share_libvirt_domains(std::sync::Arc::clone(domains));
+    if let Err(e) = find.collect() {
+        tracing::warn!("reading the tasks before restoring them: {e:#}");
+    }
+}

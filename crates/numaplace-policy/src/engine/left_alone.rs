@@ -79,6 +79,18 @@ impl Engine {
         out
     }
 
+    /// A thread its manager holds (libvirt's domains, the kubelet's
+    /// Guaranteed pods) at its first pin: its affinity is the manager's,
+    /// placed through it, or left to it for good (`Some`, saying why).
+    pub(super) fn held_by_manager(&mut self, t: &Task) -> Option<numaplace_model::Outcome> {
+        let m = t.manager.as_ref()?;
+        let why = m.hands_off.as_ref()?;
+        self.hands_off.insert(t.id());
+        Some(numaplace_model::Outcome::Skipped {
+            why: format!("left alone: {} holds its placement: {why}", m.who),
+        })
+    }
+
     /// Counts this round's threads left alone by kind, and notes those
     /// whose reason was not said before.
     pub(super) fn count_left_alone(

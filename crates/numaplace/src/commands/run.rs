@@ -484,16 +484,8 @@ fn open_state_and_restore(
             c.state.display(),
             state.entries().len()
         );
-        // Threads of libvirt's domains go back through libvirt: which
-        // domains run is read first.
-        if c.vms.libvirt {
-            let mut find = Collector::new(SysRoot::host(), Default::default());
-            find.set_vm_sources(Some(c.vms.sources(c.vms.libvirt_unreachable())));
-            find.share_libvirt_domains(Arc::clone(domains));
-            if let Err(e) = find.collect() {
-                tracing::warn!("reading the tasks before restoring them: {e:#}");
-            }
-        }
+        // Threads of libvirt's domains go back through libvirt.
+        crate::daemon_setup::read_libvirt_domains(c, domains);
         let report = numaplace_linux::state::restore_all(&mut state, host);
         tracing::warn!("restored: {report}");
     }
