@@ -54,9 +54,11 @@ impl Exclusive {
         path.split('/').find_map(|part| {
             let part = part.strip_suffix(".slice").unwrap_or(part);
             let uid = &part[part.rfind("pod")? + 3..];
-            self.pods
-                .iter()
-                .find(|(u, _)| u.len() == uid.len() && u.replace('-', "_") == uid.replace('-', "_"))
+            // Every process's cgroup, every round: compared in place.
+            let same = |a: u8, b: u8| a == b || (a == b'-' && b == b'_');
+            (self.pods.iter()).find(|(u, _)| {
+                u.len() == uid.len() && u.bytes().zip(uid.bytes()).all(|(a, b)| same(a, b))
+            })
         })
     }
 }

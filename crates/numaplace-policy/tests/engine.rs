@@ -1124,21 +1124,25 @@ fn the_engine_refuses_a_pin_that_leaves_the_cgroups_cpus() {
     assert_eq!(acts.len(), 2);
 }
 
+/// A guard that keeps each pinned thread's original affinity, as the
+/// state file would: `(tid, original)`.
+struct Recorded(Vec<(i32, String)>);
+
+impl PinGuard for Recorded {
+    fn before_pin(
+        &mut self,
+        task: TaskId,
+        _: i32,
+        original: &CpuSet,
+        _: &CpuSet,
+    ) -> Result<(), String> {
+        self.0.push((task.tid, original.to_string()));
+        Ok(())
+    }
+}
+
 #[test]
 fn a_confined_thread_gets_the_whole_machine_back_which_the_kernel_narrows_to_its_cgroup() {
-    struct Recorded(Vec<(i32, String)>);
-    impl PinGuard for Recorded {
-        fn before_pin(
-            &mut self,
-            task: TaskId,
-            _: i32,
-            original: &CpuSet,
-            _: &CpuSet,
-        ) -> Result<(), String> {
-            self.0.push((task.tid, original.to_string()));
-            Ok(())
-        }
-    }
     let mut e = Engine::new(
         Box::new(PinTo("3")),
         every_process(),
@@ -1179,19 +1183,6 @@ fn libvirt_snapshot(seq: u64, ticks: u64, owner_pinned_101: bool) -> Snapshot {
 
 #[test]
 fn a_domains_threads_libvirt_pinned_are_placed_and_get_libvirts_pin_back() {
-    struct Recorded(Vec<(i32, String)>);
-    impl PinGuard for Recorded {
-        fn before_pin(
-            &mut self,
-            task: TaskId,
-            _: i32,
-            original: &CpuSet,
-            _: &CpuSet,
-        ) -> Result<(), String> {
-            self.0.push((task.tid, original.to_string()));
-            Ok(())
-        }
-    }
     let mut e = Engine::new(
         Box::new(PinTo("3")),
         every_process(),

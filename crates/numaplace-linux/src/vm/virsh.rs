@@ -155,6 +155,16 @@ impl Virsh {
         })
     }
 
+    /// Runs a query and reads its output with `parse`; output it cannot
+    /// read is [`VirshError::Unparsable`].
+    fn query<T>(&self, args: &[&str], parse: fn(&str) -> Option<T>) -> Result<T, VirshError> {
+        let out = self.run(args)?;
+        parse(&out).ok_or_else(|| VirshError::Unparsable {
+            what: args[0].into(),
+            output: clip(&out),
+        })
+    }
+
     /// Pins vCPU `vcpu` of the running domain to `cpus` (`vcpupin --live`).
     pub fn vcpupin(&self, uuid: &str, vcpu: u32, cpus: &CpuSet) -> Result<(), VirshError> {
         let (vcpu, cpus) = (vcpu.to_string(), cpus.to_list_string());
@@ -173,11 +183,7 @@ impl Virsh {
 
     /// Each vCPU's CPUs as libvirt has them now (`vcpupin --live`).
     pub fn vcpupins(&self, uuid: &str) -> Result<Vec<(u32, CpuSet)>, VirshError> {
-        let out = self.run(&["vcpupin", "--domain", uuid, "--live"])?;
-        parse_vcpupins(&out).ok_or_else(|| VirshError::Unparsable {
-            what: "vcpupin".into(),
-            output: clip(&out),
-        })
+        self.query(&["vcpupin", "--domain", uuid, "--live"], parse_vcpupins)
     }
 
     /// Pins the domain's emulator threads to `cpus` (`emulatorpin --live`).
@@ -196,20 +202,15 @@ impl Virsh {
 
     /// The emulator threads' CPUs as libvirt has them now.
     pub fn emulator_cpus(&self, uuid: &str) -> Result<CpuSet, VirshError> {
-        let out = self.run(&["emulatorpin", "--domain", uuid, "--live"])?;
-        parse_emulatorpin(&out).ok_or_else(|| VirshError::Unparsable {
-            what: "emulatorpin".into(),
-            output: clip(&out),
-        })
+        self.query(
+            &["emulatorpin", "--domain", uuid, "--live"],
+            parse_emulatorpin,
+        )
     }
 
     /// The running domain's memory tuning (`numatune --live`).
     pub fn numatune(&self, uuid: &str) -> Result<Numatune, VirshError> {
-        let out = self.run(&["numatune", "--domain", uuid, "--live"])?;
-        parse_numatune(&out).ok_or_else(|| VirshError::Unparsable {
-            what: "numatune".into(),
-            output: clip(&out),
-        })
+        self.query(&["numatune", "--domain", uuid, "--live"], parse_numatune)
     }
 
     /// Sets the running domain's memory nodes (`numatune --nodeset
