@@ -221,11 +221,12 @@ test_suite() {
         echo "failed tests:"
         grep -E '^test .* FAILED$' "$log" | sed 's/^/  /' || true
         grep -E "^error: test failed" "$log" | sed 's/^/  /' | head -20 || true
-        # Each failure's panic and the lines after it (its message, an
-        # assertion's left and right): newer Rust names the thread's id too,
-        # `thread 'name' (1234) panicked at`.
-        awk '/^thread .* panicked at / { n = 12; shown++ }
-             shown <= 6 && n > 0 { print "  " substr($0, 1, 400); n-- }' "$log" | head -80 || true
+        # Each failure's panic and its message (an assertion's left and
+        # right, a test bed's failed checks), up to its backtrace: newer Rust
+        # names the thread's id too, `thread 'name' (1234) panicked at`.
+        awk '/^thread .* panicked at / { n = 60; shown++ }
+             /^stack backtrace:|^note: run with `RUST_BACKTRACE/ { n = 0 }
+             shown <= 6 && n > 0 { print "  " substr($0, 1, 400); n-- }' "$log" | head -200 || true
     fi
     return "$status"
 }

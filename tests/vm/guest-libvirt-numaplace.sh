@@ -8,6 +8,8 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 parse_out_arg "$@"
+# About 160 s here; a loaded CI machine has taken longer.
+export NUMAPLACE_VM_TIMEOUT=${NUMAPLACE_VM_TIMEOUT:-900}
 build_numaplace
 args=(--guest-script "$here/libvirt-numaplace-test.sh" --bin "$numaplace" --bin "$repo/packaging/numad")
 [ -z "$out" ] || args+=("$out")

@@ -316,17 +316,13 @@ impl Collector {
         }
     }
 
-    /// Reads the kubelet's CPU manager checkpoint each round (`None`: not
-    /// at all): no thread is placed onto a CPU it handed a container for
-    /// its sole use, and a pod holding such CPUs is left to it unless
-    /// `place_guaranteed` (`kubelet.rs`).
-    pub fn set_kubelet(
-        &mut self,
-        cpu_manager_state: Option<std::path::PathBuf>,
-        place_guaranteed: bool,
-    ) {
-        self.confinements
-            .set_kubelet(cpu_manager_state, place_guaranteed);
+    /// Reads the kubelet's CPU and memory manager checkpoints each round
+    /// (those named): no thread is placed onto a CPU it handed a container
+    /// for its sole use, and a pod holding such CPUs, or whose memory it
+    /// bound to nodes, is left to it unless `place_guaranteed`
+    /// (`kubelet.rs`, [`Confinements::set_kubelet`](crate::confinement::Confinements::set_kubelet)).
+    pub fn set_kubelet(&mut self, files: crate::confinement::KubeletFiles) {
+        self.confinements.set_kubelet(files);
     }
 
     /// Whether to read each thread's NUMA hinting faults per node from its

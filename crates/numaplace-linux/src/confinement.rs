@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use numaplace_model::{CpuSet, Manager};
 
-use crate::kubelet::{CpuManagerState, Exclusive};
+use crate::kubelet::{CpuManagerState, Exclusive, MemoryManagerState, MemoryPods};
 use crate::sysroot::SysRoot;
 
 /// Where the cgroup hierarchies are mounted, relative to the root.
@@ -66,17 +66,63 @@ pub struct Confinements {
     kubelet: Option<Kubelet>,
 }
 
-/// The kubelet's exclusive CPUs, read each round.
+/// The kubelet's checkpoints numaplace reads ([`Confinements::set_kubelet`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KubeletFiles {
+    /// Its CPU manager's `cpu_manager_state`, if read.
+    pub cpu_manager_state: Option<PathBuf>,
+    /// Its memory manager's `memory_manager_state`, if read.
+    pub memory_manager_state: Option<PathBuf>,
+    /// Whether Guaranteed pods the kubelet placed (exclusive CPUs, memory
+    /// on chosen nodes) are placed too (within what the kubelet gave
+    /// them) rather than left to the kubelet.
+    pub place_guaranteed: bool,
+}
+
+/// The kubelet's exclusive CPUs and memory-bound pods, read each round.
 #[derive(Debug)]
 struct Kubelet {
-    state: CpuManagerState,
-    /// Whether Guaranteed pods with exclusive CPUs are placed (within
-    /// them) rather than left to the kubelet.
+    cpu: Option<Read<CpuManagerState, Exclusive>>,
+    memory: Option<Read<MemoryManagerState, MemoryPods>>,
     place_guaranteed: bool,
+}
+
+/// One checkpoint and what it said this round.
+#[derive(Debug)]
+struct Read<F, T> {
+    file: F,
     /// This round's.
-    now: Option<Exclusive>,
+    now: Option<T>,
     /// The trouble last said, so it is said once.
     said: Option<String>,
+}
+
+impl<T: Clone> Read<crate::kubelet::Checkpoint<T>, T> {
+    fn new(file: crate::kubelet::Checkpoint<T>) -> Self {
+        Read {
+            file,
+            now: None,
+            said: None,
+        }
+    }
+
+    /// Reads it again where it changed; trouble said once, and then
+    /// nothing counts as the kubelet's (`what` says what that means).
+    fn new_round(&mut self, what: &str) {
+        self.now = match self.file.read() {
+            Ok(now) => {
+                self.said = None;
+                now
+            }
+            Err(e) => {
+                if self.said.as_ref() != Some(&e) {
+                    tracing::warn!("{e}; until it reads, {what}");
+                    self.said = Some(e);
+                }
+                None
+            }
+        };
+    }
 }
 
 impl Confinements {
@@ -89,17 +135,18 @@ impl Confinements {
         }
     }
 
-    /// Reads the kubelet's CPU manager checkpoint at `path` each round
-    /// (`None`: not at all): no thread is placed onto a CPU the kubelet
-    /// handed a container for its sole use, and a pod that holds such
-    /// CPUs is left to the kubelet unless `place_guaranteed`.
-    pub fn set_kubelet(&mut self, path: Option<PathBuf>, place_guaranteed: bool) {
-        self.kubelet = path.map(|p| Kubelet {
-            state: CpuManagerState::new(p),
-            place_guaranteed,
-            now: None,
-            said: None,
-        });
+    /// Reads the kubelet's CPU and memory manager checkpoints each round
+    /// (where named): no thread is placed onto a CPU the kubelet handed a
+    /// container for its sole use, and a pod that holds such CPUs, or
+    /// whose memory the memory manager bound to nodes, is left to the
+    /// kubelet unless `place_guaranteed`.
+    pub fn set_kubelet(&mut self, files: KubeletFiles) {
+        self.kubelet = (files.cpu_manager_state.is_some() || files.memory_manager_state.is_some())
+            .then(|| Kubelet {
+                cpu: (files.cpu_manager_state).map(|p| Read::new(CpuManagerState::new(p))),
+                memory: (files.memory_manager_state).map(|p| Read::new(MemoryManagerState::new(p))),
+                place_guaranteed: files.place_guaranteed,
+            });
     }
 
     /// Where a process's threads may be placed, and who else holds them:
@@ -108,27 +155,43 @@ impl Confinements {
     /// CPUs and the kubelet as its manager.
     pub fn room(&mut self, cgroups: &Cgroups) -> (Option<CpuSet>, Option<Manager>) {
         let confined = self.cpus(cgroups);
-        let Some(e) = self.kubelet.as_ref().and_then(|k| k.now.as_ref()) else {
+        let Some(k) = &self.kubelet else {
             return (confined, None);
         };
-        if e.cpus.is_empty() {
-            return (confined, None);
-        }
         let path = cgroups.unified.as_deref().or(cgroups.cpuset_v1.as_deref());
-        if let Some((uid, cpus)) = path.and_then(|p| e.pod_of(p)) {
-            let place = self.kubelet.as_ref().is_some_and(|k| k.place_guaranteed);
+        let cpu = k.cpu.as_ref().and_then(|r| r.now.as_ref());
+        let memory = k.memory.as_ref().and_then(|r| r.now.as_ref());
+        let held = path.and_then(|p| {
+            let by_cpus = cpu.and_then(|e| e.pod_of(p)).map(|(uid, cpus)| {
+                let why = format!(
+                    "its pod holds CPUs {cpus} for its sole use (a Guaranteed pod, the \
+                     kubelet's static CPU manager); [kubernetes] place_guaranteed = true lets \
+                     numaplace place it within them"
+                );
+                (uid, why)
+            });
+            by_cpus.or_else(|| {
+                memory.and_then(|m| m.pod_of(p)).map(|(uid, nodes)| {
+                    let why = format!(
+                        "its pod's memory is bound to nodes {nodes} (a Guaranteed pod, the \
+                         kubelet's static memory manager); [kubernetes] place_guaranteed = true \
+                         lets numaplace place it, its memory within those nodes"
+                    );
+                    (uid, why)
+                })
+            })
+        });
+        if let Some((uid, why)) = held {
             let manager = Manager {
                 who: format!("the kubelet (pod {uid})"),
-                hands_off: (!place).then(|| {
-                    format!(
-                        "its pod holds CPUs {cpus} for its sole use (a Guaranteed pod, the \
-                         kubelet's static CPU manager); [kubernetes] place_guaranteed = true \
-                         lets numaplace place it within them"
-                    )
-                }),
+                hands_off: (!k.place_guaranteed).then_some(why),
+                sets_memory_nodes: false,
             };
             return (confined, Some(manager));
         }
+        let Some(e) = cpu.filter(|e| !e.cpus.is_empty()) else {
+            return (confined, None);
+        };
         let exclusive = e.cpus.clone();
         let Some(base) = confined.or_else(|| self.machine()) else {
             return (None, None);
@@ -151,21 +214,12 @@ impl Confinements {
         self.cache.iter_mut().for_each(HashMap::clear);
         self.whole = [None, None];
         if let Some(k) = &mut self.kubelet {
-            k.now = match k.state.read() {
-                Ok(now) => {
-                    k.said = None;
-                    now
-                }
-                Err(e) => {
-                    if k.said.as_ref() != Some(&e) {
-                        tracing::warn!(
-                            "{e}; until it reads, no CPU counts as the kubelet's exclusive CPUs"
-                        );
-                        k.said = Some(e);
-                    }
-                    None
-                }
-            };
+            if let Some(r) = &mut k.cpu {
+                r.new_round("no CPU counts as the kubelet's exclusive CPUs");
+            }
+            if let Some(r) = &mut k.memory {
+                r.new_round("no pod counts as one whose memory the kubelet bound to nodes");
+            }
         }
     }
 
@@ -462,5 +516,57 @@ mod tests {
         assert_eq!(c.cpus(&v2("/pod")).unwrap().to_list_string(), "0-1");
         c.new_round();
         assert_eq!(c.cpus(&v2("/pod")).unwrap().to_list_string(), "2-3");
+    }
+
+    /// A pod whose memory the memory manager bound is the kubelet's, left
+    /// alone unless `place_guaranteed`; a pod with exclusive CPUs says
+    /// those first; other processes lose the exclusive CPUs only.
+    #[test]
+    fn the_kubelets_pods_are_its_own_and_its_cpus_no_one_elses() {
+        let (d, mut c) = tree(&[
+            ("sys/fs/cgroup/cpuset.cpus.effective", "0-7\n"),
+            ("sys/fs/cgroup/kubepods/cpuset.cpus.effective", "0-7\n"),
+            (
+                "var/lib/kubelet/cpu_manager_state",
+                r#"{"policyName":"static","defaultCpuSet":"0-1,3-7","entries":{"aaaa":{"db":"2"}},"checksum":1}"#,
+            ),
+            (
+                "var/lib/kubelet/memory_manager_state",
+                r#"{"policyName":"Static","machineState":{},"entries":{"aaaa":{"db":[{"numaAffinity":[0],"type":"memory","size":1}]},"bbbb":{"c":[{"numaAffinity":[1],"type":"memory","size":1}]}},"checksum":1}"#,
+            ),
+        ]);
+        let files = |place| KubeletFiles {
+            cpu_manager_state: Some(d.path().join("var/lib/kubelet/cpu_manager_state")),
+            memory_manager_state: Some(d.path().join("var/lib/kubelet/memory_manager_state")),
+            place_guaranteed: place,
+        };
+        c.set_kubelet(files(false));
+        c.new_round();
+        let (_, m) = c.room(&v2("/kubepods/podaaaa/ctr"));
+        let why = m.unwrap().hands_off.unwrap();
+        assert!(why.contains("holds CPUs 2 for its sole use"), "{why}");
+        let (_, m) = c.room(&v2("/kubepods/podbbbb/ctr"));
+        let m = m.unwrap();
+        assert_eq!(m.who, "the kubelet (pod bbbb)");
+        let why = m.hands_off.unwrap();
+        assert!(why.contains("memory is bound to nodes 1"), "{why}");
+        let (room, m) = c.room(&v2("/system.slice/x.service"));
+        assert_eq!(
+            (room.unwrap().to_list_string(), m),
+            ("0-1,3-7".into(), None)
+        );
+        // Opted in: still the kubelet's pods, no longer hands off.
+        c.set_kubelet(files(true));
+        c.new_round();
+        let (_, m) = c.room(&v2("/kubepods/podbbbb/ctr"));
+        assert_eq!(m.unwrap().hands_off, None);
+        // Only the memory manager read: nothing is exclusive.
+        c.set_kubelet(KubeletFiles {
+            cpu_manager_state: None,
+            ..files(false)
+        });
+        c.new_round();
+        assert_eq!(c.room(&v2("/system.slice/x.service")), (None, None));
+        assert!(c.room(&v2("/kubepods/podaaaa/ctr")).1.is_some());
     }
 }

@@ -7,7 +7,12 @@
 //! automatic NUMA balancing on or off: the value before numaplace's first
 //! change is put back if the value is still the one numaplace wrote
 //! (format version 2; a file without that entry is written as version 1,
-//! which older numaplace reads).
+//! which older numaplace reads). And the memory nodes of libvirt's domains
+//! whose nodeset numaplace changed through libvirt (`virsh numatune
+//! --nodeset --live`): libvirt's nodeset before the first change, put back
+//! the same way if the domain still runs in the same QEMU and its nodeset
+//! is still numaplace's (format version 3, written only when such an entry
+//! exists; [`crate::actuate::libvirt`] records and restores them).
 //!
 //! The file is written atomically: a temporary file made in the same
 //! directory with `O_CREAT|O_EXCL|O_NOFOLLOW`, mode 0600, written, fsynced,
@@ -37,9 +42,11 @@ use thiserror::Error;
 
 use crate::actuate::{Actuator, AffinityError};
 
-/// The newest format version read; written when the file holds
-/// `kernel.numa_balancing` ([`KernelBalancingEntry`]), else version 1.
-const VERSION: u32 = 2;
+/// The newest format version read; written when the file holds a libvirt
+/// domain's nodeset ([`LibvirtNodesetEntry`]); version 2 when it holds
+/// `kernel.numa_balancing` ([`KernelBalancingEntry`]) and no nodeset, else
+/// version 1.
+const VERSION: u32 = 3;
 /// A journal larger than this is not one numaplace wrote.
 const MAX_BYTES: u64 = 64 << 20;
 
@@ -64,6 +71,24 @@ pub struct KernelBalancingEntry {
     pub applied: u32,
 }
 
+/// A libvirt domain's memory nodes as libvirt had them and as numaplace
+/// set them through libvirt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LibvirtNodesetEntry {
+    /// The domain's UUID (what numaplace names it by to libvirt).
+    pub domain: String,
+    /// Its name, for messages.
+    pub name: String,
+    /// Its QEMU process (pid and start time): a domain restarted since has
+    /// libvirt's nodeset from its XML again.
+    pub qemu: TaskId,
+    /// The nodeset before numaplace's first change.
+    pub original: CpuSet,
+    /// What numaplace last set.
+    pub applied: CpuSet,
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Contents {
@@ -71,6 +96,8 @@ struct Contents {
     entries: Vec<PinEntry>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     kernel_balancing: Option<KernelBalancingEntry>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    libvirt_nodesets: Vec<LibvirtNodesetEntry>,
 }
 
 /// Why the state file cannot be used. Each says what to fix.
@@ -140,6 +167,7 @@ pub struct StateFile {
     dir: PathBuf,
     entries: Vec<PinEntry>,
     kernel_balancing: Option<KernelBalancingEntry>,
+    libvirt_nodesets: Vec<LibvirtNodesetEntry>,
     corrupt: Option<CorruptState>,
     /// `<path>.lock`, exclusively flocked while this value lives.
     _lock: File,
@@ -164,6 +192,7 @@ impl StateFile {
             dir,
             entries: Vec::new(),
             kernel_balancing: None,
+            libvirt_nodesets: Vec::new(),
             corrupt: None,
             _lock: lock,
         };
@@ -171,9 +200,10 @@ impl StateFile {
             return Ok(state);
         };
         match parse(&bytes) {
-            Ok((entries, kernel)) => {
-                state.entries = entries;
-                state.kernel_balancing = kernel;
+            Ok(c) => {
+                state.entries = c.entries;
+                state.kernel_balancing = c.kernel_balancing;
+                state.libvirt_nodesets = c.libvirt_nodesets;
             }
             Err(Unusable::Newer(found)) => {
                 return Err(StateError::NewerVersion {
@@ -238,6 +268,64 @@ impl StateFile {
         self.save()
     }
 
+    /// The libvirt domains whose nodeset numaplace changed.
+    pub fn libvirt_nodesets(&self) -> &[LibvirtNodesetEntry] {
+        &self.libvirt_nodesets
+    }
+
+    /// Records that numaplace sets `entry.applied` as the nodeset of
+    /// domain `entry.domain`, whose nodeset is `entry.original`: before
+    /// the change (write-ahead). A domain changed again keeps its first
+    /// original (the same QEMU; a restarted domain's entry is replaced).
+    /// Whether the entry is new.
+    pub fn record_libvirt_nodeset(
+        &mut self,
+        entry: LibvirtNodesetEntry,
+    ) -> Result<bool, StateError> {
+        let found = (self.libvirt_nodesets.iter_mut())
+            .find(|e| e.domain == entry.domain && e.qemu == entry.qemu);
+        let new = match found {
+            Some(e) => {
+                e.applied = entry.applied;
+                false
+            }
+            None => {
+                self.libvirt_nodesets.retain(|e| e.domain != entry.domain);
+                self.libvirt_nodesets.push(entry);
+                true
+            }
+        };
+        self.save()?;
+        Ok(new)
+    }
+
+    /// Drops a domain's nodeset entry (a change that libvirt refused, so
+    /// there is nothing to put back); whether it was there.
+    pub fn forget_libvirt_nodeset(&mut self, domain: &str) -> Result<bool, StateError> {
+        let n = self.libvirt_nodesets.len();
+        self.libvirt_nodesets.retain(|e| e.domain != domain);
+        if self.libvirt_nodesets.len() == n {
+            return Ok(false);
+        }
+        self.save()?;
+        Ok(true)
+    }
+
+    /// Takes the nodeset entries out to restore them; [`Self::keep_libvirt_nodesets`]
+    /// puts back those still to restore.
+    pub fn take_libvirt_nodesets(&mut self) -> Vec<LibvirtNodesetEntry> {
+        std::mem::take(&mut self.libvirt_nodesets)
+    }
+
+    /// The nodeset entries still to restore after a restore, written.
+    pub fn keep_libvirt_nodesets(
+        &mut self,
+        kept: Vec<LibvirtNodesetEntry>,
+    ) -> Result<(), StateError> {
+        self.libvirt_nodesets = kept;
+        self.save()
+    }
+
     /// Drops a thread from the journal; whether it was there.
     pub fn forget(&mut self, task: TaskId) -> Result<bool, StateError> {
         let n = self.entries.len();
@@ -276,14 +364,17 @@ impl StateFile {
             return self.sync_dir();
         }
         let contents = Contents {
-            // Version 1 where it reads as one, for an older numaplace.
-            version: if self.kernel_balancing.is_some() {
+            // The oldest version that holds it, for an older numaplace.
+            version: if !self.libvirt_nodesets.is_empty() {
                 VERSION
+            } else if self.kernel_balancing.is_some() {
+                2
             } else {
                 1
             },
             entries: self.entries.clone(),
             kernel_balancing: self.kernel_balancing,
+            libvirt_nodesets: self.libvirt_nodesets.clone(),
         };
         let mut bytes = serde_json::to_vec_pretty(&contents).expect("serializable");
         bytes.push(b'\n');
@@ -291,8 +382,10 @@ impl StateFile {
     }
 
     /// Nothing to restore.
-    fn is_empty(&self) -> bool {
-        self.entries.is_empty() && self.kernel_balancing.is_none()
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+            && self.kernel_balancing.is_none()
+            && self.libvirt_nodesets.is_empty()
     }
 
     fn write_atomic(&self, bytes: &[u8]) -> Result<(), StateError> {
@@ -426,11 +519,9 @@ enum Unusable {
     Corrupt(String),
 }
 
-/// What a state file holds: the pinned threads and, if numaplace changed
-/// it, `kernel.numa_balancing`.
-type Parsed = (Vec<PinEntry>, Option<KernelBalancingEntry>);
-
-fn parse(bytes: &[u8]) -> Result<Parsed, Unusable> {
+/// What a state file holds: the pinned threads, `kernel.numa_balancing`
+/// and libvirt's nodesets where numaplace changed them.
+fn parse(bytes: &[u8]) -> Result<Contents, Unusable> {
     let corrupt = Unusable::Corrupt;
     if bytes.len() as u64 > MAX_BYTES {
         return Err(corrupt(format!(
@@ -439,7 +530,12 @@ fn parse(bytes: &[u8]) -> Result<Parsed, Unusable> {
     }
     let text = std::str::from_utf8(bytes).map_err(|e| corrupt(format!("not UTF-8 text: {e}")))?;
     if text.trim().is_empty() {
-        return Ok((Vec::new(), None));
+        return Ok(Contents {
+            version: 1,
+            entries: Vec::new(),
+            kernel_balancing: None,
+            libvirt_nodesets: Vec::new(),
+        });
     }
     // The version first, so a newer file is refused rather than moved aside.
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(text)
@@ -456,7 +552,7 @@ fn parse(bytes: &[u8]) -> Result<Parsed, Unusable> {
             c.version
         )));
     }
-    Ok((c.entries, c.kernel_balancing))
+    Ok(c)
 }
 
 /// The directory must be ours or root's and not writable by group or
@@ -516,6 +612,9 @@ pub struct RestoreReport {
     pub entries: Vec<(PinEntry, Restore)>,
     /// `kernel.numa_balancing`, where numaplace had changed it.
     pub kernel_balancing: Option<(KernelBalancingEntry, Restore)>,
+    /// libvirt's domains whose nodeset numaplace had changed (filled by
+    /// [`crate::actuate::libvirt::ThroughLibvirt::restore`]).
+    pub libvirt_nodesets: Vec<(LibvirtNodesetEntry, Restore)>,
     /// Writing the journal afterwards failed.
     pub save_error: Option<String>,
 }
@@ -560,6 +659,30 @@ impl std::fmt::Display for RestoreReport {
                     }
                 )?,
                 Restore::Gone => {}
+            }
+        }
+        for (e, r) in &self.libvirt_nodesets {
+            match r {
+                Restore::Restored => write!(
+                    f,
+                    "; domain {}'s memory nodes back to libvirt's {} (numaplace had set {})",
+                    e.name, e.original, e.applied
+                )?,
+                Restore::Gone => write!(
+                    f,
+                    "; domain {} no longer runs in the same QEMU (its nodeset is libvirt's)",
+                    e.name
+                )?,
+                Restore::LeftAlone { why } => write!(
+                    f,
+                    "; domain {}'s memory nodes left as they are: {why}",
+                    e.name
+                )?,
+                Restore::Kept { why } => write!(
+                    f,
+                    "; domain {}'s memory nodes kept to restore later: {why}",
+                    e.name
+                )?,
             }
         }
         if let Some(e) = &self.save_error {
@@ -724,7 +847,10 @@ mod tests {
         let mut s = loaded;
         assert!(s.forget(id(10, 5)).unwrap());
         assert!(!s.forget(id(10, 5)).unwrap());
-        assert_eq!(parse(&fs::read(&path).unwrap()).ok().unwrap().0.len(), 1);
+        assert_eq!(
+            parse(&fs::read(&path).unwrap()).ok().unwrap().entries.len(),
+            1
+        );
         assert!(s.forget(id(11, 6)).unwrap());
         assert!(!path.exists(), "an empty journal is no file");
     }
@@ -1116,12 +1242,58 @@ mod tests {
         let text = fs::read_to_string(&path).unwrap();
         assert!(text.contains("\"version\": 1"), "{text}");
         assert!(!text.contains("kernel_balancing"), "{text}");
-        // Version 3 is a newer numaplace's: refused, not moved aside.
+        // Version 4 is a newer numaplace's: refused, not moved aside.
         drop(s);
-        fs::write(&path, r#"{"version": 3, "entries": []}"#).unwrap();
+        fs::write(&path, r#"{"version": 4, "entries": []}"#).unwrap();
         assert!(matches!(
             StateFile::open(&path),
-            Err(StateError::NewerVersion { found: 3, .. })
+            Err(StateError::NewerVersion { found: 4, .. })
         ));
+    }
+
+    fn nodeset(domain: &str, start: u64, original: &str, applied: &str) -> LibvirtNodesetEntry {
+        LibvirtNodesetEntry {
+            domain: domain.into(),
+            name: format!("dom-{domain}"),
+            qemu: id(500, start),
+            original: set(original),
+            applied: set(applied),
+        }
+    }
+
+    /// A libvirt nodeset makes the file version 3, keeps its first
+    /// original across changes of the same QEMU, is replaced for a
+    /// restarted one, and is read back; dropping the last entry removes
+    /// the file.
+    #[test]
+    fn libvirt_nodesets_are_recorded_as_version_3_and_read_back() {
+        let d = private_dir();
+        let path = d.path().join("state.json");
+        let mut s = StateFile::open(&path).unwrap();
+        assert!(
+            s.record_libvirt_nodeset(nodeset("u1", 7, "0", "1"))
+                .unwrap()
+        );
+        assert!(
+            !s.record_libvirt_nodeset(nodeset("u1", 7, "1", "0-1"))
+                .unwrap()
+        );
+        let text = fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"version\": 3"), "{text}");
+        drop(s);
+        let mut s = StateFile::open(&path).unwrap();
+        assert_eq!(s.libvirt_nodesets(), [nodeset("u1", 7, "0", "0-1")]);
+        assert!(!s.is_empty());
+        // The same domain in a new QEMU: a new entry, the old one gone.
+        assert!(
+            s.record_libvirt_nodeset(nodeset("u1", 9, "1", "0"))
+                .unwrap()
+        );
+        assert_eq!(s.libvirt_nodesets(), [nodeset("u1", 9, "1", "0")]);
+        let taken = s.take_libvirt_nodesets();
+        s.keep_libvirt_nodesets(taken).unwrap();
+        assert!(s.forget_libvirt_nodeset("u1").unwrap());
+        assert!(!s.forget_libvirt_nodeset("u1").unwrap());
+        assert!(!path.exists());
     }
 }

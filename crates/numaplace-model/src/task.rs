@@ -118,6 +118,12 @@ pub struct Manager {
     /// places it, through the manager.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hands_off: Option<String>,
+    /// numaplace moves the thread's memory through the manager, which sets
+    /// the memory nodes its cpuset allows (libvirt's `numatune --nodeset`
+    /// on a `restrictive` domain): a move to a node outside today's
+    /// `Mems_allowed` is the manager's to make, not one the kernel refuses.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sets_memory_nodes: bool,
 }
 
 /// Bytes of a process's memory on one node, by kind, from `numa_maps`.

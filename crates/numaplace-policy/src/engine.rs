@@ -546,9 +546,12 @@ impl Engine {
                 return self.pin(topology, s, *task, *tgid, cpus, actuator, guard);
             }
             _ if let Some(why) = outside_mems(s, action) => return Outcome::Skipped { why },
+            // Memory a manager binds (libvirt's cpuset.mems) the kernel's
+            // balancing cannot move off its nodes: like memory under an
+            // explicit policy, it is numaplace's to move.
             _ if let Some(why) = self.config.memory_mover.leaves_to_kernel(
                 kernel_balancing,
-                s.explicit_mempolicy.contains(&action.pid()),
+                s.explicit_mempolicy.contains(&action.pid()) || nodes_set_by_manager(s, action),
             ) =>
             {
                 return Outcome::Skipped { why };
@@ -775,10 +778,21 @@ impl Engine {
     }
 }
 
+/// Whether the memory move `a` goes through the process's manager, which
+/// sets the nodes its cpuset allows (libvirt's numatune on a `restrictive`
+/// domain: [`numaplace_model::Manager::sets_memory_nodes`]).
+fn nodes_set_by_manager(s: &Snapshot, a: &Action) -> bool {
+    a.moves_memory()
+        && (s.task(a.pid()))
+            .and_then(|t| t.manager.as_ref())
+            .is_some_and(|m| m.sets_memory_nodes && m.hands_off.is_none())
+}
+
 /// Why a memory move is not tried: its target node is outside the memory
 /// nodes the process's cpuset allows (`Mems_allowed`), which the kernel
 /// refuses (`EACCES`) after the policy may already have pinned the threads
-/// there; `None` when allowed or not known.
+/// there; `None` when allowed or not known, or when numaplace moves the
+/// memory through a manager that sets those nodes (libvirt's numatune).
 fn outside_mems(s: &Snapshot, a: &Action) -> Option<String> {
     let (Action::MoveMemory {
         process, to_node, ..
@@ -789,6 +803,9 @@ fn outside_mems(s: &Snapshot, a: &Action) -> Option<String> {
     else {
         return None;
     };
+    if nodes_set_by_manager(s, a) {
+        return None;
+    }
     let mems = &s.task(process.tid)?.allowed_mems;
     (!mems.is_empty() && !mems.contains(*to_node)).then(|| {
         format!(

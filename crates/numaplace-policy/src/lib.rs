@@ -93,6 +93,7 @@ impl View<'_> {
         if let Some(numaplace_model::Manager {
             who,
             hands_off: Some(why),
+            ..
         }) = &t.manager
         {
             return Some(LeftAlone::Managed {

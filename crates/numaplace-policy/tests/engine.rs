@@ -819,6 +819,43 @@ fn memory_mover_where_kernel_cannot_moves_only_memory_under_an_explicit_policy()
     );
 }
 
+/// A libvirt domain bound to node 0 by its cgroup (`restrictive`): its
+/// memory moves through libvirt, which changes the node it is bound to, so
+/// neither its `Mems_allowed` nor the kernel's balancing (which cannot
+/// move it off node 0) stops the move; without libvirt setting the nodes
+/// the same move is outside its cpuset and not tried.
+#[test]
+fn memory_libvirt_binds_is_moved_through_libvirt_not_left_to_the_kernel() {
+    for sets in [true, false] {
+        let config = EngineConfig {
+            kernel_balancing: true,
+            ..EngineConfig::default()
+        };
+        let mut e = Engine::new(Box::new(PinAndMoveTo1), every_process(), config);
+        let mut s = snapshot(1, 100, "0-3");
+        for t in &mut s.tasks {
+            t.allowed_mems = CpuSet::parse_list("0").unwrap();
+            t.manager = Some(numaplace_model::Manager {
+                who: "libvirt domain web".into(),
+                hands_off: None,
+                sets_memory_nodes: sets,
+            });
+        }
+        let (j, acts) = run(&mut e, &s);
+        let moves = acts.iter().filter(|a| a.moves_memory()).count();
+        let o = &j.iter().find(|e| e.action.moves_memory()).unwrap().outcome;
+        if sets {
+            assert_eq!(moves, 1, "{o:?}");
+        } else {
+            assert_eq!(moves, 0, "{o:?}");
+            assert!(
+                matches!(o, Outcome::Skipped { why } if why.contains("not among the memory nodes its cpuset allows (0)")),
+                "{o:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn memory_mover_numaplace_moves_everything_and_says_they_may_fight() {
     for explicit in [false, true] {
@@ -1176,6 +1213,7 @@ fn libvirt_snapshot(seq: u64, ticks: u64, owner_pinned_101: bool) -> Snapshot {
             hands_off: (owner_pinned_101 && t.tid == 101).then(|| {
                 "its owner pinned it in libvirt's XML (<vcpupin vcpu='0' cpuset='1'>)".into()
             }),
+            sets_memory_nodes: false,
         });
     }
     s

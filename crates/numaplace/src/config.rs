@@ -368,13 +368,26 @@ mod tests {
             c.kubernetes.cpu_manager_state(),
             Some(PathBuf::from("/var/lib/kubelet/cpu_manager_state"))
         );
+        assert_eq!(
+            c.kubernetes.files().memory_manager_state,
+            Some(PathBuf::from("/var/lib/kubelet/memory_manager_state"))
+        );
         assert!(!c.kubernetes.place_guaranteed);
-        let c = Config::parse("[kubernetes]\ncpu_manager_state = \"\"\nplace_guaranteed = true\n")
-            .unwrap();
+        let c = Config::parse(
+            "[kubernetes]\ncpu_manager_state = \"\"\nmemory_manager_state = \"\"\n\
+             place_guaranteed = true\n",
+        )
+        .unwrap();
         assert_eq!(c.kubernetes.cpu_manager_state(), None);
-        assert!(c.kubernetes.place_guaranteed);
+        assert_eq!(c.kubernetes.files().memory_manager_state, None);
+        assert!(c.kubernetes.files().place_guaranteed);
         let e = Config::parse("[kubernetes]\ncpu_manager_state = \"state\"\n").unwrap_err();
         assert!(e.contains("give an absolute path"), "{e}");
+        let e = Config::parse("[kubernetes]\nmemory_manager_state = \"m\"\n").unwrap_err();
+        assert!(
+            e.contains("memory_manager_state = \"m\": give an absolute path"),
+            "{e}"
+        );
     }
 
     /// `[guest_hints] sockets`: patterns of absolute paths, checked where

@@ -145,11 +145,9 @@ pub(crate) fn collector_for(engine: &Engine, c: &Config) -> Collector {
     );
     // VMs whose vCPU threads carry no names: the config's QMP sockets, libvirt.
     collector.set_vm_sources(Some(c.vms.sources(c.vms.libvirt_unreachable())));
-    // The kubelet's exclusive CPUs are no one else's.
-    collector.set_kubelet(
-        c.kubernetes.cpu_manager_state(),
-        c.kubernetes.place_guaranteed,
-    );
+    // The kubelet's exclusive CPUs are no one else's; its Guaranteed pods
+    // are its own.
+    collector.set_kubelet(c.kubernetes.files());
     collector
 }
 

@@ -1,15 +1,17 @@
-//! The kubelet's static CPU manager on a Kubernetes node, from fixtures:
-//! the 4-node QEMU guest's sysfs (tests/fixtures/qemu-4node.tar.xz: node N
-//! = CPUs 2N and 2N+1), a cgroup v2 tree as the kubelet makes
-//! it (cgroupfs driver), its `cpu_manager_state` with CPU 2 held by a
-//! Guaranteed pod, and a /proc of three busy processes: the Guaranteed
-//! pod's, a Burstable pod's in the shared pool (0-1,3-7), and a system
+//! The kubelet's static CPU and memory managers on a Kubernetes node, from
+//! fixtures: the 4-node QEMU guest's sysfs (tests/fixtures/qemu-4node.tar.xz:
+//! node N = CPUs 2N and 2N+1), a cgroup v2 tree as the kubelet makes it
+//! (cgroupfs driver), its `cpu_manager_state` with CPU 2 held by a
+//! Guaranteed pod, its `memory_manager_state` with a second Guaranteed
+//! pod's memory bound to node 1 (a fractional CPU share: it runs in the
+//! shared pool), and a /proc of four busy processes: the two Guaranteed
+//! pods', a Burstable pod's in the shared pool (0-1,3-7), and a system
 //! daemon's with the whole machine.
 //!
 //! Read by the collector and decided by the engine over several rounds,
 //! with several policies: no pin ever reaches the exclusive CPU, the
-//! shared-pool pod's pins stay in the pool, the Guaranteed pod is left to
-//! the kubelet with the reason said, and pins are made (not vacuous).
+//! shared-pool pod's pins stay in the pool, both Guaranteed pods are left
+//! to the kubelet with the reason said, and pins are made (not vacuous).
 
 use std::fs;
 use std::path::Path;
@@ -23,6 +25,8 @@ use numaplace_policy::engine::{Engine, EngineConfig};
 
 const GUARANTEED: &str = "0e5b5a4c-1d3e-4b8a-9f5e-2c1d0a9b8c7d";
 const BURSTABLE: &str = "7f1c2d3e-4a5b-6c7d-8e9f-0a1b2c3d4e5f";
+/// A Guaranteed pod with a fractional CPU share, its memory on node 1.
+const MEMORY_BOUND: &str = "5a4b3c2d-1e0f-4a9b-8c7d-6e5f4a3b2c1d";
 
 fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
@@ -74,6 +78,8 @@ fn node(root: &Path, ticks: u64) {
     let burstable = format!("/kubepods/burstable/pod{BURSTABLE}/ctr-web");
     process(root, 100, "db", &guaranteed, "2", ticks);
     process(root, 200, "web", &burstable, "0-1,3-7", ticks);
+    let bound = format!("/kubepods/pod{MEMORY_BOUND}/ctr-cache");
+    process(root, 400, "cache", &bound, "0-1,3-7", ticks);
     process(
         root,
         300,
@@ -109,6 +115,7 @@ fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
         ("", "0-7"),
         ("kubepods", "0-7"),
         (&format!("kubepods/pod{GUARANTEED}") as &str, "2"),
+        (&format!("kubepods/pod{MEMORY_BOUND}"), "0-1,3-7"),
         ("kubepods/burstable", "0-1,3-7"),
         ("system.slice", "0-7"),
     ] {
@@ -124,6 +131,13 @@ fn fixture() -> (tempfile::TempDir, std::path::PathBuf) {
         "var/lib/kubelet/cpu_manager_state",
         &format!(
             r#"{{"policyName":"static","defaultCpuSet":"0-1,3-7","entries":{{"{GUARANTEED}":{{"db":"2"}}}},"checksum":1}}"#
+        ),
+    );
+    write(
+        root,
+        "var/lib/kubelet/memory_manager_state",
+        &format!(
+            r#"{{"policyName":"Static","machineState":{{"0":{{"numberOfAssignments":0,"memoryMap":{{}},"cells":[0]}},"1":{{"numberOfAssignments":1,"memoryMap":{{}},"cells":[1]}}}},"entries":{{"{MEMORY_BOUND}":{{"cache":[{{"numaAffinity":[1],"type":"memory","size":1073741824}}]}}}},"checksum":1}}"#
         ),
     );
     node(root, 0);
@@ -150,7 +164,11 @@ fn no_pin_reaches_a_cpu_the_kubelet_handed_a_guaranteed_pod() {
                 ..Default::default()
             },
         );
-        collector.set_kubelet(Some(state.clone()), false);
+        collector.set_kubelet(numaplace_linux::confinement::KubeletFiles {
+            cpu_manager_state: Some(state.clone()),
+            memory_manager_state: Some(state.with_file_name("memory_manager_state")),
+            place_guaranteed: false,
+        });
         let kind = PolicyKind::from_name(policy).unwrap();
         let mut engine = Engine::new(
             kind.build(),
@@ -171,7 +189,7 @@ fn no_pin_reaches_a_cpu_the_kubelet_handed_a_guaranteed_pod() {
             // kubelet's, the others' room is without CPU 2.
             for t in &s.tasks {
                 match t.tgid {
-                    100 => {
+                    100 | 400 => {
                         let m = t.manager.as_ref().expect("the kubelet holds the pod");
                         assert!(m.hands_off.is_some(), "{m:?}");
                     }
@@ -186,6 +204,7 @@ fn no_pin_reaches_a_cpu_the_kubelet_handed_a_guaranteed_pod() {
             if let Action::Pin { tgid, cpus, .. } = a {
                 assert!(!cpus.intersects(&exclusive), "{policy}: {a:?}");
                 assert_ne!(*tgid, 100, "{policy}: the Guaranteed pod pinned: {a:?}");
+                assert_ne!(*tgid, 400, "{policy}: the memory-bound pod pinned: {a:?}");
                 assert!(cpus.is_subset(&pool), "{policy}: {a:?}");
                 pinned += 1;
             }
@@ -199,6 +218,16 @@ fn no_pin_reaches_a_cpu_the_kubelet_handed_a_guaranteed_pod() {
                 ))
                 && n.why.contains("holds CPUs 2 for its sole use")),
             "{db:?}"
+        );
+        let cache: Vec<_> = said.iter().filter(|n| n.pid == 400).collect();
+        assert_eq!(cache.len(), 2, "{policy}: {said:?}");
+        assert!(
+            cache.iter().all(|n| n.kind == "held-by-manager"
+                && n.why.contains(&format!(
+                    "the kubelet (pod {MEMORY_BOUND}) holds its placement"
+                ))
+                && n.why.contains("its pod's memory is bound to nodes 1")),
+            "{cache:?}"
         );
     }
     // numad-like places both busy processes on nodes with room (within

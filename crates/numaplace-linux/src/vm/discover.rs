@@ -140,6 +140,9 @@ struct Managed {
     emulator: Option<String>,
     /// What the actuator needs, where numaplace acts through libvirt.
     domain: Option<LibvirtDomain>,
+    /// numaplace moves the domain's memory through libvirt (`numatune
+    /// --nodeset --live`): mode `restrictive`, nodes not its owner's.
+    memory_through_libvirt: bool,
 }
 
 impl Found {
@@ -406,6 +409,7 @@ fn apply(snapshot: &mut Snapshot, f: &Found) {
         t.manager = Some(numaplace_model::Manager {
             who: m.who.clone(),
             hands_off: why.cloned(),
+            sets_memory_nodes: m.memory_through_libvirt,
         });
     }
 }

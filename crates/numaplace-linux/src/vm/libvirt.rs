@@ -86,6 +86,9 @@ pub struct Placement {
     /// `<numatune><memory mode='...'>`: `strict`, `preferred`,
     /// `interleave`, `restrictive`; `None` without a `<numatune>`.
     pub memory_mode: Option<String>,
+    /// `<numatune><memory nodeset='...'>` without `placement='auto'`: nodes
+    /// someone chose (its owner, or numaplace's own live change).
+    pub memory_nodeset_static: bool,
 }
 
 #[derive(Debug, Error)]
@@ -226,9 +229,11 @@ fn placement(domain: roxmltree::Node<'_, '_>) -> Result<Placement, String> {
             p.emulatorpin = cpus(e, "<emulatorpin>")?;
         }
     }
-    p.memory_mode = child(domain, "numatune")
-        .and_then(|t| child(t, "memory"))
-        .map(|m| m.attribute("mode").unwrap_or("strict").to_string());
+    let memory = child(domain, "numatune").and_then(|t| child(t, "memory"));
+    p.memory_mode = memory.map(|m| m.attribute("mode").unwrap_or("strict").to_string());
+    p.memory_nodeset_static = memory.is_some_and(|m| {
+        m.attribute("nodeset").is_some() && m.attribute("placement") != Some("auto")
+    });
     Ok(p)
 }
 
@@ -428,6 +433,7 @@ pub(crate) mod tests {
                 vcpupins: vec![(0, set("2")), (1, set("3-4"))],
                 emulatorpin: Some(set("0-1")),
                 memory_mode: Some("interleave".into()),
+                memory_nodeset_static: true,
             }
         );
         // numad's advice: placement='auto', a numatune without a mode is
@@ -443,6 +449,7 @@ pub(crate) mod tests {
             "{p:?}"
         );
         assert_eq!(p.memory_mode.as_deref(), Some("strict"));
+        assert!(!p.memory_nodeset_static);
         // A UUID that is not one is not kept (it would be given to virsh).
         let odd = STATUS.replace("c7a5fdbd-edaf-9455-926a-d65c16db1809", "--help");
         assert_eq!(parse_status(&odd).unwrap().uuid, None);

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use numaplace_linux::actuate::HostActuator;
-use numaplace_linux::actuate::libvirt::{SharedDomains, ThroughLibvirt};
+use numaplace_linux::actuate::libvirt::{SharedDomains, SharedState, ThroughLibvirt};
 use numaplace_linux::balancing::NumaBalancing;
 use numaplace_linux::guest_hints::Hinted;
 use numaplace_linux::state::StateFile;
@@ -209,7 +209,13 @@ impl Actuator for Hands {
 
 /// Write-ahead of original affinities into the state file.
 struct StateGuard<'a> {
-    state: &'a mut StateFile,
+    state: &'a SharedState,
+}
+
+impl StateGuard<'_> {
+    fn file(&self) -> std::sync::MutexGuard<'_, StateFile> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl PinGuard for StateGuard<'_> {
@@ -220,7 +226,7 @@ impl PinGuard for StateGuard<'_> {
         original: &CpuSet,
         new: &CpuSet,
     ) -> Result<(), String> {
-        self.state
+        self.file()
             .record_pin(task, tgid, original.clone(), new.clone())
             .map_err(|e| e.to_string())
     }
@@ -232,7 +238,7 @@ impl PinGuard for StateGuard<'_> {
         let now = numaplace_linux::balancing::read_value(&root)
             .map_err(|e| format!("cannot read kernel.numa_balancing: {e}"))?;
         let applied = numaplace_linux::balancing::with_between_nodes(now, on);
-        self.state
+        self.file()
             .record_kernel_balancing(now, applied)
             .map_err(|e| e.to_string())
     }
@@ -370,7 +376,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     // the actuator which they are, each round.
     let domains = SharedDomains::default();
     let mut host = ThroughLibvirt::new(HostActuator::new(), c.vms.virsh(), Arc::clone(&domains));
-    let mut state = open_state_and_restore(c, &mut host, &domains)?;
+    let state = open_state_and_restore(c, &mut host, &domains)?;
     let stop = stop_on_signals()?;
     // SIGHUP (a closed terminal, an operator's reload habit) would end the
     // daemon without restoring anything: it is noted and ignored instead.
@@ -446,7 +452,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
         actuator: hands,
     };
     let mut no_guard = NoGuard;
-    let mut state_guard = state.as_mut().map(|state| StateGuard { state });
+    let mut state_guard = state.as_ref().map(|state| StateGuard { state });
     let guard: &mut dyn PinGuard = match state_guard.as_mut() {
         Some(g) => g,
         None => &mut no_guard,
@@ -454,39 +460,58 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let Ok(rounds) = engine.run(&s.topology, &mut world, guard, &mut daemon);
 
     // Put back what we changed.
-    let (Hands::Host(mut host), Some(state)) = (world.actuator, state.as_mut()) else {
+    let (Hands::Host(mut host), Some(_)) = (world.actuator, state) else {
         tracing::info!("dry run: nothing to restore");
         eprintln!("numaplace: stopped after {rounds} rounds (dry run: nothing was changed)");
         return Ok(());
     };
-    let report = numaplace_linux::state::restore_all(state, &mut host);
+    // libvirt's domains as they are now (one may have stopped since the
+    // last round), so their threads and nodesets go back through libvirt.
+    crate::daemon_setup::read_libvirt_domains(c, &domains);
+    let report = host.restore();
     tracing::info!("stopping after {rounds} rounds; restored: {report}");
     eprintln!("numaplace: stopped after {rounds} rounds; {report}");
     Ok(())
 }
 
-/// The state file, after putting back whatever an earlier run left pinned
-/// (it was killed before it could). A dry run changes nothing, so it
-/// neither needs nor touches the state file (nor restores what an earlier
-/// real run left: that run's next real start will).
+/// The state file, after putting back whatever an earlier run left changed
+/// (it was killed before it could), given to the actuator for libvirt's
+/// nodesets. A dry run changes nothing, so it neither needs nor touches
+/// the state file (nor restores what an earlier real run left: that run's
+/// next real start will).
 fn open_state_and_restore(
     c: &Config,
     host: &mut ThroughLibvirt<HostActuator>,
     domains: &SharedDomains,
-) -> Result<Option<StateFile>> {
+) -> Result<Option<SharedState>> {
     if c.dry_run {
         return Ok(None);
     }
-    let mut state = StateFile::open(&c.state).map_err(|e| InputError(format!("{e}")))?;
-    if !state.entries().is_empty() {
+    let state = StateFile::open(&c.state).map_err(|e| InputError(format!("{e}")))?;
+    let left = !state.is_empty();
+    if left {
         tracing::warn!(
-            "{}: {} threads pinned by an earlier run that did not stop cleanly; restoring them",
+            "{}: an earlier run did not stop cleanly and left {} threads pinned{}{}; \
+             restoring them",
             c.state.display(),
-            state.entries().len()
+            state.entries().len(),
+            if state.kernel_balancing().is_some() {
+                ", kernel.numa_balancing changed"
+            } else {
+                ""
+            },
+            match state.libvirt_nodesets().len() {
+                0 => String::new(),
+                n => format!(", the memory nodes of {n} libvirt domains changed"),
+            }
         );
-        // Threads of libvirt's domains go back through libvirt.
+    }
+    let state = Arc::new(Mutex::new(state));
+    host.set_state(Arc::clone(&state));
+    if left {
+        // libvirt's domains go back through libvirt.
         crate::daemon_setup::read_libvirt_domains(c, domains);
-        let report = numaplace_linux::state::restore_all(&mut state, host);
+        let report = host.restore();
         tracing::warn!("restored: {report}");
     }
     Ok(Some(state))

@@ -55,10 +55,7 @@ pub fn run(args: &TasksArgs) -> Result<()> {
     };
     collector.set_vm_sources(Some(config.vms.sources(config.vms.libvirt_unreachable())));
     if root.is_host() {
-        collector.set_kubelet(
-            config.kubernetes.cpu_manager_state(),
-            config.kubernetes.place_guaranteed,
-        );
+        collector.set_kubelet(config.kubernetes.files());
     }
     let mut snap = collector.collect().context("reading tasks")?;
     let mut hints = (!args.guest_hints.is_empty())

@@ -121,18 +121,23 @@ impl VmsSection {
     }
 }
 
-/// `[kubernetes]`: the kubelet's static CPU manager, read from its
-/// checkpoint each round (`numaplace_linux::kubelet` says what is
-/// believed): no thread is placed onto a CPU it handed a Guaranteed
-/// container, and such a pod is left to the kubelet unless opted in.
+/// `[kubernetes]`: the kubelet's static CPU and memory managers, read
+/// from their checkpoints each round (`numaplace_linux::kubelet` says what
+/// is believed): no thread is placed onto a CPU it handed a Guaranteed
+/// container, and a pod holding such CPUs or whose memory it bound to
+/// nodes is left to the kubelet unless opted in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct KubernetesSection {
     /// The kubelet's `cpu_manager_state` (under its `--root-dir`); read
     /// when it exists, `""` for not at all.
     pub cpu_manager_state: PathBuf,
-    /// Place the threads of pods that hold exclusive CPUs too (within
-    /// those CPUs), rather than leave them to the kubelet.
+    /// The kubelet's `memory_manager_state`; read when it exists, `""` for
+    /// not at all.
+    pub memory_manager_state: PathBuf,
+    /// Place the threads of pods the kubelet placed too (within their
+    /// exclusive CPUs, their memory within its nodes), rather than leave
+    /// them to the kubelet.
     pub place_guaranteed: bool,
 }
 
@@ -140,6 +145,7 @@ impl Default for KubernetesSection {
     fn default() -> Self {
         KubernetesSection {
             cpu_manager_state: numaplace_linux::kubelet::DEFAULT_CPU_MANAGER_STATE.into(),
+            memory_manager_state: numaplace_linux::kubelet::DEFAULT_MEMORY_MANAGER_STATE.into(),
             place_guaranteed: false,
         }
     }
@@ -147,19 +153,37 @@ impl Default for KubernetesSection {
 
 impl KubernetesSection {
     pub(super) fn validate(&self) -> Result<(), String> {
-        let p = &self.cpu_manager_state;
-        if !p.as_os_str().is_empty() && !p.is_absolute() {
-            return Err(format!(
-                "[kubernetes] cpu_manager_state = {:?}: give an absolute path (the kubelet's \
-                 is /var/lib/kubelet/cpu_manager_state), or \"\" to read none",
-                p.display()
-            ));
+        for (key, p) in [
+            ("cpu_manager_state", &self.cpu_manager_state),
+            ("memory_manager_state", &self.memory_manager_state),
+        ] {
+            if !p.as_os_str().is_empty() && !p.is_absolute() {
+                return Err(format!(
+                    "[kubernetes] {key} = {:?}: give an absolute path (the kubelet's is \
+                     /var/lib/kubelet/{key}), or \"\" to read none",
+                    p.display()
+                ));
+            }
         }
         Ok(())
     }
 
-    /// The checkpoint to read, if any.
+    /// The CPU manager's checkpoint to read, if any.
     pub fn cpu_manager_state(&self) -> Option<PathBuf> {
-        (!self.cpu_manager_state.as_os_str().is_empty()).then(|| self.cpu_manager_state.clone())
+        named(&self.cpu_manager_state)
     }
+
+    /// What the collector reads of the kubelet's.
+    pub fn files(&self) -> numaplace_linux::confinement::KubeletFiles {
+        numaplace_linux::confinement::KubeletFiles {
+            cpu_manager_state: self.cpu_manager_state(),
+            memory_manager_state: named(&self.memory_manager_state),
+            place_guaranteed: self.place_guaranteed,
+        }
+    }
+}
+
+/// A path given, or `None` for `""`.
+fn named(p: &std::path::Path) -> Option<PathBuf> {
+    (!p.as_os_str().is_empty()).then(|| p.to_path_buf())
 }

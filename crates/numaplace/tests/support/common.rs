@@ -53,15 +53,45 @@ pub fn run_guest_script(script: &str, envs: &[(&str, &std::ffi::OsStr)]) -> Stri
         .current_dir(&root)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-    eprintln!("{}", String::from_utf8_lossy(&out.stderr));
+    let log = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{log}");
     eprintln!("{} took {:.1?}", script.display(), start.elapsed());
     assert!(
         out.status.success(),
-        "{} failed ({}); its output is above",
+        "{} failed ({}) after {:.0?}; its whole output is above, what it said failed:\n{}",
         script.display(),
-        out.status
+        out.status,
+        start.elapsed(),
+        what_failed(&log)
     );
     std::fs::read_to_string(&json_path).expect("the script's JSON output")
+}
+
+/// The lines of a test-bed script's log that say what went wrong (its
+/// checks' `FAILED`, errors, a panic), at most 25, then its last 15 lines:
+/// a failure's message carries them, so a cut CI log still shows why.
+pub fn what_failed(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    let telling = |l: &&str| {
+        let l = l.to_ascii_lowercase();
+        [
+            "failed",
+            "error",
+            "panicked",
+            "timed out",
+            "refused",
+            "cannot",
+        ]
+        .iter()
+        .any(|w| l.contains(w))
+    };
+    let mut out: Vec<&str> = lines.iter().copied().filter(telling).take(25).collect();
+    out.push("-- its last lines --");
+    out.extend(&lines[lines.len().saturating_sub(15)..]);
+    out.iter()
+        .map(|l| format!("  | {}", l.chars().take(300).collect::<String>()))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Kills and reaps a child (QEMU) when dropped, also when the test panics.

@@ -172,6 +172,7 @@ impl VmDiscovery {
             vcpus: Vec::new(),
             emulator: None,
             domain: None,
+            memory_through_libvirt: false,
         };
         if let Some(why) = &self.sources.libvirt_unreachable {
             m.all = Some(format!(
@@ -205,6 +206,11 @@ impl VmDiscovery {
                 .filter(|c| pins(c))
                 .map(|c| owner(format!("<emulatorpin cpuset='{c}'>")));
         }
+        // The nodes of a restrictive domain are libvirt's or numad's to
+        // start with, numaplace's to change; an owner's own nodeset (a
+        // domain placed statically) stays the owner's.
+        let owner_nodes = !p.auto && !self.sources.place_owner_pinned && p.memory_nodeset_static;
+        m.memory_through_libvirt = p.memory_mode.as_deref() == Some("restrictive") && !owner_nodes;
         m.domain = Some(LibvirtDomain {
             name: s.name.clone(),
             uuid: uuid.clone(),

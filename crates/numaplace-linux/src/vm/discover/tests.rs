@@ -502,3 +502,42 @@ fn a_libvirt_domains_threads_are_placed_through_libvirt_or_left_to_it() {
     );
     assert!(disc.libvirt_domains().is_empty());
 }
+
+/// A `restrictive` domain's memory nodes are numaplace's to change through
+/// libvirt (its threads say so to the engine) unless its owner chose them
+/// for a statically placed domain; a `strict` domain's never are.
+#[test]
+fn a_restrictive_domains_memory_nodes_are_changed_through_libvirt() {
+    let sets = |disc: &mut VmDiscovery, root: &SysRoot| {
+        let mut s = snapshot(4100, &[4101, 4105, 4106, 4108], &["qemu-system-x86_64"]);
+        disc.discover(root, &mut s);
+        (s.tasks.iter())
+            .map(|t| t.manager.as_ref().unwrap().sets_memory_nodes)
+            .collect::<Vec<_>>()
+    };
+    let (d, root) = libvirt_tree(QEMU, 10_000);
+    let status = d.path().join(libvirt::STATE_DIR).join("web.xml");
+    let with = |vcpu: &str, memory: &str| {
+        let xml = STATUS.replace(
+            "<vcpu placement='static' current='3'>4</vcpu>",
+            &format!("<vcpu placement='{vcpu}' current='3'>4</vcpu><numatune>{memory}</numatune>"),
+        );
+        std::fs::write(&status, xml).unwrap();
+    };
+    let mut disc = libvirt_only();
+    with("auto", "<memory mode='restrictive' placement='auto'/>");
+    assert_eq!(sets(&mut disc, &root), [true; 5]);
+    assert_eq!(
+        disc.libvirt_domains()[0].memory_bound.as_deref(),
+        Some("restrictive")
+    );
+    // numad's domain after numaplace's own live change: still numaplace's.
+    with("auto", "<memory mode='restrictive' nodeset='1'/>");
+    assert_eq!(sets(&mut disc, &root), [true; 5]);
+    // Its owner's nodes.
+    with("static", "<memory mode='restrictive' nodeset='1'/>");
+    assert_eq!(sets(&mut disc, &root), [false; 5]);
+    // A memory policy: libvirt cannot change it while the domain runs.
+    with("auto", "<memory mode='strict' placement='auto'/>");
+    assert_eq!(sets(&mut disc, &root), [false; 5]);
+}
