@@ -25,7 +25,8 @@
 #               on a loaded 2-core host, a guest once sat for minutes in a
 #               soft lockup in the kernel on behalf of numaplace,
 #               most likely moving pages (TLB-shootdown IPIs between vCPUs).
-#   --append A  extra kernel command-line arguments.
+#   --append A  extra kernel command-line arguments (default: $NUMAPLACE_VM_APPEND,
+#               e.g. "loglevel=7" to see a soft lockup's stack on the console).
 #   --print-cmd print the QEMU command line to stderr before running it.
 #
 # The serial console goes to stdout. Exit status: the guest script's status when
@@ -41,7 +42,7 @@ initrd=""
 timeout_s=120
 kernel="$here/work/vmlinuz"
 accel=tcg
-extra_append=""
+extra_append="${NUMAPLACE_VM_APPEND:-}"
 print_cmd=0
 mem_total=1024
 extra_qemu=()

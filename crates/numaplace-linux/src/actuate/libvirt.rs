@@ -184,14 +184,13 @@ impl<A: Actuator> ThroughLibvirt<A> {
             original,
             applied: target.clone(),
         };
-        let new = match lock(&state).record_libvirt_nodeset(entry) {
-            Ok(new) => new,
-            Err(e) => return refused(format!("cannot record libvirt's nodeset first: {e}")),
-        };
+        if let Err(e) = lock(&state).record_libvirt_nodeset(entry) {
+            return refused(format!("cannot record libvirt's nodeset first: {e}"));
+        }
+        // A failure keeps the entry: a virsh killed at its timeout may
+        // still have had libvirt change the nodes, and the restore puts
+        // libvirt's back either way (a no-op where it is still libvirt's).
         if let Err(e) = self.virsh.set_nodeset(&d.uuid, &target) {
-            if new && let Err(e) = lock(&state).forget_libvirt_nodeset(&d.uuid) {
-                tracing::warn!("domain {}: {e}", d.name);
-            }
             return refused(e.to_string());
         }
         match self.virsh.numatune(&d.uuid) {
@@ -254,6 +253,10 @@ impl<A: Actuator> ThroughLibvirt<A> {
                 };
             }
         };
+        if now.nodeset.as_ref() == Some(&e.original) {
+            // libvirt's already (the change was refused, or undone).
+            return Restore::Restored;
+        }
         if now.nodeset.as_ref() != Some(&e.applied) {
             return Restore::LeftAlone {
                 why: format!(
@@ -429,6 +432,7 @@ mod tests {
 
     /// A `virsh` that keeps one domain's nodeset in `DIR/nodeset`, as
     /// libvirt does for a `restrictive` domain, and logs its calls.
+    /// Where `DIR/refuse` exists, it refuses every change.
     fn numatune_virsh(dir: &Path) -> Virsh {
         let p = dir.join("virsh");
         let d = dir.display();
@@ -436,6 +440,8 @@ mod tests {
             &p,
             format!(
                 "#!/bin/sh\necho \"$3 $6 $7\" >> {d}/args\n\
+                 if [ \"$6\" = --nodeset ] && [ -e {d}/refuse ]; then echo 'error: no' >&2; \
+                 exit 1; fi\n\
                  if [ \"$6\" = --nodeset ]; then echo \"$7\" > {d}/nodeset; exit 0; fi\n\
                  printf 'numa_mode      : restrictive\\nnuma_nodeset   : %s\\n' \"$(cat {d}/nodeset)\"\n"
             ),
@@ -522,6 +528,23 @@ mod tests {
         assert_eq!(r.libvirt_nodesets[0].1, Restore::Gone, "{r}");
         assert_eq!(nodeset(), "1\n");
         assert!(state.lock().unwrap().is_empty());
+        // libvirt refuses the change (or a virsh killed at its timeout
+        // leaves it unknown): refused, the entry kept, and the restore
+        // finds libvirt's nodeset still there and changes nothing.
+        a.inner.set_affinity(id(100), set("0-3"));
+        std::fs::write(d.path().join("refuse"), "").unwrap();
+        let o = a.apply(&mv(0));
+        assert!(
+            matches!(&o, Outcome::Refused { why, .. } if why.contains("no")),
+            "{o:?}"
+        );
+        assert_eq!(state.lock().unwrap().libvirt_nodesets().len(), 1);
+        let r = a.restore();
+        assert_eq!(r.libvirt_nodesets[0].1, Restore::Restored, "{r}");
+        assert_eq!(nodeset(), "1\n");
+        assert!(state.lock().unwrap().is_empty());
+        let args = std::fs::read_to_string(d.path().join("args")).unwrap();
+        assert_eq!(args.lines().last(), Some("numatune --live "), "{args}");
     }
 
     #[test]

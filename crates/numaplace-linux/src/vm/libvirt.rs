@@ -187,7 +187,7 @@ pub fn parse_status(text: &str) -> Result<DomainStatus, String> {
 }
 
 /// A UUID as libvirt prints it: 32 hex digits, dashes between.
-fn is_uuid(u: &str) -> bool {
+pub(crate) fn is_uuid(u: &str) -> bool {
     u.len() == 36
         && u.bytes().enumerate().all(|(i, b)| match i {
             8 | 13 | 18 | 23 => b == b'-',

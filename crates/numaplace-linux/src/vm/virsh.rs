@@ -34,6 +34,9 @@ use thiserror::Error;
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
 /// The connection of the privileged daemon (system instance).
 pub const SYSTEM_URI: &str = "qemu:///system";
+/// How long `numatune --nodeset` may take: libvirt returns once the
+/// kernel moved the domain's pages.
+pub const MOVE_TIMEOUT: Duration = Duration::from_secs(300);
 /// Output read from one call at most.
 const MAX_OUTPUT: u64 = 1 << 20;
 
@@ -97,6 +100,11 @@ impl Virsh {
 
     /// Runs `virsh -c URI ARGS...`; its stdout.
     pub fn run(&self, args: &[&str]) -> Result<String, VirshError> {
+        self.run_for(args, self.timeout)
+    }
+
+    /// [`Self::run`], killed after `timeout`.
+    fn run_for(&self, args: &[&str], timeout: Duration) -> Result<String, VirshError> {
         let what = args.first().copied().unwrap_or("").to_string();
         let program = self.program.display().to_string();
         let mut child = Command::new(&self.program)
@@ -121,7 +129,7 @@ impl Virsh {
         // nobody reads would never exit.
         let out = reader(child.stdout.take());
         let err = reader(child.stderr.take());
-        let deadline = Instant::now() + self.timeout;
+        let deadline = Instant::now() + timeout;
         let status = loop {
             match child.try_wait() {
                 Ok(Some(s)) => break s,
@@ -130,7 +138,7 @@ impl Virsh {
                     let _ = child.wait();
                     return Err(VirshError::TimedOut {
                         what,
-                        secs: self.timeout.as_secs(),
+                        secs: timeout.as_secs(),
                     });
                 }
                 Ok(None) => std::thread::sleep(Duration::from_millis(5)),
@@ -167,6 +175,7 @@ impl Virsh {
 
     /// Pins vCPU `vcpu` of the running domain to `cpus` (`vcpupin --live`).
     pub fn vcpupin(&self, uuid: &str, vcpu: u32, cpus: &CpuSet) -> Result<(), VirshError> {
+        domain_arg("vcpupin", uuid)?;
         let (vcpu, cpus) = (vcpu.to_string(), cpus.to_list_string());
         self.run(&[
             "vcpupin",
@@ -183,11 +192,13 @@ impl Virsh {
 
     /// Each vCPU's CPUs as libvirt has them now (`vcpupin --live`).
     pub fn vcpupins(&self, uuid: &str) -> Result<Vec<(u32, CpuSet)>, VirshError> {
+        domain_arg("vcpupin", uuid)?;
         self.query(&["vcpupin", "--domain", uuid, "--live"], parse_vcpupins)
     }
 
     /// Pins the domain's emulator threads to `cpus` (`emulatorpin --live`).
     pub fn emulatorpin(&self, uuid: &str, cpus: &CpuSet) -> Result<(), VirshError> {
+        domain_arg("emulatorpin", uuid)?;
         let cpus = cpus.to_list_string();
         self.run(&[
             "emulatorpin",
@@ -202,6 +213,7 @@ impl Virsh {
 
     /// The emulator threads' CPUs as libvirt has them now.
     pub fn emulator_cpus(&self, uuid: &str) -> Result<CpuSet, VirshError> {
+        domain_arg("emulatorpin", uuid)?;
         self.query(
             &["emulatorpin", "--domain", uuid, "--live"],
             parse_emulatorpin,
@@ -210,17 +222,40 @@ impl Virsh {
 
     /// The running domain's memory tuning (`numatune --live`).
     pub fn numatune(&self, uuid: &str) -> Result<Numatune, VirshError> {
+        domain_arg("numatune", uuid)?;
         self.query(&["numatune", "--domain", uuid, "--live"], parse_numatune)
     }
 
     /// Sets the running domain's memory nodes (`numatune --nodeset
     /// --live`); libvirt writes its cgroups' `cpuset.mems`, and the kernel
-    /// moves the pages there.
+    /// moves the pages there before the call returns: it is given
+    /// [`MOVE_TIMEOUT`] at least (a domain of 64 GiB takes tens of
+    /// seconds at a few GB/s).
     pub fn set_nodeset(&self, uuid: &str, nodes: &CpuSet) -> Result<(), VirshError> {
+        domain_arg("numatune", uuid)?;
         let nodes = nodes.to_list_string();
-        self.run(&["numatune", "--domain", uuid, "--nodeset", &nodes, "--live"])
-            .map(drop)
+        self.run_for(
+            &["numatune", "--domain", uuid, "--nodeset", &nodes, "--live"],
+            self.timeout.max(MOVE_TIMEOUT),
+        )
+        .map(drop)
     }
+}
+
+/// A domain is named to virsh by its UUID only: anything else (a name
+/// that looks like an option, a forged state file's entry) is refused
+/// before virsh runs.
+fn domain_arg(what: &str, uuid: &str) -> Result<(), VirshError> {
+    if crate::vm::libvirt::is_uuid(uuid) {
+        return Ok(());
+    }
+    Err(VirshError::Failed {
+        what: what.into(),
+        message: format!(
+            "{:?} is not a domain UUID; numaplace names domains to virsh by UUID only",
+            clip(uuid)
+        ),
+    })
 }
 
 fn reader<R: Read + Send + 'static>(r: Option<R>) -> std::thread::JoinHandle<String> {
@@ -406,19 +441,21 @@ mod tests {
         Virsh::new(p, "qemu:///system", Duration::from_secs(5))
     }
 
+    const UUID: &str = "c7a5fdbd-edaf-9455-926a-d65c16db1809";
+
     #[test]
     fn calls_virsh_by_uuid_live_and_maps_its_errors() {
         let d = tempfile::tempdir().unwrap();
         let v = fake(d.path(), "exit 0");
-        v.vcpupin("0a1b", 1, &set("2-3")).unwrap();
-        v.emulatorpin("0a1b", &set("2")).unwrap();
-        v.set_nodeset("0a1b", &set("1")).unwrap();
+        v.vcpupin(UUID, 1, &set("2-3")).unwrap();
+        v.emulatorpin(UUID, &set("2")).unwrap();
+        v.set_nodeset(UUID, &set("1")).unwrap();
         let args = std::fs::read_to_string(d.path().join("args")).unwrap();
         assert_eq!(
             args,
-            "-c qemu:///system vcpupin --domain 0a1b --vcpu 1 --cpulist 2-3 --live\n\
-             -c qemu:///system emulatorpin --domain 0a1b --cpulist 2 --live\n\
-             -c qemu:///system numatune --domain 0a1b --nodeset 1 --live\n"
+            "-c qemu:///system vcpupin --domain c7a5fdbd-edaf-9455-926a-d65c16db1809 --vcpu 1 --cpulist 2-3 --live\n\
+             -c qemu:///system emulatorpin --domain c7a5fdbd-edaf-9455-926a-d65c16db1809 --cpulist 2 --live\n\
+             -c qemu:///system numatune --domain c7a5fdbd-edaf-9455-926a-d65c16db1809 --nodeset 1 --live\n"
         );
 
         let v = fake(
@@ -426,7 +463,7 @@ mod tests {
             "echo 'error: Invalid value '\"'\"'0-9'\"'\"' for '\"'\"'cpuset.cpus'\"'\"'' >&2\n\
              echo 'error: Invalid argument' >&2\nexit 1",
         );
-        let e = v.vcpupin("0a1b", 0, &set("0-9")).unwrap_err();
+        let e = v.vcpupin(UUID, 0, &set("0-9")).unwrap_err();
         assert_eq!(
             e,
             VirshError::Failed {
@@ -441,9 +478,16 @@ mod tests {
 
         let v = fake(d.path(), "echo garbage");
         assert!(matches!(
-            v.numatune("0a1b"),
+            v.numatune(UUID),
             Err(VirshError::Unparsable { .. })
         ));
+        // Not a UUID (an option, a name): refused, virsh never run.
+        let v = fake(d.path(), "echo ran >> \"$(dirname \"$0\")/ran\"");
+        for bad in ["--help", "web", "0a1b", ""] {
+            let e = v.set_nodeset(bad, &set("0")).unwrap_err();
+            assert!(e.to_string().contains("is not a domain UUID"), "{e}");
+        }
+        assert!(!d.path().join("ran").exists());
     }
 
     #[test]
@@ -451,11 +495,11 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let mut v = fake(d.path(), "exec sleep 30");
         v.timeout = Duration::from_millis(200);
-        let e = v.emulator_cpus("0a1b").unwrap_err();
+        let e = v.emulator_cpus(UUID).unwrap_err();
         assert!(matches!(e, VirshError::TimedOut { .. }), "{e}");
 
         let v = Virsh::new(d.path().join("no-virsh"), SYSTEM_URI, DEFAULT_TIMEOUT);
-        let e = v.vcpupins("0a1b").unwrap_err();
+        let e = v.vcpupins(UUID).unwrap_err();
         assert!(matches!(e, VirshError::NotInstalled { .. }), "{e}");
         assert!(e.to_string().contains("libvirt-clients"), "{e}");
     }
