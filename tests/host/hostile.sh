@@ -39,8 +39,9 @@ root=0
 [ "$(id -u)" = 0 ] && root=1
 
 # row NAME WANT -- COMMAND...: runs COMMAND with stdin from /dev/null under the
-# limits. WANT is `2:TEXT` (exit 2 and TEXT on the one line of stderr) or
-# `0` (exit 0).
+# limits. WANT is `2:TEXT` (exit 2 and TEXT on the one line of stderr),
+# `1:TEXT` (the same with exit 1: an output that cannot be written) or `0`
+# (exit 0).
 row() {
     local name=$1 want=$2
     shift 3
@@ -56,8 +57,8 @@ row() {
     if [ "$rc" = 137 ]; then status=timeout; elif [ "$rc" -gt 128 ]; then status="signal $((rc - 128))"; fi
     verdict=BAD
     case $want in
-        2:*)
-            if [ "$rc" = 2 ] && [ "$lines" -le 2 ] && [[ $err == *"${want#2:}"* ]] &&
+        [12]:*)
+            if [ "$rc" = "${want%%:*}" ] && [ "$lines" -le 2 ] && [[ $err == *"${want#?:}"* ]] &&
                 [[ $err != *panicked* ]]; then verdict=ok; fi ;;
         0) [ "$rc" = 0 ] && verdict=ok ;;
     esac
@@ -163,6 +164,26 @@ row "top --connect: a peer sending other JSON" "2:not numaplace's state" -- "$bi
 row "top --connect 0.0.0.0:1 (not loopback)" "2:not a loopback address" -- "$bin" top --once --connect 0.0.0.0:1
 row "train --out DIR" "2:not a regular file" -- "$bin" train --out "$work"
 row "calibrate -o /missing/x.json" "2:does not exist" -- "$bin" calibrate -o /missing/x.json
+# Issue 33: a full stdout, a FIFO as a recording, hwloc XML nested 20,000
+# deep (hwloc's parser recursed until its stack overflowed).
+for cmd in scenarios "topology --json" doctor tasks "generate 7" simulate; do
+    # shellcheck disable=SC2016  # $0 and $1 are the inner shell's
+    row "$cmd >/dev/full" "1:cannot write the output to standard output" -- \
+        bash -c 'exec "$0" $1 >/dev/full' "$bin" "$cmd"
+done
+mkfifo "$work/fifo"
+row "record --force -o FIFO" "2:not a regular file" -- "$bin" record --force -o "$work/fifo" --duration 1s
+python3 - "$work/deep.xml" <<'PY'
+import sys
+n = 20000
+head = ('<?xml version="1.0"?><topology version="2.0"><object type="Machine" os_index="0" '
+        'cpuset="0x1" complete_cpuset="0x1" allowed_cpuset="0x1" nodeset="0x1" '
+        'complete_nodeset="0x1" allowed_nodeset="0x1" gp_index="1">')
+body = ''.join('<object type="Group" cpuset="0x1" gp_index="%d">' % (i + 2) for i in range(n))
+open(sys.argv[1], "w").write(head + body + '</object>' * (n + 1) + '</topology>')
+PY
+row "hwloc XML nested 20,000 deep (--xml)" "2:nest deeper than 256" -- "$bin" topology --xml "$work/deep.xml"
+row "hwloc XML nested 20,000 deep (HWLOC_XMLFILE)" "2:nest deeper than 256" -- env HWLOC_XMLFILE="$work/deep.xml" "$bin" topology
 
 if [ $root = 1 ]; then
     # Two daemons, one state file.
@@ -182,6 +203,48 @@ if [ $root = 1 ]; then
     chmod 600 "$work/newer.json"
     row "a state file of a newer version" "2:newer" -- "$bin" run --pid $sleeper --policy default --rounds 1 --state "$work/newer.json"
     if [ -f "$work/newer.json" ]; then echo "     (the newer state file is still in place)"; else echo "BAD  (the newer state file was moved away)"; bad=1; fi
+
+    # Issue 33: a daemon with a pin whose stderr pipe's reader is gone: no
+    # panic, SIGHUP ignored, SIGTERM restores the pin and exits 0.
+    printf '[policy]\nname = "static"\n[[policy.pins]]\nprocess = "sleep"\nthread = 0\ncpus = "0"\n' >"$work/pin.toml"
+    mkfifo "$work/errpipe"
+    (exec 0<"$work/errpipe") &
+    before=$(taskset -pc $sleeper | sed 's/.*: //')
+    "$bin" -v run --pid $sleeper --config "$work/pin.toml" --state "$work/se.json" --interval 100ms 2>"$work/errpipe" &
+    d=$!
+    for _ in $(seq 100); do [ "$(taskset -pc $sleeper | sed 's/.*: //')" = 0 ] && break; sleep 0.1; done
+    pinned=$(taskset -pc $sleeper | sed 's/.*: //')
+    kill -HUP $d 2>/dev/null
+    sleep 0.5
+    kill -TERM $d 2>/dev/null
+    wait $d
+    rc=$?
+    after=$(taskset -pc $sleeper | sed 's/.*: //')
+    if [ "$pinned" = 0 ] && [ "$rc" = 0 ] && [ "$after" = "$before" ]; then
+        echo "ok   a daemon whose stderr went away          0                 pinned to $pinned, SIGHUP, SIGTERM: exit 0, back to $after"
+    else
+        echo "BAD  a daemon whose stderr went away          $rc                pinned to $pinned, then $after (was $before)"
+        taskset -pc "$before" $sleeper >/dev/null
+        bad=1
+    fi
+
+    # Issue 33: a state file holding only kernel.numa_balancing (a crash
+    # after numaplace changed it, before any pin) is restored at start. It
+    # names the value there now as both original and applied, so nothing
+    # on this machine changes.
+    if [ -r /proc/sys/kernel/numa_balancing ]; then
+        kb=$(cat /proc/sys/kernel/numa_balancing)
+        printf '{"version": 2, "entries": [], "kernel_balancing": {"original": %s, "applied": %s}}' "$kb" "$kb" >"$work/kb.json"
+        chmod 600 "$work/kb.json"
+        "$bin" run --pid $sleeper --policy default --state "$work/kb.json" --rounds 1 2>"$work/kb.err"
+        rc=$?
+        if [ "$rc" = 0 ] && grep -q "did not stop cleanly.*kernel.numa_balancing changed" "$work/kb.err"; then
+            echo "ok   a state file with only kernel.numa_balancing 0                 restored at start"
+        else
+            echo "BAD  a state file with only kernel.numa_balancing $rc                not restored at start: $(head -n 1 "$work/kb.err" | cut -c1-80)"
+            bad=1
+        fi
+    fi
 
     # A state file naming kthreadd with its true start time.
     start=$(awk '{print $22}' /proc/2/stat)

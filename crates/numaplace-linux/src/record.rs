@@ -22,6 +22,11 @@ use thiserror::Error;
 pub enum RecordError {
     #[error("{path}: already exists (choose another file, or pass --force to overwrite it)")]
     Exists { path: PathBuf },
+    #[error(
+        "{path}: not a regular file (a FIFO, a device or a directory); a recording is written \
+         only to a regular file"
+    )]
+    NotRegular { path: PathBuf },
     #[error("{path}: cannot {action}")]
     Io {
         path: PathBuf,
@@ -55,6 +60,18 @@ pub struct Recorder {
 }
 
 impl Recorder {
+    /// Refuses, before any recording starts, an output that exists and is
+    /// not a regular file (a FIFO, a device, a directory); a symlink is
+    /// refused when opened.
+    pub fn check_output(path: &Path) -> Result<(), RecordError> {
+        if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file() && !m.is_symlink()) {
+            return Err(RecordError::NotRegular {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(())
+    }
+
     /// Creates `path` (mode 0600; refused if it exists and `overwrite` is
     /// false; a symlink in its place is never followed) and writes the header.
     pub fn create(
@@ -63,7 +80,12 @@ impl Recorder {
         overwrite: bool,
     ) -> Result<Recorder, RecordError> {
         let mut opts = OpenOptions::new();
-        opts.write(true).mode(0o600).custom_flags(libc::O_NOFOLLOW);
+        // O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) rather
+        // than hanging in open(); anything but a regular file is refused.
+        opts.write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC);
+        Self::check_output(path)?;
         if overwrite {
             opts.create(true).truncate(true);
         } else {
@@ -82,6 +104,11 @@ impl Recorder {
                 }
             }
         })?;
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Err(RecordError::NotRegular {
+                path: path.to_path_buf(),
+            });
+        }
         let mut r = Recorder {
             path: path.to_path_buf(),
             out: BufWriter::new(file),

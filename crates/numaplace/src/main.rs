@@ -8,6 +8,7 @@ mod daemon_setup;
 mod deploy_tests;
 mod duration;
 mod metrics;
+mod output;
 mod report;
 mod synthetic_counters;
 mod top_state;
@@ -20,6 +21,7 @@ use tracing_subscriber::EnvFilter;
 use crate::cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    output::stdout_errors_exit_1();
     let cli = Cli::parse();
     init_logging(cli.verbose);
     if !matches!(cli.command, Command::Run(_) | Command::Top(_)) {
@@ -58,7 +60,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("numaplace: error: {e:#}");
+            crate::output::say!("numaplace: error: {e:#}");
             ExitCode::from(commands::exit_code(&e))
         }
     }
@@ -74,7 +76,10 @@ fn init_logging(verbose: u8) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(|| output::QuietStderr)
+        // Colour only for a person at a terminal, never into a file, a
+        // pipe or journald.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .without_time()
         .init();

@@ -119,6 +119,13 @@ pub fn render(m: &MetricsState) -> String {
         ],
     );
     metric(
+        "numaplace_log_lines_lost_total",
+        "counter",
+        "Lines of its log the daemon could not write to stderr (a closed pipe, a full disk): \
+         dropped, never fatal.",
+        &one(crate::output::lost_lines().to_string()),
+    );
+    metric(
         "numaplace_pages_moved_total",
         "counter",
         "Pages moved between nodes.",

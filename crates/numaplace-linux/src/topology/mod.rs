@@ -63,6 +63,8 @@ pub enum DiscoveryError {
         "{path}: hwloc rejected this XML file: {detail} (give a file written by `lstopo --of xml`)"
     )]
     Xml { path: PathBuf, detail: String },
+    #[error("{path}: not read: {detail}; give a file written by `lstopo --of xml`")]
+    XmlShape { path: PathBuf, detail: String },
     #[error(
         "invalid synthetic topology {input:?}: {detail} (expected levels like \"pack:2 l3:1 core:4 pu:2\")"
     )]
@@ -140,6 +142,20 @@ fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
                     );
                 }
             }
+            // hwloc reads HWLOC_XMLFILE itself, recursing per level: its
+            // nesting is checked first, as for --xml.
+            if let Some(path) = std::env::var_os("HWLOC_XMLFILE").map(PathBuf::from) {
+                let refused = |detail: String| DiscoveryError::XmlShape {
+                    path: path.clone(),
+                    detail: format!("{detail} (HWLOC_XMLFILE)"),
+                };
+                let text = numaplace_io::bounded::read_to_string(
+                    &path,
+                    numaplace_io::bounded::XML_MAX_BYTES,
+                )
+                .map_err(|e| refused(e.to_string()))?;
+                check_xml_depth(&text).map_err(refused)?;
+            }
             // The whole machine, not only the CPUs numaplace itself may
             // run on (hwloc's default when it runs in a cpuset: a
             // container, a systemd unit's AllowedCPUs=): the threads it
@@ -167,6 +183,10 @@ fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
                     path: path.clone(),
                     detail: e.to_string(),
                 })?;
+            check_xml_depth(&text).map_err(|detail| DiscoveryError::XmlShape {
+                path: path.clone(),
+                detail,
+            })?;
             Hw::builder()
                 .from_xml(&text)
                 .map_err(|e| xml_err(e.to_string()))?
@@ -194,6 +214,39 @@ fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
                 .map_err(|e| refused(&e))
         }
     }
+}
+
+/// The deepest nesting of `<object>` elements read from hwloc XML: a real
+/// machine's is under 20 (machine, packages, groups, caches, cores, PUs);
+/// hwloc's parser recurses per level, and 20,000 levels overflow its stack.
+pub const MAX_XML_DEPTH: usize = 256;
+
+/// Refuses hwloc XML whose `<object>` elements nest deeper than
+/// [`MAX_XML_DEPTH`], before hwloc parses it.
+pub fn check_xml_depth(text: &str) -> Result<(), String> {
+    let b = text.as_bytes();
+    let (mut depth, mut i) = (0usize, 0usize);
+    while let Some(at) = b[i..].iter().position(|&c| c == b'<') {
+        let tag = &b[i + at + 1..];
+        let end = tag.iter().position(|&c| c == b'>').map_or(tag.len(), |e| e);
+        if tag.starts_with(b"/object") {
+            depth = depth.saturating_sub(1);
+        } else if tag.starts_with(b"object")
+            && tag
+                .get(6)
+                .is_some_and(|c| c.is_ascii_whitespace() || *c == b'>' || *c == b'/')
+            && !(end > 0 && tag[end - 1] == b'/')
+        {
+            depth += 1;
+            if depth > MAX_XML_DEPTH {
+                return Err(format!(
+                    "<object> elements nest deeper than {MAX_XML_DEPTH} levels"
+                ));
+            }
+        }
+        i += at + 1 + end;
+    }
+    Ok(())
 }
 
 /// The most NUMA node ids Linux has (`CONFIG_NODES_SHIFT` is at most 10).
@@ -530,4 +583,38 @@ fn node_distances(hw: &Hw, nodes: &[NodeDesc]) -> Option<Vec<u32>> {
         }
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A machine lstopo wrote passes; nesting past the limit is refused
+    /// whether or not elements close, and a self-closed element or another
+    /// tag adds no level.
+    #[test]
+    fn hwloc_xml_nesting_is_bounded_before_hwloc_reads_it() {
+        let real = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/hybrid-2p4e.xml"),
+        )
+        .unwrap();
+        assert_eq!(check_xml_depth(&real), Ok(()));
+        let nest = |n: usize, close: bool| {
+            let mut s = "<topology>".to_string();
+            s += &"<object type=\"Group\">".repeat(n);
+            if close {
+                s += &"</object>".repeat(n);
+            }
+            s + "</topology>"
+        };
+        assert_eq!(check_xml_depth(&nest(MAX_XML_DEPTH, true)), Ok(()));
+        for close in [true, false] {
+            let e = check_xml_depth(&nest(MAX_XML_DEPTH + 1, close)).unwrap_err();
+            assert!(e.contains("nest deeper than 256"), "{e}");
+        }
+        let flat = "<object type=\"PU\"/><objectx>".repeat(10_000);
+        assert_eq!(check_xml_depth(&flat), Ok(()));
+        assert_eq!(check_xml_depth("<object"), Ok(()));
+        assert_eq!(check_xml_depth("<"), Ok(()));
+    }
 }

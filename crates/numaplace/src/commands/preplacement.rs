@@ -59,7 +59,7 @@ pub fn run(w: &str, sysfs_root: Option<&Path>) -> Result<()> {
     if !advice.fits {
         let cpus: f64 = rooms.iter().map(|r| r.cpus_free).sum();
         let mib: u64 = rooms.iter().map(|r| r.memory_free >> 20).sum();
-        eprintln!(
+        crate::output::say!(
             "numaplace: warning: {w}: more than the machine has free ({cpus:.1} idle CPUs, \
              {mib} MiB free memory); advising every node, as numad does"
         );

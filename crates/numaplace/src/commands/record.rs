@@ -36,6 +36,7 @@ pub fn record(args: &RecordArgs) -> Result<()> {
         .transpose()?;
     numaplace_linux::guest_hints::validate_patterns(&args.guest_hints)
         .map_err(|e| InputError(e.replace("[guest_hints] sockets", "--guest-hints")))?;
+    Recorder::check_output(&args.output)?;
     let root = root_of(args.root.as_deref())?;
     let topology = discover(&TopologySource::Sysfs(root.clone()))?;
     let balancing = NumaBalancing::read(&root);
@@ -111,7 +112,7 @@ pub fn record(args: &RecordArgs) -> Result<()> {
         }
     }
     recorder.finish()?;
-    eprintln!(
+    crate::output::say!(
         "numaplace: recorded {rounds} snapshots to {}",
         args.output.display()
     );
@@ -341,9 +342,9 @@ fn replay_decisions(args: &ReplayArgs) -> Result<()> {
         })
         .collect();
     if args.json {
-        eprintln!("numaplace: {summary}");
+        crate::output::say!("numaplace: {summary}");
         for n in &notes {
-            eprintln!("numaplace: {n}");
+            crate::output::say!("numaplace: {n}");
         }
     } else {
         writeln!(out, "{summary}")?;

@@ -462,7 +462,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     // Put back what we changed.
     let (Hands::Host(mut host), Some(_)) = (world.actuator, state) else {
         tracing::info!("dry run: nothing to restore");
-        eprintln!("numaplace: stopped after {rounds} rounds (dry run: nothing was changed)");
+        crate::output::say!(
+            "numaplace: stopped after {rounds} rounds (dry run: nothing was changed)"
+        );
         return Ok(());
     };
     // libvirt's domains as they are now (one may have stopped since the
@@ -470,7 +472,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     crate::daemon_setup::read_libvirt_domains(c, &domains);
     let report = host.restore();
     tracing::info!("stopping after {rounds} rounds; restored: {report}");
-    eprintln!("numaplace: stopped after {rounds} rounds; {report}");
+    crate::output::say!("numaplace: stopped after {rounds} rounds; {report}");
     Ok(())
 }
 
@@ -538,7 +540,7 @@ fn wait_for_a_scope(config_file: &Path, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
     }
-    eprintln!("numaplace: stopped; the scope named nothing, so nothing was changed");
+    crate::output::say!("numaplace: stopped; the scope named nothing, so nothing was changed");
 }
 
 /// The daemon's collector, set for its own cost, after a first reading

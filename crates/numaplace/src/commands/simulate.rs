@@ -142,7 +142,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
     }
     if let Some(path) = &args.sim.report {
         super::write_atomically(path, &report::run_html(&r, &workload.description), 0o644)?;
-        eprintln!("report: {}", path.display());
+        crate::output::say!("report: {}", path.display());
     }
     if args.sim.json {
         let mut r = r;
@@ -270,10 +270,10 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
         if args.per_app {
             print!("{}", report::per_app_table(&c));
         }
-        eprintln!("({:.1} s of wall time)", took.as_secs_f64());
+        crate::output::say!("({:.1} s of wall time)", took.as_secs_f64());
     }
     if let Some(path) = &report_path {
-        eprintln!("report: {}", path.display());
+        crate::output::say!("report: {}", path.display());
     }
     Ok(())
 }
@@ -396,13 +396,13 @@ fn sweep_cmd(args: &CompareArgs, n: u64) -> Result<()> {
     }
     // The sweep's speed, the number its benchmark reads.
     let runs = cases.len() * opts.policies.len() * opts.seeds.len();
-    eprintln!(
+    crate::output::say!(
         "({:.1} s of wall time on {workers} workers: {runs} runs, {:.1} cases a minute)",
         took.as_secs_f64(),
         60.0 * cases.len() as f64 / took.as_secs_f64().max(1e-9)
     );
     if !written.is_empty() {
-        eprintln!(
+        crate::output::say!(
             "worst mixes: {} files in {} (run one with --scenario FILE)",
             written.len(),
             args.worst_dir.display()
@@ -524,7 +524,7 @@ pub fn generate(args: &crate::cli::GenerateArgs) -> Result<()> {
         Some(path) => {
             super::check_output(path, "--out")?;
             super::write_atomically(path, &m.text, 0o644)?;
-            eprintln!("{}: {}", path.display(), m.name);
+            crate::output::say!("{}: {}", path.display(), m.name);
         }
         None => print!("{}", m.text),
     }

@@ -42,7 +42,7 @@ pub fn load(m: &MachineArgs) -> Result<Topology> {
     };
     let found = discover_repaired(&source)?;
     for r in &found.repairs {
-        eprintln!("numaplace: warning: {}: {r}", source.describe());
+        crate::output::say!("numaplace: warning: {}: {r}", source.describe());
     }
     Ok(found.topology)
 }
