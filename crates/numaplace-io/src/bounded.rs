@@ -19,6 +19,13 @@ pub const XML_MAX_BYTES: u64 = 64 << 20;
 pub const RECORD_LINE_MAX_BYTES: u64 = 256 << 20;
 /// A sysfs list file (`node/online`).
 pub const SYSFS_MAX_BYTES: u64 = 64 << 10;
+/// Any file read under a root (`/proc`, `/sys`, or a snapshot of them):
+/// the largest, `numa_maps` or `maps` of a process at the kernel's default
+/// `vm.max_map_count` (65,530 mappings), is about 15 MiB.
+pub const ROOT_FILE_MAX_BYTES: u64 = 64 << 20;
+/// The kernel's BTF (`/sys/kernel/btf/vmlinux`): 5-10 MiB on distribution
+/// kernels.
+pub const BTF_MAX_BYTES: u64 = 128 << 20;
 
 const O_NONBLOCK: i32 = 0o4000;
 const O_CLOEXEC: i32 = 0o2000000;
@@ -53,14 +60,21 @@ fn too_large(max: u64) -> io::Error {
     )
 }
 
-/// The whole text of a regular file of at most `max` bytes.
-pub fn read_to_string(path: &Path, max: u64) -> io::Result<String> {
+/// The whole of a regular file of at most `max` bytes (a device, FIFO,
+/// socket or directory refused without blocking).
+pub fn read_bytes(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let f = open_regular(path)?;
     let mut bytes = Vec::new();
     f.take(max + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
         return Err(too_large(max));
     }
+    Ok(bytes)
+}
+
+/// The whole text of a regular file of at most `max` bytes.
+pub fn read_to_string(path: &Path, max: u64) -> io::Result<String> {
+    let bytes = read_bytes(path, max)?;
     String::from_utf8(bytes)
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("not UTF-8 text: {e}")))
 }

@@ -493,6 +493,18 @@ impl Collector {
                 self.gaps.malformed += 1;
                 tracing::debug!("{e}");
             }
+            // Under a snapshot root, a file that is a device, a FIFO or
+            // too large is the tree's fault: said, not only counted.
+            ProcError::Io { source, .. }
+                if !self.root.is_host()
+                    && matches!(
+                        source.kind(),
+                        std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData
+                    ) =>
+            {
+                self.gaps.malformed += 1;
+                tracing::warn!("{e}: left out");
+            }
             ProcError::Io { .. } | ProcError::Unavailable { .. } => {
                 self.gaps.malformed += 1;
                 tracing::debug!("{e}");

@@ -84,7 +84,10 @@ impl SysRoot {
     /// Reads a whole file under the root.
     pub fn read(&self, rel: &str) -> Result<String, ReadError> {
         let path = self.join(rel);
-        fs::read_to_string(&path).map_err(|source| ReadError { path, source })
+        // Bounded, and never a device or FIFO: a snapshot's file that links
+        // to /dev/zero or is a FIFO is an error, not a hang or gigabytes.
+        numaplace_io::bounded::read_to_string(&path, numaplace_io::bounded::ROOT_FILE_MAX_BYTES)
+            .map_err(|source| ReadError { path, source })
     }
 
     /// Reads a file that may legitimately be absent (older kernels, other

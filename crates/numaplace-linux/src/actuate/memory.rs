@@ -206,7 +206,9 @@ impl HostActuator {
     /// The process's movable ranges, with `numa_maps`' resident pages.
     fn ranges(&self, pid: i32) -> Result<Vec<Range>, ProcError> {
         let path = self.root.join(&format!("proc/{pid}/maps"));
-        let text = fs::read(&path).map_err(|e| ProcError::from_io(path, e))?;
+        let text =
+            numaplace_io::bounded::read_bytes(&path, numaplace_io::bounded::ROOT_FILE_MAX_BYTES)
+                .map_err(|e| ProcError::from_io(path, e))?;
         let text = String::from_utf8_lossy(&text);
         // numa_maps is an optimisation: without it every range is queried.
         let numa: HashMap<u64, (u64, Vec<(u32, u64)>)> = self

@@ -31,7 +31,6 @@
 //! so, but the act is done. No pid-taking syscall can close that last gap.
 
 use std::collections::HashMap;
-use std::fs;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 

@@ -1,3 +1,4 @@
+use std::fs;
 use std::process::{Child, Command};
 
 use super::testing::{Parked, allowed, pid, task_id};

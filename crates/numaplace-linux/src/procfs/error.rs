@@ -23,7 +23,7 @@ pub enum ProcError {
     #[error("{path}: this kernel does not provide the file (for numa_maps: CONFIG_NUMA is off)")]
     Unavailable { path: PathBuf },
     /// Any other I/O failure.
-    #[error("{path}: cannot read")]
+    #[error("{path}: cannot read: {source}")]
     Io { path: PathBuf, source: io::Error },
     /// The file was read but its content was refused.
     #[error("{path}: cannot parse")]

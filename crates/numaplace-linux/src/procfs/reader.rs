@@ -1,7 +1,7 @@
 //! [`ProcReader`]: the procfs parsers bound to the files under a
 //! [`SysRoot`].
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
@@ -166,7 +166,10 @@ fn text<'a>(path: &Path, bytes: &'a [u8], file: &'static str) -> Result<&'a str,
 }
 
 fn read_whole(path: &Path, first: usize) -> io::Result<Vec<u8>> {
-    let mut file = File::open(path)?;
+    // Never a device or FIFO (a snapshot's file linked to /dev/zero), and
+    // bounded.
+    let mut file = numaplace_io::bounded::open_regular(path)?
+        .take(numaplace_io::bounded::ROOT_FILE_MAX_BYTES + 1);
     let mut buf = vec![0; first];
     let n = loop {
         match file.read(&mut buf) {
@@ -178,6 +181,15 @@ fn read_whole(path: &Path, first: usize) -> io::Result<Vec<u8>> {
     buf.truncate(n);
     if n == first {
         file.read_to_end(&mut buf)?;
+    }
+    if buf.len() as u64 > numaplace_io::bounded::ROOT_FILE_MAX_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "larger than {} bytes, the most numaplace reads of such a file",
+                numaplace_io::bounded::ROOT_FILE_MAX_BYTES
+            ),
+        ));
     }
     Ok(buf)
 }

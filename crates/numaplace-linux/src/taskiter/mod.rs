@@ -230,7 +230,11 @@ impl TaskIterator {
     pub fn open(user_hz: u64) -> Result<TaskIterator, TaskIterError> {
         in_initial_pid_namespace()?;
         let path = "/sys/kernel/btf/vmlinux";
-        let blob = std::fs::read(path).map_err(|source| TaskIterError::Btf {
+        let blob = numaplace_io::bounded::read_bytes(
+            std::path::Path::new(path),
+            numaplace_io::bounded::BTF_MAX_BYTES,
+        )
+        .map_err(|source| TaskIterError::Btf {
             path: path.to_string(),
             source,
         })?;
