@@ -136,6 +136,17 @@ def answer(c):
                 c.sendall(chunk)
         elif mode == "json":
             c.sendall(b'HTTP/1.0 200 OK\r\n\r\n{"nodes": "many", "groups": 1e999}')
+        elif mode == "evil":
+            # A well-formed state whose strings carry a pane title (OSC 2),
+            # a clipboard write (OSC 52), a screen clear and a C1 CSI.
+            import json
+            bad = "\x1b]2;owned\x07\x1b]52;c;ZXZpbA==\x07\x1b[2J\u009b31m\u202ex"
+            row = {"round": 1, "time_unix_ns": 1, "pid": 1, "label": bad,
+                   "action": bad, "reason": bad * 1000, "outcome": bad}
+            state = {"format": 1, "policy": bad, "applies": True, "round": 1,
+                     "time_unix_ns": 1, "interval_ns": 1, "nodes": [], "bandwidth": [],
+                     "groups": [], "groups_left_out": 0, "decisions": [row] * 3}
+            c.sendall(b"HTTP/1.0 200 OK\r\n\r\n" + json.dumps(state).encode())
         elif mode == "hang":
             threading.Event().wait(600)
     except OSError:
@@ -145,12 +156,12 @@ while True:
     c, _ = l.accept()
     threading.Thread(target=answer, args=(c,), daemon=True).start()
 PY
-for mode in hang close garbage huge json; do
+for mode in hang close garbage huge json evil; do
     python3 "$work/peer.py" $mode >"$work/peer-$mode" &
     bg+=($!)
 done
 # Each listening (its port written) before it is asked: at most 60 s.
-for mode in hang close garbage huge json; do
+for mode in hang close garbage huge json evil; do
     for _ in $(seq 600); do
         [ -s "$work/peer-$mode" ] && break
         sleep 0.1
@@ -161,6 +172,14 @@ row "top --connect: a peer that closes at once" "2:daemon not answering" -- "$bi
 row "top --connect: a peer sending garbage" "2:not an HTTP answer" -- "$bin" top --once --connect "127.0.0.1:$(cat "$work/peer-garbage")"
 row "top --connect: a peer sending 25 MiB" "2:larger than 4 MiB" -- "$bin" top --once --connect "127.0.0.1:$(cat "$work/peer-huge")"
 row "top --connect: a peer sending other JSON" "2:not numaplace's state" -- "$bin" top --once --connect "127.0.0.1:$(cat "$work/peer-json")"
+row "top --connect: a peer sending terminal controls" 0 -- "$bin" top --once --connect "127.0.0.1:$(cat "$work/peer-evil")"
+if LC_ALL=C grep -q $'\x1b\|\xc2\x9b\|\xe2\x80\xae' "$work/out" "$work/err"; then
+    echo "BAD  (terminal controls reached the output)"; bad=1
+elif ! grep -q 'x1b]2;owned' "$work/out"; then
+    echo "BAD  (the peer's strings are not shown escaped)"; bad=1
+else
+    echo "     (shown escaped, none reached the terminal)"
+fi
 row "top --connect 0.0.0.0:1 (not loopback)" "2:not a loopback address" -- "$bin" top --once --connect 0.0.0.0:1
 row "train --out DIR" "2:not a regular file" -- "$bin" train --out "$work"
 row "calibrate -o /missing/x.json" "2:does not exist" -- "$bin" calibrate -o /missing/x.json

@@ -199,12 +199,20 @@ pub fn parse_answer(answer: &[u8]) -> Result<TopState, String> {
         }
         _ => return Err(format!("{}: {}", excerpt(status.as_bytes()), excerpt(body))),
     }
-    let state: TopState = serde_json::from_slice(body).map_err(|e| {
+    let mut value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
         format!(
             "its answer is not numaplace's state ({e}): {}",
             excerpt(body)
         )
     })?;
+    defang(&mut value);
+    let mut state: TopState = serde_json::from_value(value).map_err(|e| {
+        format!(
+            "its answer is not numaplace's state ({e}): {}",
+            excerpt(body)
+        )
+    })?;
+    cap(&mut state);
     if state.format != FORMAT {
         return Err(format!(
             "its state is format {}, this top reads {FORMAT}; use the same numaplace version",
@@ -212,6 +220,40 @@ pub fn parse_answer(answer: &[u8]) -> Result<TopState, String> {
         ));
     }
     Ok(state)
+}
+
+/// What a peer sends is drawn on the user's terminal: whoever holds the
+/// port (the daemon, or anyone while it is down) must not reach it. Every
+/// string is escaped as the daemon escapes its own names (control
+/// characters, bidirectional and invisible ones) and cut to the daemon's
+/// longest ([`MAX_REASON`](crate::top_state::MAX_REASON)); a backslash is
+/// kept as it is, since the daemon's own escapes are made of them.
+fn defang(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => {
+            let safe = crate::top_state::bounded(s, crate::top_state::MAX_REASON);
+            *s = safe.replace("\\\\", "\\");
+        }
+        Value::Array(a) => a.iter_mut().for_each(defang),
+        Value::Object(o) => o.values_mut().for_each(defang),
+        _ => {}
+    }
+}
+
+/// Cuts a peer's lists to what the daemon sends at most: groups and
+/// decisions by the daemon's limits, nodes by Linux's.
+fn cap(state: &mut TopState) {
+    use crate::top_state::{MAX_DECISIONS, MAX_GROUPS};
+    state.groups.truncate(MAX_GROUPS);
+    let gone = state.decisions.len().saturating_sub(MAX_DECISIONS);
+    state.decisions.drain(..gone);
+    state
+        .nodes
+        .truncate(numaplace_linux::topology::MAX_NODE_ID as usize + 1);
+    state
+        .bandwidth
+        .truncate(numaplace_linux::topology::MAX_NODE_ID as usize + 1);
 }
 
 /// The start of what came, escaped, for a one-line error.

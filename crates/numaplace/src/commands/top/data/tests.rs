@@ -172,3 +172,52 @@ fn a_listener_that_accepts_nothing_ends_the_wait_too() {
     );
     drop(l);
 }
+
+/// A hostile peer's strings reach the screen escaped, its lists cut to the
+/// daemon's limits; the daemon's own escapes show as they were.
+#[test]
+fn a_peers_strings_are_escaped_and_its_lists_cut() {
+    let evil = "\u{1b}]2;owned\u{7}\u{1b}]52;c;ZXZpbA==\u{7}\u{1b}[2J\u{9b}31m\u{202e}x";
+    let mut f = frame();
+    f.policy = evil.into();
+    f.decisions = (0..500)
+        .map(|i| crate::top_state::DecisionRow {
+            round: i,
+            label: evil.into(),
+            reason: "r".repeat(100_000),
+            ..Default::default()
+        })
+        .collect();
+    f.groups = (0..25_000)
+        .map(|pid| crate::top_state::GroupRow {
+            pid,
+            label: format!("ok\\x1b{evil}"),
+            ..Default::default()
+        })
+        .collect();
+    let s = parse_answer(&http(&serde_json::to_string(&f).unwrap())).unwrap();
+    let strings = std::iter::once(&s.policy)
+        .chain(s.decisions.iter().flat_map(|d| [&d.label, &d.reason]))
+        .chain(s.groups.iter().map(|g| &g.label));
+    for t in strings {
+        assert!(
+            !t.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{t:?}"
+        );
+        assert!(
+            t.chars().count() <= crate::top_state::MAX_REASON,
+            "{}",
+            t.len()
+        );
+    }
+    assert!(s.policy.starts_with("\\x1b]2;owned\\x07"), "{}", s.policy);
+    // The daemon's own escape of a name is shown as it sent it.
+    assert!(
+        s.groups[0].label.starts_with("ok\\x1b\\x1b]2;"),
+        "{}",
+        s.groups[0].label
+    );
+    assert_eq!(s.groups.len(), crate::top_state::MAX_GROUPS);
+    assert_eq!(s.decisions.len(), crate::top_state::MAX_DECISIONS);
+    assert_eq!(s.decisions.last().unwrap().round, 499);
+}
