@@ -278,6 +278,41 @@ if [ $root = 1 ]; then
         fi
     fi
 
+    # Issue 33: an interpreter a user copied to a file named like QEMU,
+    # naming two threads `CPU n/KVM`, is not a VM (the copy is the user's,
+    # not root's as an installed QEMU is).
+    fake=$(mktemp -d)
+    chmod 755 "$fake"
+    chown nobody "$fake"
+    runuser -u nobody -- cp /usr/bin/python3 "$fake/qemu-system-x86_64"
+    cat >"$fake/vcpus.py" <<'PY'
+import ctypes, threading, time
+libc = ctypes.CDLL(None)
+def vcpu(n):
+    libc.prctl(15, ("CPU %d/KVM" % n).encode(), 0, 0, 0)  # PR_SET_NAME
+    time.sleep(600)
+for n in range(2):
+    threading.Thread(target=vcpu, args=(n,), daemon=True).start()
+time.sleep(600)
+PY
+    chmod 644 "$fake/vcpus.py"
+    (runuser -u nobody -- "$fake/qemu-system-x86_64" "$fake/vcpus.py" &)
+    for _ in $(seq 50); do
+        fakepid=$(pgrep -u nobody -f "$fake/vcpus.py" | head -n 1)
+        [ -n "$fakepid" ] && grep -q "CPU 1/KVM" /proc/"$fakepid"/task/*/comm 2>/dev/null && break
+        sleep 0.1
+    done
+    row "a user's copy of python named qemu-system-*" 0 -- "$bin" tasks --vms
+    if grep -q "^vm:.* $fakepid " "$work/out"; then
+        echo "BAD  (pid $fakepid, the copy, is listed as a VM)"; bad=1
+    elif ! grep -q "CPU 1/KVM" /proc/"$fakepid"/task/*/comm 2>/dev/null; then
+        echo "BAD  (the fake VM did not start: the check is vacuous)"; bad=1
+    else
+        echo "     (pid $fakepid with threads CPU 0/KVM, CPU 1/KVM: not a VM)"
+    fi
+    pkill -u nobody -f "$fake/vcpus.py"
+    rm -rf "$fake"
+
     # A state file naming kthreadd with its true start time.
     start=$(awk '{print $22}' /proc/2/stat)
     before=$(taskset -pc 2 | sed 's/.*: //')

@@ -5,7 +5,12 @@
 //! only when those names come with evidence the process cannot fake by
 //! renaming itself: file descriptors of KVM vCPUs (`anon_inode:kvm-vcpu:N`
 //! in `/proc/<pid>/fd`), or an executable (the kernel's `/proc/<pid>/exe`
-//! link, set by `execve`) named `qemu-system-*` or `qemu-kvm`.
+//! link, set by `execve`) named `qemu-system-*` or `qemu-kvm` that is
+//! root's and writable by no one else, as a package installs it. Any user
+//! can copy an interpreter to a file of that name (the copy is theirs) but
+//! cannot make a root-owned file, nor hard-link one under another name
+//! (`fs.protected_hardlinks`, on by default). Under a snapshot root the
+//! link is only a recorded name: its name is what is checked.
 //!
 //! QEMU names its threads so only with `-name ...,debug-threads=on`; a VM
 //! started without it is found through its QMP socket ([`qmp`]) or
@@ -61,13 +66,28 @@ fn is_qemu_exe(name: &str) -> bool {
     name.starts_with("qemu-system-") || name == "qemu-kvm"
 }
 
+/// The process runs a QEMU executable as a package installs it: named so,
+/// and (on the live host) root's and not writable by group or others.
+fn runs_installed_qemu(root: &SysRoot, pid: i32) -> bool {
+    if !exe_name(root, pid).is_some_and(|n| is_qemu_exe(&n)) {
+        return false;
+    }
+    if !root.is_host() {
+        return true;
+    }
+    use std::os::unix::fs::MetadataExt;
+    // The link's target: the executable's inode, also once deleted.
+    fs::metadata(root.join(&format!("proc/{pid}/exe")))
+        .is_ok_and(|m| m.uid() == 0 && m.mode() & 0o022 == 0)
+}
+
 /// Why a process is a VM whatever it calls itself: it holds KVM vCPU fds
-/// (`kvm-vcpu fds`) or runs a QEMU executable (`qemu executable`); `None`
-/// if neither.
+/// (`kvm-vcpu fds`) or runs an installed QEMU executable (`qemu
+/// executable`: root's, writable by no one else); `None` if neither.
 pub fn vm_evidence(root: &SysRoot, pid: i32) -> Option<&'static str> {
     if kvm_vcpu_fds(root, pid).is_some_and(|fds| !fds.is_empty()) {
         Some("kvm-vcpu fds")
-    } else if exe_name(root, pid).is_some_and(|n| is_qemu_exe(&n)) {
+    } else if runs_installed_qemu(root, pid) {
         Some("qemu executable")
     } else {
         None
