@@ -313,6 +313,21 @@ PY
     pkill -u nobody -f "$fake/vcpus.py"
     rm -rf "$fake"
 
+    # Issue 33: the kernel's BTF as a FIFO (doctor hung) and as /dev/zero
+    # (read unbounded), bind-mounted in a private mount namespace only.
+    if [ -f /sys/kernel/btf/vmlinux ] && unshare -m true 2>/dev/null; then
+        mkfifo "$work/btf-fifo"
+        for fake in "$work/btf-fifo" /dev/zero; do
+            row "doctor with the kernel's BTF as $(basename "$fake")" 0 -- \
+                unshare -m sh -c 'mount --bind "$0" /sys/kernel/btf/vmlinux && exec "$1" doctor' "$fake" "$bin"
+            if grep -q "cannot read the kernel's BTF" "$work/out"; then
+                echo "     (doctor says the BTF cannot be read)"
+            else
+                echo "BAD  (doctor does not say the BTF cannot be read)"; bad=1
+            fi
+        done
+    fi
+
     # A state file naming kthreadd with its true start time.
     start=$(awk '{print $22}' /proc/2/stat)
     before=$(taskset -pc 2 | sed 's/.*: //')
