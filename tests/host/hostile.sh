@@ -200,9 +200,10 @@ ln -sf /dev/zero "$work/zeroroot/proc/$vmpid/numa_maps"
 row "tasks --root: numa_maps linked to /dev/zero" 0 -- "$bin" tasks --root "$work/zeroroot"
 if grep -q "numa_maps: cannot read: a device, FIFO or socket" "$work/err"; then echo "     (and says so)"; else echo "BAD  (not said: $(head -n 1 "$work/err"))"; bad=1; fi
 cp -a "$work/vmroot" "$work/fiforoot"
-rm "$work/fiforoot/proc/$vmpid/status"
-mkfifo "$work/fiforoot/proc/$vmpid/status"
+rm "$work/fiforoot/proc/$vmpid/task/$vmpid/status"
+mkfifo "$work/fiforoot/proc/$vmpid/task/$vmpid/status"
 row "tasks --root: a FIFO as a status file" 0 -- "$bin" tasks --root "$work/fiforoot"
+if grep -q "status: cannot read: a device, FIFO or socket" "$work/err"; then echo "     (and says so)"; else echo "BAD  (not said: $(head -n 1 "$work/err"))"; bad=1; fi
 mkfifo "$work/fifo"
 row "record --force -o FIFO" "2:not a regular file" -- "$bin" record --force -o "$work/fifo" --duration 1s
 python3 - "$work/deep.xml" <<'PY'
