@@ -209,26 +209,21 @@ fn no_pin_reaches_a_cpu_the_kubelet_handed_a_guaranteed_pod() {
                 pinned += 1;
             }
         }
-        let db: Vec<_> = said.iter().filter(|n| n.pid == 100).collect();
-        assert_eq!(db.len(), 2, "{policy}: {said:?}");
-        assert!(
-            db.iter().all(|n| n.kind == "held-by-manager"
-                && n.why.contains(&format!(
-                    "the kubelet (pod {GUARANTEED}) holds its placement"
-                ))
-                && n.why.contains("holds CPUs 2 for its sole use")),
-            "{db:?}"
-        );
-        let cache: Vec<_> = said.iter().filter(|n| n.pid == 400).collect();
-        assert_eq!(cache.len(), 2, "{policy}: {said:?}");
-        assert!(
-            cache.iter().all(|n| n.kind == "held-by-manager"
-                && n.why.contains(&format!(
-                    "the kubelet (pod {MEMORY_BOUND}) holds its placement"
-                ))
-                && n.why.contains("its pod's memory is bound to nodes 1")),
-            "{cache:?}"
-        );
+        // Both Guaranteed pods are the kubelet's, each with its reason.
+        for (pid, uid, why) in [
+            (100, GUARANTEED, "holds CPUs 2 for its sole use"),
+            (400, MEMORY_BOUND, "its pod's memory is bound to nodes 1"),
+        ] {
+            let held: Vec<_> = said.iter().filter(|n| n.pid == pid).collect();
+            assert_eq!(held.len(), 2, "{policy}: {said:?}");
+            assert!(
+                held.iter().all(|n| n.kind == "held-by-manager"
+                    && n.why
+                        .contains(&format!("the kubelet (pod {uid}) holds its placement"))
+                    && n.why.contains(why)),
+                "{held:?}"
+            );
+        }
     }
     // numad-like places both busy processes on nodes with room (within
     // their rooms): the checks above are not vacuous.
