@@ -249,3 +249,40 @@ pub(crate) fn read_libvirt_domains(
         tracing::warn!("reading the tasks before restoring them: {e:#}");
     }
 }
+
+/// Write-ahead of original affinities into the state file.
+pub(crate) struct StateGuard<'a> {
+    pub(crate) state: &'a numaplace_linux::actuate::libvirt::SharedState,
+}
+
+impl StateGuard<'_> {
+    fn file(&self) -> std::sync::MutexGuard<'_, numaplace_linux::state::StateFile> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl numaplace_model::world::PinGuard for StateGuard<'_> {
+    fn before_pin(
+        &mut self,
+        task: numaplace_model::TaskId,
+        tgid: i32,
+        original: &CpuSet,
+        new: &CpuSet,
+    ) -> Result<(), String> {
+        self.file()
+            .record_pin(task, tgid, original.clone(), new.clone())
+            .map_err(|e| e.to_string())
+    }
+
+    /// `kernel.numa_balancing` as it is now, recorded before numaplace
+    /// turns balancing between nodes `on` or off (the tiering bit kept).
+    fn before_kernel_balancing(&mut self, on: bool) -> Result<(), String> {
+        let root = numaplace_linux::sysroot::SysRoot::host();
+        let now = numaplace_linux::balancing::read_value(&root)
+            .map_err(|e| format!("cannot read kernel.numa_balancing: {e}"))?;
+        let applied = numaplace_linux::balancing::with_between_nodes(now, on);
+        self.file()
+            .record_kernel_balancing(now, applied)
+            .map_err(|e| e.to_string())
+    }
+}

@@ -35,8 +35,8 @@ use crate::cli::RunArgs;
 use crate::commands::InputError;
 use crate::config::{Config, describe_policy};
 use crate::daemon_setup::{
-    choose, collector_for, describe_decision, describe_left_alone, engine_config, load_machine,
-    merge_scope, restrict, without_signals,
+    StateGuard, choose, collector_for, describe_decision, describe_left_alone, engine_config,
+    load_machine, merge_scope, restrict, without_signals,
 };
 use crate::duration::parse_duration;
 use crate::metrics::{self, MetricsState};
@@ -204,43 +204,6 @@ impl Actuator for Hands {
             Hands::Host(h) => Actuator::set_kernel_balancing_value(h, value),
             Hands::Dry(r) => r.set_kernel_balancing_value(value),
         }
-    }
-}
-
-/// Write-ahead of original affinities into the state file.
-struct StateGuard<'a> {
-    state: &'a SharedState,
-}
-
-impl StateGuard<'_> {
-    fn file(&self) -> std::sync::MutexGuard<'_, StateFile> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl PinGuard for StateGuard<'_> {
-    fn before_pin(
-        &mut self,
-        task: TaskId,
-        tgid: i32,
-        original: &CpuSet,
-        new: &CpuSet,
-    ) -> Result<(), String> {
-        self.file()
-            .record_pin(task, tgid, original.clone(), new.clone())
-            .map_err(|e| e.to_string())
-    }
-
-    /// `kernel.numa_balancing` as it is now, recorded before numaplace
-    /// turns balancing between nodes `on` or off (the tiering bit kept).
-    fn before_kernel_balancing(&mut self, on: bool) -> Result<(), String> {
-        let root = numaplace_linux::sysroot::SysRoot::host();
-        let now = numaplace_linux::balancing::read_value(&root)
-            .map_err(|e| format!("cannot read kernel.numa_balancing: {e}"))?;
-        let applied = numaplace_linux::balancing::with_between_nodes(now, on);
-        self.file()
-            .record_kernel_balancing(now, applied)
-            .map_err(|e| e.to_string())
     }
 }
 
