@@ -113,7 +113,12 @@ impl Recorder {
             path: path.to_path_buf(),
             out: BufWriter::new(file),
         };
-        r.write_line(header)?;
+        if let Err(e) = r.write_line(header) {
+            // Not even the header fit (a full disk): no empty or cut file
+            // is left behind in the recording's name.
+            let _ = std::fs::remove_file(path);
+            return Err(e);
+        }
         Ok(r)
     }
 
@@ -129,7 +134,9 @@ impl Recorder {
             action: "write to it",
             source,
         };
-        serde_json::to_writer(&mut self.out, value).map_err(|e| io_err(io::Error::other(e)))?;
+        // io::Error::from keeps a write error as it is (other() would
+        // say it twice: serde's message, then its source's).
+        serde_json::to_writer(&mut self.out, value).map_err(|e| io_err(io::Error::from(e)))?;
         self.out.write_all(b"\n").map_err(io_err)?;
         self.out.flush().map_err(io_err)
     }
@@ -241,7 +248,41 @@ fn parse_header(path: &Path, line: &str) -> Result<RecordHeader, RecordError> {
             supported: RecordHeader::VERSION,
         });
     }
-    serde_json::from_value(value).map_err(|e| not(format!("bad header: {e}")))
+    let header: RecordHeader =
+        serde_json::from_value(value).map_err(|e| not(format!("bad header: {e}")))?;
+    if header.interval_ns == 0 {
+        return Err(not(
+            "the header's interval_ns is 0: a recording is taken at an interval".into(),
+        ));
+    }
+    Ok(header)
+}
+
+/// Whether a snapshot agrees with its recording's header: each thread
+/// once, on a CPU the recorded machine has. A file that contradicts its
+/// own header was not written by `numaplace record` (or was edited), and
+/// replaying it would place threads on CPUs no policy can name.
+fn agrees(header: &RecordHeader, s: &Snapshot) -> Result<(), String> {
+    let mut seen = std::collections::HashSet::with_capacity(s.tasks.len());
+    for t in &s.tasks {
+        if !seen.insert(t.tid) {
+            return Err(format!(
+                "thread {} is listed twice in one snapshot; give a recording numaplace wrote",
+                t.tid
+            ));
+        }
+        if let Some(cpu) = t.last_cpu
+            && header.topology.cpu_by_os_id(cpu).is_none()
+        {
+            return Err(format!(
+                "thread {} last ran on CPU {cpu}, which the recorded machine ({}) lacks; \
+                 give a recording numaplace wrote",
+                t.tid,
+                header.topology.span()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A recording as the engine's telemetry: its snapshots in order, until
@@ -274,7 +315,13 @@ impl Iterator for Replay {
                 continue;
             }
             return match serde_json::from_str::<Snapshot>(&line) {
-                Ok(s) => Some(Ok(s)),
+                Ok(s) => Some(agrees(&self.header, &s).map(|()| s).map_err(|detail| {
+                    RecordError::BadLine {
+                        path: self.path.clone(),
+                        line: self.line_no,
+                        detail,
+                    }
+                })),
                 // A cut-short last line (EOF inside the JSON) ends the
                 // replay; anything else is a bad file.
                 Err(e) if e.is_eof() => {

@@ -617,17 +617,30 @@ impl std::fmt::Display for RestoreReport {
     /// One line: `3 restored, 1 left alone, 2 gone, 0 kept`, and why any
     /// were kept.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let own =
+            self.count(|r| matches!(r, Restore::LeftAlone { why } if why.starts_with(SET_ITS_OWN)));
         write!(
             f,
-            "{} restored, {} left alone (they set their own affinity), {} gone, {} kept",
+            "{} restored, {} left alone{}, {} gone, {} kept",
             self.count(|r| matches!(r, Restore::Restored)),
             self.count(|r| matches!(r, Restore::LeftAlone { .. })),
+            if own > 0 {
+                format!(" ({own} set their own affinity)")
+            } else {
+                String::new()
+            },
             self.count(|r| matches!(r, Restore::Gone)),
             self.count(|r| matches!(r, Restore::Kept { .. })),
         )?;
+        // Every other reason, thread by thread: a kernel thread, a pin
+        // that never took effect, an entry numaplace did not write.
         for (e, r) in &self.entries {
-            if let Restore::Kept { why } = r {
-                write!(f, "; thread {} kept: {why}", e.task.tid)?;
+            match r {
+                Restore::Kept { why } => write!(f, "; thread {} kept: {why}", e.task.tid)?,
+                Restore::LeftAlone { why } if !why.starts_with(SET_ITS_OWN) => {
+                    write!(f, "; thread {} left alone: {why}", e.task.tid)?
+                }
+                _ => {}
             }
         }
         if let Some((k, r)) = &self.kernel_balancing {
@@ -715,6 +728,18 @@ pub fn restore_all(state: &mut StateFile, act: &mut dyn Actuator) -> RestoreRepo
 /// is still the value numaplace wrote (an operator who changed it since
 /// has the last word).
 fn restore_kernel_balancing(k: KernelBalancingEntry, act: &mut dyn Actuator) -> Restore {
+    // The values the kernel takes (0 off, 1 NUMA balancing, 2 memory
+    // tiering, 3 both): anything else was not written by numaplace and is
+    // never written back.
+    if k.original > 3 || k.applied > 3 {
+        return Restore::LeftAlone {
+            why: format!(
+                "the state file names {} and {}, not values kernel.numa_balancing takes (0 to 3): \
+                 not an entry numaplace wrote",
+                k.original, k.applied
+            ),
+        };
+    }
     match act.kernel_balancing_value() {
         None => Restore::Kept {
             why: "kernel.numa_balancing cannot be set here (dry run)".into(),
@@ -738,7 +763,24 @@ fn restore_kernel_balancing(k: KernelBalancingEntry, act: &mut dyn Actuator) -> 
     }
 }
 
+/// Why a restore leaves a thread that set its own affinity as it is: the
+/// common case, counted in [`RestoreReport`]'s line rather than listed.
+const SET_ITS_OWN: &str = "the task set its own affinity";
+
 fn restore_one(e: &PinEntry, act: &mut dyn Actuator) -> Restore {
+    // numaplace pins a thread only within the affinity it found (the
+    // whole machine, or the whole of its cgroup's CPUs), so putting the
+    // original back can only widen it. An entry that would narrow a
+    // thread was not written by numaplace: never acted on.
+    if !e.applied.is_subset(&e.original) {
+        return Restore::LeftAlone {
+            why: format!(
+                "its entry would narrow it (to {} from the {} it names as set): not an entry \
+                 numaplace wrote",
+                e.original, e.applied
+            ),
+        };
+    }
     match act.affinity(e.task, e.tgid) {
         Err(AffinityError::Gone) => Restore::Gone,
         // A planted or stale entry naming a kernel thread: never touched.
@@ -748,11 +790,13 @@ fn restore_one(e: &PinEntry, act: &mut dyn Actuator) -> Restore {
         Err(err) => Restore::Kept {
             why: format!("cannot read its affinity: {err}"),
         },
+        // Written ahead, the pin never took effect (the daemon stopped
+        // between the two, or the kernel refused it).
+        Ok(now) if now == e.original => Restore::LeftAlone {
+            why: format!("its affinity is its original {now} already: the pin never took effect"),
+        },
         Ok(now) if now != e.applied => Restore::LeftAlone {
-            why: format!(
-                "the task set its own affinity (now {now}; numaplace had set {})",
-                e.applied
-            ),
+            why: format!("{SET_ITS_OWN} (now {now}; numaplace had set {})", e.applied),
         },
         Ok(_) => {
             let pin = Action::Pin {
@@ -1107,7 +1151,9 @@ mod tests {
         let d = private_dir();
         let mut s = StateFile::open(d.path().join("state.json")).unwrap();
         let first = set(&before.first().unwrap().to_string());
-        s.record_pin(task, 2, first.clone(), before.clone())
+        // An entry as numaplace writes them (what it set within the
+        // original), so that only the kernel-thread rule stops it.
+        s.record_pin(task, 2, before.clone(), first.clone())
             .unwrap();
         let report = restore_all(&mut s, &mut act);
         assert!(
@@ -1219,6 +1265,76 @@ mod tests {
         );
         assert!(s.kernel_balancing().is_some());
         assert!(path.exists());
+    }
+
+    /// Entries numaplace would not have written are never acted on, and the
+    /// restore line says why for each: a value the kernel does not take, an
+    /// entry that would narrow a thread. A pin written ahead that never
+    /// took effect is said as that, not as a thread that set its own.
+    #[test]
+    fn entries_numaplace_did_not_write_are_said_and_never_acted_on() {
+        let d = private_dir();
+        let path = d.path().join("state.json");
+        let mut s = StateFile::open(&path).unwrap();
+        s.record_kernel_balancing(7, 0).unwrap();
+        let mut world = Sysctl {
+            value: Some(0),
+            writes: Vec::new(),
+        };
+        let report = restore_all(&mut s, &mut world);
+        assert!(
+            world.writes.is_empty(),
+            "7 written back: {:?}",
+            world.writes
+        );
+        assert!(
+            report
+                .to_string()
+                .contains("not values kernel.numa_balancing takes (0 to 3)"),
+            "{report}"
+        );
+        drop(s);
+
+        let all = allowed();
+        if all.len() < 2 {
+            eprintln!("skipped the affinity cases: needs two CPUs");
+            return;
+        }
+        let a = set(&all.first().unwrap().to_string());
+        let mut s = StateFile::open(&path).unwrap();
+        let mut act = HostActuator::new();
+        // Would narrow a thread from all its CPUs to one.
+        let narrowed = Parked::spawn();
+        s.record_pin(narrowed.id, pid(), a.clone(), all.clone())
+            .unwrap();
+        // Written ahead, never applied: the thread has its original.
+        let never = Parked::spawn();
+        s.record_pin(never.id, pid(), all.clone(), a.clone())
+            .unwrap();
+        let report = restore_all(&mut s, &mut act);
+        assert_eq!(act.affinity(narrowed.id, pid()).unwrap(), all);
+        assert_eq!(act.affinity(never.id, pid()).unwrap(), all);
+        let line = report.to_string();
+        assert!(
+            line.starts_with("0 restored, 2 left alone, 0 gone"),
+            "{line}"
+        );
+        assert!(!line.contains("set their own"), "{line}");
+        assert!(
+            line.contains(&format!(
+                "thread {} left alone: its entry would narrow it",
+                narrowed.id.tid
+            )),
+            "{line}"
+        );
+        assert!(
+            line.contains(&format!(
+                "thread {} left alone: its affinity is its original",
+                never.id.tid
+            )) && line.contains("the pin never took effect"),
+            "{line}"
+        );
+        assert!(s.entries().is_empty());
     }
 
     #[test]

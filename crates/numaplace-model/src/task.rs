@@ -305,7 +305,7 @@ pub fn printable(name: &str) -> String {
 /// Characters that change how the text around them is shown: the bidi
 /// embeddings, overrides and isolates, the marks, and zero-width format
 /// characters; and U+FFFD, which stands for bytes that were not UTF-8.
-fn is_bidi_or_invisible(c: char) -> bool {
+pub fn is_bidi_or_invisible(c: char) -> bool {
     matches!(c,
         '\u{061c}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
         | '\u{2060}'..='\u{2069}' | '\u{feff}' | '\u{fffd}')

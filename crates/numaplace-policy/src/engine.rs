@@ -83,6 +83,25 @@ pub struct EngineConfig {
     pub page_size: u64,
 }
 
+/// The highest `migrate_mib_per_sec` taken: 1 TiB/s, far above what any
+/// machine copies between nodes (tens of GiB/s), and far below where MiB
+/// to bytes (`<< 20`) would wrap.
+pub const MAX_MIGRATE_MIB_PER_SEC: u64 = 1 << 20;
+
+impl EngineConfig {
+    /// The config's `[engine]` values in their ranges.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.migrate_mib_per_sec > MAX_MIGRATE_MIB_PER_SEC {
+            return Err(format!(
+                "[engine] migrate_mib_per_sec = {}: at most {MAX_MIGRATE_MIB_PER_SEC} (1 TiB/s); \
+                 0 moves no memory",
+                self.migrate_mib_per_sec
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
@@ -441,7 +460,8 @@ impl Engine {
         }
         self.count_left_alone(topology, s, &managed, &mut report);
         let secs = (s.interval_ns as f64 / 1e9).max(0.001);
-        let mut page_budget = ((self.config.migrate_mib_per_sec << 20) as f64 * secs
+        let mut page_budget = (self.config.migrate_mib_per_sec.saturating_mul(1 << 20) as f64
+            * secs
             / self.config.page_size.max(1) as f64) as u64;
 
         let start = Instant::now();

@@ -131,7 +131,7 @@ pub enum Command {
     #[command(after_help = "Examples:\n  \
         numaplace top --connect unix:/run/numaplace/metrics.sock\n  \
         numaplace top --all\n  \
-        numaplace top --connect 127.0.0.1:9464 --once")]
+        numaplace top --connect 127.0.0.1:9464 --once   (with [metrics] state_over_tcp = true)")]
     Top(TopArgs),
 
     /// Run one policy on a simulated machine and workload (a scenario):

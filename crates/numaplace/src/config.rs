@@ -102,6 +102,12 @@ pub struct MetricsConfig {
     /// `127.0.0.1:9464`, `[::1]:9464` or `unix:/run/numaplace/metrics.sock`;
     /// off when unset. Only loopback addresses are accepted.
     pub listen: Option<String>,
+    /// Whether a TCP listener answers `GET /state` (what `top --connect`
+    /// reads: the processes in scope with their names and pids) besides
+    /// `/metrics`. Off: on loopback every local user can connect, which
+    /// would show them processes `/proc`'s hidepid hides. The UNIX socket
+    /// (mode 0600) always serves it.
+    pub state_over_tcp: bool,
 }
 
 /// `[perf]`: the encodings of BRM's uncore pair (seed 000 §3.1) where
@@ -239,6 +245,7 @@ impl Config {
             .validate()
             .map_err(|e| format!("[policy] {}: {e}", c.policy.name()))?;
         c.scope.validate()?;
+        c.engine.validate()?;
         c.perf.validate()?;
         c.vms.validate()?;
         c.kubernetes.validate()?;

@@ -42,9 +42,17 @@ fn main() -> ExitCode {
         Command::Record(args) => commands::record::record(&args),
         Command::Replay(args) => commands::record::replay(&args),
         Command::Run(args) => commands::run::run(&args),
-        Command::Advise(args) => match &args.numad_w {
-            Some(w) => commands::preplacement::run(w, args.sysfs_root.as_deref()),
-            None => commands::run::advise(&args.run),
+        Command::Advise(args) => match (&args.numad_w, &args.sysfs_root) {
+            (Some(w), root) => commands::preplacement::run(w, root.as_deref()),
+            // clap's `requires` is not checked where a conflicting flag
+            // (--all, --pid) is given: said here, not ignored.
+            (None, Some(root)) => Err(commands::InputError(format!(
+                "--sysfs-root {}: read only with --numad-w (advise places this host's \
+                 processes; `numaplace topology --sysfs-root` shows another machine)",
+                root.display()
+            ))
+            .into()),
+            (None, None) => commands::run::advise(&args.run),
         },
         Command::Top(args) => commands::top::run(&args),
         Command::Simulate(args) => commands::simulate::simulate(&args),

@@ -197,7 +197,17 @@ const CONNECTION_TIME: Duration = Duration::from_secs(2);
 /// times over).
 const MAX_REQUEST_BYTES: usize = 4096;
 
-fn respond(stream: &mut dyn ReadWrite, shared: &Shared) {
+/// Whether `GET /state` is answered on a listener: always on the UNIX
+/// socket (mode 0600: the daemon's own user), on TCP loopback only where
+/// the operator said so (`[metrics] state_over_tcp`), since any local user
+/// can connect there and `/state` names the processes in scope.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StateAccess {
+    Served,
+    Refused,
+}
+
+fn respond(stream: &mut dyn ReadWrite, shared: &Shared, state: StateAccess) {
     // Read until the end of the request line or headers, at most
     // MAX_REQUEST_BYTES; each read is bounded in time by the caller.
     let mut buf = vec![0u8; MAX_REQUEST_BYTES];
@@ -229,6 +239,15 @@ fn respond(stream: &mut dyn ReadWrite, shared: &Shared) {
     let (status, kind, body) = if asks("/metrics") {
         let m = shared.lock().unwrap_or_else(|p| p.into_inner()).clone();
         ("200 OK", TEXT, render(&m))
+    } else if asks("/state") && state == StateAccess::Refused {
+        (
+            "403 Forbidden",
+            TEXT,
+            "numaplace serves /state (the processes in scope, by name) on its UNIX socket; on \
+             TCP loopback, where every local user can connect, only with [metrics] \
+             state_over_tcp = true\n"
+                .to_string(),
+        )
     } else if asks("/state") {
         // Only the Arc is taken under the lock: a slow reader holds no one up.
         let state = Arc::clone(&shared.lock().unwrap_or_else(|p| p.into_inner()).state_json);
@@ -331,6 +350,7 @@ impl Open {
 fn spawn_server<C: Connection>(
     incoming: impl Iterator<Item = std::io::Result<C>> + Send + 'static,
     shared: Shared,
+    state: StateAccess,
 ) -> Result<()> {
     let open = Arc::new(Mutex::new(Open::default()));
     std::thread::Builder::new()
@@ -346,7 +366,7 @@ fn spawn_server<C: Connection>(
                     .name("np-metrics-conn".into())
                     .spawn(move || {
                         c.bound(CONNECTION_TIME);
-                        respond(&mut c, &shared);
+                        respond(&mut c, &shared, state);
                         open2.lock().unwrap_or_else(|p| p.into_inner()).done(id);
                     });
                 if spawned.is_err() {
@@ -361,7 +381,9 @@ fn spawn_server<C: Connection>(
 /// name, made mode 0600, then renamed into place, so it is never reachable
 /// with looser permissions; a stale socket at the path is replaced, anything
 /// else there is an error.
-pub fn serve(listen: &Listen, shared: Shared) -> Result<()> {
+///
+/// `state_over_tcp`: whether a TCP listener answers `GET /state` too.
+pub fn serve(listen: &Listen, shared: Shared, state_over_tcp: bool) -> Result<()> {
     match listen {
         Listen::Tcp(addr) => {
             let l = TcpListener::bind(addr).map_err(|e| {
@@ -372,6 +394,11 @@ pub fn serve(listen: &Listen, shared: Shared) -> Result<()> {
             spawn_server(
                 std::iter::from_fn(move || Some(l.accept().map(|(c, _)| c))),
                 shared,
+                if state_over_tcp {
+                    StateAccess::Served
+                } else {
+                    StateAccess::Refused
+                },
             )
         }
         Listen::Unix(path) => {
@@ -408,6 +435,7 @@ pub fn serve(listen: &Listen, shared: Shared) -> Result<()> {
             spawn_server(
                 std::iter::from_fn(move || Some(l.accept().map(|(c, _)| c))),
                 shared,
+                StateAccess::Served,
             )
         }
     }
@@ -451,7 +479,7 @@ mod tests {
         let probe = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = probe.local_addr().unwrap();
         drop(probe);
-        serve(&Listen::Tcp(addr), Arc::clone(&shared)).unwrap();
+        serve(&Listen::Tcp(addr), Arc::clone(&shared), false).unwrap();
         let mut s = std::net::TcpStream::connect(addr).unwrap();
         s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
         let mut body = String::new();
@@ -465,7 +493,7 @@ mod tests {
 
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("m.sock");
-        serve(&Listen::Unix(sock.clone()), Arc::clone(&shared)).unwrap();
+        serve(&Listen::Unix(sock.clone()), Arc::clone(&shared), false).unwrap();
         let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let mut u = std::os::unix::net::UnixStream::connect(&sock).unwrap();
@@ -477,7 +505,7 @@ mod tests {
         // A regular file in the way is not removed.
         let file = dir.path().join("f");
         std::fs::write(&file, "keep").unwrap();
-        assert!(serve(&Listen::Unix(file.clone()), shared).is_err());
+        assert!(serve(&Listen::Unix(file.clone()), shared, false).is_err());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
     }
 
@@ -497,7 +525,7 @@ mod tests {
         let probe = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = probe.local_addr().unwrap();
         drop(probe);
-        serve(&Listen::Tcp(addr), Arc::clone(&shared)).unwrap();
+        serve(&Listen::Tcp(addr), Arc::clone(&shared), false).unwrap();
         let mut idle: Vec<_> = (0..3 * MAX_CONNECTIONS)
             .map(|_| std::net::TcpStream::connect(addr).unwrap())
             .collect();
@@ -532,7 +560,7 @@ mod tests {
         let probe = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = probe.local_addr().unwrap();
         drop(probe);
-        serve(&Listen::Tcp(addr), Arc::clone(&shared)).unwrap();
+        serve(&Listen::Tcp(addr), Arc::clone(&shared), true).unwrap();
         let tcp = || std::net::TcpStream::connect(addr).unwrap();
         let body = ask(tcp(), b"GET /state HTTP/1.0\r\n\r\n");
         assert!(body.starts_with("HTTP/1.0 503"), "{body}");
@@ -555,9 +583,28 @@ mod tests {
         let body = ask(tcp(), b"GET /metrics\r\n\r\n");
         assert!(body.contains("numaplace_rounds_total"), "{body}");
 
+        // TCP loopback without the operator's word: every local user could
+        // read which processes run, so /state is refused, /metrics served.
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let closed = probe.local_addr().unwrap();
+        drop(probe);
+        serve(&Listen::Tcp(closed), Arc::clone(&shared), false).unwrap();
+        let body = ask(
+            std::net::TcpStream::connect(closed).unwrap(),
+            b"GET /state HTTP/1.0\r\n\r\n",
+        );
+        assert!(body.starts_with("HTTP/1.0 403"), "{body}");
+        assert!(body.contains("state_over_tcp"), "{body}");
+        assert!(!body.contains("format"), "{body}");
+        let body = ask(
+            std::net::TcpStream::connect(closed).unwrap(),
+            b"GET /metrics\r\n\r\n",
+        );
+        assert!(body.contains("numaplace_rounds_total"), "{body}");
+
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("m.sock");
-        serve(&Listen::Unix(sock.clone()), shared).unwrap();
+        serve(&Listen::Unix(sock.clone()), shared, false).unwrap();
         let body = ask(
             std::os::unix::net::UnixStream::connect(&sock).unwrap(),
             b"GET /state HTTP/1.0\r\n\r\n",
@@ -575,7 +622,7 @@ mod tests {
         }));
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("m.sock");
-        serve(&Listen::Unix(sock.clone()), shared).unwrap();
+        serve(&Listen::Unix(sock.clone()), shared, false).unwrap();
         let idle: Vec<_> = (0..2 * MAX_CONNECTIONS)
             .map(|_| std::os::unix::net::UnixStream::connect(&sock).unwrap())
             .collect();
@@ -616,8 +663,8 @@ mod tests {
         let shared: Shared = Arc::new(Mutex::new(MetricsState::default()));
         let dir = tempfile::tempdir().unwrap();
         let sock = dir.path().join("m.sock");
-        serve(&Listen::Unix(sock.clone()), Arc::clone(&shared)).unwrap();
-        let e = serve(&Listen::Unix(sock.clone()), Arc::clone(&shared)).unwrap_err();
+        serve(&Listen::Unix(sock.clone()), Arc::clone(&shared), false).unwrap();
+        let e = serve(&Listen::Unix(sock.clone()), Arc::clone(&shared), false).unwrap_err();
         assert!(
             format!("{e}").contains("another process listens on it"),
             "{e}"
@@ -630,7 +677,7 @@ mod tests {
         let stale = dir.path().join("stale.sock");
         drop(UnixListener::bind(&stale).unwrap());
         assert!(stale.exists());
-        serve(&Listen::Unix(stale.clone()), shared).unwrap();
+        serve(&Listen::Unix(stale.clone()), shared, false).unwrap();
         let body = scrape(std::os::unix::net::UnixStream::connect(&stale).unwrap());
         assert!(body.starts_with("HTTP/1.0 200 OK"), "{body}");
     }
@@ -642,7 +689,7 @@ mod tests {
         let busy = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = busy.local_addr().unwrap();
         let shared: Shared = Arc::new(Mutex::new(MetricsState::default()));
-        let e = serve(&Listen::Tcp(addr), shared).unwrap_err();
+        let e = serve(&Listen::Tcp(addr), shared, false).unwrap_err();
         assert!(e.downcast_ref::<InputError>().is_some(), "{e}");
         assert_eq!(crate::commands::exit_code(&e), 2);
     }

@@ -75,3 +75,146 @@ pub fn stdout_errors_exit_1() {
         default(info);
     }));
 }
+
+/// JSON as numaplace writes it: serde_json's, with every character that
+/// could act on a terminal escaped as `\uXXXX` (C1 controls such as U+009B,
+/// which some terminals read as CSI; DEL; the bidirectional and invisible
+/// format characters of [`numaplace_model::task::is_bidi_or_invisible`]).
+/// serde_json escapes only U+0000-U+001F; a process names its own threads,
+/// and `tasks --json | less` or a `cat` of a journal must not let it move
+/// the cursor or reorder what is shown. Any JSON reader gets the same
+/// strings back.
+pub mod json {
+    use serde::Serialize;
+    use serde_json::ser::{CompactFormatter, Formatter, PrettyFormatter};
+    use std::io;
+
+    /// Pretty JSON (`--json` answers).
+    pub fn pretty<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+        let mut out = Vec::new();
+        write(&mut out, value, Escaping(PrettyFormatter::new()))?;
+        Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
+    }
+
+    /// One line of JSON (a journal entry, a recorded snapshot).
+    pub fn line<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<String> {
+        let mut out = Vec::new();
+        to_writer(&mut out, value)?;
+        Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
+    }
+
+    /// [`line`], straight into a writer.
+    pub fn to_writer<W: io::Write, T: Serialize + ?Sized>(
+        w: W,
+        value: &T,
+    ) -> serde_json::Result<()> {
+        write(w, value, Escaping(CompactFormatter))
+    }
+
+    fn write<W: io::Write, F: Formatter, T: Serialize + ?Sized>(
+        w: W,
+        value: &T,
+        f: Escaping<F>,
+    ) -> serde_json::Result<()> {
+        value.serialize(&mut serde_json::Serializer::with_formatter(w, f))
+    }
+
+    fn escaped(c: char) -> bool {
+        c.is_control() || numaplace_model::task::is_bidi_or_invisible(c)
+    }
+
+    /// A formatter that escapes [`escaped`] characters and leaves the rest
+    /// to `F`.
+    struct Escaping<F>(F);
+
+    impl<F: Formatter> Formatter for Escaping<F> {
+        fn write_string_fragment<W: ?Sized + io::Write>(
+            &mut self,
+            w: &mut W,
+            fragment: &str,
+        ) -> io::Result<()> {
+            let mut start = 0;
+            for (i, c) in fragment.char_indices() {
+                if escaped(c) {
+                    w.write_all(&fragment.as_bytes()[start..i])?;
+                    // Every such character is in the Basic Multilingual
+                    // Plane: one \u escape each.
+                    write!(w, "\\u{:04x}", c as u32)?;
+                    start = i + c.len_utf8();
+                }
+            }
+            w.write_all(&fragment.as_bytes()[start..])
+        }
+
+        fn begin_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+            self.0.begin_array(w)
+        }
+        fn end_array<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+            self.0.end_array(w)
+        }
+        fn begin_array_value<W: ?Sized + io::Write>(
+            &mut self,
+            w: &mut W,
+            first: bool,
+        ) -> io::Result<()> {
+            self.0.begin_array_value(w, first)
+        }
+        fn end_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+            self.0.end_array_value(w)
+        }
+        fn begin_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+            self.0.begin_object(w)
+        }
+        fn end_object<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+            self.0.end_object(w)
+        }
+        fn begin_object_key<W: ?Sized + io::Write>(
+            &mut self,
+            w: &mut W,
+            first: bool,
+        ) -> io::Result<()> {
+            self.0.begin_object_key(w, first)
+        }
+        fn end_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+            self.0.end_object_key(w)
+        }
+        fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+            self.0.begin_object_value(w)
+        }
+        fn end_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
+            self.0.end_object_value(w)
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn characters_that_act_on_a_terminal_are_escaped_and_read_back_the_same() {
+            let names = vec![
+                "csi\u{9b}2J".to_string(),
+                "rtl\u{202e}gpj.exe".to_string(),
+                "del\u{7f}".to_string(),
+                "plain ünïcode 名前".to_string(),
+                "esc\u{1b}]2;x\u{7}".to_string(),
+            ];
+            for text in [pretty(&names).unwrap(), line(&names).unwrap()] {
+                for c in ['\u{9b}', '\u{202e}', '\u{7f}', '\u{1b}', '\u{7}'] {
+                    assert!(!text.contains(c), "{c:?} raw in {text:?}");
+                }
+                assert!(
+                    text.contains("\\u009b") && text.contains("\\u202e"),
+                    "{text}"
+                );
+                assert!(text.contains("plain ünïcode 名前"), "{text}");
+                let back: Vec<String> = serde_json::from_str(&text).unwrap();
+                assert_eq!(back, names);
+            }
+            assert!(
+                pretty(&names).unwrap().contains("\n  "),
+                "pretty stays pretty"
+            );
+        }
+    }
+}

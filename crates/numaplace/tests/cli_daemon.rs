@@ -221,6 +221,42 @@ fn restores_on_sigterm_and_after_kill_9() {
     assert!(pins >= 2, "{j}");
 }
 
+/// A bug in the loop (a panic, forced in test builds at round 3) ends the
+/// daemon with exit 1 and one line saying so, after it put back the pin
+/// it made: nothing is left for the next start.
+#[test]
+fn a_bug_in_the_loop_still_restores_before_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    let config = dir.path().join("np.toml");
+    std::fs::write(&config, PIN_SH_TO_CPU_0).unwrap();
+    let child = busy_child();
+    let pid = child.id();
+    let original = affinity(pid);
+    let o = Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .args(["run", "--cpus", "0", "--interval", "100ms", "--pid"])
+        .arg(pid.to_string())
+        .arg("--config")
+        .arg(&config)
+        .arg("--state")
+        .arg(&state)
+        .env("NUMAPLACE_TEST_PANIC_AT_ROUND", "3")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("a bug in round 3"), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with("numaplace: error: stopped by a bug after 3 rounds")
+            && last.contains("restored: 1 restored"),
+        "{err}"
+    );
+    assert_eq!(affinity(pid), original, "the pin is put back");
+    assert!(!state.exists(), "nothing left to restore");
+}
+
 #[test]
 fn advise_prints_the_plan_and_applies_nothing() {
     let child = busy_child();

@@ -41,8 +41,11 @@ struct Tmux {
 
 impl Tmux {
     fn new() -> Tmux {
+        // One server per test: tests of this file run at once.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Tmux {
-            socket: format!("numaplace-top-test-{}", std::process::id()),
+            socket: format!("numaplace-top-test-{}-{n}", std::process::id()),
         }
     }
 
@@ -328,4 +331,124 @@ fn a_terminal_too_small_says_so() {
     tmux.wait_for("small", "top to exit", |p| {
         !p.contains("terminal too small")
     });
+}
+
+/// A peer on the daemon's socket that is not numaplace (a local user who
+/// took the port or socket while the daemon was down) answers `GET /state`
+/// with terminal controls in every string: a pane title (OSC 2), a
+/// clipboard write (OSC 52), a screen clear and a C1 CSI. `top --connect`,
+/// interactive and `--once`, shows them as escaped text: the pane keeps
+/// its title, its screen and an empty clipboard. The same bytes sent raw
+/// to a second pane do change its title and clipboard, so the checks can
+/// fail.
+#[test]
+fn a_hostile_peer_leaves_the_pane_title_screen_and_clipboard_as_they_were() {
+    if !tmux_present() {
+        eprintln!("SKIPPED: tmux is not installed (Debian: apt-get install tmux)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("peer.sock");
+    let raw = dir.path().join("raw.txt");
+    let peer = dir.path().join("peer.py");
+    std::fs::write(
+        &peer,
+        r#"import json, os, socket, sys, threading
+bad = "\x1b]2;owned\x07\x1b]52;c;ZXZpbA==\x07\x1b[2J\u009b31m\u202ex"
+open(sys.argv[2], "w").write(bad + "\n")
+row = {"round": 1, "time_unix_ns": 1, "pid": 1, "label": bad,
+       "action": bad, "reason": bad, "outcome": bad}
+state = {"format": 1, "policy": bad, "applies": True, "round": 1,
+         "time_unix_ns": 1, "interval_ns": 1, "nodes": [], "bandwidth": [],
+         "groups": [], "groups_left_out": 0, "decisions": [row] * 3}
+body = json.dumps(state).encode()
+l = socket.socket(socket.AF_UNIX)
+l.bind(sys.argv[1]); l.listen(16)
+def answer(c):
+    try:
+        c.recv(4096)
+        c.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    except OSError:
+        pass
+    c.close()
+while True:
+    c, _ = l.accept()
+    threading.Thread(target=answer, args=(c,), daemon=True).start()
+"#,
+    )
+    .unwrap();
+    let _peer = Killed(
+        Command::new("python3")
+            .arg(&peer)
+            .arg(&sock)
+            .arg(&raw)
+            .spawn()
+            .unwrap(),
+    );
+    let start = Instant::now();
+    while !(sock.exists() && raw.exists()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the peer did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let tmux = Tmux::new();
+    let bin = quoted(Path::new(env!("CARGO_BIN_EXE_numaplace")));
+    let listen = format!("unix:{}", sock.display());
+    // Title and clipboard as an application would set them: OSC 52 makes
+    // a tmux buffer only with set-clipboard on.
+    let before = "printf '\\033]2;title-before\\007'; echo MARKER-BEFORE";
+    tmux.session(
+        "view",
+        &format!(
+            "{before}; {bin} top --connect {listen} --interval 300ms; \
+             {bin} top --connect {listen} --once --size 100x20; echo \"once exited $?\"; sleep 60"
+        ),
+    );
+    tmux.run(&["set-option", "-g", "set-clipboard", "on"]);
+    tmux.session("raw", &format!("{before}; cat {}; sleep 60", quoted(&raw)));
+
+    // The control: the same bytes sent raw set the title and clipboard,
+    // and clear the screen.
+    let start = Instant::now();
+    while tmux.format("raw", "#{pane_title}") != "owned" {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the raw bytes did not set the control pane's title: {:?}",
+            tmux.format("raw", "#{pane_title}")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let raw_pane = tmux.capture("raw");
+    assert!(!raw_pane.contains("MARKER-BEFORE"), "{raw_pane}");
+    let buffers = text(&tmux.run(&["list-buffers"]).stdout);
+    assert!(
+        buffers.contains("evil"),
+        "the raw OSC 52 made no buffer: {buffers:?}"
+    );
+    tmux.run(&["delete-buffer"]);
+
+    // top: the controls shown as text, nothing acted on.
+    let frame = tmux.wait_for("view", "top's frame with the peer's decisions", |p| {
+        p.contains("owned") && p.contains("policy")
+    });
+    keep(dir.path(), "hostile-peer", &frame);
+    assert!(frame.contains("\\x1b]2;owned"), "{frame}");
+    assert_eq!(tmux.format("view", "#{pane_title}"), "title-before");
+    tmux.keys("view", "q");
+    let after = tmux.wait_for("view", "--once after top", |p| p.contains("once exited"));
+    keep(dir.path(), "hostile-peer-after", &after);
+    assert!(after.contains("once exited 0"), "{after}");
+    assert!(
+        after.contains("MARKER-BEFORE"),
+        "the screen was cleared: {after}"
+    );
+    assert!(after.contains("\\x1b]52;c;"), "{after}");
+    assert_eq!(tmux.format("view", "#{pane_title}"), "title-before");
+    let buffers = text(&tmux.run(&["list-buffers"]).stdout);
+    assert!(
+        buffers.is_empty(),
+        "a clipboard write got through: {buffers:?}"
+    );
 }

@@ -63,6 +63,16 @@ pub enum AgentError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "{path}: not a character device, so not a virtio-serial port (hints are written only to \
+         one: give the port's /dev/vportNpM, or --device - to print them)"
+    )]
+    NotAPort { path: PathBuf },
+    #[error(
+        "--port {name:?}: not a port name (give the name= of the VM's virtserialport, one path \
+         component of letters, digits, '.', '_' and '-')"
+    )]
+    BadName { name: String },
 }
 
 /// The guest's online CPUs (`/sys/devices/system/cpu/online`).
@@ -147,6 +157,19 @@ impl PinnedThreads {
 /// `sys/class/virtio-ports/*/name` says `name` (a guest without udev, such
 /// as an initramfs).
 pub fn find_port(root: &SysRoot, name: &str) -> Result<PathBuf, AgentError> {
+    // A name, never a path: `../../etc/x` would leave /dev/virtio-ports.
+    // QEMU's names are such as org.qemu.guest_agent.0.
+    let name_ok = !name.is_empty()
+        && name.len() <= 255
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if !name_ok {
+        return Err(AgentError::BadName {
+            name: name.to_string(),
+        });
+    }
     let dev = root.join(&format!("dev/virtio-ports/{name}"));
     if dev.exists() {
         return Ok(dev);
@@ -204,6 +227,18 @@ impl HintPort {
                 path: path.to_path_buf(),
                 source,
             })?;
+        // Opened without O_TRUNC, a regular file (a --device mistyped, a
+        // link planted in the port's place) is still unchanged here: it is
+        // refused before anything is written over its first bytes.
+        use std::os::unix::fs::FileTypeExt as _;
+        if !file
+            .metadata()
+            .is_ok_and(|m| m.file_type().is_char_device())
+        {
+            return Err(AgentError::NotAPort {
+                path: path.to_path_buf(),
+            });
+        }
         Ok(HintPort {
             path: path.to_path_buf(),
             file,
@@ -349,5 +384,31 @@ mod tests {
             find_port(&g.root, "org.numaplace.hints.0").unwrap(),
             link.join("org.numaplace.hints.0")
         );
+    }
+
+    /// A name that is a path, and anything but a character device, are
+    /// refused before a byte is written: a regular file in the port's
+    /// place (a link planted there, a mistyped --device) is left as it was.
+    #[test]
+    fn only_a_name_finds_a_port_and_only_a_character_device_is_written() {
+        let g = Guest::new();
+        for name in ["../../etc/x", "a/b", "..", "", "name\n"] {
+            let e = find_port(&g.root, name).unwrap_err();
+            assert!(matches!(e, AgentError::BadName { .. }), "{name:?}: {e}");
+        }
+        let file = g.dir.path().join("not-a-port");
+        std::fs::write(&file, "precious\n").unwrap();
+        let e = HintPort::open(&file).err().unwrap();
+        assert!(e.to_string().contains("not a character device"), "{e}");
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious\n");
+        let link = g.dir.path().join("port-link");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(matches!(
+            HintPort::open(&link),
+            Err(AgentError::NotAPort { .. })
+        ));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "precious\n");
+        // A character device passes (the port itself is one).
+        assert!(HintPort::open(Path::new("/dev/null")).is_ok());
     }
 }

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::{self, Read};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use numaplace_model::{CpuSet, GroupKind, Snapshot, TaskId};
@@ -188,6 +188,12 @@ impl GuestHints {
             .filter(|(_, c)| c.tagged.is_none())
             .map(|(p, _)| p.clone())
             .collect()
+    }
+
+    /// Bytes of a line begun and not ended on `path` (the guest sent text
+    /// without its newline and then nothing): 0 where no line is pending.
+    pub fn pending_bytes(&self, path: &Path) -> usize {
+        self.conns.get(path).map_or(0, |c| c.partial.len())
     }
 
     /// One round: connects to new sockets, reads what the guests sent, and

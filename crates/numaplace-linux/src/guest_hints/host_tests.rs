@@ -99,6 +99,16 @@ fn an_honest_guest_tags_and_clears_a_vcpu() {
     let pid = me().tid;
     let mut guest = connect(&mut hints, &listener, &snap);
     assert_eq!(hints.silent().len(), 1, "connected, nothing sent yet");
+    let path = hints.silent().remove(0);
+    assert_eq!(hints.pending_bytes(&path), 0);
+    // Text without its newline, then nothing: said as bytes pending, not
+    // as nothing at all.
+    guest.write_all(b"numaplace-hints 1 ").unwrap();
+    hints.poll(&snap, Instant::now());
+    assert_eq!(hints.silent(), vec![path.clone()]);
+    assert_eq!(hints.pending_bytes(&path), 18);
+    guest.write_all(b"\n").unwrap();
+    hints.poll(&snap, Instant::now());
     let online = CpuSet::first_n(VCPUS);
     let one = CpuSet::parse_list("1").unwrap();
     guest

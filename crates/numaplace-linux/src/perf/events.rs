@@ -606,7 +606,7 @@ pub fn resolve_uncore(
         if let Some(text) = given {
             return resolver
                 .encoding(text, "cpu")
-                .map_err(|e| format!("the given encoding is unusable: {e}"));
+                .map_err(|e| format!("the encoding given in [perf] is unusable: {e}"));
         }
         if pmus.is_empty() {
             // libpfm4 would encode for a CPU whose PMU the kernel does not

@@ -154,7 +154,7 @@ fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
                     numaplace_io::bounded::XML_MAX_BYTES,
                 )
                 .map_err(|e| refused(e.to_string()))?;
-                check_xml_depth(&text).map_err(refused)?;
+                check_xml(&text).map_err(refused)?;
             }
             // The whole machine, not only the CPUs numaplace itself may
             // run on (hwloc's default when it runs in a cpuset: a
@@ -183,7 +183,7 @@ fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
                     path: path.clone(),
                     detail: e.to_string(),
                 })?;
-            check_xml_depth(&text).map_err(|detail| DiscoveryError::XmlShape {
+            check_xml(&text).map_err(|detail| DiscoveryError::XmlShape {
                 path: path.clone(),
                 detail,
             })?;
@@ -221,14 +221,64 @@ fn load(source: &TopologySource) -> Result<Hw, DiscoveryError> {
 /// hwloc's parser recurses per level, and 20,000 levels overflow its stack.
 pub const MAX_XML_DEPTH: usize = 256;
 
+/// What numaplace checks of hwloc XML before hwloc reads it: the nesting
+/// ([`check_xml_depth`]), then that it is well-formed XML at all. hwloc's
+/// own parser takes malformed text (`gp_index="7"8` inside a tag) and can
+/// build a topology that breaks hwloc's invariants, which hwloc's
+/// consistency check (run by the binding in debug builds) aborts on.
+pub fn check_xml(text: &str) -> Result<(), String> {
+    check_xml_depth(text)?;
+    // lstopo writes a DOCTYPE (never fetched); a real machine's file is
+    // tens of thousands of nodes, so entity expansion cannot go far.
+    let opts = roxmltree::ParsingOptions {
+        allow_dtd: true,
+        nodes_limit: 4 << 20,
+    };
+    roxmltree::Document::parse_with_options(text, opts)
+        .map(drop)
+        .map_err(|e| format!("not well-formed XML: {e}"))
+}
+
 /// Refuses hwloc XML whose `<object>` elements nest deeper than
-/// [`MAX_XML_DEPTH`], before hwloc parses it.
+/// [`MAX_XML_DEPTH`], before hwloc parses it. A tag ends at the first `>`
+/// outside a quoted attribute value (`name="/>"` neither closes nor hides
+/// one); comments and CDATA sections are skipped whole.
 pub fn check_xml_depth(text: &str) -> Result<(), String> {
     let b = text.as_bytes();
     let (mut depth, mut i) = (0usize, 0usize);
     while let Some(at) = b[i..].iter().position(|&c| c == b'<') {
-        let tag = &b[i + at + 1..];
-        let end = tag.iter().position(|&c| c == b'>').map_or(tag.len(), |e| e);
+        let start = i + at + 1;
+        let tag = &b[start..];
+        let skip_to = |close: &[u8]| {
+            tag.windows(close.len())
+                .position(|w| w == close)
+                .map_or(tag.len(), |p| p + close.len())
+        };
+        if tag.starts_with(b"!--") {
+            i = start + skip_to(b"-->");
+            continue;
+        }
+        if tag.starts_with(b"![CDATA[") {
+            i = start + skip_to(b"]]>");
+            continue;
+        }
+        let mut quote = None;
+        let end = tag
+            .iter()
+            .position(|&c| match quote {
+                Some(q) => {
+                    if c == q {
+                        quote = None;
+                    }
+                    false
+                }
+                None if c == b'"' || c == b'\'' => {
+                    quote = Some(c);
+                    false
+                }
+                None => c == b'>',
+            })
+            .unwrap_or(tag.len());
         if tag.starts_with(b"/object") {
             depth = depth.saturating_sub(1);
         } else if tag.starts_with(b"object")
@@ -244,7 +294,7 @@ pub fn check_xml_depth(text: &str) -> Result<(), String> {
                 ));
             }
         }
-        i += at + 1 + end;
+        i = start + end;
     }
     Ok(())
 }
@@ -616,5 +666,25 @@ mod tests {
         assert_eq!(check_xml_depth(&flat), Ok(()));
         assert_eq!(check_xml_depth("<object"), Ok(()));
         assert_eq!(check_xml_depth("<"), Ok(()));
+        // A `/>` or `>` inside a quoted value neither closes the element
+        // nor ends its tag; a comment with a lone quote hides nothing.
+        for open in [
+            "<object name=\"/>\">",
+            "<object name='a>b'>",
+            "<!-- don't --><object type=\"Group\">",
+            "<![CDATA[ \" ]]><object>",
+        ] {
+            let s = open.repeat(MAX_XML_DEPTH + 1);
+            assert!(check_xml_depth(&s).is_err(), "{open}");
+        }
+        // Nesting within bounds, but not XML: refused as such.
+        let cut = real.replacen("gp_index=\"7\">", "gp_index=\"7\"8", 1);
+        assert_ne!(cut, real);
+        let e = check_xml(&cut).unwrap_err();
+        assert!(e.starts_with("not well-formed XML"), "{e}");
+        assert_eq!(check_xml(&real), Ok(()));
+        // Objects inside a comment add no level.
+        let commented = format!("<!--{}-->", "<object>".repeat(MAX_XML_DEPTH + 1));
+        assert_eq!(check_xml_depth(&commented), Ok(()));
     }
 }

@@ -422,6 +422,10 @@ fn llcs_of(llc_keys: &[(usize, u32, LlcKey)], cores: &[Core]) -> Vec<Llc> {
     llcs
 }
 
+/// The most memory one node may have: 1 PiB, about 100 times today's
+/// largest nodes (a few TiB), far below a wrapped `-1`.
+pub const MAX_NODE_MEMORY: u64 = 1 << 50;
+
 /// The nodes with their locality, package, cores and LLC domains; a node
 /// may name only a package the machine has, and a locality of its CPUs.
 fn nodes_of(
@@ -474,6 +478,15 @@ fn nodes_of(
             bail!(
                 "node {} names package {os}, which the machine lacks",
                 n.os_id
+            );
+        }
+        if n.memory > MAX_NODE_MEMORY {
+            bail!(
+                "node {} has {} bytes of memory, more than any machine has (at most {} \
+                 TiB a node; hwloc writes an unknown size as 0, a negative one wraps)",
+                n.os_id,
+                n.memory,
+                MAX_NODE_MEMORY >> 40
             );
         }
         if !n.locality.is_subset(span) {

@@ -261,17 +261,22 @@ fn partial_model<'a>(
             .transpose()
     };
     let mut m = PartialModel {
-        cpi: given(keys.cpi, "cpi", 0.0, true, None)?,
-        uncore_pki: given(keys.uncore_pki, "uncore_pki", 0.0, false, None)?,
-        llc_mpki: given(keys.llc_mpki, "llc_mpki", 0.0, false, None)?,
+        // Physical bounds, so that no product of the model overflows or
+        // vanishes: a core retires at most a few instructions a cycle (a
+        // CPI of 0.05 is a 20-wide core), memory-level parallelism is
+        // bounded by a core's miss buffers (tens), and no instruction
+        // makes more than one access of each kind.
+        cpi: given(keys.cpi, "cpi", 0.05, false, Some(1000.0))?,
+        uncore_pki: given(keys.uncore_pki, "uncore_pki", 0.0, false, Some(1000.0))?,
+        llc_mpki: given(keys.llc_mpki, "llc_mpki", 0.0, false, Some(1000.0))?,
         alpha: given(keys.alpha, "alpha", 0.0, true, Some(2.0))?,
-        mlp: given(keys.mlp, "mlp", 1.0, false, None)?,
+        mlp: given(keys.mlp, "mlp", 1.0, false, Some(256.0))?,
         shared_writes_pki: given(
             keys.shared_writes_pki,
             "shared_writes_pki",
             0.0,
             false,
-            None,
+            Some(1000.0),
         )?,
         ..PartialModel::default()
     };

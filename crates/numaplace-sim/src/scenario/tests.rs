@@ -517,7 +517,7 @@ fn thread_model_rules() {
     );
     fails(
         &format!("{phased}\n[[app.phase]]\ninstructions = 1\nuncore_pki = -2\n"),
-        "t.toml:12:14: field `app[0].phase[0].uncore_pki`: must be at least 0, got -2",
+        "t.toml:12:14: field `app[0].phase[0].uncore_pki`: must be between 0 and 1000, got -2",
     );
     let no_uncore = phased.replace("uncore_pki = 20\nllc_mpki = 10\n", "llc_mpki = 1\n");
     fails(

@@ -65,7 +65,7 @@ pub struct Check {
 pub fn run(args: &DoctorArgs) -> Result<()> {
     let checks = checks(&SysRoot::host());
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&checks)?);
+        println!("{}", crate::output::json::pretty(&checks)?);
     } else {
         print!("{}", render(&checks));
     }

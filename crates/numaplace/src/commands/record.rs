@@ -144,7 +144,7 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
         let snap = snap?;
         n += 1;
         if args.json {
-            println!("{}", serde_json::to_string(&snap)?);
+            println!("{}", crate::output::json::line(&snap)?);
         } else {
             let vms = snap
                 .groups
@@ -216,7 +216,7 @@ impl<W: Write> Observer for Decisions<W> {
             self.pages += p.moved;
         }
         let line = if self.json {
-            serde_json::to_string(e).map_err(std::io::Error::other)
+            crate::output::json::line(e).map_err(std::io::Error::from)
         } else {
             let head = if std::mem::take(&mut self.first_of_round) {
                 format!("#{} +{:.3}s\n", snap.seq, snap.interval_ns as f64 / 1e9)

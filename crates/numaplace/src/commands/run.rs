@@ -230,8 +230,8 @@ impl Journal {
         // Labels and reasons carry names processes chose: escaped for the log.
         tracing::info!(pid = e.pid, label = %printable(&e.label), "{}: {:?}", printable(&e.reason), e.outcome);
         if let Some(out) = &mut self.out {
-            let written = serde_json::to_writer(&mut *out, e)
-                .map_err(std::io::Error::other)
+            let written = crate::output::json::to_writer(&mut *out, e)
+                .map_err(std::io::Error::from)
                 .and_then(|_| out.write_all(b"\n"))
                 .and_then(|_| out.flush());
             if let Err(err) = written {
@@ -271,6 +271,17 @@ impl Observer for Daemon<'_> {
     fn round_done(&mut self, snap: &Snapshot, report: &RoundReport) -> ControlFlow<()> {
         self.rounds += 1;
         self.totals.add(report);
+        // Test builds only: a bug in the loop, to show that what the
+        // daemon changed is put back all the same (cli_daemon's test).
+        #[cfg(debug_assertions)]
+        if std::env::var("NUMAPLACE_TEST_PANIC_AT_ROUND")
+            .is_ok_and(|r| r.parse() == Ok(self.rounds))
+        {
+            panic!(
+                "NUMAPLACE_TEST_PANIC_AT_ROUND: a bug in round {}",
+                self.rounds
+            );
+        }
         // Once per thread and reason, not each round.
         for n in &report.newly_left_alone {
             tracing::info!(
@@ -332,7 +343,14 @@ pub fn run(args: &RunArgs) -> Result<()> {
         ..MetricsState::default()
     }));
     if let Some(l) = &c.metrics.listen {
-        metrics::serve(&metrics::parse_listen(l)?, Arc::clone(&shared))?;
+        let listen = metrics::parse_listen(l)?;
+        if c.metrics.state_over_tcp && matches!(listen, metrics::Listen::Tcp(_)) {
+            tracing::warn!(
+                "[metrics] state_over_tcp: every local user can read GET /state on {l}, the \
+                 processes in scope by name and pid"
+            );
+        }
+        metrics::serve(&listen, Arc::clone(&shared), c.metrics.state_over_tcp)?;
         tracing::info!("metrics on {l}");
     }
     // libvirt's domains are pinned through libvirt: VM discovery tells
@@ -351,6 +369,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
         wait_for_a_scope(&file, &stop);
         return Ok(());
     }
+    // The journal before the collector starts: a path it refuses (a
+    // symlink, a FIFO) ends the daemon before any counter is opened.
+    let journal = Journal::open(c.journal.as_deref())?;
 
     let balancing = NumaBalancing::read(&SysRoot::host());
     let mut engine = Engine::new(s.policy(), c.scope.clone(), engine_config(c, balancing));
@@ -359,7 +380,6 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let (mut collector, managed) =
         start_collecting(&engine, c, balancing, s.synthetic.as_mut(), service)?;
     collector.share_libvirt_domains(Arc::clone(&domains));
-    let journal = Journal::open(c.journal.as_deref())?;
     let hands = if c.dry_run {
         Hands::Dry(RecordingActuator::default())
     } else {
@@ -420,23 +440,49 @@ pub fn run(args: &RunArgs) -> Result<()> {
         Some(g) => g,
         None => &mut no_guard,
     };
-    let Ok(rounds) = engine.run(&s.topology, &mut world, guard, &mut daemon);
+    // A bug in the loop (a panic) still puts back what the daemon changed
+    // before it exits: the panic's message is on stderr (the hook), the
+    // restore follows, and the daemon exits 1 saying so.
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        engine.run(&s.topology, &mut world, guard, &mut daemon)
+    }));
+    let (rounds, bug) = match ran {
+        Ok(Ok(rounds)) => (rounds, None),
+        Err(payload) => {
+            let what = (payload.downcast_ref::<String>().cloned())
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic".into());
+            (daemon.rounds, Some(what))
+        }
+    };
+    let stopped = |report: &dyn std::fmt::Display| -> Result<()> {
+        match &bug {
+            None => Ok(()),
+            Some(what) => Err(anyhow::anyhow!(
+                "stopped by a bug after {rounds} rounds ({what}); {report}: please report it"
+            )),
+        }
+    };
 
     // Put back what we changed.
     let (Hands::Host(mut host), Some(_)) = (world.actuator, state) else {
         tracing::info!("dry run: nothing to restore");
-        crate::output::say!(
-            "numaplace: stopped after {rounds} rounds (dry run: nothing was changed)"
-        );
-        return Ok(());
+        if bug.is_none() {
+            crate::output::say!(
+                "numaplace: stopped after {rounds} rounds (dry run: nothing was changed)"
+            );
+        }
+        return stopped(&"nothing was changed (dry run)");
     };
     // libvirt's domains as they are now (one may have stopped since the
     // last round), so their threads and nodesets go back through libvirt.
     crate::daemon_setup::read_libvirt_domains(c, &domains);
     let report = host.restore();
     tracing::info!("stopping after {rounds} rounds; restored: {report}");
-    crate::output::say!("numaplace: stopped after {rounds} rounds; {report}");
-    Ok(())
+    if bug.is_none() {
+        crate::output::say!("numaplace: stopped after {rounds} rounds; {report}");
+    }
+    stopped(&format_args!("restored: {report}"))
 }
 
 /// The state file, after putting back whatever an earlier run left changed

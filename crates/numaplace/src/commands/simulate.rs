@@ -126,7 +126,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
         &mut |e| {
             if let Some(j) = journal.as_mut()
                 && journal_error.is_none()
-                && let Err(err) = serde_json::to_writer(&mut *j, e)
+                && let Err(err) = crate::output::json::to_writer(&mut *j, e)
                     .map_err(std::io::Error::from)
                     .and_then(|_| j.write_all(b"\n"))
             {
@@ -147,7 +147,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
     if args.sim.json {
         let mut r = r;
         r.trace = None;
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        println!("{}", crate::output::json::pretty(&r)?);
         return Ok(());
     }
     println!(
@@ -264,7 +264,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
         for r in &mut c.examples {
             r.trace = None;
         }
-        println!("{}", serde_json::to_string_pretty(&c)?);
+        println!("{}", crate::output::json::pretty(&c)?);
     } else {
         print!("{}", report::table(&c));
         if args.per_app {
@@ -390,7 +390,7 @@ fn sweep_cmd(args: &CompareArgs, n: u64) -> Result<()> {
         written = write_worst(&args.worst_dir, &cases, &report)?;
     }
     if args.sim.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", crate::output::json::pretty(&report)?);
     } else {
         print!("{}", report.table());
     }

@@ -74,6 +74,17 @@ pub fn run(args: &TasksArgs) -> Result<()> {
         hint_notes.extend(round.notes);
         snap.guest_hints = round.hints;
         for path in h.silent() {
+            let pending = h.pending_bytes(&path);
+            if pending > 0 {
+                hint_notes.push(format!(
+                    "guest hints: {}: {pending} bytes came during --interval {} but no whole \
+                     line (each message ends with a newline: is the guest's sender `numaplace \
+                     guest`?)",
+                    path.display(),
+                    args.interval
+                ));
+                continue;
+            }
             hint_notes.push(format!(
                 "guest hints: {}: connected, but nothing came during --interval {} (is \
                  `numaplace guest` running in the VM? is another numaplace reading this socket? \
@@ -90,7 +101,7 @@ pub fn run(args: &TasksArgs) -> Result<()> {
         .collect();
     if args.json {
         let pids: Vec<i32> = groups.iter().map(|g| g.pid).collect();
-        println!("{}", serde_json::to_string_pretty(&select(&snap, &pids))?);
+        println!("{}", crate::output::json::pretty(&select(&snap, &pids))?);
         return Ok(());
     }
     let mut notes: Vec<String> = collector.missing_signals().to_vec();
@@ -100,8 +111,16 @@ pub fn run(args: &TasksArgs) -> Result<()> {
     }
     let gaps = collector.gaps();
     if gaps.denied > 0 {
+        // SAFETY: geteuid has no preconditions.
+        let what_to_do = if unsafe { libc::geteuid() } == 0 {
+            // Root is refused too where a security module or a mount
+            // option (hidepid, a user namespace's /proc) says so.
+            "even as root: a security module, /proc's hidepid or another namespace's tasks"
+        } else {
+            "run as root to see every task"
+        };
         notes.push(format!(
-            "{} file{} could not be read (permission denied; run as root to see every task)",
+            "{} file{} could not be read (permission denied; {what_to_do})",
             gaps.denied,
             if gaps.denied == 1 { "" } else { "s" }
         ));

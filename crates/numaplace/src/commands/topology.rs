@@ -19,7 +19,7 @@ pub fn run(args: &TopologyArgs) -> Result<()> {
             .map_err(|e| InputError(format!("--cpus {list}: {}", e.0)))?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&topo)?);
+        println!("{}", crate::output::json::pretty(&topo)?);
     } else {
         print!("{}", report::topology::render(&topo));
     }

@@ -11,114 +11,13 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use serde::{Deserialize, Serialize};
-
-use numaplace_model::task::printable;
 use numaplace_model::world::JournalEntry;
 use numaplace_model::{Counter, GroupKind, Outcome, Scope, Snapshot, TaskId, Topology};
 use numaplace_policy::engine::RoundReport;
-
-/// The format of [`TopState`]; a reader refuses another.
-pub const FORMAT: u32 = 1;
-/// Groups at most: those in scope first, then the busiest others.
-pub const MAX_GROUPS: usize = 200;
-/// Decisions kept, newest last.
-pub const MAX_DECISIONS: usize = 64;
-/// Characters of a name kept (after escaping).
-pub const MAX_LABEL: usize = 64;
-/// Characters of a reason kept (after escaping).
-pub const MAX_REASON: usize = 600;
-
-/// One frame of `top`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TopState {
-    pub format: u32,
-    pub policy: String,
-    /// Whether actions are carried out (`false`: a dry run, or `top`'s own
-    /// advice, which applies nothing).
-    pub applies: bool,
-    pub round: u64,
-    pub time_unix_ns: u64,
-    /// Nanoseconds the round's CPU times cover; 0 in the first round.
-    pub interval_ns: u64,
-    pub nodes: Vec<NodeRow>,
-    /// Memory bandwidth per resctrl L3 domain, where resctrl measures it.
-    pub bandwidth: Vec<BandwidthRow>,
-    pub groups: Vec<GroupRow>,
-    /// Groups seen but left out ([`MAX_GROUPS`]).
-    pub groups_left_out: usize,
-    pub decisions: Vec<DecisionRow>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NodeRow {
-    /// The kernel's node number.
-    pub id: u32,
-    /// Its CPUs, as a list (`0-3,8-11`).
-    pub cpus: String,
-    pub cpu_count: usize,
-    /// CPUs' worth of time the threads seen ran on it over the interval;
-    /// `None` in the first round (no interval yet).
-    pub busy_cpus: Option<f64>,
-    /// Bytes, from the node's meminfo; `None` where it was not read.
-    pub mem_total: Option<u64>,
-    pub mem_free: Option<u64>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BandwidthRow {
-    /// The resctrl L3 domain.
-    pub domain: u32,
-    /// Bytes per second of all monitoring groups over the interval.
-    pub bytes_per_s: f64,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GroupRow {
-    pub pid: i32,
-    /// The process's or VM's name, escaped and cut. Untrusted.
-    pub label: String,
-    /// `process` or `vm`.
-    pub kind: String,
-    /// Whether the policy may act on it.
-    pub in_scope: bool,
-    pub threads: usize,
-    /// Threads by the node of the CPU they last ran on.
-    pub running: BTreeMap<u32, usize>,
-    /// The CPUs its threads last ran on.
-    pub cpus: String,
-    /// CPUs' worth of time it ran over the interval.
-    pub busy_cpus: Option<f64>,
-    /// Bytes per node (`numa_maps`), where its memory was read.
-    pub memory: Option<BTreeMap<u32, u64>>,
-    /// What the policy classed it as, where the policy classes groups.
-    pub class: Option<String>,
-    /// The per-process signals the round had for it that the policy reads
-    /// (`hw counters` or `sw counters`, `samples N`, `hinting faults N`,
-    /// `numa_maps`).
-    pub signals: Vec<String>,
-    /// Its threads no policy may place, by reason: `2 chose-cpus`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub left_alone: Vec<String>,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DecisionRow {
-    pub round: u64,
-    pub time_unix_ns: u64,
-    pub pid: i32,
-    pub label: String,
-    /// The action, in words (`pin thread 12 to CPUs 0-3`).
-    pub action: String,
-    pub reason: String,
-    /// What became of it (`done`, `not applied`, `refused: ...`).
-    pub outcome: String,
-}
+pub use numaplace_view::{
+    BandwidthRow, DecisionRow, FORMAT, GroupRow, MAX_DECISIONS, MAX_GROUPS, MAX_LABEL, MAX_REASON,
+    NodeRow, TopState, bounded,
+};
 
 /// Which signals the policy reads (the engine's `needs`), to say per group
 /// which of them the round had.
@@ -150,17 +49,6 @@ pub struct StateBuilder {
     /// A round was seen before this one: CPU times have a start.
     started: bool,
     decisions: VecDeque<DecisionRow>,
-}
-
-/// `text` escaped and cut to `max` characters (an ellipsis says so).
-pub fn bounded(text: &str, max: usize) -> String {
-    let p = printable(text);
-    if p.chars().count() <= max {
-        return p;
-    }
-    let mut s: String = p.chars().take(max.saturating_sub(1)).collect();
-    s.push('…');
-    s
 }
 
 impl StateBuilder {
@@ -388,7 +276,7 @@ impl Feed<'_> {
 
     /// The frame as JSON (what `GET /state` serves).
     pub fn json(&mut self, snap: &Snapshot, report: &RoundReport) -> String {
-        serde_json::to_string(&self.frame(snap, report)).unwrap_or_default()
+        crate::output::json::line(&self.frame(snap, report)).unwrap_or_default()
     }
 }
 

@@ -27,6 +27,8 @@ pub fn check_qmp_pattern(pattern: &str) -> Result<(), String> {
     let dir = p.parent().and_then(|d| d.to_str());
     let why = if !pattern.starts_with('/') {
         "not an absolute path"
+    } else if pattern.chars().any(char::is_control) {
+        "a control character (NUL, a line break, an escape)"
     } else if pattern.len() > 4096 {
         "longer than 4096 bytes"
     } else if file.is_none_or(|f| f.is_empty()) || pattern.ends_with('/') {
@@ -67,8 +69,19 @@ impl VmDiscovery {
                         .insert(path.clone(), ((m.dev(), m.ino()), failed));
                     continue;
                 }
-                // Gone between listing and now.
-                Err(_) => continue,
+                // A path named as it is (no wildcard) that is not there
+                // is said once; one a pattern listed went between the
+                // listing and now.
+                Err(e) => {
+                    if self.sources.qmp.iter().any(|p| Path::new(p) == path) {
+                        self.say(
+                            path,
+                            "missing",
+                            format_args!("{e}; looked for again each round"),
+                        );
+                    }
+                    continue;
+                }
             };
             let now = Instant::now();
             match self.sockets.get(path) {

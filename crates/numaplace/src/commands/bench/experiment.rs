@@ -534,7 +534,7 @@ pub fn run(name: &str, args: &BenchArgs, topo: &Topology) -> Result<()> {
             notes: &plan.notes,
             points: rows,
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{}", crate::output::json::pretty(&out)?);
     }
     Ok(())
 }

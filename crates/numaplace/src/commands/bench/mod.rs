@@ -70,7 +70,7 @@ fn single(args: &BenchArgs, m: &Machine) -> Result<()> {
             memory: describe_memory(&cfg.memory),
             report: &report,
         };
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        println!("{}", crate::output::json::pretty(&out)?);
     } else {
         print!("{}", render_single(&cfg, &report));
     }

@@ -15,11 +15,10 @@ use numaplace_model::world::JournalEntry;
 use numaplace_policy::engine::{Observer, RoundReport};
 
 use crate::metrics::Listen;
-use crate::top_state::{FORMAT, Feed, TopState};
+use crate::top_state::{Feed, TopState};
+pub use numaplace_view::parse_answer;
 
-/// The most bytes of a daemon's answer read: far above what the daemon
-/// builds (its lists are capped), far below what could hurt.
-pub const MAX_ANSWER_BYTES: usize = 4 << 20;
+pub use numaplace_view::MAX_ANSWER_BYTES;
 /// The longest one request to the daemon may take, connecting included.
 pub const DEADLINE: Duration = Duration::from_secs(2);
 
@@ -169,102 +168,6 @@ pub fn fetch_within(listen: &Listen, deadline: Duration) -> Result<TopState, Str
                 "no answer within {deadline:?} (not even a connection: it accepts none)"
             ))
         })
-}
-
-/// The frame in an HTTP answer to `GET /state`.
-pub fn parse_answer(answer: &[u8]) -> Result<TopState, String> {
-    if answer.is_empty() {
-        return Err("it closed the connection without an answer".into());
-    }
-    let head_end = answer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| format!("not an HTTP answer: {}", excerpt(answer)))?;
-    let head = String::from_utf8_lossy(&answer[..head_end]);
-    let status = head.lines().next().unwrap_or("");
-    let mut parts = status.split_whitespace();
-    let (Some(version), Some(code)) = (parts.next(), parts.next()) else {
-        return Err(format!("not an HTTP answer: {}", excerpt(answer)));
-    };
-    if !version.starts_with("HTTP/") {
-        return Err(format!("not an HTTP answer: {}", excerpt(answer)));
-    }
-    let body = &answer[head_end + 4..];
-    match code {
-        "200" => {}
-        "404" => {
-            return Err(
-                "it serves no /state (a numaplace older than `top`?); upgrade the daemon".into(),
-            );
-        }
-        _ => return Err(format!("{}: {}", excerpt(status.as_bytes()), excerpt(body))),
-    }
-    let mut value: serde_json::Value = serde_json::from_slice(body).map_err(|e| {
-        format!(
-            "its answer is not numaplace's state ({e}): {}",
-            excerpt(body)
-        )
-    })?;
-    defang(&mut value);
-    let mut state: TopState = serde_json::from_value(value).map_err(|e| {
-        format!(
-            "its answer is not numaplace's state ({e}): {}",
-            excerpt(body)
-        )
-    })?;
-    cap(&mut state);
-    if state.format != FORMAT {
-        return Err(format!(
-            "its state is format {}, this top reads {FORMAT}; use the same numaplace version",
-            state.format
-        ));
-    }
-    Ok(state)
-}
-
-/// What a peer sends is drawn on the user's terminal: whoever holds the
-/// port (the daemon, or anyone while it is down) must not reach it. Every
-/// string is escaped as the daemon escapes its own names (control
-/// characters, bidirectional and invisible ones) and cut to the daemon's
-/// longest ([`MAX_REASON`](crate::top_state::MAX_REASON)); a backslash is
-/// kept as it is, since the daemon's own escapes are made of them.
-fn defang(v: &mut serde_json::Value) {
-    use serde_json::Value;
-    match v {
-        Value::String(s) => {
-            let safe = crate::top_state::bounded(s, crate::top_state::MAX_REASON);
-            *s = safe.replace("\\\\", "\\");
-        }
-        Value::Array(a) => a.iter_mut().for_each(defang),
-        Value::Object(o) => o.values_mut().for_each(defang),
-        _ => {}
-    }
-}
-
-/// Cuts a peer's lists to what the daemon sends at most: groups and
-/// decisions by the daemon's limits, nodes by Linux's.
-fn cap(state: &mut TopState) {
-    use crate::top_state::{MAX_DECISIONS, MAX_GROUPS};
-    state.groups.truncate(MAX_GROUPS);
-    let gone = state.decisions.len().saturating_sub(MAX_DECISIONS);
-    state.decisions.drain(..gone);
-    state
-        .nodes
-        .truncate(numaplace_linux::topology::MAX_NODE_ID as usize + 1);
-    state
-        .bandwidth
-        .truncate(numaplace_linux::topology::MAX_NODE_ID as usize + 1);
-}
-
-/// The start of what came, escaped, for a one-line error.
-fn excerpt(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(60)]);
-    let s = crate::top_state::bounded(text.trim(), 48);
-    if s.is_empty() {
-        "(empty)".into()
-    } else {
-        format!("\"{s}\"")
-    }
 }
 
 /// `top`'s own loop: each round's frame into `latest`, until `stop`.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::top_state::FORMAT;
 use std::os::unix::net::UnixListener;
 use std::path::Path;
 
@@ -117,7 +118,7 @@ fn the_reader_keeps_the_last_frame_and_says_why_a_try_failed() {
         state_json: Arc::new(serde_json::to_string(&frame()).unwrap()),
         ..Default::default()
     }));
-    crate::metrics::serve(&Listen::Unix(sock.clone()), shared).unwrap();
+    crate::metrics::serve(&Listen::Unix(sock.clone()), shared, false).unwrap();
     let latest: Shared = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     spawn_daemon_reader(
