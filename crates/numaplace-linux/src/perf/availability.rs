@@ -38,6 +38,9 @@ pub struct Availability {
     /// `perf_event_paranoid` as read (None: absent).
     pub paranoid: Option<i32>,
     pub exclude_kernel: bool,
+    /// Software events count kernel-side all the same
+    /// ([`OpenOptions::software_kernel`](super::counters::OpenOptions)).
+    pub software_kernel: bool,
     /// One fd per counted event.
     pub fds_per_thread: usize,
     pub fd_limit: FdLimit,
@@ -103,10 +106,12 @@ impl fmt::Display for Availability {
         writeln!(
             f,
             "perf_event_paranoid={paranoid}, {}",
-            if self.exclude_kernel {
-                "user space only"
-            } else {
-                "user and kernel"
+            match (self.exclude_kernel, self.software_kernel) {
+                (true, true) => "hardware events user space only, software events user and kernel",
+                (true, false) =>
+                    "user space only (software events too: context switches, \
+                                  migrations and faults read 0)",
+                (false, _) => "user and kernel",
             }
         )?;
         write!(

@@ -132,8 +132,15 @@ fn generic_builder(c: Counter) -> Builder<'static> {
 /// How groups are opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpenOptions {
-    /// Count user space only (`exclude_kernel`).
+    /// Count user space only (`exclude_kernel`): the hardware events.
     pub exclude_kernel: bool,
+    /// Software events count in the kernel too, whatever `exclude_kernel`
+    /// says: a context switch, a migration or a page fault happens in the
+    /// kernel, so counted in user space only each reads 0 for ever (a
+    /// PMU-less host's only per-thread signals). Set where the kernel lets
+    /// this process count kernel-side (root or CAP_PERFMON, or
+    /// `perf_event_paranoid` below 2).
+    pub software_kernel: bool,
 }
 
 /// Parses `/proc/sys/kernel/perf_event_paranoid`.
@@ -200,7 +207,8 @@ impl ThreadCounters {
             if tid != 0 {
                 b.observe_pid(tid);
             }
-            b.exclude_kernel(opts.exclude_kernel);
+            let kernel_side = opts.software_kernel && !spec.is_hardware();
+            b.exclude_kernel(opts.exclude_kernel && !kernel_side);
             b
         };
         let mut leader = build(first).build().map_err(|e| err(first, e))?;
@@ -318,6 +326,38 @@ mod tests {
         );
     }
 
+    /// Counted in user space only, a thread that sleeps and wakes shows no
+    /// context switch; counted kernel-side (as the daemon does where it
+    /// may) it shows them. Skipped where this process may not count the
+    /// kernel (not root, `perf_event_paranoid` 2 or more).
+    #[test]
+    fn software_events_counted_kernel_side_see_context_switches() {
+        let specs: Vec<_> = [Counter::ContextSwitches]
+            .iter()
+            .filter_map(|&c| EventSpec::generic(c))
+            .collect();
+        let count = |software_kernel| {
+            let mut g = ThreadCounters::open(
+                0,
+                &specs,
+                OpenOptions {
+                    exclude_kernel: true,
+                    software_kernel,
+                },
+            )
+            .ok()?;
+            for _ in 0..20 {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            Some(g.read().unwrap().values[&Counter::ContextSwitches])
+        };
+        assert_eq!(count(false), Some(0), "user space sees no switch");
+        match count(true) {
+            Some(n) => assert!(n >= 20, "{n} context switches over 20 sleeps"),
+            None => eprintln!("skipped: this process may not count the kernel"),
+        }
+    }
+
     #[test]
     fn software_group_on_this_thread_counts() {
         let specs: Vec<_> = Counter::SOFTWARE
@@ -329,6 +369,7 @@ mod tests {
             &specs,
             OpenOptions {
                 exclude_kernel: true,
+                software_kernel: false,
             },
         )
         .unwrap();
@@ -349,7 +390,8 @@ mod tests {
                 0,
                 &[],
                 OpenOptions {
-                    exclude_kernel: true
+                    exclude_kernel: true,
+                    software_kernel: false,
                 }
             )
             .is_err()

@@ -263,9 +263,25 @@ impl PerfMonitor {
     /// [`new`](Self::new), with `encoder` in libpfm4's place.
     pub fn with_encoder(root: &SysRoot, config: &PerfConfig, encoder: &dyn EventEncoder) -> Self {
         let host = host_facts(root);
-        let opts = OpenOptions {
+        let mut opts = OpenOptions {
             exclude_kernel: exclude_kernel_for(host.paranoid),
+            software_kernel: false,
         };
+        // Software events kernel-side where the kernel allows it (it
+        // refuses with EACCES where this process may not count the
+        // kernel): asked of the task clock on this thread.
+        opts.software_kernel = !opts.exclude_kernel
+            || EventSpec::generic(Counter::TaskClock).is_some_and(|spec| {
+                ThreadCounters::open(
+                    0,
+                    &[spec],
+                    OpenOptions {
+                        software_kernel: true,
+                        ..opts
+                    },
+                )
+                .is_ok()
+            });
         let mut statuses = BTreeMap::new();
 
         let core_pmu = host.pmus.iter().any(|p| CORE_PMUS.contains(&p.as_str()));
@@ -341,6 +357,7 @@ impl PerfMonitor {
             counters: statuses,
             paranoid: host.paranoid,
             exclude_kernel: opts.exclude_kernel,
+            software_kernel: opts.software_kernel,
             fds_per_thread: specs.len(),
             fd_limit,
             max_threads,
