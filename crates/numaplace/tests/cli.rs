@@ -143,6 +143,9 @@ fn bad_input_is_one_clear_line() {
     std::fs::create_dir_all(empty_sysfs.join("sys/devices/system/cpu")).unwrap();
     let garbage_xml = tmp.path().join("garbage.xml");
     std::fs::write(&garbage_xml, "<topology><object type=\"Blob\"/>").unwrap();
+    // Well-formed, so it reaches hwloc, which has no type Blob.
+    let blob_xml = tmp.path().join("blob.xml");
+    std::fs::write(&blob_xml, "<topology><object type=\"Blob\"/></topology>").unwrap();
     let missing = tmp.path().join("missing");
     let p = |p: &std::path::Path| p.to_str().unwrap().to_string();
 
@@ -161,6 +164,10 @@ fn bad_input_is_one_clear_line() {
         ),
         (
             vec!["--xml".into(), p(&garbage_xml)],
+            "not well-formed XML: the root node was opened but never closed",
+        ),
+        (
+            vec!["--xml".into(), p(&blob_xml)],
             "hwloc rejected this XML file",
         ),
         (vec!["--xml".into(), p(&missing)], "cannot read"),
