@@ -452,3 +452,38 @@ while True:
         "a clipboard write got through: {buffers:?}"
     );
 }
+
+/// The terminal hangs up under the view (its window closed: here its tmux
+/// server killed): `top` ends instead of spinning on a terminal that reads
+/// end-of-file for ever (it did, at a whole CPU, until killed).
+#[test]
+fn top_ends_when_its_terminal_hangs_up() {
+    if !tmux_present() {
+        eprintln!("SKIPPED: tmux is not installed (Debian: apt-get install tmux)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("hangup-nobody.sock");
+    let bin = quoted(Path::new(env!("CARGO_BIN_EXE_numaplace")));
+    let tmux = Tmux::new();
+    tmux.session(
+        "hangup",
+        &format!(
+            "{bin} top --connect unix:{} --interval 300ms",
+            sock.display()
+        ),
+    );
+    tmux.wait_for("hangup", "the view", |p| p.contains("daemon not answering"));
+    let pid = tmux.format("hangup", "#{pane_pid}");
+    let alive = |pid: &str| Path::new(&format!("/proc/{pid}")).exists();
+    assert!(alive(&pid), "no pane process {pid:?}");
+    drop(tmux);
+    let start = Instant::now();
+    while alive(&pid) {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "top (pid {pid}) still runs 10 s after its terminal hung up"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

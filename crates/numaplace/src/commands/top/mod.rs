@@ -167,7 +167,13 @@ fn interactive(latest: &Shared, stop: &AtomicBool, source: &str, daemon: bool) -
             .terminal
             .draw(|f| render::draw(f, &app, shown, &status))
             .context("drawing")?;
-        if event::poll(Duration::from_millis(200)).context("reading the keyboard")? {
+        // A hung-up terminal ends the view (crossterm's poll would spin on
+        // it); otherwise keys, and a resize crossterm noted, without
+        // waiting again.
+        if terminal::wait_for_input(Duration::from_millis(200)) == terminal::Input::Gone {
+            break;
+        }
+        if event::poll(Duration::ZERO).context("reading the keyboard")? {
             match event::read().context("reading the keyboard")? {
                 Event::Key(k) => app.on_key(k, live.as_ref()),
                 Event::Resize(..) => screen.terminal.autoresize().context("resizing")?,
