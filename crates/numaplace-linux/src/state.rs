@@ -768,11 +768,15 @@ fn restore_kernel_balancing(k: KernelBalancingEntry, act: &mut dyn Actuator) -> 
 const SET_ITS_OWN: &str = "the task set its own affinity";
 
 fn restore_one(e: &PinEntry, act: &mut dyn Actuator) -> Restore {
-    // numaplace pins a thread only within the affinity it found (the
-    // whole machine, or the whole of its cgroup's CPUs), so putting the
-    // original back can only widen it. An entry that would narrow a
-    // thread was not written by numaplace: never acted on.
-    if !e.applied.is_subset(&e.original) {
+    // Putting an original back never narrows a thread to part of what
+    // numaplace gave it: numaplace pins within the affinity it found (the
+    // whole machine, or the whole of its cgroup's CPUs), so there the
+    // original holds what it set. A libvirt domain's threads are the
+    // exception that is not a narrowing: moved from libvirt's node to
+    // another, their original and what numaplace set are apart, and go
+    // back to libvirt's. An entry whose original is a strict part of what
+    // it says numaplace set was not written by numaplace: never acted on.
+    if e.original.is_subset(&e.applied) && e.original != e.applied {
         return Restore::LeftAlone {
             why: format!(
                 "its entry would narrow it (to {} from the {} it names as set): not an entry \
