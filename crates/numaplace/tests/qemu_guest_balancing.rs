@@ -126,9 +126,13 @@ fn with_the_kernels_balancing_on_pages_settle_after_numaplace_pins_a_hog() {
         );
     }
     let first = &samples[0];
+    // First touched on node 0; in the 3 s the hog runs alone the kernel's
+    // balancing may already move the pages of a hog thread that Linux ran
+    // on node 1 (seen: 8,192 of 16,903 pages, in 2 of 3 runs on an idle
+    // host). What must not be is the hog placed before numaplace starts.
     assert!(
-        first.hog_on_1() <= 0.1,
-        "the hog's pages start on node 0 (first touch there): {:?}",
+        first.hog_on_1() < 0.6,
+        "the hog's pages start mostly on node 0 (first touch there), not already placed: {:?}",
         first.hog
     );
     assert!(
