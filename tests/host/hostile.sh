@@ -252,7 +252,7 @@ write("rec-cpu.jsonl", head, far)
 PY
     row "replay: a header with interval_ns 0" "2:interval_ns is 0" -- "$bin" replay "$work/rec-interval0.jsonl"
     row "replay: a thread listed twice" "2:listed twice" -- "$bin" replay "$work/rec-dup.jsonl"
-    row "replay: last_cpu 4e9 on a small machine" "2:lacks" -- "$bin" replay "$work/rec-cpu.jsonl"
+    row "replay: last_cpu 4e9 on a small machine" "2:beyond Linux's CPU numbers" -- "$bin" replay "$work/rec-cpu.jsonl"
 fi
 row "guest --port ../../x" "2:not a port name" -- "$bin" guest --port ../../x --rounds 1
 printf 'precious\n' >"$work/precious"
