@@ -4,6 +4,8 @@
 //! what a policy says it does without a signal, and a journal entry for
 //! people. A module of its own, so that no command imports another.
 
+use std::fs::File;
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use anyhow::Result;
@@ -284,5 +286,39 @@ impl numaplace_model::world::PinGuard for StateGuard<'_> {
         self.file()
             .record_kernel_balancing(now, applied)
             .map_err(|e| e.to_string())
+    }
+}
+
+/// The decision journal: JSON lines, appended, mode 0600, never through a
+/// symlink.
+pub(crate) struct Journal {
+    out: Option<BufWriter<File>>,
+}
+
+impl Journal {
+    pub(crate) fn open(path: Option<&Path>) -> Result<Journal> {
+        let Some(path) = path else {
+            return Ok(Journal { out: None });
+        };
+        let f = crate::commands::open_output(path, "journal", true, 0o600)?;
+        Ok(Journal {
+            out: Some(BufWriter::new(f)),
+        })
+    }
+
+    /// Writes one entry and flushes it: an action carried out must be in
+    /// the journal even if the daemon is killed the next instant.
+    pub(crate) fn write(&mut self, e: &JournalEntry) {
+        // Labels and reasons carry names processes chose: escaped for the log.
+        tracing::info!(pid = e.pid, label = %printable(&e.label), "{}: {:?}", printable(&e.reason), e.outcome);
+        if let Some(out) = &mut self.out {
+            let written = crate::output::json::to_writer(&mut *out, e)
+                .map_err(std::io::Error::from)
+                .and_then(|_| out.write_all(b"\n"))
+                .and_then(|_| out.flush());
+            if let Err(err) = written {
+                tracing::warn!("journal: {err}");
+            }
+        }
     }
 }

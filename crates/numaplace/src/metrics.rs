@@ -391,6 +391,12 @@ pub fn serve(listen: &Listen, shared: Shared, state_over_tcp: bool) -> Result<()
                     "metrics listen {addr}: cannot listen there: {e}; choose another port"
                 ))
             })?;
+            if state_over_tcp {
+                tracing::warn!(
+                    "[metrics] state_over_tcp: every local user can read GET /state on {addr}, \
+                     the processes in scope by name and pid"
+                );
+            }
             spawn_server(
                 std::iter::from_fn(move || Some(l.accept().map(|(c, _)| c))),
                 shared,

@@ -261,11 +261,8 @@ fn partial_model<'a>(
             .transpose()
     };
     let mut m = PartialModel {
-        // Physical bounds, so that no product of the model overflows or
-        // vanishes: a core retires at most a few instructions a cycle (a
-        // CPI of 0.05 is a 20-wide core), memory-level parallelism is
-        // bounded by a core's miss buffers (tens), and no instruction
-        // makes more than one access of each kind.
+        // Physical bounds (a CPI of 0.05 is a 20-wide core; a core's miss
+        // buffers hold tens): no product of the model overflows or vanishes.
         cpi: given(keys.cpi, "cpi", 0.05, false, Some(1000.0))?,
         uncore_pki: given(keys.uncore_pki, "uncore_pki", 0.0, false, Some(1000.0))?,
         llc_mpki: given(keys.llc_mpki, "llc_mpki", 0.0, false, Some(1000.0))?,

@@ -6,8 +6,6 @@
 //! decides on a fresh snapshot; SIGTERM / SIGINT end the loop and every
 //! affinity numaplace changed is restored before it exits.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -35,8 +33,8 @@ use crate::cli::RunArgs;
 use crate::commands::InputError;
 use crate::config::{Config, describe_policy};
 use crate::daemon_setup::{
-    StateGuard, choose, collector_for, describe_decision, describe_left_alone, engine_config,
-    load_machine, merge_scope, restrict, without_signals,
+    Journal, StateGuard, choose, collector_for, describe_decision, describe_left_alone,
+    engine_config, load_machine, merge_scope, restrict, without_signals,
 };
 use crate::duration::parse_duration;
 use crate::metrics::{self, MetricsState};
@@ -207,40 +205,6 @@ impl Actuator for Hands {
     }
 }
 
-/// The decision journal: JSON lines, appended, mode 0600, never through a
-/// symlink.
-struct Journal {
-    out: Option<BufWriter<File>>,
-}
-
-impl Journal {
-    fn open(path: Option<&Path>) -> Result<Journal> {
-        let Some(path) = path else {
-            return Ok(Journal { out: None });
-        };
-        let f = super::open_output(path, "journal", true, 0o600)?;
-        Ok(Journal {
-            out: Some(BufWriter::new(f)),
-        })
-    }
-
-    /// Writes one entry and flushes it: an action carried out must be in
-    /// the journal even if the daemon is killed the next instant.
-    fn write(&mut self, e: &JournalEntry) {
-        // Labels and reasons carry names processes chose: escaped for the log.
-        tracing::info!(pid = e.pid, label = %printable(&e.label), "{}: {:?}", printable(&e.reason), e.outcome);
-        if let Some(out) = &mut self.out {
-            let written = crate::output::json::to_writer(&mut *out, e)
-                .map_err(std::io::Error::from)
-                .and_then(|_| out.write_all(b"\n"))
-                .and_then(|_| out.flush());
-            if let Err(err) = written {
-                tracing::warn!("journal: {err}");
-            }
-        }
-    }
-}
-
 pub(crate) const EMPTY_SCOPE: &str = "the scope names nothing: give --pid, --comm, --cgroup or --vms (or a [scope] table in the config), or --all for every process";
 
 /// What the daemon does with the loop's events: each journal entry to the
@@ -344,12 +308,6 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }));
     if let Some(l) = &c.metrics.listen {
         let listen = metrics::parse_listen(l)?;
-        if c.metrics.state_over_tcp && matches!(listen, metrics::Listen::Tcp(_)) {
-            tracing::warn!(
-                "[metrics] state_over_tcp: every local user can read GET /state on {l}, the \
-                 processes in scope by name and pid"
-            );
-        }
         metrics::serve(&listen, Arc::clone(&shared), c.metrics.state_over_tcp)?;
         tracing::info!("metrics on {l}");
     }
@@ -440,21 +398,11 @@ pub fn run(args: &RunArgs) -> Result<()> {
         Some(g) => g,
         None => &mut no_guard,
     };
-    // A bug in the loop (a panic) still puts back what the daemon changed
-    // before it exits: the panic's message is on stderr (the hook), the
-    // restore follows, and the daemon exits 1 saying so.
-    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        engine.run(&s.topology, &mut world, guard, &mut daemon)
-    }));
-    let (rounds, bug) = match ran {
-        Ok(Ok(rounds)) => (rounds, None),
-        Err(payload) => {
-            let what = (payload.downcast_ref::<String>().cloned())
-                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-                .unwrap_or_else(|| "a panic".into());
-            (daemon.rounds, Some(what))
-        }
-    };
+    let (rounds, bug) = run_catching_bugs(|| {
+        let Ok(rounds) = engine.run(&s.topology, &mut world, guard, &mut daemon);
+        rounds
+    });
+    let rounds = rounds.unwrap_or(daemon.rounds);
     let stopped = |report: &dyn std::fmt::Display| -> Result<()> {
         match &bug {
             None => Ok(()),
@@ -483,6 +431,22 @@ pub fn run(args: &RunArgs) -> Result<()> {
         crate::output::say!("numaplace: stopped after {rounds} rounds; {report}");
     }
     stopped(&format_args!("restored: {report}"))
+}
+
+/// Runs the daemon's loop. A bug in it (a panic) is caught, so that what
+/// the daemon changed is still put back before it exits: the panic's
+/// message is on stderr already (the hook), and it is returned for the
+/// daemon's last line. The rounds run, where the loop returned.
+fn run_catching_bugs(run: impl FnOnce() -> u64) -> (Option<u64>, Option<String>) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(rounds) => (Some(rounds), None),
+        Err(payload) => {
+            let what = (payload.downcast_ref::<String>().cloned())
+                .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "a panic".into());
+            (None, Some(what))
+        }
+    }
 }
 
 /// The state file, after putting back whatever an earlier run left changed
