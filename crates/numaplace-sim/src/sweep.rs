@@ -132,6 +132,65 @@ pub struct VsLinux {
     pub over_1_percent: f64,
 }
 
+/// The policies that are no yardstick and no combination of others: each
+/// is one placement system alone (the papers' and numad's).
+const NOT_SINGLE: [&str; 4] = ["default", "autonuma", "auto", "static"];
+
+/// What a placement system alone can get on these cases: on each case the
+/// fastest of the single policies that ran (every policy but the two
+/// Linux yardsticks, `auto` and `static`), against the faster Linux of
+/// that case. A policy that picks per case, as `auto` means to, is judged
+/// by the share of this gain it takes.
+#[derive(Debug, Clone, Serialize)]
+pub struct BestSingle {
+    /// The single policies it chose from.
+    pub policies: Vec<String>,
+    /// Mean over the cases of the best single policy's change, percent.
+    pub mean_percent: f64,
+    /// Per policy (every one that ran): the share of that mean gain its own
+    /// mean change against the faster Linux is, percent (100: as much
+    /// as the best single policy of each case); absent where the best
+    /// single policies gain nothing on the mean.
+    pub share_percent: Vec<(String, f64)>,
+}
+
+impl BestSingle {
+    fn of(names: &[String], cases: &[CaseOutcome], summary: &[Robustness]) -> Option<BestSingle> {
+        let singles: Vec<usize> = (0..names.len())
+            .filter(|&i| !NOT_SINGLE.contains(&names[i].as_str()))
+            .collect();
+        if singles.is_empty()
+            || cases.is_empty()
+            || cases.iter().any(|c| c.vs_linux_percent.is_empty())
+        {
+            return None;
+        }
+        let best = |c: &CaseOutcome| {
+            (singles.iter())
+                .map(|&i| c.vs_linux_percent[i])
+                .fold(f64::INFINITY, f64::min)
+        };
+        let mean_percent = cases.iter().map(best).sum::<f64>() / cases.len() as f64;
+        let share_percent = if mean_percent < 0.0 {
+            (summary.iter())
+                .filter_map(|r| {
+                    Some((
+                        r.policy.clone(),
+                        100.0 * r.vs_linux.as_ref()?.mean_percent / mean_percent,
+                    ))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Some(BestSingle {
+            policies: singles.iter().map(|&i| names[i].clone()).collect(),
+            mean_percent,
+            share_percent,
+        })
+    }
+}
+
 /// The report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Sweep {
@@ -143,6 +202,10 @@ pub struct Sweep {
     pub mismatch_percent: Option<f64>,
     pub cases: Vec<CaseOutcome>,
     pub summary: Vec<Robustness>,
+    /// The best single policy of each case (when `autonuma` and a single
+    /// policy ran).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub best_single: Option<BestSingle>,
 }
 
 /// Runs every policy on every case over the seeds, in parallel over
@@ -217,10 +280,12 @@ pub fn sweep(
             vs_linux_percent: vs_linux,
         });
     }
-    let summary = (0..np)
+    let summary: Vec<Robustness> = (0..np)
         .map(|pi| robustness(&names[pi], pi, &outcomes, opts.worst))
         .collect();
+    let best_single = BestSingle::of(&names, &outcomes, &summary);
     Ok(Sweep {
+        best_single,
         policies: names,
         seeds: opts.seeds.clone(),
         mismatch_percent: opts.mismatch.filter(|&p| p > 0.0),
@@ -343,6 +408,21 @@ impl Sweep {
                 }
             }
         }
+        if let Some(b) = &self.best_single {
+            let _ = writeln!(
+                s,
+                "\nthe best single policy of each case ({} to choose from): {:+.2} % mean against \
+                 the faster Linux",
+                b.policies.len(),
+                b.mean_percent
+            );
+            if !b.share_percent.is_empty() {
+                let shares: Vec<String> = (b.share_percent.iter())
+                    .map(|(p, x)| format!("{p} {x:.0} %"))
+                    .collect();
+                let _ = writeln!(s, "share of that gain each takes: {}", shares.join(", "));
+            }
+        }
         s
     }
 }
@@ -436,5 +516,53 @@ mod tests {
         };
         let e = sweep(&[Case::mix(1).unwrap()], &opts, &|_, _| {}).unwrap_err();
         assert!(e.contains("include it"), "{e}");
+    }
+
+    #[test]
+    fn the_best_single_policy_is_chosen_per_case_and_each_policy_gets_its_share() {
+        let names: Vec<String> = ["default", "autonuma", "dino", "numad-like", "auto"]
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        // Against the faster Linux: dino wins case a (-10 %), numad-like
+        // case b (-6 %); auto gets -6 % and -2 %.
+        let case = |name: &str, v: [f64; 5]| CaseOutcome {
+            name: name.into(),
+            machine: "m".into(),
+            threads: 4,
+            mean_runtime_s: vec![10.0; 5],
+            vs_default_percent: vec![0.0; 5],
+            vs_linux_percent: v.to_vec(),
+        };
+        let cases = vec![
+            case("a", [0.0, 3.0, -10.0, -4.0, -6.0]),
+            case("b", [2.0, 0.0, 1.0, -6.0, -2.0]),
+        ];
+        let summary: Vec<Robustness> = (0..names.len())
+            .map(|i| robustness(&names[i], i, &cases, 3))
+            .collect();
+        let b = BestSingle::of(&names, &cases, &summary).unwrap();
+        assert_eq!(b.policies, ["dino", "numad-like"]);
+        assert!((b.mean_percent - -8.0).abs() < 1e-9, "{b:?}");
+        let share = |p: &str| b.share_percent.iter().find(|x| x.0 == p).unwrap().1;
+        assert!((share("auto") - 50.0).abs() < 1e-9, "{b:?}");
+        assert!((share("dino") - 56.25).abs() < 1e-9, "{b:?}");
+        assert!((share("default") - -12.5).abs() < 1e-9, "{b:?}");
+        // Without autonuma there is no faster Linux to measure against;
+        // without a single policy nothing to choose from.
+        let mut no_linux = cases.clone();
+        no_linux.iter_mut().for_each(|c| c.vs_linux_percent.clear());
+        assert!(BestSingle::of(&names, &no_linux, &summary).is_none());
+        let only: Vec<String> = ["default", "autonuma"]
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        let two: Vec<CaseOutcome> = (cases.iter())
+            .map(|c| CaseOutcome {
+                vs_linux_percent: c.vs_linux_percent[..2].to_vec(),
+                ..c.clone()
+            })
+            .collect();
+        assert!(BestSingle::of(&only, &two, &summary[..2]).is_none());
     }
 }
