@@ -80,6 +80,9 @@ pub struct SweepOptions {
     /// Each run's world drawn within ± this many percent of the machine
     /// the policies are told ([`RunOptions::mismatch`]).
     pub mismatch: Option<f64>,
+    /// Search the oracle's static placement of each case with this budget
+    /// ([`crate::best::best_static_in`]) and run it on every seed.
+    pub oracle_budget: Option<usize>,
 }
 
 /// One case's outcome.
@@ -98,6 +101,10 @@ pub struct CaseOutcome {
     /// run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub vs_linux_percent: Vec<f64>,
+    /// The oracle's static placement's mean run time over the seeds, when
+    /// it was searched and found one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oracle_runtime_s: Option<f64>,
 }
 
 /// One policy over every case.
@@ -191,6 +198,64 @@ impl BestSingle {
     }
 }
 
+/// What the oracle's static placement gets where it bounds every policy
+/// (none is more than 1 % faster than it: the rule `compare` says "not a
+/// bound" by), against the faster Linux of each case, and the share of
+/// that gain each policy takes on the same cases.
+#[derive(Debug, Clone, Serialize)]
+pub struct OracleBound {
+    /// Cases with an oracle placement, and those where it bounds.
+    pub cases: usize,
+    pub bounded: usize,
+    /// Mean change of the oracle over the bounded cases, percent.
+    pub mean_percent: f64,
+    /// Per policy: its mean change over the same cases as a share of the
+    /// oracle's, percent; empty where the oracle gains nothing there.
+    pub share_percent: Vec<(String, f64)>,
+}
+
+impl OracleBound {
+    fn of(names: &[String], cases: &[CaseOutcome]) -> Option<OracleBound> {
+        let with: Vec<(&CaseOutcome, f64)> = (cases.iter())
+            .filter(|c| !c.vs_linux_percent.is_empty() && c.vs_linux_percent.len() == names.len())
+            .filter_map(|c| Some((c, c.oracle_runtime_s?)))
+            .collect();
+        if with.is_empty() {
+            return None;
+        }
+        let bounds = |(c, o): &(&CaseOutcome, f64)| c.mean_runtime_s.iter().all(|&m| m >= o * 0.99);
+        let bounded: Vec<&(&CaseOutcome, f64)> = with.iter().filter(|x| bounds(x)).collect();
+        let n = bounded.len().max(1) as f64;
+        // The oracle against the faster Linux of its case: the ratio of its
+        // time to the policy's, applied to the policy's change.
+        let oracle = |(c, o): &(&CaseOutcome, f64)| {
+            let m = c.mean_runtime_s[0];
+            100.0 * ((1.0 + c.vs_linux_percent[0] / 100.0) * o / m - 1.0)
+        };
+        let mean_percent = bounded.iter().map(|x| oracle(x)).sum::<f64>() / n;
+        let share_percent = if mean_percent < 0.0 && !bounded.is_empty() {
+            (0..names.len())
+                .map(|i| {
+                    let mean = bounded
+                        .iter()
+                        .map(|(c, _)| c.vs_linux_percent[i])
+                        .sum::<f64>()
+                        / n;
+                    (names[i].clone(), 100.0 * mean / mean_percent)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Some(OracleBound {
+            cases: with.len(),
+            bounded: bounded.len(),
+            mean_percent,
+            share_percent,
+        })
+    }
+}
+
 /// The report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Sweep {
@@ -206,6 +271,9 @@ pub struct Sweep {
     /// policy ran).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub best_single: Option<BestSingle>,
+    /// The oracle, where it was searched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oracle: Option<OracleBound>,
 }
 
 /// Runs every policy on every case over the seeds, in parallel over
@@ -278,20 +346,45 @@ pub fn sweep(
             mean_runtime_s: mean,
             vs_default_percent: change,
             vs_linux_percent: vs_linux,
+            oracle_runtime_s: opts.oracle_budget.and_then(|b| oracle_of(c, opts, b)),
         });
     }
     let summary: Vec<Robustness> = (0..np)
         .map(|pi| robustness(&names[pi], pi, &outcomes, opts.worst))
         .collect();
     let best_single = BestSingle::of(&names, &outcomes, &summary);
+    let oracle = OracleBound::of(&names, &outcomes);
     Ok(Sweep {
         best_single,
+        oracle,
         policies: names,
         seeds: opts.seeds.clone(),
         mismatch_percent: opts.mismatch.filter(|&p| p > 0.0),
         cases: outcomes,
         summary,
     })
+}
+
+/// The mean run time of case `c`'s oracle placement over the seeds: searched
+/// in the world of the first seed (under a mismatch, the truth), run in
+/// each seed's, as `compare` does; `None` where the search found none.
+fn oracle_of(c: &Case, opts: &SweepOptions, budget: usize) -> Option<f64> {
+    let world = RunOptions {
+        seed: opts.seeds.first().copied().unwrap_or(0),
+        mismatch: opts.mismatch,
+        ..RunOptions::default()
+    };
+    let best =
+        crate::best::best_static_in(&c.machine, &c.workload, budget, opts.workers, &world).ok()?;
+    let runs = parallel(opts.seeds.clone(), opts.workers, |seed| {
+        let o = RunOptions {
+            seed,
+            mismatch: opts.mismatch,
+            ..RunOptions::default()
+        };
+        crate::best::run_best(&c.machine, &c.workload, &best, &o)
+    });
+    Some(summarise("oracle", &runs).mean_runtime_s)
 }
 
 fn robustness(policy: &str, pi: usize, cases: &[CaseOutcome], worst: usize) -> Robustness {
@@ -418,9 +511,27 @@ impl Sweep {
             );
             if !b.share_percent.is_empty() {
                 let shares: Vec<String> = (b.share_percent.iter())
-                    .map(|(p, x)| format!("{p} {x:.0} %"))
+                    .map(|(p, x)| format!("{p} {:.0} %", if x.abs() < 0.5 { 0.0 } else { *x }))
                     .collect();
                 let _ = writeln!(s, "share of that gain each takes: {}", shares.join(", "));
+            }
+        }
+        if let Some(o) = &self.oracle {
+            let _ = writeln!(
+                s,
+                "\nthe oracle's static placement bounds every policy on {} of the {} cases it \
+                 placed: {:+.2} % mean against the faster Linux there",
+                o.bounded, o.cases, o.mean_percent
+            );
+            if !o.share_percent.is_empty() {
+                let shares: Vec<String> = (o.share_percent.iter())
+                    .map(|(p, x)| format!("{p} {:.0} %", if x.abs() < 0.5 { 0.0 } else { *x }))
+                    .collect();
+                let _ = writeln!(
+                    s,
+                    "share of its gain each takes there: {}",
+                    shares.join(", ")
+                );
             }
         }
         s
@@ -461,6 +572,7 @@ mod tests {
             memory_mover: Default::default(),
             manage_kernel_balancing: true,
             mismatch: None,
+            oracle_budget: None,
         };
         let calls = AtomicUsize::new(0);
         let s = sweep(&cases, &opts, &|_, total| {
@@ -513,6 +625,7 @@ mod tests {
             memory_mover: Default::default(),
             manage_kernel_balancing: true,
             mismatch: None,
+            oracle_budget: None,
         };
         let e = sweep(&[Case::mix(1).unwrap()], &opts, &|_, _| {}).unwrap_err();
         assert!(e.contains("include it"), "{e}");
@@ -533,6 +646,7 @@ mod tests {
             mean_runtime_s: vec![10.0; 5],
             vs_default_percent: vec![0.0; 5],
             vs_linux_percent: v.to_vec(),
+            oracle_runtime_s: None,
         };
         let cases = vec![
             case("a", [0.0, 3.0, -10.0, -4.0, -6.0]),
@@ -564,5 +678,70 @@ mod tests {
             })
             .collect();
         assert!(BestSingle::of(&only, &two, &summary[..2]).is_none());
+    }
+
+    #[test]
+    fn the_oracle_bounds_where_no_policy_beats_it_and_each_policy_gets_its_share() {
+        let names: Vec<String> = ["default", "autonuma", "auto"]
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        let case = |name: &str, mean: [f64; 3], oracle: Option<f64>| {
+            let linux = mean[0].min(mean[1]);
+            CaseOutcome {
+                name: name.into(),
+                machine: "m".into(),
+                threads: 4,
+                mean_runtime_s: mean.to_vec(),
+                vs_default_percent: mean.iter().map(|m| 100.0 * (m / mean[0] - 1.0)).collect(),
+                vs_linux_percent: mean.iter().map(|m| 100.0 * (m / linux - 1.0)).collect(),
+                oracle_runtime_s: oracle,
+            }
+        };
+        let cases = vec![
+            // The oracle 20 % faster than the faster Linux, auto 10 %.
+            case("a", [10.0, 12.0, 9.0], Some(8.0)),
+            // auto beats the oracle by 5 %: not a bound, left out.
+            case("b", [10.0, 10.0, 9.5], Some(10.0)),
+            // No oracle placement found.
+            case("c", [10.0, 10.0, 10.0], None),
+        ];
+        let o = OracleBound::of(&names, &cases).unwrap();
+        assert_eq!((o.cases, o.bounded), (2, 1), "{o:?}");
+        assert!((o.mean_percent - -20.0).abs() < 1e-9, "{o:?}");
+        let share = |p: &str| o.share_percent.iter().find(|x| x.0 == p).unwrap().1;
+        assert!((share("auto") - 50.0).abs() < 1e-9, "{o:?}");
+        assert!(share("default").abs() < 1e-9, "{o:?}");
+        let none: Vec<CaseOutcome> = vec![case("c", [10.0, 10.0, 10.0], None)];
+        assert!(OracleBound::of(&names, &none).is_none());
+    }
+
+    #[test]
+    fn a_sweep_with_the_oracle_places_each_case() {
+        let opts = SweepOptions {
+            policies: vec![
+                PolicyKind::from_name("default").unwrap(),
+                PolicyKind::from_name("autonuma").unwrap(),
+            ],
+            seeds: vec![0],
+            interval: None,
+            workers: 2,
+            worst: 1,
+            numa_balancing: None,
+            memory_mover: Default::default(),
+            manage_kernel_balancing: true,
+            mismatch: None,
+            oracle_budget: Some(8),
+        };
+        let r = sweep(&[Case::mix(3).unwrap()], &opts, &|_, _| {}).unwrap();
+        let o = r.cases[0].oracle_runtime_s.expect("an oracle placement");
+        assert!(o > 0.0 && o.is_finite());
+        let bound = r.oracle.as_ref().expect("the oracle's summary");
+        assert_eq!(bound.cases, 1);
+        assert!(
+            r.table().contains("oracle's static placement"),
+            "{}",
+            r.table()
+        );
     }
 }

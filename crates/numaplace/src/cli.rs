@@ -549,6 +549,13 @@ pub struct CompareArgs {
     #[arg(long, requires = "random")]
     pub shipped: bool,
 
+    /// With --random: also search the oracle's static placement of each
+    /// case (up to --oracle-budget simulations a case, so it takes many
+    /// times as long) and say what share of its gain each policy takes
+    /// where it bounds them all.
+    #[arg(long, requires = "random", conflicts_with = "no_oracle")]
+    pub oracle: bool,
+
     /// With --random: where the worst mixes of each policy are written
     /// (scenario files; --no-report writes none).
     #[arg(

@@ -379,6 +379,7 @@ fn sweep_cmd(args: &CompareArgs, n: u64) -> Result<()> {
         memory_mover: args.sim.memory_mover.unwrap_or_default(),
         manage_kernel_balancing: !args.sim.keep_kernel_balancing,
         mismatch: args.sim.mismatch,
+        oracle_budget: args.oracle.then_some(args.oracle_budget),
     };
     let start = Instant::now();
     let bar = Progress::new(start);
