@@ -1,5 +1,5 @@
 #!/bin/bash
-# Run seed 000's micro-benchmark (`numaplace bench`) in the 2-node test-bed
+# Run [Rao13]'s micro-benchmark (`numaplace bench`) in the 2-node test-bed
 # guest, with remote memory, and its fig4a experiment; return the JSON.
 #
 # Usage: tests/vm/guest-bench-test.sh [OUT.json]

@@ -1,4 +1,4 @@
-//! The micro-benchmark of seed 000 §2.2 (Fig. 3), run for real: each thread
+//! The micro-benchmark of \[Rao13\] §2.2 (Fig. 3), run for real: each thread
 //! walks a private, randomly linked list of 64-byte entries (its working
 //! set), one dependent load per hop, then adds 1 atomically to every 8-byte
 //! word of an area all threads share, and repeats. The list defeats
@@ -11,11 +11,11 @@
 //! mapped, given its policy with `mbind` (on the mapping, so the policy
 //! holds whichever thread faults a page in) and first-touched, time comes
 //! from `clock_gettime(CLOCK_MONOTONIC)`, and where the pages really ended
-//! up comes from `move_pages` status queries. Seed 000 sets the policy per
+//! up comes from `move_pages` status queries. \[Rao13\] sets the policy per
 //! thread with `set_mempolicy`; binding each mapping gives the same
 //! placement without changing the policy of the thread's other memory.
 //!
-//! Run time is each thread's own, from its first loop to its last; seed 000
+//! Run time is each thread's own, from its first loop to its last; \[Rao13\]
 //! reports the mean of the threads' times (§2.2).
 
 use std::collections::BTreeMap;
@@ -30,7 +30,7 @@ use thiserror::Error;
 
 use crate::actuate::{HostActuator, thread_affinity};
 
-/// Bytes per list entry: one cache line (seed 000 §2.2: a pointer and
+/// Bytes per list entry: one cache line (\[Rao13\] §2.2: a pointer and
 /// seven words of padding).
 pub const ENTRY_BYTES: u64 = 64;
 /// Bytes per word of the shared area.
@@ -118,7 +118,7 @@ pub struct ThreadReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub threads: Vec<ThreadReport>,
-    /// The mean of the threads' run times (seed 000's measure).
+    /// The mean of the threads' run times (\[Rao13\]'s measure).
     pub mean_seconds: f64,
     /// All threads' hops per second, summed.
     pub hops_per_second: f64,
@@ -327,7 +327,7 @@ fn timed_loops(list: Option<&List>, shared: &[AtomicU64], length: Length) -> (f6
 }
 
 /// Follows `hops` links from `at`, reading a word of each entry on the way
-/// (seed 000 Fig. 3's inner loop), and returns where it stopped.
+/// (\[Rao13\] Fig. 3's inner loop), and returns where it stopped.
 ///
 /// # Safety
 /// `at` must point to an [`Entry`] whose links, followed `hops` times,

@@ -2,7 +2,7 @@
 //! simulator's world runs it with a scenario's truth, and `auto` runs it
 //! as a predictor with what a live host (or the simulator) shows it.
 //!
-//! - [`machine`]: machines with sourced parameters (the seed papers'
+//! - [`machine`]: machines with sourced parameters (the papers'
 //!   presets, a generic machine for any topology, synthetic ones);
 //! - [`machine_file`]: machines in files (`numaplace calibrate`'s output);
 //! - [`thread`]: what a thread is to the model (its core CPI, its uncore

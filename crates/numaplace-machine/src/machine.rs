@@ -1,8 +1,9 @@
 //! Simulated machines: a topology and the numbers the contention model
 //! needs, each with where it comes from.
 //!
-//! The presets are the machines of the seed papers and two current Intel
-//! servers, with the facts gathered in `shared/CALIBRATION.md`. Where a
+//! The presets are the machines of the papers (docs/references.md) and
+//! two current Intel servers, each number with its source here and in
+//! docs/simulator.md, "Machines". Where a
 //! number the model needs is not published for that machine, the preset
 //! says so (`Source::Assumed`) and the validation tests are what hold it
 //! to account.
@@ -432,7 +433,7 @@ impl Machine {
 }
 
 fn westmere_2s() -> Result<Machine, MachineError> {
-    // seed 000 Table 1: 2 x Xeon E5620, 4 cores / 8 threads per socket,
+    // [Rao13] Table 1: 2 x Xeon E5620, 4 cores / 8 threads per socket,
     // L1 32+32 KB, L2 256 KB, L3 12 MB per socket, 2 nodes.
     let t = topology(
         "pack:2 numa:1 l3:1(size=12MiB) l2:4(size=256KiB) l1d:1(size=32KiB) core:1 pu:2",
@@ -474,7 +475,7 @@ fn westmere_2s() -> Result<Machine, MachineError> {
 }
 
 fn barcelona_4s() -> Result<Machine, MachineError> {
-    // seed 004 §2.1: 4 x Opteron 8356, 4 cores per socket, 2 MB shared L3,
+    // [Blagodurov11] §2.1: 4 x Opteron 8356, 4 cores per socket, 2 MB shared L3,
     // 512 KB L2 per core, 4 nodes x 16 GB. Links form a square: chips 0
     // and 3 (and 1 and 2) are two hops apart (AMD guide 40555), so the
     // distances are those of a 4-socket Opteron board.
@@ -528,7 +529,7 @@ fn barcelona_4s() -> Result<Machine, MachineError> {
 }
 
 fn core2duo() -> Result<Machine, MachineError> {
-    // seed 003 §2.3.2, §4.2: two cores sharing a 4 MB 16-way L2, one node.
+    // [Symbiosis-Bloom] §2.3.2, §4.2: two cores sharing a 4 MB 16-way L2, one node.
     let t = topology(
         "pack:1 numa:1 l2:1(size=4MiB) l1d:2(size=32KiB) core:1 pu:1",
         vec![10],
@@ -659,7 +660,7 @@ mod tests {
         assert_eq!(t.llc_size(0), Some(12 << 20));
         assert_eq!(m.params.latency_ns.len(), 4);
         assert!((m.params.latency_ns[1] / m.params.latency_ns[0] - 1.72).abs() < 1e-9);
-        // seed 002 Fig. 7: one busy core per socket, no SMT.
+        // [Bae12] Fig. 7: one busy core per socket, no SMT.
         let p = m.params.power.as_ref().unwrap();
         assert!((p.watts(2.0, 0.0) - (104.63 + 2.0 * 8.69)).abs() < 1e-9);
 

@@ -14,7 +14,7 @@ use crate::thread::{Pattern, ThreadModel};
 pub const LINE: f64 = 64.0;
 
 /// Which contention mechanisms the model applies: all of them, unless a
-/// study switches one off to see what it contributes (seed 004 Fig. 5
+/// study switches one off to see what it contributes (\[Blagodurov11\] Fig. 5
 /// splits a degradation into cache, memory controller, interconnect and
 /// remote latency this way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -195,7 +195,7 @@ pub struct Speed {
     pub llc_share: f64,
     /// Average latency of its memory accesses, ns (0 if none).
     pub memory_ns: f64,
-    /// Uncore penalty of seed 000 §3.1: average uncore latency per request
+    /// Uncore penalty of \[Rao13\] §3.1: average uncore latency per request
     /// divided by the memory-level parallelism, cycles.
     pub uncore_penalty_cycles: f64,
     /// Cache-line transfers of shared data per instruction.
@@ -447,7 +447,7 @@ impl Solver {
     /// walk over `ws` bytes (M5). Beyond the TLBs' reach nearly every
     /// access walks the page table, and the walk grows dearer as the table
     /// outgrows the caches; the saturating form `walk · (1 − R/W)` has the
-    /// two constants fitted to seed 000 Fig. 4a.
+    /// two constants fitted to \[Rao13\] Fig. 4a.
     fn translation_ns(&self, ws: f64) -> f64 {
         let c = &self.constants;
         c.walk_ns.value * (1.0 - c.translation_reach_bytes.value / ws).max(0.0)

@@ -11,11 +11,11 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "pattern", rename_all = "kebab-case")]
 pub enum Pattern {
     /// Uniformly random over the working set: the randomly linked list of
-    /// seed 000 Fig. 3. A cache of `C` bytes holds `C / W` of it, so the
+    /// \[Rao13\] Fig. 3. A cache of `C` bytes holds `C / W` of it, so the
     /// hit ratio is `min(1, C/W)`; every access is a dependent load, and
     /// beyond the TLB's reach every access also walks the page table.
     Uniform,
-    /// The power law of cache misses (CALIBRATION.md): with a cache share
+    /// The power law of cache misses (docs/simulator.md, M2): with a cache share
     /// `C`, `mpki(C) = llc_mpki · (min(C, W) / min(C_llc, W))^(−alpha)`,
     /// where `llc_mpki` is the thread's LLC misses per 1000 instructions
     /// when it has the whole LLC (`C_llc`) to itself; flat once `W` fits,
@@ -40,7 +40,7 @@ pub struct ThreadModel {
     /// for a pointer chase).
     pub mlp: f64,
     /// Writes to the application's shared area per 1000 instructions
-    /// (atomic adds in seed 000 Fig. 3, sweeping the area word by word).
+    /// (atomic adds in \[Rao13\] Fig. 3, sweeping the area word by word).
     pub shared_writes_pki: f64,
 }
 
@@ -61,7 +61,7 @@ impl ThreadModel {
         }
     }
 
-    /// A thread of seed 000's micro-benchmark (Fig. 3): a randomly linked
+    /// A thread of \[Rao13\]'s micro-benchmark (Fig. 3): a randomly linked
     /// list of 64-byte entries over `working_set` bytes, walked one
     /// dependent hop at a time, and after each walk an atomic add to every
     /// 8-byte word of the `shared` area. A hop is taken as 4 instructions

@@ -21,10 +21,10 @@ pub enum Counter {
     /// Last-level-cache misses (`PERF_COUNT_HW_CACHE_MISSES`).
     LlcMisses,
     /// Cycles with at least one outstanding demand request to the uncore
-    /// (seed 000 §3.1's t'; Intel `offcore_requests_outstanding` with
+    /// (\[Rao13\] §3.1's t'; Intel `offcore_requests_outstanding` with
     /// cmask=1, or the AMD equivalent).
     UncoreOccupancy,
-    /// Demand requests sent to the uncore (seed 000 §3.1's λ numerator;
+    /// Demand requests sent to the uncore (\[Rao13\] §3.1's λ numerator;
     /// Intel `offcore_requests`).
     UncoreRequests,
     /// Software: nanoseconds on CPU (`PERF_COUNT_SW_TASK_CLOCK`).

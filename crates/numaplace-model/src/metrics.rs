@@ -9,13 +9,13 @@ pub fn ipc(d: &CounterDeltas) -> Option<f64> {
 }
 
 /// Last-level-cache misses per 1000 instructions: the memory intensity that
-/// seed 004 §3 sorts and classifies threads by.
+/// \[Blagodurov11\] §3 sorts and classifies threads by.
 pub fn mpki(d: &CounterDeltas) -> Option<f64> {
     let (m, i) = (d.get(Counter::LlcMisses)?, d.get(Counter::Instructions)?);
     (i > 0).then(|| m as f64 * 1000.0 / i as f64)
 }
 
-/// Uncore penalty in cycles per uncore request (seed 000 §3.1): by Little's
+/// Uncore penalty in cycles per uncore request (\[Rao13\] §3.1): by Little's
 /// law, the cycles during which at least one demand request was outstanding
 /// (t', [`Counter::UncoreOccupancy`]) divided by the requests sent to the
 /// uncore (λ over the same interval, [`Counter::UncoreRequests`]). It is the

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::cpuset::CpuSet;
 use crate::task::TaskId;
 
-/// Default window of seed 004 §4: K pages before and after a sampled hot
+/// Default window of \[Blagodurov11\] §4: K pages before and after a sampled hot
 /// address are moved together.
 pub const DEFAULT_WINDOW_PAGES: u64 = 4096;
 
@@ -29,7 +29,7 @@ pub enum Action {
         max_pages: Option<u64>,
     },
     /// Move the pages within `pages_before` / `pages_after` pages of a hot
-    /// address to `to_node` (seed 004 §4).
+    /// address to `to_node` (\[Blagodurov11\] §4).
     MoveWindow {
         process: TaskId,
         address: u64,

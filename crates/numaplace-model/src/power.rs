@@ -1,4 +1,4 @@
-//! The machine's power as seed 002 Fig. 7 models it: a line in the number
+//! The machine's power as \[Bae12\] Fig. 7 models it: a line in the number
 //! of busy cores and of cores running two hardware threads. One type for
 //! the simulator's machines, the adaptive-mapping policy's votes and the
 //! fit to RAPL readings.
@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
-/// Seed 002 Fig. 7's linear model: P = idle + per_core · p + per_smt · l
+/// \[Bae12\] Fig. 7's linear model: P = idle + per_core · p + per_smt · l
 /// watts, p the cores with at least one busy thread, l those with two.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -24,7 +24,7 @@ pub struct PowerModel {
 }
 
 impl PowerModel {
-    /// Fig. 7's coefficients for the Xeon E5620 testbed (seed 002 §2.1).
+    /// Fig. 7's coefficients for the Xeon E5620 testbed (\[Bae12\] §2.1).
     pub const FIG7: PowerModel = PowerModel {
         idle_w: 104.63,
         per_core_w: 8.69,
@@ -38,7 +38,7 @@ impl PowerModel {
         self.idle_w + self.per_core_w * p + self.per_smt_w * l
     }
 
-    /// Seed 002 §5.2 Eq. 1-2 and §5.3's PowerModel: the machine's power
+    /// \[Bae12\] §5.2 Eq. 1-2 and §5.3's PowerModel: the machine's power
     /// while vcores run with utilisations `cores[i]`, grouped per physical
     /// core as a mapping puts them. A core with one vcore draws
     /// P1 = per_core for its utilisation (Eq. 2); a core with two draws

@@ -27,17 +27,17 @@ pub struct Snapshot {
     pub machine: MachineReadings,
     /// Data addresses sampled per thread over the interval (perf sampling
     /// with data addresses on a live host where the PMU has it; the page
-    /// model in the simulator), by tid. Seed 004 §4 moves memory around
-    /// them; seed 002 §4 builds page sets from them.
+    /// model in the simulator), by tid. \[Blagodurov11\] §4 moves memory around
+    /// them; \[Bae12\] §4 builds page sets from them.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub samples: BTreeMap<i32, Vec<AddressSample>>,
-    /// Cache-footprint signatures (seed 003 §3.1), by tid: what the
+    /// Cache-footprint signatures (\[Symbiosis-Bloom\] §3.1), by tid: what the
     /// counting Bloom filter of its last-level cache recorded when the
     /// thread last left its CPU. Only the simulator has the hardware; a
     /// live host may approximate it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub signatures: BTreeMap<i32, CacheSignature>,
-    /// Pages each thread touched in the two probe windows of seed 002
+    /// Pages each thread touched in the two probe windows of \[Bae12\]
     /// §4.2-4.3, by tid, where the world can see them: the simulator's
     /// page model (when asked for). A live host has no per-thread accessed
     /// bits outside a VMM; it builds the same sets from `samples` instead
@@ -57,7 +57,7 @@ pub struct Snapshot {
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub explicit_mempolicy: BTreeSet<i32>,
     /// Per VM (its pid), the vCPUs (QEMU's vCPU index, `Task::vcpu`) whose
-    /// guest says they run threads that pinned themselves: seed 000 §4.3's
+    /// guest says they run threads that pinned themselves: \[Rao13\] §4.3's
     /// tagged vCPUs, sent by `numaplace guest` over a virtio-serial port. A
     /// VM is here only while its guest's hints are live; an empty set means
     /// the guest speaks and tags none. Empty in recordings made before.
@@ -65,7 +65,7 @@ pub struct Snapshot {
     pub guest_hints: BTreeMap<i32, BTreeSet<u32>>,
 }
 
-/// Seed 002 §4.3's per-vcore bit vectors as sorted page numbers: the pages
+/// \[Bae12\] §4.3's per-vcore bit vectors as sorted page numbers: the pages
 /// consistently accessed / written over a window of memory operations
 /// (`accessed_per_mem_i`, `written_per_mem_i`) and over a window of store
 /// operations (`accessed_per_store_i`, `written_per_store_i`).
@@ -93,7 +93,7 @@ pub struct AddressSample {
     pub write: bool,
 }
 
-/// What seed 003's hardware recorded when a thread was switched out of a
+/// What \[Symbiosis-Bloom\]'s hardware recorded when a thread was switched out of a
 /// CPU of a shared cache (§3.1-3.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheSignature {
@@ -219,7 +219,7 @@ impl Default for MachineReadings {
     }
 }
 
-/// Seed 003 §5.3's "XOR" index hash: the XOR of the `bits`-wide pieces of
+/// \[Symbiosis-Bloom\] §5.3's "XOR" index hash: the XOR of the `bits`-wide pieces of
 /// `x`, lowest piece first (`bits` in 1..64). The simulator's Bloom
 /// filters index cache-line addresses with it, and so does the live
 /// approximation built from sampled addresses.

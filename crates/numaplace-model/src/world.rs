@@ -1,4 +1,4 @@
-//! What every world supplies to the engine's loop (ARCHITECTURE.md, "One
+//! What every world supplies to the engine's loop (docs/architecture.md, "One
 //! loop, three worlds"): the live host, a recording and the simulator each
 //! implement [`Telemetry`] (where snapshots come from) and [`Actuator`]
 //! (what carries actions out); the daemon adds a [`PinGuard`] that writes

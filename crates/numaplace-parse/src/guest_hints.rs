@@ -1,7 +1,7 @@
 //! The guest's hints: the line protocol `numaplace guest` speaks, inside a
 //! VM, to the host's daemon over a virtio-serial port.
 //!
-//! Seed 000 (Rao et al., HPCA 2013) §4.3 and §5 add two hypercalls to the
+//! \[Rao13\] §4.3 and §5 add two hypercalls to the
 //! guest kernel, `tag` and `clear`: a vCPU is tagged while it runs a
 //! thread whose CPU mask is narrower than the online CPUs, and BRM then
 //! migrates only tagged vCPUs. Without a modified guest kernel the same

@@ -1,4 +1,4 @@
-//! One probe-and-vote round of `adaptive-mapping` (seed 002 §5.3) for a
+//! One probe-and-vote round of `adaptive-mapping` (\[Bae12\] §5.3) for a
 //! 16-vcore VM on a 2-socket, 32-CPU machine: the eight metrics from the
 //! page sets (class-2-like: 1024 private pages and 256 shared written
 //! pages per vcore in each window), classification, the performance,

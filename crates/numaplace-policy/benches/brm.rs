@@ -1,4 +1,4 @@
-//! One `brm` round (seed 000 §4, Algorithm 1), snapshot in, plan out: 64
+//! One `brm` round (\[Rao13\] §4, Algorithm 1), snapshot in, plan out: 64
 //! vCPU threads of 8 VMs on a synthetic 8-node machine of 64 CPUs, after
 //! 50 warm-up rounds so every thread has a state and a per-node table.
 //!

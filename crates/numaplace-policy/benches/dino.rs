@@ -1,4 +1,4 @@
-//! DINO's placement (seed 004 §3.3.3) at scale: 10,000 threads on 256
+//! DINO's placement (\[Blagodurov11\] §3.3.3) at scale: 10,000 threads on 256
 //! cores in 8 domains of 32, random classes and processes (about 50
 //! threads per process, so the multithreaded pass has work to do). The
 //! timed round starts from the previous round's solution, with one thread

@@ -1,4 +1,4 @@
-//! One `symbiosis` decision (seed 003 §3.3.3, weighted interference graph)
+//! One `symbiosis` decision (\[Symbiosis-Bloom\] §3.3.3, weighted interference graph)
 //! for 64 single-thread tasks on a 32-core machine with two LLC domains:
 //! the LLC split and the per-domain core groupings are beyond the exact
 //! limit, so Kernighan-Lin does the cuts. §5.5 expects "tens of nodes" and

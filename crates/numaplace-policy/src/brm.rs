@@ -1,4 +1,4 @@
-//! `brm`: Bias Random vCPU Migration (seed 000, Rao et al., §4, Algorithm
+//! `brm`: Bias Random vCPU Migration (\[Rao13\] §4, Algorithm
 //! 1), moved from Xen's scheduler to a host daemon that pins threads.
 //!
 //! **The metric (§3.1).** For each candidate thread and interval,
@@ -53,10 +53,10 @@
 //!   drops back once it has moved: explorations that keep confirming the
 //!   node become rarer.
 //!
-//! **Where the premise does not hold (issue 16, [`premise`]).** Seed
-//! 000's memory sits on one node whatever the threads do; with first
-//! touch it is where a thread first ran, and an exploration away from it
-//! makes every access remote. So explorations (moves to a node not
+//! **Where the premise does not hold (issue 16, [`premise`]).**
+//! In \[Rao13\]'s experiments memory sits on one node whatever the
+//! threads do; with first touch it is where a thread first ran, and an
+//! exploration away from it makes every access remote. So explorations (moves to a node not
 //! measured since the last reset) step aside for a single-thread program
 //! next to its memory and for threads whose process's memory follows them
 //! over several nodes; they go first to the node holding the process's
@@ -432,7 +432,7 @@ impl ThreadState {
     /// Algorithm 1's `Update`: the system-wide penalty `global` is recorded
     /// for node `here`, then compared with every other node's record.
     ///
-    /// We follow the paper's per-node loop. The slides (seed 001) state
+    /// We follow the paper's per-node loop. The slides (\[Rao13-slides\]) state
     /// Update another way: find the node of lowest record (argmin); if the
     /// current node is above it, probability +1, else probability −1 and
     /// bias := current node. That differs in three ways: the probability
@@ -693,7 +693,7 @@ impl Policy for Brm {
             if !idle(bias) && idle(c.here) {
                 continue;
             }
-            // Issue 16: explorations step aside where seed 000's premise
+            // Issue 16: explorations step aside where [Rao13]'s premise
             // does not hold (brm/premise.rs), and go where they learn most.
             let group = s.group(c.task.tgid);
             let shares = group.and_then(premise::memory_shares);
@@ -784,7 +784,7 @@ impl Policy for Brm {
 }
 
 impl Brm {
-    /// This round's candidates (seed 000 §4.3: threads it already follows,
+    /// This round's candidates (\[Rao13\] §4.3: threads it already follows,
     /// or newly tagged ones) with their uncore penalty sample and the
     /// domain they ran in; forgets threads that are no longer candidates.
     /// Threads this policy pinned whose guest hint cleared go into
@@ -850,7 +850,7 @@ impl Brm {
 
 /// Where an exploration goes (issue 16), with the words for its reason:
 /// the node holding the process's memory when it is not measured yet and
-/// has an idle CPU (seed 000's setting: memory on one node, the threads
+/// has an idle CPU (\[Rao13\]'s setting: memory on one node, the threads
 /// trying it against the others); else a node drawn among those not
 /// measured with an idle CPU. Algorithm 1 takes the first node in index
 /// order, which on a two-node machine is the only one but on eight sends

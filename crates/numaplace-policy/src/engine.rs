@@ -1,4 +1,4 @@
-//! The loop of ARCHITECTURE.md: each round, a snapshot from telemetry goes
+//! The loop of docs/architecture.md: each round, a snapshot from telemetry goes
 //! to the policy, whose plan goes, action by action, to an actuator; every
 //! action and what became of it goes to the journal.
 //!
@@ -253,7 +253,7 @@ impl Engine {
             .collect()
     }
 
-    /// The loop of ARCHITECTURE.md, in every world: until the world ends
+    /// The loop of docs/architecture.md, in every world: until the world ends
     /// (or `observer` says stop), its next snapshot goes to the policy and
     /// the plan to the world's actuator, every action journalled; after
     /// each round the world hears which processes are in scope and which

@@ -240,7 +240,7 @@ pub struct Needs {
     /// `Snapshot::samples`): an fd and a ring buffer per thread, so only
     /// for policies that move the pages threads touch.
     pub samples: bool,
-    /// Seed 002 §4's per-thread page sets (which pages each thread
+    /// \[Bae12\] §4's per-thread page sets (which pages each thread
     /// touched over a window, `Snapshot::page_sets`): the simulator keeps
     /// them only for policies that read them, as they cost memory per page.
     pub page_sets: bool,

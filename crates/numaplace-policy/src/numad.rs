@@ -41,7 +41,7 @@ pub struct NumadParams {
     /// that node (nothing to move); otherwise, among the nodes it fits,
     /// the one whose memory is the least busy (the fewest LLC misses per
     /// second from the threads running there, the process's own left out:
-    /// seed 004's distributed intensity) where misses are counted, numad's
+    /// \[Blagodurov11\]'s distributed intensity) where misses are counted, numad's
     /// roomiest otherwise: `auto`'s choice. Off for `numad-like`, as numad.
     pub prefer_quiet_node: bool,
 }

@@ -86,29 +86,29 @@ policies! {
     /// threads pinned to listed CPUs, listed processes' memory on listed
     /// nodes, held every round.
     Static(StaticParams) = "static", |p| Box::new(StaticPlacement::new(p.clone()));
-    /// Distributed Intensity (seed 004 §3.1): threads sorted by LLC miss
+    /// Distributed Intensity (\[Blagodurov11\] §3.1): threads sorted by LLC miss
     /// rate spread over the memory domains every second; memory stays.
     DiPlain = "di-plain", |p| Box::new(DistributedIntensity::plain());
-    /// DI-Plain with memory following the threads (seed 004 §3.2).
+    /// DI-Plain with memory following the threads (\[Blagodurov11\] §3.2).
     DiMigrate(DiParams) = "di-migrate", |p| Box::new(DistributedIntensity::migrate(p.clone()));
-    /// DINO (seed 004 §3.3): classes with hysteresis, a placement layout
+    /// DINO (\[Blagodurov11\] §3.3): classes with hysteresis, a placement layout
     /// that avoids superfluous migrations, an application's threads kept
     /// together, memory following its threads without ping-pong.
     Dino(DinoParams) = "dino", |p| Box::new(Dino::new(p.clone()));
-    /// Bias Random vCPU Migration (seed 000 §4): candidate threads (VM
+    /// Bias Random vCPU Migration (\[Rao13\] §4): candidate threads (VM
     /// vCPUs, tagged names, or heavy uncore users) moved at random, biased
     /// towards the node where the system-wide uncore penalty was lowest.
     Brm(BrmParams) = "brm", |p| Box::new(Brm::new(p.clone()));
-    /// Symbiotic scheduling (seed 003 §3.3): tasks grouped onto cores and
+    /// Symbiotic scheduling (\[Symbiosis-Bloom\] §3.3): tasks grouped onto cores and
     /// LLC domains from cache-footprint signatures (occupancy weight,
     /// symbiosis) by weight sorting or a min-cut of the interference graph.
     Symbiosis(SymbiosisParams) = "symbiosis", |p| Box::new(Symbiosis::new(p.clone()));
-    /// Adaptive local / interleaved vcore mapping (seed 002 §4-§5): page
+    /// Adaptive local / interleaved vcore mapping (\[Bae12\] §4-§5): page
     /// metrics, classifier, per-class models, voting with confidence,
     /// probing the other mapping when unsure, overhead ceiling; objective
     /// performance, power or energy.
     AdaptiveMapping(AdaptiveParams) = "adaptive-mapping", |p| Box::new(AdaptiveMapping::new(p.clone()));
-    /// What an operator runs: the seed policies' algorithms as moves, each
+    /// What an operator runs: the other policies' algorithms as moves, each
     /// move an experiment kept only if the groups in scope got faster,
     /// rolled back otherwise; counter-free moves only where nothing is
     /// counted (`auto/`).

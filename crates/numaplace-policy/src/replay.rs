@@ -1,4 +1,4 @@
-//! The replay world of ARCHITECTURE.md: a policy decides on a recorded
+//! The replay world of docs/architecture.md: a policy decides on a recorded
 //! snapshot stream, and an actuator applies nothing.
 //!
 //! A recording shows the threads where they really ran, not where the

@@ -1,5 +1,5 @@
 //! `symbiosis`: symbiotic scheduling on shared caches from cache-footprint
-//! signatures (seed 003, 003_6696647219afc6b1.txt).
+//! signatures (\[Symbiosis-Bloom\]).
 //!
 //! **Signatures (§3.1-3.2).** Each task comes with what the counting
 //! Bloom filter of its cache recorded when it last left its CPU: its
@@ -34,7 +34,7 @@
 //! heavy interferers are apart, then grouped onto cores inside each
 //! domain ([`place`]).
 //!
-//! **Stability.** The seed's allocator runs every 100 ms and the mapping
+//! **Stability.** The paper's allocator runs every 100 ms and the mapping
 //! chosen most often is kept (§4.1). Here a new placement is applied only
 //! when some task is not yet on one core, or when it lowers the modelled
 //! interference between co-running tasks by at least `min-gain-percent`.
@@ -216,11 +216,11 @@ struct Candidate {
     sig: CacheSignature,
 }
 
-/// The CPUs numaplace may use, grouped by LLC domain: the places (seed
-/// 003's "cores") that tasks time-share.
+/// The CPUs numaplace may use, grouped by LLC domain: the places
+/// (\[Symbiosis-Bloom\]'s "cores") that tasks time-share.
 ///
 /// A place is one hardware thread, not a whole core: tasks given one CPU
-/// take turns and never run together, which is what the seed's pairing
+/// take turns and never run together, which is what the paper's pairing
 /// relies on, while tasks on two hardware threads of one SMT core run at
 /// the same time and share even the core's private caches. Each domain
 /// lists the first hardware thread of every core before any second one,
@@ -330,7 +330,7 @@ impl Policy for Symbiosis {
         "symbiosis"
     }
 
-    /// The seed's allocator runs every 100 ms (§4.1); a second is enough
+    /// The paper's allocator runs every 100 ms (§4.1); a second is enough
     /// for processes that run for minutes and keeps the samples useful.
     fn default_interval(&self) -> std::time::Duration {
         std::time::Duration::from_secs(1)
@@ -378,7 +378,7 @@ impl Policy for Symbiosis {
         let cands = self.candidates(view, sigs);
         let alive: std::collections::HashSet<TaskId> = cands.iter().map(|c| c.id).collect();
         self.ours.retain(|k, _| alive.contains(k));
-        // Seed 003 pairs tasks on the caches of one memory node (a Core 2
+        // [Symbiosis-Bloom] pairs tasks on the caches of one memory node (a Core 2
         // Duo). Here a task whose memory (its own sampled addresses, else
         // its process's) is mostly on one node ([`thread_home`]) is placed
         // on that node's caches and cores, never away from its

@@ -1,5 +1,5 @@
 //! One million accesses through the Core 2 Duo's shared L2 (4 MiB, 16
-//! ways, 4096 sets) with the seed 003 signature hardware attached, to show
+//! ways, 4096 sets) with the \[Symbiosis-Bloom\] signature hardware attached, to show
 //! the cache model keeps up with the address streams the simulator feeds
 //! it; and one context switch (RBV, weight, symbiosis) on the full-size
 //! filters.

@@ -1,4 +1,4 @@
-//! Seed 002 (002_9193a93568156dac.txt) in the simulator: the Fig. 4
+//! \[Bae12\] in the simulator: the Fig. 4
 //! benchmark suite as 8-vcore VMs, runs in the local and the interleaved
 //! mapping with the page model on, and the training of §5.2's models
 //! (what `numaplace train` runs).

@@ -1,6 +1,6 @@
 //! The oracle for a scenario: the best launch-time binding of its threads
-//! to CPUs and of their memory, judged by simulating each candidate (seed
-//! 000's "hand-optimized" binding, seed 004's best static placement).
+//! to CPUs and of their memory, judged by simulating each candidate
+//! (\[Rao13\]'s "hand-optimized" binding, \[Blagodurov11\]'s best static placement).
 //!
 //! Memory is part of the placement, or policies that move it would beat
 //! the yardstick: each application's memory goes on its threads' nodes
@@ -100,12 +100,12 @@ fn score(r: &RunResult) -> f64 {
 /// nothing, since the memory follows the threads.
 ///
 /// A workload with more threads than CPUs that run at the same time
-/// (seed 003's pairs and pools) time-shares CPUs under any placement: its
+/// (\[Symbiosis-Bloom\]'s pairs and pools) time-shares CPUs under any placement: its
 /// oracle is the best balanced assignment of threads to CPUs
 /// ([`search_shared`]).
 ///
 /// A workload with more threads than CPUs whose applications run one
-/// after the other (seed 000's NPB and SPEC sequences) is split into
+/// after the other (\[Rao13\]'s NPB and SPEC sequences) is split into
 /// groups of applications that overlap in time (as Linux's default runs
 /// them); each group that fits the CPUs one thread per CPU is searched
 /// alone with its share of the budget, and the bindings together are
@@ -138,7 +138,7 @@ pub fn best_static_in(
 }
 
 /// The best launch-time binding of the threads alone, their memory where
-/// the scenario puts it: seed 000's "hand-optimized" binding, which kept
+/// the scenario puts it: \[Rao13\]'s "hand-optimized" binding, which kept
 /// everything on node 0 as its experiments did. A yardstick for a policy
 /// that moves threads only (BRM); [`best_static`] bounds every policy.
 pub fn best_binding(

@@ -1,13 +1,13 @@
-//! The cache-signature hardware of seed 003, modelled bit for bit so the
+//! The cache-signature hardware of \[Symbiosis-Bloom\], modelled bit for bit so the
 //! simulator can drive it with address streams and read what the hardware
 //! would report at each context switch.
 //!
-//! The pieces, in the seed's words:
+//! The pieces, in the paper's words:
 //!
 //! - a shared cache ([`SharedCache`]): set-associative, LRU, that tells the
 //!   signature logic which line it filled and which line it replaced;
 //! - one counting Bloom filter per shared cache ([`CacheSignatures`],
-//!   seed 003 §2.4, §3.1): a single counter array describing every tracked
+//!   \[Symbiosis-Bloom\] §2.4, §3.1): a single counter array describing every tracked
 //!   line resident in the cache, plus one bit vector per core, the *core
 //!   filter* (CF), recording which filter entries that core's misses
 //!   filled, and a *last filter* (LF) per core, the CF as it stood when the
@@ -21,7 +21,7 @@
 //!
 //! The signature model keeps no per-line state beyond what the hardware holds:
 //! counters and bit vectors only, so aliasing and stale CF bits behave as
-//! the seed describes (a CF bit survives its line's eviction until every
+//! the paper describes (a CF bit survives its line's eviction until every
 //! line hashed to that counter has gone).
 
 use numaplace_model::snapshot::xor_fold;
@@ -178,14 +178,14 @@ impl BitVec {
 // Hash functions (§5.3)
 // ---------------------------------------------------------------------------
 
-/// How a cache line picks its filter entry (seed 003 §5.3). The seed uses
+/// How a cache line picks its filter entry (\[Symbiosis-Bloom\] §5.3). The paper uses
 /// one hash function, not several (§3.1): more would fill the small
 /// vectors with ones sooner.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum HashKind {
     /// Cut the block address into pieces as wide as the index and XOR the
-    /// pieces together. The seed's recommendation for cost and quality.
+    /// pieces together. The paper's recommendation for cost and quality.
     ///
     /// Open detail, our choice: all 64 bits of the block address are
     /// folded, the top piece being narrower when 64 is not a multiple of
@@ -198,7 +198,7 @@ pub enum HashKind {
     /// Both steps are one-to-one on the index, so this hash groups lines
     /// into entries exactly as `Xor` does and yields the same occupancy
     /// weights and symbiosis values; only the entry positions move. That
-    /// is consistent with the seed finding the two indistinguishable.
+    /// is consistent with the paper finding the two indistinguishable.
     XorInverseReverse,
     /// The block address modulo the filter size (its low index bits).
     Modulo,
@@ -257,7 +257,7 @@ pub struct CacheGeometry {
 }
 
 impl CacheGeometry {
-    /// The shared L2 of the seed's Core 2 Duo (seed 003 §2.3.2, §4.2):
+    /// The shared L2 of the paper's Core 2 Duo (\[Symbiosis-Bloom\] §2.3.2, §4.2):
     /// 4 MiB, 16 ways, 64-byte lines, hence 4096 sets.
     pub const CORE2DUO_L2: Self = Self {
         sets: 4096,
@@ -310,14 +310,14 @@ impl CacheGeometry {
 pub struct SignatureConfig {
     pub hash: HashKind,
     /// Fraction of the cache sets tracked, in `(0, 1]`: 1 tracks every
-    /// set, 0.25 is the seed's option to cut the hardware to a quarter
+    /// set, 0.25 is the paper's option to cut the hardware to a quarter
     /// (§5.5). Tracked sets are spread evenly: with 0.25, sets 0, 4, 8, …
     pub sample_fraction: f64,
     /// The filter has `2^index_bits` entries (CF, LF and counters alike).
     /// `None`: as many as tracked lines, rounded up to a power of two,
-    /// which is the seed's sizing (§5.5).
+    /// which is the paper's sizing (§5.5).
     pub index_bits: Option<u32>,
-    /// Width of each counter, 1 to 8 bits; the seed costs its hardware
+    /// Width of each counter, 1 to 8 bits; the paper costs its hardware
     /// with 3 (§5.5). A counter that reaches its maximum sticks there,
     /// as in a counting Bloom filter: no longer incremented nor
     /// decremented, so its CF bits are never cleared again.
@@ -394,7 +394,7 @@ pub struct SwitchOutRecord {
     pub symbiosis: Vec<u32>,
 }
 
-/// The counting-Bloom-filter signatures of one shared cache (seed 003
+/// The counting-Bloom-filter signatures of one shared cache (\[Symbiosis-Bloom\]
 /// §3.1): one counter array for the cache, a core filter (CF) and a last
 /// filter (LF) per core.
 ///

@@ -14,7 +14,7 @@
 //!   or off, 2-16 cores per node, sometimes with memory-only nodes;
 //! - the load: from a quarter of the CPUs busy to half again as many
 //!   threads as CPUs (time-shared);
-//! - the applications: single-thread programs over seed 004's classes
+//! - the applications: single-thread programs over \[Blagodurov11\]'s classes
 //!   (turtle, soft devil, devil, and a "super devil" beyond them),
 //!   multithreaded processes with and without shared written data, VMs of
 //!   2-16 vCPUs; memory first-touch, bound to a node, or interleaved;
@@ -22,10 +22,10 @@
 //!
 //! The parameter ranges are the ones the shipped scenarios cite (their
 //! files say where each number comes from): uncore requests and LLC
-//! misses per 1000 instructions of seed 004 Table 1 and seed 000 §6 (mcf
+//! misses per 1000 instructions of \[Blagodurov11\] Table 1 and \[Rao13\] §6 (mcf
 //! 45 / 25, milc 28 / 20, lbm 30 / 22, povray 1 / 0.05), working sets
-//! from 4 MiB to seed 004's 1.6 GB of mcf, memory-level parallelism 1-4,
-//! shared areas of seed 000 Fig. 3 (128 KiB) up to a few MiB written
+//! from 4 MiB to \[Blagodurov11\]'s 1.6 GB of mcf, memory-level parallelism 1-4,
+//! shared areas of \[Rao13\] Fig. 3 (128 KiB) up to a few MiB written
 //! 1-10 times per 1000 instructions. Each application runs 5-20
 //! simulated seconds alone, so that a sweep of hundreds of mixes takes
 //! minutes.
@@ -50,9 +50,9 @@ pub struct Mix {
     pub text: String,
 }
 
-/// The intensity classes of a single-thread program (seed 004 §3.3.2:
+/// The intensity classes of a single-thread program (\[Blagodurov11\] §3.3.2:
 /// turtles below 2 LLC misses per 1000 instructions, devils above, with
-/// "soft devils" between; the super devils of seed 000 §6's memory-bound
+/// "soft devils" between; the super devils of \[Rao13\] §6's memory-bound
 /// set miss more than mcf).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Class {
@@ -209,7 +209,7 @@ pub fn mix(seed: u64) -> Mix {
             ("process", 1, None)
         } else if kind < 8 {
             let n = (2 + r.below(15)).min(left);
-            // Half share written data: seed 000 Fig. 3's 128 KiB to 8 MiB.
+            // Half share written data: [Rao13] Fig. 3's 128 KiB to 8 MiB.
             let shared = (r.below(2) == 0)
                 .then(|| (log_uniform(&mut r, 0.125, 8.0), uniform(&mut r, 0.5, 10.0)));
             ("process", n, shared)

@@ -18,7 +18,7 @@ pub struct AppRun {
     pub thread_s: Vec<Option<f64>>,
     /// Times one of its threads moved to another node, by the policy or
     /// the simulated Linux. Under DI-Migrate and DINO each such move takes
-    /// the thread's memory along: seed 004 Table 1's "memory migrations".
+    /// the thread's memory along: \[Blagodurov11\] Table 1's "memory migrations".
     #[serde(default)]
     pub node_migrations: u64,
 }
@@ -29,7 +29,7 @@ impl AppRun {
         self.end_s.map(|e| e - self.start_s)
     }
 
-    /// Node migrations per thread and hour of the run (seed 004 Table 1
+    /// Node migrations per thread and hour of the run (\[Blagodurov11\] Table 1
     /// counts per process, and its processes are single-threaded); `None`
     /// if it did not finish.
     pub fn node_migrations_per_thread_hour(&self) -> Option<f64> {
@@ -38,7 +38,7 @@ impl AppRun {
         (hours > 0.0).then(|| self.node_migrations as f64 / threads / hours)
     }
 
-    /// Mean of its threads' completion times (seed 000 §2.2 measures a
+    /// Mean of its threads' completion times (\[Rao13\] §2.2 measures a
     /// multithreaded run this way).
     pub fn mean_thread_s(&self) -> Option<f64> {
         let v: Option<Vec<f64>> = self.thread_s.iter().copied().collect();
@@ -118,7 +118,7 @@ pub struct RunResult {
     pub numa_task_moves: u64,
     /// Over the whole run and all threads: the uncore penalty (cycles an
     /// uncore request is outstanding, divided by the memory-level
-    /// parallelism; seed 000 §3.1) and LLC misses per 1000 instructions.
+    /// parallelism; \[Rao13\] §3.1) and LLC misses per 1000 instructions.
     pub uncore_penalty_cycles: f64,
     pub llc_mpki: f64,
     /// Joules and mean watts, where the machine has a power model.
@@ -165,7 +165,7 @@ pub struct PolicySummary {
     pub policy: String,
     /// The kernel the policy ran on: automatic NUMA balancing on
     /// (`autonuma`, or a scenario or `--numa-balancing on` that asks for
-    /// it) or off (the seeds' Linux).
+    /// it) or off (the papers' Linux).
     #[serde(default)]
     pub numa_balancing: bool,
     /// Runs in which the policy turned the kernel's balancing on or off
@@ -207,7 +207,7 @@ pub struct AppSummary {
     /// Mean run time of a run, seconds.
     pub mean_runtime_s: f64,
     /// Moves of a thread to another node per thread and hour of its run
-    /// (seed 004 Table 1's memory migrations per hour, per process: under
+    /// (\[Blagodurov11\] Table 1's memory migrations per hour, per process: under
     /// DI-Migrate and DINO the memory goes along with each such move).
     pub node_migrations_per_hour: f64,
 }

@@ -35,12 +35,12 @@ pub struct RunOptions {
     pub migrate_mib_per_sec: u64,
     /// The model's constants.
     pub constants: Constants,
-    /// Keep seed 003's cache signatures, fed with this many sampled
+    /// Keep \[Symbiosis-Bloom\]'s cache signatures, fed with this many sampled
     /// accesses per LLC and step.
     pub signatures: Option<(SignatureConfig, usize)>,
     /// Data addresses sampled per thread and policy round.
     pub samples_per_interval: usize,
-    /// Seed 002's per-thread page sets in every snapshot; always on for
+    /// \[Bae12\]'s per-thread page sets in every snapshot; always on for
     /// `adaptive-mapping`, which reads them.
     pub page_sets: Option<PageSetConfig>,
     /// The kernel's automatic NUMA balancing on or off whatever the
@@ -112,7 +112,7 @@ impl Default for RunOptions {
 }
 
 /// Whether a run of `policy` (a name) has the kernel's automatic NUMA
-/// balancing. The two yardsticks are fixed: `default` is the seeds' Linux
+/// balancing. The two yardsticks are fixed: `default` is the papers' Linux
 /// (off), `autonuma` the distributions' (on); every other policy runs on
 /// the kernel `opts` or else the scenario's `[linux]` table asks for.
 pub fn numa_balancing(policy: &str, workload: &Workload, opts: &RunOptions) -> bool {

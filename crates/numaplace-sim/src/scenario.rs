@@ -114,7 +114,7 @@ use crate::workload::{
 };
 
 /// Ranges of a scenario's counts and times, checked before anything is
-/// allocated or stepped: far beyond any scenario the seeds describe (at most
+/// allocated or stepped: far beyond any scenario the papers describe (at most
 /// 64 threads on 16-core machines, runs of minutes), small enough that a
 /// hostile file can neither exhaust memory nor run for ever.
 pub const MAX_THREADS: u32 = 4096;

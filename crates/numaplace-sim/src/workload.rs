@@ -19,7 +19,7 @@ pub enum MemoryPlacement {
     /// On the node of the CPU that first touches it (Linux's default).
     FirstTouch,
     /// On this node (dense id), as `numactl --membind` / `set_mempolicy`
-    /// (seed 000 allocates everything on node 0).
+    /// (\[Rao13\] allocates everything on node 0).
     Node(u32),
     /// Spread evenly over all nodes (`numactl --interleave=all`).
     Interleave,
@@ -70,7 +70,7 @@ pub struct AppSpec {
     /// Bytes of the application's shared area (0: none).
     pub shared_bytes: u64,
     /// How many of its threads (the first ones) use the shared area; the
-    /// others never touch it. Every sharer writes, as in seed 000 Fig. 3.
+    /// others never touch it. Every sharer writes, as in \[Rao13\] Fig. 3.
     pub sharers: u32,
     pub memory: MemoryPlacement,
     /// CPUs (dense ids) the application is confined to, as by its cgroup's
@@ -86,7 +86,7 @@ pub struct AppSpec {
     pub cpus_by_cgroup: bool,
     /// When it starts, simulated seconds.
     pub start_s: f64,
-    /// How many times it runs back to back (seed 004 restarts each
+    /// How many times it runs back to back (\[Blagodurov11\] restarts each
     /// benchmark until all have run three times); at least 1.
     pub runs: u32,
     /// The parallel job this application is one rank of, when its
@@ -98,7 +98,7 @@ pub struct AppSpec {
 }
 
 /// One rank of a parallel (MPI) job: an `[[app]]` table with `copies`,
-/// each copy a rank, as seed 004 §3.2 runs a SPEC MPI2007 job as "16
+/// each copy a rank, as \[Blagodurov11\] §3.2 runs a SPEC MPI2007 job as "16
 /// processes" (`docs/simulator.md`, "MPI jobs").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Job {
@@ -149,7 +149,7 @@ impl AppSpec {
 }
 
 /// How the simulated Linux places work that numaplace does not pin
-/// (CALIBRATION.md, "Linux default baseline").
+/// (docs/simulator.md, "The simulated Linux").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LinuxModel {
     /// How often, simulated ms, the load balancer looks at a thread.

@@ -1,4 +1,4 @@
-//! Issue 9's acceptance in the simulator: `adaptive-mapping` (seed 002
+//! Issue 9's acceptance in the simulator: `adaptive-mapping` (\[Bae12\]
 //! §5) on `westmere-2s` with the 22 Fig. 4 benchmarks as 8-vcore VMs,
 //! 10 seeds, for each objective; and the models judged out of sample.
 //!

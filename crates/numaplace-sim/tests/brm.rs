@@ -1,5 +1,5 @@
 //! Issue 7's acceptance in the simulator: BRM against Linux's default and
-//! the oracle on westmere-2s (seed 000's machine), 10 seeds: the
+//! the oracle on westmere-2s (\[Rao13\]'s machine), 10 seeds: the
 //! micro-benchmark sweep of §6 (4 threads, 128 KiB shared, 4-128 MiB
 //! aggregate), the NPB-like jobs and the SPEC-like workloads, each alone.
 
@@ -75,7 +75,7 @@ fn rows() -> Vec<Row> {
     rows
 }
 
-/// Seed 000 Fig. 8-9 and §6: BRM is faster than the default on every
+/// \[Rao13\] Fig. 8-9 and §6: BRM is faster than the default on every
 /// NUMA-sensitive workload (everything but ep, which it must not slow by
 /// more than 2 %; the paper saw 5.8 % and 21.9 % losses on ep and mg), its
 /// run-to-run spread is at most 2 % wherever the default's is larger, and

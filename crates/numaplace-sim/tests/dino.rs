@@ -1,5 +1,5 @@
 //! Issue 6's acceptance in the simulator: DI-Plain, DI-Migrate and DINO on
-//! barcelona-4s (seed 004's machine), SPEC-like and MPI-like workloads,
+//! barcelona-4s (\[Blagodurov11\]'s machine), SPEC-like and MPI-like workloads,
 //! 10 seeds, against Linux's default.
 
 use std::collections::BTreeMap;
@@ -16,7 +16,7 @@ struct Runs {
     /// Migrations per process per hour: times the policy moved one of a
     /// process's threads to another memory domain (each takes its memory
     /// along under DI-Migrate and DINO), per hour of the process's life
-    /// (seed 004 Table 1 counts them per process and hour).
+    /// (\[Blagodurov11\] Table 1 counts them per process and hour).
     migrations_per_process_hour: f64,
     /// Moves of a thread to another CPU, by the policy or the simulated
     /// Linux, per hour of the process's life.
@@ -112,7 +112,7 @@ fn all(name: &str) -> Vec<(&'static str, Runs)> {
 /// Where contention exists (devils-barcelona: four devils and four turtles
 /// on sixteen cores, so Linux's random choice of idle cores lets devils
 /// share a domain), DINO is faster than the default on the mean and for
-/// every devil (seed 004 Fig. 9-10: DINO improves on the default where
+/// every devil (\[Blagodurov11\] Fig. 9-10: DINO improves on the default where
 /// devils compete).
 #[test]
 fn dino_gains_where_devils_compete() {
@@ -140,7 +140,7 @@ fn spec_like_workload() {
     assert!(dino <= base * 1.02, "dino {dino} vs default {base}");
 }
 
-/// Seed 004 Fig. 7, Fig. 12 and Table 1 on the MPI-like workload, whose
+/// \[Blagodurov11\] Fig. 7, Fig. 12 and Table 1 on the MPI-like workload, whose
 /// jobs now have their structure (ranks with 0.9-1.1 times the work,
 /// meeting at a barrier at each phase end; docs/simulator.md, "MPI
 /// jobs"). A rank that waits spins and its measured miss rate drops, so

@@ -1,5 +1,5 @@
-//! The seeds' headline results side by side with the simulator's (issue
-//! 17 item 3; the table is in docs/simulator.md, "The seeds' headlines,
+//! The papers' headline results side by side with the simulator's (issue
+//! 17 item 3; the table is in docs/simulator.md, "The papers' headlines,
 //! side by side"). One test per row of that table: each runs the paper's
 //! headline experiment as the simulator has it, prints the paper's number
 //! beside the simulator's, and asserts the simulator's number within a
@@ -7,8 +7,8 @@
 //! change of the model that moves a headline fails here and the table is
 //! updated with it.
 //!
-//! Seeds are stated per experiment: the papers' 10 for seeds 000 and 004,
-//! one for seed 002's bound mapping runs, bound runs for seed 003; the
+//! Seeds are stated per experiment: the papers' 10 for \[Rao13\] and \[Blagodurov11\],
+//! one for \[Bae12\]'s bound mapping runs, bound runs for \[Symbiosis-Bloom\]; the
 //! whole file runs in about 20-40 s in release mode on 2 cores. The
 //! fuller experiments are brm.rs, adaptive.rs, symbiosis.rs and dino.rs. The
 //! baseline is `default` (Linux without automatic NUMA balancing), as the
@@ -43,10 +43,10 @@ fn within(id: &str, measured: f64, at: f64, tol: f64) {
 }
 
 // ---------------------------------------------------------------------
-// Seed 000 (000_8f6bf626b4329e22.txt §6, Fig. 8-9): BRM against the
+// [Rao13] (§6, Fig. 8-9): BRM against the
 // default scheduler and the hand-optimised binding on westmere-2s.
 
-/// Seeds per policy and workload for seed 000's rows (the paper: 10).
+/// Seeds per policy and workload for \[Rao13\]'s rows (the paper: 10).
 const SEEDS_000: u64 = 10;
 
 struct BrmRow {
@@ -54,7 +54,7 @@ struct BrmRow {
     micro: bool,
     default: f64,
     brm: (f64, f64),
-    /// `best_binding`: seed 000's hand-optimised binding (micro only).
+    /// `best_binding`: \[Rao13\]'s hand-optimised binding (micro only).
     hand: Option<f64>,
 }
 
@@ -93,7 +93,7 @@ fn seed000() -> &'static [BrmRow] {
     })
 }
 
-/// Seed 000 abstract and §6.1 (Fig. 8b, lu): BRM up to 31.7 % faster than
+/// \[Rao13\] abstract and §6.1 (Fig. 8b, lu): BRM up to 31.7 % faster than
 /// the default scheduler, as 1 - brm / default on the best workload.
 #[test]
 fn seed000_brm_up_to_31_7_percent_better_than_the_default() {
@@ -109,7 +109,7 @@ fn seed000_brm_up_to_31_7_percent_better_than_the_default() {
     within("000 BRM vs default", best, 32.9, 3.0);
 }
 
-/// Seed 000 §6.1 (Fig. 8a): BRM within 3.4 % of the hand-optimised
+/// \[Rao13\] §6.1 (Fig. 8a): BRM within 3.4 % of the hand-optimised
 /// binding on the micro-benchmark, as brm / hand - 1 on the worst size.
 #[test]
 fn seed000_brm_within_3_4_percent_of_hand_optimised() {
@@ -125,7 +125,7 @@ fn seed000_brm_within_3_4_percent_of_hand_optimised() {
     assert!(worst <= 4.4, "{worst}");
 }
 
-/// Seed 000 abstract and §6.2 (Fig. 9): BRM's run-time variation (RSD
+/// \[Rao13\] abstract and §6.2 (Fig. 9): BRM's run-time variation (RSD
 /// over runs) on average at most 2 %.
 #[test]
 fn seed000_brm_runtime_variation_at_most_2_percent() {
@@ -139,7 +139,7 @@ fn seed000_brm_runtime_variation_at_most_2_percent() {
 }
 
 // ---------------------------------------------------------------------
-// Seed 002 (002_9193a93568156dac.txt abstract, §3, Fig. 4-8): local
+// [Bae12] (abstract, §3, Fig. 4-8): local
 // against interleaved mapping of the Fig. 4 benchmarks on westmere-2s.
 
 /// One seed: the mapping runs are bound, the spread over seeds is small.
@@ -174,7 +174,7 @@ fn mapping_gap(value: impl Fn(&numaplace_sim::adaptive::Measured) -> f64, reduct
     gap
 }
 
-/// Seed 002 abstract and §3: the mapping changes performance by up to
+/// \[Bae12\] abstract and §3: the mapping changes performance by up to
 /// 66 %.
 #[test]
 fn seed002_mappings_differ_by_up_to_66_percent_in_performance() {
@@ -187,7 +187,7 @@ fn seed002_mappings_differ_by_up_to_66_percent_in_performance() {
     within("002 performance", gap, 129.6, 10.0);
 }
 
-/// Seed 002 abstract: energy reduced by up to 31 %.
+/// \[Bae12\] abstract: energy reduced by up to 31 %.
 #[test]
 fn seed002_mappings_differ_by_up_to_31_percent_in_energy() {
     let gap = mapping_gap(|m| m.energy_j, true);
@@ -196,7 +196,7 @@ fn seed002_mappings_differ_by_up_to_31_percent_in_energy() {
     within("002 energy", gap, 48.0, 5.0);
 }
 
-/// Seed 002 abstract: power reduced by up to 17 %.
+/// \[Bae12\] abstract: power reduced by up to 17 %.
 #[test]
 fn seed002_mappings_differ_by_up_to_17_percent_in_power() {
     let gap = mapping_gap(|m| m.power_w, true);
@@ -208,10 +208,10 @@ fn seed002_mappings_differ_by_up_to_17_percent_in_power() {
 }
 
 // ---------------------------------------------------------------------
-// Seed 003 (003_6696647219afc6b1.txt abstract, §5.1.1, Fig. 11): four
+// [Symbiosis-Bloom] (abstract, §5.1.1, Fig. 11): four
 // programs of the pool on a Core 2 Duo, the three pairings.
 
-/// Seed 003 §4.2: the three pairings as the CPU of each of four apps.
+/// \[Symbiosis-Bloom\] §4.2: the three pairings as the CPU of each of four apps.
 const PAIRINGS: [[usize; 4]; 3] = [[0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 0]];
 /// As in symbiosis.rs: runs shortened, the model's speeds do not depend
 /// on run length.
@@ -223,7 +223,7 @@ const MIX_STRIDE: usize = 1;
 /// lowest mean run time of the four over its own worst pairing, per mix
 /// it is in. The pairing is the best of the three (what a perfect
 /// allocator picks; symbiosis.rs holds the weighted interference graph's
-/// picks against it), so this is the most seed 003's allocation can gain
+/// picks against it), so this is the most \[Symbiosis-Bloom\]'s allocation can gain
 /// in the model.
 fn seed003() -> &'static BTreeMap<String, Vec<f64>> {
     static GAINS: OnceLock<BTreeMap<String, Vec<f64>>> = OnceLock::new();
@@ -312,7 +312,7 @@ fn seed003() -> &'static BTreeMap<String, Vec<f64>> {
     })
 }
 
-/// Seed 003 abstract and Fig. 11: symbiotic allocation up to 54 % faster
+/// \[Symbiosis-Bloom\] abstract and Fig. 11: symbiotic allocation up to 54 % faster
 /// (mcf) over a program's worst pairing, natively.
 #[test]
 fn seed003_symbiotic_pairing_up_to_54_percent() {
@@ -337,7 +337,7 @@ fn seed003_symbiotic_pairing_up_to_54_percent() {
     within("003 max", max, 18.9, 3.0);
 }
 
-/// Seed 003 abstract: 22 % on average.
+/// \[Symbiosis-Bloom\] abstract: 22 % on average.
 #[test]
 fn seed003_symbiotic_pairing_22_percent_on_average() {
     let all: Vec<f64> = seed003().values().flatten().copied().collect();
@@ -350,17 +350,17 @@ fn seed003_symbiotic_pairing_22_percent_on_average() {
     // Measured 2.9 % (all 495 mixes) with M8's refill; 3.4 % before.
     // The refill lengthens every pairing's runs, most where two
     // cache-sensitive programs alternate on one core, which is what
-    // seed 003 pairs to keep them from co-running, so the gain of the
+    // [Symbiosis-Bloom] pairs to keep them from co-running, so the gain of the
     // best pairing over the worst shrinks on average. Tolerance 1 point,
     // as above.
     within("003 mean", mean, 2.9, 1.0);
 }
 
 // ---------------------------------------------------------------------
-// Seed 004 (004_dda95c0aa8dc10b7.txt §1, §3.2, §5, Table 1): DI-Plain,
+// [Blagodurov11] (§1, §3.2, §5, Table 1): DI-Plain,
 // DI-Migrate and DINO against Linux on barcelona-4s.
 
-/// Seeds per policy for seed 004's rows (dino.rs: 10).
+/// Seeds per policy for \[Blagodurov11\]'s rows (dino.rs: 10).
 const SEEDS_004: u64 = 10;
 const POLICIES_004: [&str; 4] = ["default", "di-plain", "di-migrate", "dino"];
 
@@ -448,7 +448,7 @@ fn up_to(jobs: &Jobs, policy: &str, better: bool) -> f64 {
     v
 }
 
-/// Seed 004 §1: DINO up to 20 % better than the default Linux scheduler
+/// \[Blagodurov11\] §1: DINO up to 20 % better than the default Linux scheduler
 /// (SPEC CPU workloads, §5 Fig. 9), per application.
 #[test]
 fn seed004_dino_up_to_20_percent_better_than_linux() {
@@ -460,7 +460,7 @@ fn seed004_dino_up_to_20_percent_better_than_linux() {
     within("004 DINO SPEC", v, 4.9, 3.0);
 }
 
-/// Seed 004 §1 and §5: SPEC MPI jobs up to 30 % faster under DINO.
+/// \[Blagodurov11\] §1 and §5: SPEC MPI jobs up to 30 % faster under DINO.
 #[test]
 fn seed004_dino_up_to_30_percent_better_on_mpi_jobs() {
     let v = up_to(mpi004(), "dino", true);
@@ -471,12 +471,12 @@ fn seed004_dino_up_to_30_percent_better_on_mpi_jobs() {
     // the simulated Linux already runs the 16 busy ranks one per core
     // beside their memory and never moves them, within 1.3 % of the
     // oracle's best static placement, so there is nothing to gain here.
-    // Tolerance 3 points, as for the other seed 004 rows: a change here is
+    // Tolerance 3 points, as for the other [Blagodurov11] rows: a change here is
     // a change of the model or of DINO, and the table must say which.
     within("004 DINO MPI", v, 0.0, 3.0);
 }
 
-/// Seed 004 §3.2 (Fig. 7): DI-Plain up to 36 % worse than the default
+/// \[Blagodurov11\] §3.2 (Fig. 7): DI-Plain up to 36 % worse than the default
 /// (SPEC CPU).
 #[test]
 fn seed004_di_plain_up_to_36_percent_worse() {
@@ -486,7 +486,7 @@ fn seed004_di_plain_up_to_36_percent_worse() {
     within("004 DI-Plain", v, 1.6, 3.0);
 }
 
-/// Seed 004 §3.2: DI-Migrate up to 25 % worse on MPI (GAPgeofem).
+/// \[Blagodurov11\] §3.2: DI-Migrate up to 25 % worse on MPI (GAPgeofem).
 #[test]
 fn seed004_di_migrate_up_to_25_percent_worse_on_mpi() {
     let v = up_to(mpi004(), "di-migrate", false);
@@ -500,7 +500,7 @@ fn seed004_di_migrate_up_to_25_percent_worse_on_mpi() {
     within("004 DI-Migrate MPI", v, 0.2, 3.0);
 }
 
-/// Seed 004 Table 1: memory migrations per hour of execution per
+/// \[Blagodurov11\] Table 1: memory migrations per hour of execution per
 /// application (MPI: per process), DI-Migrate 11-381, DINO 1-8.
 #[test]
 fn seed004_table1_memory_migrations_per_hour() {

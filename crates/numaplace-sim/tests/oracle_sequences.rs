@@ -1,8 +1,8 @@
 //! The oracle on workloads with more threads than CPUs: whose applications
-//! run one after the other (seed 000's NPB sequence), searched group by
+//! run one after the other (\[Rao13\]'s NPB sequence), searched group by
 //! group of applications that overlap in time, judged on the whole
 //! workload, and as good as searching each application alone; and whose
-//! threads time-share CPUs (seed 003's pairs), the best balanced
+//! threads time-share CPUs (\[Symbiosis-Bloom\]'s pairs), the best balanced
 //! assignment.
 
 use numaplace_sim::Machine;
@@ -107,7 +107,7 @@ fn applications_that_run_together_time_share_within_the_budget() {
     assert!(best.runtime_s.is_finite() && best.runtime_s > 0.0);
 }
 
-/// Seed 003's four programs on core2duo's two CPUs: 6 balanced
+/// \[Symbiosis-Bloom\]'s four programs on core2duo's two CPUs: 6 balanced
 /// assignments, all judged, and none of the three pairings is faster than
 /// the one the oracle keeps.
 #[test]

@@ -18,9 +18,9 @@ use numaplace_sim::Machine;
 use numaplace_sim::run::{Driver, RunOptions, run};
 use numaplace_sim::scenario;
 
-/// A seed policy is never more than this much slower than `default` on a
-/// mix (issue 16, item 3, at its 5 %-of-mixes line: these are the mixes it
-/// once failed).
+/// A policy from the papers is never more than this much slower than
+/// `default` on a mix (issue 16, item 3, at its 5 %-of-mixes line: these
+/// are the mixes it once failed).
 const BOUND_PERCENT: f64 = 5.0;
 /// `auto` is never more than 1 % slower than `default` (issue 16).
 const AUTO_BOUND_PERCENT: f64 = 1.0;

@@ -96,7 +96,7 @@ fn time_shared_slowdown(m: &Machine, victim: &str, other: &str) -> f64 {
     t(true) / t(false) - 1.0
 }
 
-/// A Pentium 4 Xeon pair as seed 003 §2.3.1 measured it (two processors,
+/// A Pentium 4 Xeon pair as \[Symbiosis-Bloom\] §2.3.1 measured it (two processors,
 /// each with its own 2 MB L2, one memory; the simulator's generic
 /// parameters otherwise): two programs confined to one processor.
 fn p4_xeon() -> Machine {
@@ -133,12 +133,12 @@ fn a_time_shared_program_pays_for_what_its_partner_evicts() {
     assert!(of("hmmer", "libquantum") < 0.02, "{table:?}");
 }
 
-/// Seed 003 §2.3.1 (Fig. 3): on the P4 Xeon, two programs confined to
+/// \[Symbiosis-Bloom\] §2.3.1 (Fig. 3): on the P4 Xeon, two programs confined to
 /// one processor degrade each other by less than 10 %, "the context
 /// switch overhead for cache warm-up" being the cause. The model with
 /// CFS's defaults (6 ms slices on two CPUs) gives 14.6 % for mcf next to
 /// libquantum and 13.0 % for omnetpp next to it, the rest below 9 %; the
-/// seed's kernels (2.6.2x) had 20 ms and 4 ms, slices of 20 ms, a third
+/// paper's kernels (2.6.2x) had 20 ms and 4 ms, slices of 20 ms, a third
 /// as many switches (docs/simulator.md, M8).
 #[test]
 #[ignore = "the model gives mcf 14.6 % next to libquantum with today's CFS slices (docs/simulator.md, M8)"]

@@ -1,5 +1,5 @@
-//! Issue 8's acceptance in the simulator: the `symbiosis` policy (seed
-//! 003, 003_6696647219afc6b1.txt) on seed 003's experiment and on a
+//! Issue 8's acceptance in the simulator: the `symbiosis` policy
+//! (\[Symbiosis-Bloom\]) on that paper's experiment and on a
 //! multi-socket machine. Print the tables with
 //! `cargo test -p numaplace-sim --test symbiosis -- --nocapture`.
 
@@ -14,7 +14,7 @@ use numaplace_sim::run::{Driver, RunOptions, mean_rsd, parallel, run};
 use numaplace_sim::world::World;
 use numaplace_sim::{Machine, MemoryPlacement, Workload, scenario};
 
-/// Seed 003 §4.2: four programs on two cores have three pairings (Table
+/// \[Symbiosis-Bloom\] §4.2: four programs on two cores have three pairings (Table
 /// 1), given as the CPU of each of the four apps (the first on CPU 0).
 const PAIRINGS: [[usize; 4]; 3] = [[0, 0, 1, 1], [0, 1, 0, 1], [0, 1, 1, 0]];
 /// The pool's runs shortened this much, so 495 x 3 runs take seconds; the
@@ -274,7 +274,7 @@ fn every_mix_of_four_of_the_pool_on_core2duo() {
 /// domains of four cores): `symbiosis` must end with one hog per LLC
 /// domain, with the simulator's signatures and with the live-host
 /// approximation from sampled addresses. Prints mean run times against
-/// the default and DINO (seed 004's policy for the same machine).
+/// the default and DINO (\[Blagodurov11\]'s policy for the same machine).
 #[test]
 fn cache_hogs_end_in_different_llc_domains_on_barcelona() {
     let pool = scenario::builtin("pool-core2duo").unwrap().unwrap();

@@ -1,5 +1,6 @@
-//! The model against the measured trends of seeds 002 and 003 and
-//! validation target 7 of seed 004 (`shared/CALIBRATION.md`). Each test
+//! The model against the measured trends of \[Bae12\] and
+//! \[Symbiosis-Bloom\] and validation target 7 of \[Blagodurov11\]
+//! (docs/simulator.md, "Validation"). Each test
 //! names the figure it reproduces and the tolerance it allows, and prints
 //! what it measured (`cargo test -p numaplace-sim --test trends --
 //! --nocapture`).
@@ -36,10 +37,10 @@ fn builtin(name: &str) -> Workload {
 }
 
 // ---------------------------------------------------------------------
-// Seed 002 (westmere-2s): local vs interleaved vcore mapping.
+// [Bae12] (westmere-2s): local vs interleaved vcore mapping.
 
 // westmere-2s dense CPUs: package 0 is 0-7, package 1 is 8-15; core k is
-// CPUs 2k and 2k+1. Seed 002 §1: local uses the fewest sockets (8 vcores
+// CPUs 2k and 2k+1. [Bae12] §1: local uses the fewest sockets (8 vcores
 // on one socket's 8 hardware threads, SMT included), interleaved the most
 // (4 + 4, one per core).
 const LOCAL: [usize; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
@@ -55,7 +56,7 @@ fn alone(w: &Workload, app: &AppSpec) -> Workload {
     }
 }
 
-/// Seed 002 §3, Fig. 1 and 3-4: class 0 workloads run faster with the
+/// \[Bae12\] §3, Fig. 1 and 3-4: class 0 workloads run faster with the
 /// local mapping, class 1 workloads faster interleaved, and the run time
 /// varies "as much as 66 %" between the two mappings (§1). With the
 /// `classes-westmere` VMs each run alone, memory on node 0: the class 0 VM
@@ -131,7 +132,7 @@ fn busy_threads() -> Workload {
     }
 }
 
-/// Seed 002 Fig. 7, the power model on westmere-2s: P = 104.63 + 8.69 p +
+/// \[Bae12\] Fig. 7, the power model on westmere-2s: P = 104.63 + 8.69 p +
 /// 1.62 l W (p cores with a busy thread, l cores with two). Eight busy
 /// threads local (p = 4, l = 4: 145.87 W) and interleaved (p = 8, l = 0:
 /// 174.15 W): the run's mean power (energy / makespan) must match the
@@ -164,7 +165,7 @@ fn seed_002_power_local_vs_interleaved() {
 }
 
 // ---------------------------------------------------------------------
-// Seed 003 (core2duo): which two of four single-thread apps share a core.
+// [Symbiosis-Bloom] (core2duo): which two of four single-thread apps share a core.
 
 const PAIR_APPS: [&str; 4] = ["mcf", "libquantum", "omnetpp", "hmmer"];
 
@@ -194,7 +195,7 @@ fn co_run(w: &Workload, victim: &str, other: Option<&str>) -> f64 {
     bound(&w, cpus).app_runtime_s(victim).unwrap()
 }
 
-/// Seed 003 §2.3.2 (Fig. 4, Core 2 Duo, two programs on the two cores
+/// \[Symbiosis-Bloom\] §2.3.2 (Fig. 4, Core 2 Duo, two programs on the two cores
 /// sharing the 4 MB L2): mcf run with libquantum is the largest
 /// degradation measured, 67 %. Against mcf run with a light program
 /// (hmmer, §5.1.1: unaffected by cache contention), mcf with libquantum
@@ -233,7 +234,7 @@ fn seed_003_mcf_with_libquantum_degrades_most() {
     assert_eq!(worst.0, "mcf with libquantum", "{worst:?}");
 }
 
-/// Seed 003 §4.2 / Table 1: four single-thread apps on two cores; each
+/// \[Symbiosis-Bloom\] §4.2 / Table 1: four single-thread apps on two cores; each
 /// core time-shares two of them (which never run together), apps on
 /// different cores share the L2. Of the three pairings, putting the two
 /// heaviest cache users, mcf and the cache hog libquantum, on one core must
@@ -265,10 +266,10 @@ fn seed_003_pairing_the_cache_hog_with_mcf_on_one_core_wins() {
 }
 
 // ---------------------------------------------------------------------
-// Target 7, seed 004 §3.1-3.2 (Fig. 6): DI-Plain and DI-Migrate.
+// Target 7, [Blagodurov11] §3.1-3.2 (Fig. 6): DI-Plain and DI-Migrate.
 
 /// A contention-aware scheduler built for one memory node, as DI-Plain of
-/// seed 004 §3.1: one round after the start (memory already first-touched)
+/// \[Blagodurov11\] §3.1: one round after the start (memory already first-touched)
 /// it sorts the threads by LLC misses per 1000 instructions and deals them
 /// to the memory domains (LLCs) in turn, alternating ends of the sorted
 /// list each sweep over the domains (the most memory-intensive ones one
@@ -460,7 +461,7 @@ fn drive(machine: &Machine, w: &Workload, policy: Box<dyn Policy>, seed: u64) ->
 const DEVILS: [&str; 4] = ["mcf", "omnetpp", "milc", "soplex"];
 const TURTLES: [&str; 4] = ["povray", "calculix", "h264ref", "gobmk"];
 
-/// Seed 004's SPEC CPU workload on barcelona-4s, from the shipped
+/// \[Blagodurov11\]'s SPEC CPU workload on barcelona-4s, from the shipped
 /// `spec-barcelona` thread models: two copies each of the devils mcf,
 /// omnetpp, milc, soplex (§2.1's devils and the Table 1 one) and of the
 /// turtles povray, calculix, h264ref, gobmk, one per core, first-touch
@@ -491,7 +492,7 @@ fn di_workload() -> Workload {
     }
 }
 
-/// Target 7, seed 004 §3.2 / Fig. 6: a NUMA-agnostic contention-aware
+/// Target 7, \[Blagodurov11\] §3.2 / Fig. 6: a NUMA-agnostic contention-aware
 /// scheduler (DI-Plain) can hurt relative to the Linux default (up to
 /// 36 %), and migrating memory with the thread (DI-Migrate) removes that
 /// loss. Over seeds 0-3 (the mean run time of each application; the

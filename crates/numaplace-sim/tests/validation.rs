@@ -1,5 +1,5 @@
-//! The model against what the seed papers measured on real machines
-//! (`shared/CALIBRATION.md`, validation targets). Each test names the
+//! The model against what the papers measured on real machines
+//! (docs/simulator.md, "Validation"). Each test names the
 //! figure it reproduces and the tolerance it allows; where the model does
 //! not reach a target the test is ignored with the measured values.
 
@@ -12,7 +12,7 @@ use numaplace_sim::{
 const MIB: u64 = 1 << 20;
 const KIB: u64 = 1 << 10;
 
-/// The micro-benchmark of seed 000 Fig. 3: `threads` threads with
+/// The micro-benchmark of \[Rao13\] Fig. 3: `threads` threads with
 /// `ws` private bytes each and a `shared` area, about `hops` list hops each.
 fn micro(machine: &str, threads: u32, ws: u64, shared: u64, memory: MemoryPlacement) -> Workload {
     let model = ThreadModel::microbench(ws, shared);
@@ -64,7 +64,7 @@ fn bound(w: &Workload, cpus: &[usize]) -> RunResult {
     r
 }
 
-/// Seed 000 measures a multithreaded run as the mean of its threads'
+/// \[Rao13\] measures a multithreaded run as the mean of its threads'
 /// run times (§2.2).
 fn runtime(r: &RunResult) -> f64 {
     r.runs[0].mean_thread_s().unwrap()
@@ -75,7 +75,7 @@ fn runtime(r: &RunResult) -> f64 {
 const SOCKET0: [usize; 4] = [0, 2, 4, 6];
 const SOCKET1: [usize; 4] = [8, 10, 12, 14];
 
-/// Target 1, seed 000 Fig. 4a: one thread, memory on node 0, run on node 0
+/// Target 1, \[Rao13\] Fig. 4a: one thread, memory on node 0, run on node 0
 /// (local) or node 1 (remote). No penalty while the working set fits the
 /// 12 MiB LLC; about 26 % at 16 MiB and 44 % at 256 MiB (±4 points);
 /// growing with the working set (each step at least as large, 1 point
@@ -100,7 +100,7 @@ fn target_1_remote_penalty_grows_with_the_working_set() {
     assert!((at(256) - 1.44).abs() < 0.04, "{seen:?}");
 }
 
-/// Target 2, seed 000 Fig. 4b: 4 threads, no sharing, each thread's data
+/// Target 2, \[Rao13\] Fig. 4b: 4 threads, no sharing, each thread's data
 /// local. Packing them on one LLC and spreading them 2 + 2 are the same
 /// while the aggregate working set fits one LLC (±2 %); beyond it,
 /// spreading wins by up to about 33 % (we accept a best gain of 20-45 %
@@ -151,7 +151,7 @@ fn one_line_sharing(n: usize) -> (f64, f64) {
     (runtime(&bound(&w, &within)), runtime(&bound(&w, &across)))
 }
 
-/// Target 3, seed 000 Fig. 4c: threads sharing one cache line (no private
+/// Target 3, \[Rao13\] Fig. 4c: threads sharing one cache line (no private
 /// data), all on one socket or half on each: across sockets is always
 /// slower.
 #[test]
@@ -183,7 +183,7 @@ fn intra_inter(agg: u64, shared: u64) -> (RunResult, RunResult) {
     (bound(&w, &SOCKET0), bound(&w, &[0, 2, 8, 10]))
 }
 
-/// Target 4, seed 000 Fig. 5b: 16 MiB aggregate, memory on node 0. Inter-S
+/// Target 4, \[Rao13\] Fig. 5b: 16 MiB aggregate, memory on node 0. Inter-S
 /// wins below a shared area of about 32 KiB, Intra-S above it; we accept
 /// a crossover between 8 and 128 KiB.
 #[test]
@@ -203,7 +203,7 @@ fn target_4_sharing_size_decides_between_packing_and_spreading() {
     assert!(seen.iter().rev().take(3).all(|s| s.1 > 1.0), "{seen:?}");
 }
 
-/// Target 4, seed 000 Fig. 5c: the three factors together (128 KiB
+/// Target 4, \[Rao13\] Fig. 5c: the three factors together (128 KiB
 /// shared, memory on node 0): packing is better at small working sets,
 /// worse in the middle, better again at large ones.
 #[test]
@@ -229,7 +229,7 @@ fn pearson(x: &[f64], y: &[f64]) -> f64 {
     cov / (vx * vy).sqrt()
 }
 
-/// Target 5, seed 000 §3.2 / Fig. 7: over the Fig. 5 runs, the change of
+/// Target 5, \[Rao13\] §3.2 / Fig. 7: over the Fig. 5 runs, the change of
 /// run time from Intra-S to Inter-S follows the change of the uncore
 /// penalty (paper r = 0.91) far better than the change of the LLC miss
 /// rate (r = 0.61). We require r ≥ 0.85 for the penalty and at least 0.2
@@ -261,7 +261,7 @@ fn target_5_uncore_penalty_tracks_runtime() {
     assert!(rp >= rm + 0.2, "{rp} vs {rm}");
 }
 
-/// Seed 004 §2.1 (Fig. 3-5) on barcelona-4s: a target application and
+/// \[Blagodurov11\] §2.1 (Fig. 3-5) on barcelona-4s: a target application and
 /// three competing devils, each placed on a core (node k holds cores
 /// 4k-4k+3) with its memory bound to a node. The thread models are the
 /// shipped `spec-barcelona` scenario's. Returns the target's run time.
@@ -373,7 +373,7 @@ fn seed_004_cases() -> Cases {
     Cases { s2, s3, s7, parts }
 }
 
-/// Target 6, seed 004 Fig. 4-5, the trends: a devil whose memory is
+/// Target 6, \[Blagodurov11\] Fig. 4-5, the trends: a devil whose memory is
 /// remote and shared with three other devils' memory (Scenario 3) degrades
 /// far more than with its memory remote alone (Scenario 2: at least twice as
 /// much, and by at least 30 %); Scenario 7 is the worst; of its

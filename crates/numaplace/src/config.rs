@@ -110,7 +110,7 @@ pub struct MetricsConfig {
     pub state_over_tcp: bool,
 }
 
-/// `[perf]`: the encodings of BRM's uncore pair (seed 000 §3.1) where
+/// `[perf]`: the encodings of BRM's uncore pair (\[Rao13\] §3.1) where
 /// neither sysfs nor libpfm4 names them on this CPU, as perf writes raw
 /// events: `event=0x60,umask=0x01,cmask=1` for the core PMU, or
 /// `cpu/event=0x60,umask=0x01,cmask=1/`. Each is checked against the PMU's
@@ -161,7 +161,7 @@ impl PerfSection {
 
 /// `[guest_hints]`: the host ends of the VMs' virtio-serial ports on which
 /// `numaplace guest` tells which vCPUs run threads that pinned themselves
-/// (seed 000 §4.3's tags; BRM's candidates).
+/// (\[Rao13\] §4.3's tags; BRM's candidates).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GuestHintsSection {

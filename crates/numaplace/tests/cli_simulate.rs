@@ -297,8 +297,8 @@ fn compare_json_without_oracle() {
     for p in v["policies"].as_array().unwrap() {
         assert!(p["mean_runtime_s"].as_f64().unwrap() > 0.0, "{p}");
         assert_eq!(p["unfinished"], 0, "{p}");
-        // Per application: run time and node migrations per hour (seed
-        // 004 Table 1).
+        // Per application: run time and node migrations per hour
+        // ([Blagodurov11] Table 1).
         let apps = p["per_app"].as_array().expect("per_app");
         assert!(!apps.is_empty(), "{p}");
         for a in apps {
@@ -316,7 +316,7 @@ fn compare_json_without_oracle() {
 }
 
 /// `compare --per-app`: the table, then a row per application with a
-/// cell per policy (seed 004 Table 1 reads off it).
+/// cell per policy (\[Blagodurov11\] Table 1 reads off it).
 #[test]
 fn compare_per_app() {
     let o = ok(&[

@@ -1,4 +1,4 @@
-//! Seed 000's micro-benchmark (`numaplace bench`) inside the 2-node QEMU
+//! \[Rao13\]'s micro-benchmark (`numaplace bench`) inside the 2-node QEMU
 //! guest (tests/vm/guest-bench-test.sh): a thread pinned to a CPU of node 1
 //! walking a list bound to node 0 really runs with remote memory, and the
 //! fig4a experiment runs both its placements there. The emulated machine

@@ -1,4 +1,4 @@
-//! Seed 000 §4.3 end to end: a QEMU guest on this host (TCG, 2 vCPUs,
+//! \[Rao13\] §4.3 end to end: a QEMU guest on this host (TCG, 2 vCPUs,
 //! `-name guest=...,debug-threads=on`) with a virtio-serial port whose host
 //! end is a UNIX socket, `numaplace guest` running in it, and a program
 //! pinned to vCPU 1 there (tests/vm/guest-hints-initramfs.sh). On the host,

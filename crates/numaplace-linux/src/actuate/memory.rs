@@ -1,6 +1,6 @@
 //! Moving a process's memory between nodes: whole (`move_pages` in
-//! batches, `migrate_pages`) or a window around a hot address (seed
-//! 004_dda95c0aa8dc10b7.txt §4).
+//! batches, `migrate_pages`) or a window around a hot address
+//! (\[Blagodurov11\] §4).
 
 use super::*;
 
@@ -51,7 +51,7 @@ impl HostActuator {
     }
 
     /// Moves the pages within `pages_before` / `pages_after` pages of
-    /// `address` to `to_node` (seed 004 §4: DINO moves the sampled page and
+    /// `address` to `to_node` (\[Blagodurov11\] §4: DINO moves the sampled page and
     /// the K pages before and after it). The window is clipped to the
     /// mapping that holds `address`; an address no longer mapped is
     /// [`Outcome::Skipped`].

@@ -42,8 +42,10 @@ use thiserror::Error;
 use crate::procfs::{ProcError, ProcReader, parse_numa_maps_line};
 use crate::sysroot::SysRoot;
 
-/// Pages per `move_pages` call: the size used by the measurements in
-/// ARCHITECTURE.md (a loop of 4096-page calls).
+/// Pages per `move_pages` call. Measured in the 2-node QEMU guest
+/// (software emulation, so only the ratio means anything): a loop of
+/// 4096-page `move_pages` calls moved 256 MiB in 0.36 s, where
+/// `migratepages` took 2.2 s.
 pub const BATCH_PAGES: usize = 4096;
 pub mod libvirt;
 mod memory;

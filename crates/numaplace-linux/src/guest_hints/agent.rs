@@ -1,7 +1,7 @@
 //! The guest's side: which of this VM's vCPUs run threads that pinned
 //! themselves, and the port the hints go out on.
 //!
-//! **Which threads (seed 000 §5).** The paper's guest kernel checks, when a
+//! **Which threads (\[Rao13\] §5).** The paper's guest kernel checks, when a
 //! thread is scheduled, whether the weight of its CPU mask is below the
 //! number of online CPUs, and skips pids under 1000 so that kernel threads,
 //! whose masks the boot process sets, are not tagged. A pid says nothing

@@ -1,4 +1,4 @@
-//! The guest's hints: seed 000 §4.3's candidate vCPUs told by the guest
+//! The guest's hints: \[Rao13\] §4.3's candidate vCPUs told by the guest
 //! itself, without a modified guest kernel.
 //!
 //! In the paper (Rao et al., HPCA 2013, §4.3 and §5) the guest kernel makes

@@ -28,7 +28,7 @@
 //! monitor tries libpfm4's model-specific event only where the generic one
 //! does not open ([`super::monitor`]).
 //!
-//! ## The uncore-penalty events (seed 000 §3.1)
+//! ## The uncore-penalty events (\[Rao13\] §3.1)
 //!
 //! The uncore penalty `P = t' / λ` needs, per thread, the cycles with at
 //! least one outstanding demand request (`t'`, [`Counter::UncoreOccupancy`])
@@ -46,7 +46,7 @@
 //! merged with it (perf's `amdzen3/memory.json`, after AMD's PPR), so with
 //! `cmask=1` it counts cycles with at least 4 misses in flight, not `t'`.
 //! The AMD requests count L1D misses, not L2 misses: a superset of the
-//! uncore requests (as the seed's super queue is). AMD's L3-miss latency
+//! uncore requests (as \[Rao13\]'s super queue is). AMD's L3-miss latency
 //! events (`l3_xi_sampled_latency*`, Zen 4) live in the `amd_l3` uncore
 //! PMU, which counts per CPU only and cannot be attached to a thread.
 //!

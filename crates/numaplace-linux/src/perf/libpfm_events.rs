@@ -5,11 +5,11 @@
 //! checked against the vendors' published values by
 //! `tests/libpfm_cpus.rs`, one forced PMU per process.
 //!
-//! The uncore-penalty pair (seed 000 §3.1): `t'` is the cycles with at
+//! The uncore-penalty pair (\[Rao13\] §3.1): `t'` is the cycles with at
 //! least one outstanding offcore demand data read, `λ` the number of such
 //! reads. On Intel from Westmere on they are the super queue's
 //! `OFFCORE_REQUESTS_OUTSTANDING` with `cmask=1` and `OFFCORE_REQUESTS`
-//! (seed 000's own machine is a Westmere-EP, `wsm_dp`). Where a CPU lacks
+//! (\[Rao13\]'s own machine is a Westmere-EP, `wsm_dp`). Where a CPU lacks
 //! them the entry says why, and takes a neighbour only where it means the
 //! same thing.
 
@@ -192,7 +192,7 @@ const WESTMERE: CpuEvents = CpuEvents {
     pmus: &["wsm_dp", "wsm"],
     cpu: "Intel Westmere",
     // Westmere names the demand data reads DEMAND_READ_DATA (0x60/0x01 and
-    // 0xB0/0x01): seed 000's machine.
+    // 0xB0/0x01): [Rao13]'s machine.
     occupancy: ev("OFFCORE_REQUESTS_OUTSTANDING:DEMAND_READ_DATA:c=1"),
     requests: ev("OFFCORE_REQUESTS:DEMAND_READ_DATA"),
     llc_references: INTEL_LLC_REFERENCES,

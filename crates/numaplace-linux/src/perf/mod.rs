@@ -4,7 +4,7 @@
 //! - [`events`]: events by name from sysfs (`.../events/*`, `.../format/*`),
 //!   encoded to raw `(type, config, config1, config2)`, after the user's
 //!   encoding and before libpfm4's; each keeps its [`EventOrigin`]; the
-//!   uncore-penalty pair of seed 000 §3.1.
+//!   uncore-penalty pair of \[Rao13\] §3.1.
 //! - [`libpfm`]: libpfm4 loaded at run time, which encodes model-specific
 //!   events for the CPU it detects; [`libpfm_events`]: which of its events
 //!   stands for each counter on each CPU, or why none does.

@@ -1,4 +1,4 @@
-//! Sampled data addresses per thread (seed 004 §4.2: IBS on AMD, PEBS on
+//! Sampled data addresses per thread (\[Blagodurov11\] §4.2: IBS on AMD, PEBS on
 //! Intel), for the policies that move the pages a thread touches.
 //!
 //! One sampling event per thread, each with its own ring buffer; every

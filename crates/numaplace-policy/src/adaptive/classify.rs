@@ -1,4 +1,4 @@
-//! Seed 002 (002_9193a93568156dac.txt) §3 and §5.2: the three workload
+//! \[Bae12\] §3 and §5.2: the three workload
 //! classes and the machine-specific thresholds that separate them.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! Least squares for seed 002 (002_9193a93568156dac.txt) §5.2's linear
+//! Least squares for \[Bae12\] §5.2's linear
 //! models: the per-class performance models (eight metrics in, the
 //! interleaved / local run-time ratio out) and the Fig. 7 power model.
 

@@ -1,4 +1,4 @@
-//! Seed 002 (002_9193a93568156dac.txt) §1's two mappings, computed from
+//! \[Bae12\] §1's two mappings, computed from
 //! the topology for any number of sockets: "a local mapping is a
 //! non-overlapping mapping of virtual cores onto physical cores such that
 //! the minimum number of sockets is used. An interleaved mapping is a
@@ -175,7 +175,7 @@ pub fn layout(
 /// comes after every idle core's first thread: a group is put beside
 /// another group's vcore only when no whole core is left (the siblings
 /// would share the core's pipelines and caches, which neither mapping
-/// of seed 002 §1 intends).
+/// of \[Bae12\] §1 intends).
 fn smt_last(cores: &[FreeCore]) -> Vec<(usize, u32)> {
     let width = cores
         .iter()

@@ -1,4 +1,4 @@
-//! The eight page-level metrics of seed 002 (002_9193a93568156dac.txt)
+//! The eight page-level metrics of \[Bae12\]
 //! §4.1, computed as §4.3's `Aggregate` does from per-vcore page sets.
 //! Pure functions: the simulator's page model, a recording and a live
 //! host's sampled addresses all go through the same code.
@@ -20,7 +20,7 @@
 use numaplace_model::{AddressSample, PageSets, PageWindow};
 use serde::{Deserialize, Serialize};
 
-/// Seed 002 §4.1's metrics, in the order §5.3's models take them.
+/// \[Bae12\] §4.1's metrics, in the order §5.3's models take them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct PageMetrics {
     /// (1) average pages accessed per vcore in a window of memory operations.

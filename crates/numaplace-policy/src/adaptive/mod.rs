@@ -1,4 +1,4 @@
-//! `adaptive-mapping`: seed 002 (002_9193a93568156dac.txt), dynamic
+//! `adaptive-mapping`: \[Bae12\], dynamic
 //! adaptive virtual core mapping. Each VM's vCPU threads (or a process's
 //! threads) run either *local* (fewest sockets) or *interleaved* (most
 //! sockets, §1); the policy picks the mapping that suits the objective
@@ -76,8 +76,8 @@ pub struct GroupReport {
     /// ([`premise::fails`]) while the local mapping doubles vcores up on
     /// hardware threads.
     pub left_to_linux: Option<String>,
-    /// Why the group holds the local mapping without voting, when seed
-    /// 002's premise did not hold for it last round ([`premise`]), or why
+    /// Why the group holds the local mapping without voting, when
+    /// \[Bae12\]'s premise did not hold for it last round ([`premise`]), or why
     /// it was not placed that round: none of its memory resident yet
     /// ([`premise::too_early`]), or a crowded machine
     /// ([`premise::crowding`]).
@@ -326,12 +326,12 @@ impl Policy for AdaptiveMapping {
                 report.vote_off = Some(why.clone());
                 continue;
             }
-            // Seed 002's premise (premise.rs): where the models' vote does
+            // [Bae12]'s premise (premise.rs): where the models' vote does
             // not apply, the group holds the local mapping and is not probed.
             let aside = premise::fails(cfg.objective, &local, &inter, tasks.len());
             report.vote_off = aside.clone();
             // Holding local is the safe answer only where it gives every
-            // vcore a core: doubled up on hardware threads (seed 002's local
+            // vcore a core: doubled up on hardware threads ([Bae12]'s local
             // mapping) with no vote to say it pays, the group is left to
             // Linux, and threads this policy pinned get the machine back.
             if let Some(why) = aside.as_ref().filter(|_| local.cores.len() < tasks.len()) {

@@ -1,4 +1,4 @@
-//! Seed 002 (002_9193a93568156dac.txt) §5.2-5.3's models and the file
+//! \[Bae12\] §5.2-5.3's models and the file
 //! that holds them: the classifier's constants, per-class performance
 //! models for the interleaved / local run-time ratio measured in either
 //! mapping, the Fig. 7 power model, and the energy model (their product).
@@ -85,7 +85,7 @@ impl Models {
     pub const VERSION: u32 = 1;
 
     /// The models trained on the simulator's `westmere-2s` with the
-    /// seed 002 Fig. 4 suite (`numaplace train`), shipped with numaplace.
+    /// \[Bae12\] Fig. 4 suite (`numaplace train`), shipped with numaplace.
     pub fn builtin() -> Models {
         Models::parse(include_str!("westmere-2s.json"))
             .expect("the built-in coefficient file is valid")

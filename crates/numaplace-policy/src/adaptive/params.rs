@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::models::Models;
 
-/// What the user optimises for (seed 002 §5.2).
+/// What the user optimises for (\[Bae12\] §5.2).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Objective {

@@ -1,5 +1,5 @@
 //! The power model fitted to this machine's own energy readings while the
-//! policy runs: seed 002 §5.2 fits Fig. 7's form, P = idle + a·p + b·l, to
+//! policy runs: \[Bae12\] §5.2 fits Fig. 7's form, P = idle + a·p + b·l, to
 //! measurements of the testbed; a live host has RAPL (the snapshot's
 //! energy readings), and the simulator its energy model, so every round
 //! gives one row: the machine's average watts over the interval against

@@ -1,11 +1,11 @@
-//! Where seed 002's premise does not hold, `adaptive-mapping` does not vote
+//! Where \[Bae12\]'s premise does not hold, `adaptive-mapping` does not vote
 //! (issue 16, "do no harm"): the group holds the local mapping §6.2 starts
 //! it in, next to its memory, where that gives every vcore a core of its
 //! own, and is left to Linux where it would double vcores up on hardware
 //! threads (nothing then says that pays: mix:41, 16 vcores held on two
 //! packages of 4 cores × 2, ran 54 % slower than under Linux).
 //!
-//! Seed 002 (002_9193a93568156dac.txt) chooses between two mappings of one
+//! \[Bae12\] chooses between two mappings of one
 //! 8-vcore VM on a two-socket machine of 4 cores × 2 hardware threads per
 //! socket (§2, Fig. 2; §6: "Each of them runs 8 threads in a guest with 8
 //! virtual cores"): local puts the 8 vcores on one socket's 8 hardware
@@ -43,7 +43,7 @@
 use super::mapping::Layout;
 use super::params::Objective;
 
-/// Sockets in seed 002's testbed (§2, Fig. 2).
+/// Sockets in \[Bae12\]'s testbed (§2, Fig. 2).
 pub const PAPER_SOCKETS: usize = 2;
 
 /// Why the performance model does not speak for this pair of layouts of
@@ -98,7 +98,7 @@ pub fn fails(
 /// sends half the vcores a hop away from all of it, and holding the
 /// local mapping or leaving the group to Linux leaves one node serving
 /// the whole group (mix:186: a memory-bound 4-vcore VM ran 39 % slower
-/// than under Linux, mix:79 +14 %). Seed 002 starts a VM local beside
+/// than under Linux, mix:79 +14 %). \[Bae12\] starts a VM local beside
 /// memory already there (§6.2; its VMs' memory sits on one socket, §2).
 /// Left to Linux for a round, the group's first touch says where its
 /// memory is, and [`memory_elsewhere`] decides from that.
@@ -152,7 +152,7 @@ pub const LOCAL_MEMORY_SHARE: f64 = 0.9;
 /// (or none is resident yet: it will be first touched where §6.2's local
 /// mapping puts the vcores).
 ///
-/// Seed 002 maps vcores and leaves guest memory where it is ("we have not
+/// \[Bae12\] maps vcores and leaves guest memory where it is ("we have not
 /// yet considered the mappings of guest memory to physical memory", §7);
 /// its local mapping is next to the memory because the testbed's memory
 /// sits on one socket (§2: node interleaving off). A group that ran under
@@ -185,7 +185,7 @@ pub fn memory_elsewhere(share: Option<f64>, packages: &[usize]) -> Option<String
 /// `packages`' order). `None` while none is resident, or when every such
 /// package holds at least half its even part.
 ///
-/// Seed 002's local mapping is one socket (§2): every vcore beside the
+/// \[Bae12\]'s local mapping is one socket (§2): every vcore beside the
 /// memory. Spread over two or more packages (8 vcores on barcelona-4s's
 /// 4-core sockets), it is next to the memory only if the memory is spread
 /// like the vcores, as first touch under the mapping puts it. Memory bound
@@ -217,7 +217,7 @@ pub fn memory_lopsided(shares: Option<&[f64]>, packages: &[usize]) -> Option<Str
 /// Why no group is placed on a crowded machine (more runnable threads
 /// than CPUs); `None` when it is not crowded.
 ///
-/// Seed 002 runs one 8-vcore VM on the 16 hardware threads of its testbed
+/// \[Bae12\] runs one 8-vcore VM on the 16 hardware threads of its testbed
 /// (§2, §6): its mappings pin every vcore to a CPU of its own beside idle
 /// ones. On a machine with more runnable threads than CPUs, a pinned vcore
 /// cannot be moved off a CPU that other threads share, and the kernel's

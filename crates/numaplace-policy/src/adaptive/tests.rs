@@ -157,7 +157,7 @@ fn least_squares_recovers_known_coefficients() {
     assert!(r.coefficients[1] > 0.5 && r.coefficients[1] < 1.9, "{r:?}");
 }
 
-/// Seed 002 Fig. 7: (p, l, measured watts).
+/// \[Bae12\] Fig. 7: (p, l, measured watts).
 const FIG7: [(f64, f64, f64); 15] = [
     (1., 0., 112.04),
     (2., 0., 123.23),
@@ -633,7 +633,7 @@ fn a_group_gets_idle_cores_before_siblings_of_another_groups_cores() {
     assert_eq!(first_two, vec![Some(2), Some(3)], "{l:?}");
 }
 
-/// Seed 002's models learned what interleaving gains where local doubles
+/// \[Bae12\]'s models learned what interleaving gains where local doubles
 /// vcores up on hardware threads: with a core for every vcore in the local
 /// mapping (8 vcores, 8-core packages, no SMT: mix:1028) their vote for
 /// interleaved does not apply, and the group holds the local mapping.

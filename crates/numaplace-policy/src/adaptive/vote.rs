@@ -1,4 +1,4 @@
-//! Seed 002 (002_9193a93568156dac.txt) §5.3's Probing, Voting and
+//! \[Bae12\] §5.3's Probing, Voting and
 //! finalVoting for one group of vcores.
 
 use numaplace_model::{Counter, PageSets, Snapshot, Task};

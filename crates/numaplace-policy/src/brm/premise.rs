@@ -1,6 +1,6 @@
-//! Where seed 000's premise does not hold, BRM steps aside (issue 16).
+//! Where \[Rao13\]'s premise does not hold, BRM steps aside (issue 16).
 //!
-//! Seed 000's experiments (§2.2, §6) place all memory on node 0 with
+//! \[Rao13\]'s experiments (§2.2, §6) place all memory on node 0 with
 //! numactl and run threads that contend for the uncore; BRM moves threads
 //! only, so a move changes a thread's contention and nothing of where its
 //! memory is. With Linux's first touch a thread's memory is where it first
@@ -19,7 +19,7 @@ use numaplace_model::TaskGroup;
 
 /// The share of a process's memory on one node from which that node is the
 /// process's home: all but a tenth, as `memory = node:N` or numactl gives
-/// (seed 000 §2.2's setting), or a single thread's first touch.
+/// (\[Rao13\] §2.2's setting), or a single thread's first touch.
 pub const HOME_SHARE: f64 = 0.9;
 
 /// A multithreaded process's memory follows its threads (each thread's
@@ -51,7 +51,7 @@ pub fn home(shares: &BTreeMap<u32, f64>) -> Option<u32> {
 }
 
 /// Why a thread does not explore: its memory is local, so a trip to
-/// another node makes its accesses remote, which seed 000's setting
+/// another node makes its accesses remote, which \[Rao13\]'s setting
 /// (memory on one node whatever the threads do) never had to weigh.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Stay {
@@ -94,7 +94,7 @@ pub fn stays(
     if threads <= 1 {
         return (share >= HOME_SHARE).then_some(Stay::LocalSingleThread { share });
     }
-    // Memory on one node (seed 000's setting) is not following threads,
+    // Memory on one node ([Rao13]'s setting) is not following threads,
     // even when they all run there: BRM's exploration is what it is for.
     let spread =
         shares.values().filter(|&&s| s >= SOME_SHARE).count() >= 2 && home(shares).is_none();

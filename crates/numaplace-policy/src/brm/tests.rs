@@ -654,7 +654,7 @@ fn replays_exactly_with_a_seed() {
     assert_ne!(a, run(10));
 }
 
-// ---- Where seed 000's premise does not hold (issue 16, brm/premise.rs) ----
+// ---- Where [Rao13]'s premise does not hold (issue 16, brm/premise.rs) ----
 
 /// Rounds in which `f` pinned anything, with the pins.
 fn run(f: &mut Fake, brm: &mut Brm, rounds: usize) -> Vec<(i32, CpuSet, String)> {
@@ -683,7 +683,7 @@ fn a_single_thread_program_next_to_its_memory_does_not_explore() {
     };
     let mut brm = Brm::new(params.clone());
     assert_eq!(run(&mut f, &mut brm, 300), vec![]);
-    // Its memory on node 1 instead (seed 000's setting, memory placed
+    // Its memory on node 1 instead ([Rao13]'s setting, memory placed
     // elsewhere): it explores as Algorithm 1 does.
     f.memory.insert(1, BTreeMap::from([(1, 100 << 20)]));
     let mut brm = Brm::new(params);
@@ -707,7 +707,7 @@ fn threads_whose_memory_follows_them_do_not_explore() {
     };
     let mut brm = Brm::new(params.clone());
     assert_eq!(run(&mut f, &mut brm, 300), vec![]);
-    // All the memory on node 0 (seed 000 Fig. 3's micro-benchmark): the
+    // All the memory on node 0 ([Rao13] Fig. 3's micro-benchmark): the
     // threads explore.
     f.memory.insert(1, BTreeMap::from([(0, 200 << 20)]));
     let mut brm = Brm::new(params);
@@ -789,7 +789,7 @@ fn premise_rules_by_hand() {
     );
 }
 
-/// Seed 000 §4.3: where a VM's guest tags vCPUs (`numaplace guest`), the
+/// \[Rao13\] §4.3: where a VM's guest tags vCPUs (`numaplace guest`), the
 /// tagged ones are its candidates, only while tagged; a guest that says
 /// nothing leaves the configuration's rules; `guest-hints = false` ignores
 /// the guest.

@@ -1,7 +1,7 @@
-//! Where seed 004's premises do not hold, DI and DINO step aside (issue 16,
+//! Where \[Blagodurov11\]'s premises do not hold, DI and DINO step aside (issue 16,
 //! "do no harm"). Each rule is a pure function of what a round saw.
 //!
-//! * **A crowded machine.** Seed 004 runs one thread per core (§2.1, §3.2:
+//! * **A crowded machine.** \[Blagodurov11\] runs one thread per core (§2.1, §3.2:
 //!   16 applications on 16 cores). With more runnable threads than CPUs,
 //!   pinning threads to cores stops the kernel's work-conserving balancing
 //!   (a thread that finishes leaves its core idle while pinned threads

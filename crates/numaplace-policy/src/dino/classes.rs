@@ -1,4 +1,4 @@
-//! Memory-intensity classes with hysteresis (seed 004 §3.3.2-3.3.3): a
+//! Memory-intensity classes with hysteresis (\[Blagodurov11\] §3.3.2-3.3.3): a
 //! thread is a turtle, a devil or a super-devil by its LLC misses per 1000
 //! instructions, and changes class only after spending most of its recent
 //! intervals in the new one, so that a spike does not move it.

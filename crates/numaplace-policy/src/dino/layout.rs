@@ -1,6 +1,6 @@
 //! Where DINO and DI put threads: the placement layout, the matching of
 //! threads to its slots, and the pass for multithreaded applications
-//! (seed 004, §3.1 and §3.3.3).
+//! (\[Blagodurov11\], §3.1 and §3.3.3).
 //!
 //! Everything here is a pure function of its arguments: no snapshots, no
 //! I/O, no clock. The policy in [`super`] turns what telemetry saw into

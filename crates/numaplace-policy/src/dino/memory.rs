@@ -1,4 +1,4 @@
-//! Memory that follows its threads (seed 004 §4): pages a thread touches on
+//! Memory that follows its threads (\[Blagodurov11\] §4): pages a thread touches on
 //! another node move to the thread's node, K pages around each sampled
 //! address at a time, and memory that keeps bouncing between nodes (threads
 //! of one application in several domains sharing it) stops moving (§3.3.2).

@@ -1,4 +1,4 @@
-//! DINO, DI-Plain and DI-Migrate (seed 004 §3): contention-aware placement
+//! DINO, DI-Plain and DI-Migrate (\[Blagodurov11\] §3): contention-aware placement
 //! for NUMA machines.
 //!
 //! * `di-plain` (§3.1): every round, threads sorted by LLC miss rate are
@@ -582,7 +582,7 @@ pub struct DiParams {
     pub window_pages: u64,
     /// Two threads keep last round's order in the ranking unless their
     /// LLC miss rates differ by more than this percentage. 0 (the
-    /// default) is seed 004's DI, which ranks afresh every round, so two
+    /// default) is \[Blagodurov11\]'s DI, which ranks afresh every round, so two
     /// threads of about the same intensity trade places, cores and memory
     /// whenever their rates cross; `auto` ranks with 10 %.
     pub rank_hysteresis_percent: f64,

@@ -160,7 +160,7 @@ fn dino_spreads_devils_and_then_leaves_a_stable_world_alone() {
     );
 }
 
-/// Seed 004's DI ranks afresh every round: two threads of about the same
+/// \[Blagodurov11\]'s DI ranks afresh every round: two threads of about the same
 /// miss rate trade cores (and, under DI-Migrate, memory) whenever their
 /// rates cross. With hysteresis they keep last round's order until their
 /// rates differ by more than it; a clear change still moves them.

@@ -1,5 +1,5 @@
 //! Signatures on a live host, where no counting Bloom filter exists: an
-//! approximation of seed 003 §3.1 built in software from sampled data
+//! approximation of \[Symbiosis-Bloom\] §3.1 built in software from sampled data
 //! addresses (`Snapshot::samples`, perf sampling with data addresses).
 //!
 //! Per thread, the cache lines of its samples over the last
@@ -73,7 +73,7 @@ impl Filter {
         self.words.iter().map(|w| w.count_ones()).sum()
     }
 
-    /// Ones in `self XOR other` (seed 003 §3.1's symbiosis).
+    /// Ones in `self XOR other` (\[Symbiosis-Bloom\] §3.1's symbiosis).
     pub fn xor_count_ones(&self, other: &Filter) -> u32 {
         self.words
             .iter()

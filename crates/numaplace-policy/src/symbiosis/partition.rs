@@ -1,11 +1,11 @@
 //! Balanced graph partitioning for the interference-graph algorithms of
-//! seed 003 §3.3.2-3.3.4: split the nodes of a weighted undirected graph
+//! \[Symbiosis-Bloom\] §3.3.2-3.3.4: split the nodes of a weighted undirected graph
 //! into parts of given sizes so that the weight of the edges between parts
 //! (the cut) is as small as possible.
 //!
 //! The seed solves the two-way MIN-CUT with an SDP solver and reaches more
 //! than two cores "by hierarchically using the MIN-CUT algorithm" (§3.3.2).
-//! We do the same hierarchy, with our own solvers where the seed names a
+//! We do the same hierarchy, with our own solvers where the paper names a
 //! library:
 //!
 //! - up to `exact_limit` nodes, every balanced split is tried, so the cut

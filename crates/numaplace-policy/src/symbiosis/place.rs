@@ -1,4 +1,4 @@
-//! The three allocation algorithms of seed 003 §3.3 as one pure function:
+//! The three allocation algorithms of \[Symbiosis-Bloom\] §3.3 as one pure function:
 //! tasks with their signatures in, a core for each out.
 //!
 //! Two levels. Tasks on different cores of one shared cache run at the
@@ -13,7 +13,7 @@
 //!    negated interference graph (heavy pairs cut apart). Weight sorting
 //!    deals the tasks in order of weight, heaviest first, snaking over the
 //!    domains, so heavy tasks land in different domains. Our extension:
-//!    the seed has one shared L2 (§3.1).
+//!    the paper has one shared L2 (§3.1).
 //! 2. **Cores of a domain**: as §3.3 describes, each core gets
 //!    `ceil(P/N)` or `floor(P/N)` tasks: weight sorting groups them in
 //!    order of weight (§3.3.1); the interference graphs group them by a

@@ -1,6 +1,6 @@
 //! The shared cache the signature hardware watches: set-associative,
 //! true LRU, telling which line each access filled and which it
-//! replaced (seed 003 §2.4).
+//! replaced (\[Symbiosis-Bloom\] §2.4).
 
 use super::*;
 

@@ -5,7 +5,7 @@
 //! is its [`numaplace_model::world::Telemetry`], a round every policy
 //! interval of simulated time.
 //!
-//! The simulated Linux (CALIBRATION.md, "Linux default baseline"): a new
+//! The simulated Linux (docs/simulator.md, "The simulated Linux"): a new
 //! thread goes to an idle CPU of its allowed set, idle cores first, chosen
 //! at random (seeded); every balance interval an overloaded CPU hands a
 //! thread to an idle one, and an unpinned thread moves to another idle CPU
@@ -149,7 +149,7 @@ pub struct Totals {
     pub numa_balancing_changes: u64,
     pub energy_j: f64,
     /// Over all threads: instructions, LLC misses, uncore requests and
-    /// the cycles they were outstanding (seed 000 §3.1's t').
+    /// the cycles they were outstanding (\[Rao13\] §3.1's t').
     pub instructions: f64,
     pub llc_misses: f64,
     pub uncore_requests: f64,
@@ -185,7 +185,7 @@ pub struct World {
     signatures: Option<sampling::SignatureModel>,
     sample_rng: Rng,
     samples_per_interval: usize,
-    /// Seed 002's per-thread page sets, when asked for (`pages.rs`).
+    /// \[Bae12\]'s per-thread page sets, when asked for (`pages.rs`).
     page_sets: Option<pages::PageSetConfig>,
     page_rng: Rng,
     /// What a rank waiting at a barrier runs (`ThreadModel::spin`).

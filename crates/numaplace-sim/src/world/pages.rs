@@ -1,4 +1,4 @@
-//! Per-thread page sets for seed 002 (002_9193a93568156dac.txt) §4.2-4.3:
+//! Per-thread page sets for \[Bae12\] §4.2-4.3:
 //! what a VMM's accessed / dirty bits would show for each vcore over a
 //! window of memory operations and a window of stores, drawn from the
 //! thread model.

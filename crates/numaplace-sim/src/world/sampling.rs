@@ -1,7 +1,7 @@
-//! What a PMU would sample and what seed 003's hardware would record:
+//! What a PMU would sample and what \[Symbiosis-Bloom\]'s hardware would record:
 //! data addresses per thread (drawn from the page model), and the
 //! counting-Bloom-filter signatures of each last-level cache, fed by a
-//! thinned stream of each thread's accesses (seed 003 §3.1).
+//! thinned stream of each thread's accesses (\[Symbiosis-Bloom\] §3.1).
 //!
 //! The signature model runs the real mechanism of [`crate::bloom`]: a
 //! set-associative LRU cache per LLC, and the threads' access streams
@@ -67,7 +67,7 @@ fn draw_line(rng: &mut Rng, pattern: Pattern, lines: u64) -> u64 {
 }
 
 impl World {
-    /// Keep counting-Bloom-filter signatures of every LLC (seed 003), fed
+    /// Keep counting-Bloom-filter signatures of every LLC (\[Symbiosis-Bloom\]), fed
     /// with `accesses_per_step` sampled accesses per LLC and step.
     pub fn enable_signatures(
         &mut self,

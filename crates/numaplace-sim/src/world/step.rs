@@ -164,7 +164,7 @@ impl World {
         }
         self.feed_signatures(&active, &speeds, &load);
         self.speeds = speeds;
-        // Energy (seed 002 Fig. 7): cores with a busy thread, cores with two.
+        // Energy ([Bae12] Fig. 7): cores with a busy thread, cores with two.
         if let Some(pm) = &self.machine.params.power {
             let topo = &self.machine.topology;
             let (mut p, mut l) = (0usize, 0usize);

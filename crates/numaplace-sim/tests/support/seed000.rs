@@ -1,4 +1,4 @@
-//! Seed 000's experiments on westmere-2s, shared by brm.rs and
+//! \[Rao13\]'s experiments on westmere-2s, shared by brm.rs and
 //! headlines.rs: the workloads (§6: the micro-benchmark sweep, each
 //! NPB-like job alone, each SPEC-like multiprogrammed workload), BRM
 //! seeded from the run, and a workload's mean run time over seeds.

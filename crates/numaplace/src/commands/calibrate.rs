@@ -5,7 +5,7 @@
 //! says how (`measured`):
 //!
 //! - the latency matrix and the local latency: a 1-thread pointer chase
-//!   (seed 000's list, `numaplace_linux::microbench`) over a working set far
+//!   (\[Rao13\]'s list, `numaplace_linux::microbench`) over a working set far
 //!   beyond the LLC, thread on a node's CPU, memory bound to a node, ns per
 //!   dependent hop with nothing subtracted (a loaded-TLB latency);
 //! - the LLC hit latency: the same chase over half the LLC;

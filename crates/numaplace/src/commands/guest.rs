@@ -1,4 +1,4 @@
-//! `numaplace guest`: the agent run inside a VM (seed 000 §4.3 without a
+//! `numaplace guest`: the agent run inside a VM (\[Rao13\] §4.3 without a
 //! modified guest kernel). The work is in numaplace-linux's
 //! `guest_hints::agent`; this wires it to a port and a clock.
 

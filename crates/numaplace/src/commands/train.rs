@@ -1,4 +1,4 @@
-//! `numaplace train`: seed 002 §5.2's models for `adaptive-mapping`,
+//! `numaplace train`: \[Bae12\] §5.2's models for `adaptive-mapping`,
 //! fitted on simulator runs of the Fig. 4 benchmarks.
 
 use anyhow::Result;

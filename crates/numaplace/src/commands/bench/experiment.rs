@@ -1,4 +1,4 @@
-//! Seed 000's experiments (§2.2.1, §2.2.2; Fig. 4a-c, 5a-c) on this
+//! \[Rao13\]'s experiments (§2.2.1, §2.2.2; Fig. 4a-c, 5a-c) on this
 //! machine's topology. The paper's machine had two sockets, each one
 //! node with one 12 MiB LLC and 4 cores; here "node 0" is the first
 //! node with CPUs and memory (the home node), "the other socket" the
@@ -8,7 +8,7 @@
 use super::*;
 
 /// List hops plus shared adds per thread per point at scale 1: about
-/// 1-4 s for a list far larger than the LLC. Seed 000 ran 1000 loops,
+/// 1-4 s for a list far larger than the LLC. \[Rao13\] ran 1000 loops,
 /// whatever the size; loops here follow this budget instead, the same
 /// for both placements of a point.
 const BUDGET: f64 = (1u64 << 25) as f64;

@@ -1,4 +1,4 @@
-//! `numaplace bench`: seed 000's micro-benchmark (§2.2, Fig. 3) on this
+//! `numaplace bench`: \[Rao13\]'s micro-benchmark (§2.2, Fig. 3) on this
 //! machine, one run as the arguments say or one of the paper's experiments
 //! (Fig. 4a-c, 5a-c): a pair of placements compared over a sweep, the
 //! second's run time normalised to the first's, as the paper plots them.
