@@ -240,6 +240,16 @@ impl Auto {
         if baseline.is_empty() {
             return;
         }
+        if !now {
+            // On brings threads and pages together: nothing to gain where
+            // no group waits on memory.
+            let none: BTreeMap<i32, f64> = baseline.keys().map(|&pid| (pid, 0.0)).collect();
+            let idle = self.cannot_pay(view, &none);
+            if baseline.keys().all(|pid| idle.contains_key(pid)) {
+                self.kernel_held.1 = s.seq + self.judge.backoff_rounds;
+                return;
+            }
+        }
         let number = self.experiments + 1;
         self.experiments = number;
         let earlier: String = self.verdicts.drain(..).map(|v| v + "; ").collect();

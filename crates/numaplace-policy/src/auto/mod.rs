@@ -676,6 +676,16 @@ fn restore(s: &Snapshot, process: TaskId, node: u32, want: f64) -> Option<Action
 }
 
 /// The share of `pid`'s memory on `node`, if its memory is known.
+/// Bytes of `pid`'s resident memory not on `node`.
+fn away_from(s: &Snapshot, pid: i32, node: u32) -> f64 {
+    (s.group(pid).and_then(|g| g.memory_total())).map_or(0.0, |m| {
+        m.iter()
+            .filter(|(n, _)| **n != node)
+            .map(|(_, b)| *b as f64)
+            .sum()
+    })
+}
+
 fn share_on(s: &Snapshot, pid: i32, node: u32) -> Option<f64> {
     let m = s.group(pid)?.memory_total()?;
     let total: u64 = m.values().sum();
@@ -1522,12 +1532,13 @@ impl Policy for Auto {
             .into_iter()
             .filter(|(pid, (kind, _))| ready(pid, kind))
             .collect();
+        let mut lone: Vec<(i32, Vec<Decision>)> = Vec::new();
         if kinds.is_empty() && self.first_seen.len() == 1 {
             // A lone group, numad's placement with nothing to try: DINO's
             // layout of its threads, once it has run long, or once past
             // its start where the model predicts it pays (a short run is
             // over before it has run long).
-            let candidates: Vec<(i32, Vec<Decision>)> = dino
+            lone = dino
                 .into_iter()
                 .filter(|(pid, ds)| {
                     ready(pid, DINO_LAYOUT)
@@ -1535,10 +1546,28 @@ impl Policy for Auto {
                         && age(pid) >= settled_after
                 })
                 .collect();
-            for (pid, ds) in candidates {
-                if age(&pid) >= long_lived || self.predicts_it_pays(view, &ds) {
-                    kinds.insert(pid, (DINO_LAYOUT, ds));
-                }
+        }
+        if !kinds.is_empty() || !lone.is_empty() {
+            // Each of these moves is made for memory or a cache: not
+            // tried where it cannot pay for what it copies.
+            let mut copies: BTreeMap<i32, f64> = BTreeMap::new();
+            for (pid, (kind, ds)) in &kinds {
+                let to = ds.iter().find_map(|d| match d.action {
+                    Action::MoveMemory { to_node, .. } if *kind == MEMORY_HOME => Some(to_node),
+                    _ => None,
+                });
+                copies.insert(*pid, to.map_or(0.0, |n| away_from(s, *pid, n)));
+            }
+            for (pid, _) in &lone {
+                copies.insert(*pid, 0.0);
+            }
+            let idle = self.cannot_pay(view, &copies);
+            kinds.retain(|pid, _| !idle.contains_key(pid));
+            lone.retain(|(pid, _)| !idle.contains_key(pid));
+        }
+        for (pid, ds) in lone {
+            if age(&pid) >= long_lived || self.predicts_it_pays(view, &ds) {
+                kinds.insert(pid, (DINO_LAYOUT, ds));
             }
         }
         self.try_moves(view, kinds, &mut plan);

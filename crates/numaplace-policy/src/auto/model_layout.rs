@@ -43,6 +43,12 @@ const HORIZON_S: (f64, f64) = (3.0, 600.0);
 /// the 2-node guest). While it is on, numaplace leaves that memory to it.
 const KERNEL_BYTES_PER_S: f64 = 64.0 * 1024.0 * 1024.0;
 
+/// How far the bound on what a placement could gain a group
+/// ([`Fit::stall_bound`]) may understate it: the machine the policy is
+/// told may be a quarter off the real one (`--mismatch 25`), and a
+/// group's next phase may wait on memory more than the one measured.
+const IDLE_SLACK: f64 = 1.5;
+
 /// What the model says to try.
 pub(super) enum Choice {
     /// No layout: nothing the model finds pays enough.
@@ -233,6 +239,45 @@ impl Auto {
             _ if di_gain > threshold => Choice::Di,
             _ => Choice::Nothing,
         }
+    }
+
+    /// The groups among `moves` (pid -> bytes of its memory the move
+    /// copies to another node) whose move cannot pay, by the model fitted
+    /// to the round, each with the most it could gain: no placement could
+    /// make the group faster by the judging margin over the seconds it is
+    /// expected to run on, its age (at least 3 s) as the model's search
+    /// takes it, once the copy's stalls are paid ([`Fit::stall_bound`]
+    /// with [`IDLE_SLACK`], less [`Predictor::copy_stall_s`] over those
+    /// seconds). Such a move could be kept only by noise or a change of
+    /// phase, and costs what it moves: mix:30024, a program of 1.5 GiB
+    /// whose threads then missed the LLC 0.02 times per 1000 instructions
+    /// (at most 2.3 % to gain), moved to another node, read -11.1 % as its
+    /// phase changed and was moved back, both ways at the copy's cost.
+    /// Empty where nothing is counted.
+    pub(super) fn cannot_pay(
+        &mut self,
+        view: &View<'_>,
+        moves: &BTreeMap<i32, f64>,
+    ) -> BTreeMap<i32, f64> {
+        let s = view.snapshot;
+        let margin = self.judge.margin;
+        let Some(fit) = self.predictor(view).fit(view.topology, s, &|_| false) else {
+            return BTreeMap::new();
+        };
+        let horizon = self.horizons(view, &fit);
+        let predictor = self.predictor.as_ref().expect("built by the fit");
+        let mut out = BTreeMap::new();
+        for (g, &pid) in fit.groups.iter().enumerate() {
+            let (Some(&bytes), Some(bound)) = (moves.get(&pid), fit.stall_bound(pid)) else {
+                continue;
+            };
+            let threads = fit.threads.iter().filter(|t| t.pid == pid).count();
+            let copy = predictor.copy_stall_s(bytes, threads) / horizon[g].max(1.0);
+            if bound * IDLE_SLACK - copy < margin {
+                out.insert(pid, bound);
+            }
+        }
+        out
     }
 
     /// The model fitted to the round's threads that it may place.

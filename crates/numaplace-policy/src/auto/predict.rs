@@ -88,6 +88,11 @@ pub struct ThreadFit {
     /// Bytes of its process's data that its threads write (pages its
     /// sampled stores share with another thread's), 0 for none seen.
     pub shared_bytes: u64,
+    /// At most this share of its measured cycles goes to waiting on memory
+    /// and on lines other caches hold, as fitted at the measured placement
+    /// ([`Fit::stall_bound`]); `None` where its LLC misses are not
+    /// counted (no bound can be had then).
+    pub stalled: Option<f64>,
 }
 
 /// The fitted threads of one round.
@@ -106,6 +111,28 @@ pub struct Fit {
     /// The measured point each thread is fitted to: misses per
     /// instruction, CPI while running, the uncore penalty (cycles).
     targets: Vec<(f64, f64, Option<f64>)>,
+}
+
+impl Fit {
+    /// The most any placement of group `pid`'s threads and memory could
+    /// speed it up by, as a fraction: were every wait on memory and on
+    /// other caches' lines gone, its threads' cycles (weighted by their
+    /// instructions) would shrink by their stalled share `s`, a speed-up
+    /// of `s / (1 - s)`. Where the uncore penalty is not counted, each
+    /// miss is taken as waited for alone (no overlap), so this stays a
+    /// bound. `None` for a group the fit has no thread of, or one with a
+    /// thread whose LLC misses are not counted.
+    pub fn stall_bound(&self, pid: i32) -> Option<f64> {
+        let (mut stalled, mut weight) = (0.0, 0.0);
+        for t in self.threads.iter().filter(|t| t.pid == pid) {
+            stalled += t.stalled? * t.ips;
+            weight += t.ips;
+        }
+        (weight > 0.0).then(|| {
+            let s = (stalled / weight).min(0.99);
+            s / (1.0 - s)
+        })
+    }
 }
 
 /// Where the model's solves of a placement start (per thread, a speed),
@@ -242,6 +269,13 @@ impl Predictor {
     }
 
     /// The dense node of dense CPU `cpu`.
+    /// Seconds one thread of `threads` stalls while `bytes` of their
+    /// process's memory are copied to another node (M7's cost of a page's
+    /// migration, shared by the threads).
+    pub fn copy_stall_s(&self, bytes: f64, threads: usize) -> f64 {
+        bytes / 4096.0 * self.page_migration_s / threads.max(1) as f64
+    }
+
     pub fn node_of(&self, cpu: usize) -> usize {
         self.node_of_cpu[cpu]
     }
@@ -377,6 +411,7 @@ impl Predictor {
                     ips: instr / secs,
                     movable: movable(x),
                     shared_bytes: if writes > 0.0 { shared.bytes } else { 0 },
+                    stalled: c.get(Counter::LlcMisses).map(|_| 1.0),
                 });
                 fit.targets.push((mu, cpi, penalty));
                 any = true;
@@ -483,6 +518,16 @@ impl Predictor {
                 }
                 let left = (cpi - stall_cycles - share_cycles).max(0.2 * cpi);
                 t.model.cpi_core = (left / smt).max(0.1);
+                // Without a measured penalty the overlap is assumed: the
+                // bound takes none (every miss waited for alone).
+                let bound = if penalty.is_some_and(|p| p > 0.0) {
+                    stall_cycles
+                } else {
+                    serial * self.ghz
+                };
+                if t.stalled.is_some() {
+                    t.stalled = Some(((bound + share_cycles) / cpi.max(1e-3)).clamp(0.0, 1.0));
+                }
             }
         }
         fit.targets = targets;

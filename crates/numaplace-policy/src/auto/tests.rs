@@ -195,6 +195,50 @@ fn noise_within_the_margin_keeps_nothing() {
     );
 }
 
+/// [`round`] with cycles and LLC misses counted too: each thread retires
+/// an instruction a cycle and misses the LLC `mpki` times per 1000
+/// instructions.
+fn round_with_misses(seq: u64, mpki: f64) -> Snapshot {
+    let t = topo();
+    let ips = 1_000_000_000u64;
+    let mut s = round(seq, t.span(), Some(ips));
+    for tid in [101, 102] {
+        s.counters.insert(
+            tid,
+            counters([
+                (Counter::Instructions, ips),
+                (Counter::Cycles, ips),
+                (Counter::LlcMisses, (ips as f64 * mpki / 1000.0) as u64),
+            ]),
+        );
+    }
+    s
+}
+
+#[test]
+fn a_move_that_cannot_pay_for_what_it_copies_is_not_tried() {
+    let t = topo();
+    // One miss in 100,000 instructions: however far its 1 GiB, its threads
+    // hardly wait for it, so no move of it could gain the margin, and the
+    // move would copy the whole GiB.
+    let mut auto = Auto::new(AutoParams::default());
+    for seq in 1..=30 {
+        let plan = decide(&mut auto, &t, &round_with_misses(seq, 0.01));
+        assert!(plan.is_empty(), "round {seq}: {plan:?}");
+    }
+    // Ten per 1000: its threads wait on the far node; numad's move is tried.
+    let mut auto = Auto::new(AutoParams::default());
+    let tried = (1..=30).find_map(|seq| {
+        let plan = decide(&mut auto, &t, &round_with_misses(seq, 10.0));
+        (!plan.is_empty()).then_some(plan)
+    });
+    let plan = tried.expect("a memory-bound group's move is tried");
+    assert!(
+        plan.decisions[0].reason.contains("experiment 1: trying"),
+        "{plan:?}"
+    );
+}
+
 #[test]
 fn parameters_out_of_range_are_refused_naming_the_key() {
     assert!(AutoParams::default().validate().is_ok());
