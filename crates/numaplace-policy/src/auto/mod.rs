@@ -8,7 +8,7 @@
 //! (the reasons of the actions that start and undo it).
 //!
 //! Its moves, in the order it tries them:
-//! - DI-Migrate's layout of the whole machine ([`LAYOUT`], seed 004
+//! - DI-Migrate's layout of the whole machine ([`LAYOUT`], \[Blagodurov11\]
 //!   §3.2), once the groups are past their start: one experiment over
 //!   every group, judged as one (a layout's gain is the machine's, spread
 //!   thin over its groups). Kept, DI-Migrate manages the machine from then
@@ -163,7 +163,7 @@ const KERNEL_MAX_SETTLE_ROUNDS: usize = 60;
 /// ([`DiParams::rank_hysteresis_percent`]).
 const LAYOUT_RANK_HYSTERESIS_PERCENT: f64 = 10.0;
 
-/// DINO's layout of one group's threads (seed 004 §3.3: threads classed
+/// DINO's layout of one group's threads (\[Blagodurov11\] §3.3: threads classed
 /// by LLC misses, devils spread over the memory domains, each thread on
 /// one core, its memory following), where the machine's layout has no
 /// premise (a lone group): tried on a group that has run long, or sooner
@@ -360,7 +360,7 @@ impl Auto {
                 htt_percent: 100,
                 ..NumadParams::default()
             }),
-            // Ranked with hysteresis: seed 004's DI re-ranks every round,
+            // Ranked with hysteresis: [Blagodurov11]'s DI re-ranks every round,
             // and two threads of about the same miss rate traded cores and
             // memory whenever their rates crossed (mix:1089: a lone 8-vcore
             // VM's threads at 8.0 and 8.3 misses per 1000 instructions

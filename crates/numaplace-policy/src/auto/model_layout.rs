@@ -294,7 +294,7 @@ impl Auto {
     }
 
     /// Whether the model predicts that `plan`'s pins, each thread's memory
-    /// following it (DINO's layout of a lone group, seed 004 §3.3), pay
+    /// following it (DINO's layout of a lone group, \[Blagodurov11\] §3.3), pay
     /// more than the threshold a model layout must pass: tried then as soon
     /// as the group is past its start, not after it has run long.
     pub(super) fn predicts_it_pays(&mut self, view: &View<'_>, plan: &[Decision]) -> bool {
