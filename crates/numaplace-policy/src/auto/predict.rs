@@ -89,9 +89,10 @@ pub struct ThreadFit {
     /// sampled stores share with another thread's), 0 for none seen.
     pub shared_bytes: u64,
     /// At most this share of its measured cycles goes to waiting on memory
-    /// and on lines other caches hold, as fitted at the measured placement
-    /// ([`Fit::stall_bound`]); `None` where its LLC misses are not
-    /// counted (no bound can be had then).
+    /// (its LLC misses; its hits in the LLC cost the same wherever it
+    /// runs) and on lines other caches hold, as fitted at the measured
+    /// placement ([`Fit::stall_bound`]); `None` where its LLC misses are
+    /// not counted (no bound can be had then).
     pub stalled: Option<f64>,
 }
 
@@ -520,11 +521,19 @@ impl Predictor {
                 t.model.cpi_core = (left / smt).max(0.1);
                 // Without a measured penalty the overlap is assumed: the
                 // bound takes none (every miss waited for alone).
-                let bound = if penalty.is_some_and(|p| p > 0.0) {
-                    stall_cycles
+                // Of the stalls, those on memory: the LLC's hits stay
+                // wherever the thread runs.
+                let memory_part = if serial > 0.0 {
+                    mu * s.memory_ns / serial
                 } else {
-                    serial * self.ghz
+                    0.0
                 };
+                let bound = memory_part
+                    * if penalty.is_some_and(|p| p > 0.0) {
+                        stall_cycles
+                    } else {
+                        serial * self.ghz
+                    };
                 if t.stalled.is_some() {
                     t.stalled = Some(((bound + share_cycles) / cpi.max(1e-3)).clamp(0.0, 1.0));
                 }
