@@ -445,7 +445,10 @@ fn westmere_2s() -> Result<Machine, MachineError> {
         name: "westmere-2s".into(),
         params: MachineParams {
             ghz: published(2.4, "seed 000 Table 1: Xeon E5620 2.4 GHz"),
-            local_latency_ns: published(local, "Sandra: X5570 81 ns (CALIBRATION.md: 65-87 ns)"),
+            local_latency_ns: published(
+                local,
+                "Sandra: X5570 81 ns (published for Nehalem-EP and Westmere-EP: about 65-87 ns; X5670 87 ns, Anandtech 2978 p.5)",
+            ),
             latency_ns: vec![local, remote, remote, local],
             latency_source: Source::Derived(
                 "remote 70-75 % above local (Intel; IBM x3620 M3 guide): 1.72 x".into(),
@@ -514,11 +517,11 @@ fn barcelona_4s() -> Result<Machine, MachineError> {
             ),
             node_bandwidth_gbs: assumed(
                 5.3,
-                "not in CALIBRATION.md: about half the 10.7 GB/s peak of dual-channel DDR2-667, what STREAM sustains on such a socket",
+                "no published figure for this machine: about half the 10.7 GB/s peak of dual-channel DDR2-667, what STREAM sustains on such a socket",
             ),
             link_bandwidth_gbs: assumed(
                 4.0,
-                "not in CALIBRATION.md: a 16-bit HyperTransport link at 2 GT/s, each direction",
+                "no published figure for this machine: a 16-bit HyperTransport link at 2 GT/s, each direction",
             ),
             hitm_same_socket_ns: assumed(60.0, "not published: between L3 hit and local DRAM"),
             hitm_cross_socket_ns: assumed(140.0, "not published: about a remote DRAM access"),
