@@ -510,10 +510,11 @@ impl Sweep {
                 b.mean_percent
             );
             if !b.share_percent.is_empty() {
-                let shares: Vec<String> = (b.share_percent.iter())
-                    .map(|(p, x)| format!("{p} {:.0} %", if x.abs() < 0.5 { 0.0 } else { *x }))
-                    .collect();
-                let _ = writeln!(s, "share of that gain each takes: {}", shares.join(", "));
+                let _ = writeln!(
+                    s,
+                    "share of that gain each takes: {}",
+                    shares(&b.share_percent)
+                );
             }
         }
         if let Some(o) = &self.oracle {
@@ -524,18 +525,23 @@ impl Sweep {
                 o.bounded, o.cases, o.mean_percent
             );
             if !o.share_percent.is_empty() {
-                let shares: Vec<String> = (o.share_percent.iter())
-                    .map(|(p, x)| format!("{p} {:.0} %", if x.abs() < 0.5 { 0.0 } else { *x }))
-                    .collect();
                 let _ = writeln!(
                     s,
                     "share of its gain each takes there: {}",
-                    shares.join(", ")
+                    shares(&o.share_percent)
                 );
             }
         }
         s
     }
+}
+
+/// "auto 90 %, dino 41 %": each policy's share, whole percent (no "-0").
+fn shares(of: &[(String, f64)]) -> String {
+    (of.iter())
+        .map(|(p, x)| format!("{p} {:.0} %", if x.abs() < 0.5 { 0.0 } else { *x }))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn seed_range(seeds: &[u64]) -> String {
@@ -555,25 +561,35 @@ fn seed_range(seeds: &[u64]) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_sweep_judges_each_policy_against_default_on_every_case() {
-        let cases: Vec<Case> = [3, 11].iter().map(|&s| Case::mix(s).unwrap()).collect();
-        let opts = SweepOptions {
-            policies: vec![
-                PolicyKind::Default,
-                PolicyKind::from_name("numad-like").unwrap(),
-                PolicyKind::Autonuma,
-            ],
-            seeds: vec![0, 1],
+    /// Options for `policies` over `seeds` on `workers` threads, the rest
+    /// as `compare --random` has them by default.
+    fn options(policies: Vec<PolicyKind>, seeds: Vec<u64>, workers: usize) -> SweepOptions {
+        SweepOptions {
+            policies,
+            seeds,
             interval: None,
-            workers: 2,
+            workers,
             worst: 1,
             numa_balancing: None,
             memory_mover: Default::default(),
             manage_kernel_balancing: true,
             mismatch: None,
             oracle_budget: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_sweep_judges_each_policy_against_default_on_every_case() {
+        let cases: Vec<Case> = [3, 11].iter().map(|&s| Case::mix(s).unwrap()).collect();
+        let opts = options(
+            vec![
+                PolicyKind::Default,
+                PolicyKind::from_name("numad-like").unwrap(),
+                PolicyKind::Autonuma,
+            ],
+            vec![0, 1],
+            2,
+        );
         let calls = AtomicUsize::new(0);
         let s = sweep(&cases, &opts, &|_, total| {
             assert_eq!(total, 12);
@@ -615,18 +631,7 @@ mod tests {
 
     #[test]
     fn a_sweep_without_default_is_refused() {
-        let opts = SweepOptions {
-            policies: vec![PolicyKind::from_name("dino").unwrap()],
-            seeds: vec![0],
-            interval: None,
-            workers: 1,
-            worst: 1,
-            numa_balancing: None,
-            memory_mover: Default::default(),
-            manage_kernel_balancing: true,
-            mismatch: None,
-            oracle_budget: None,
-        };
+        let opts = options(vec![PolicyKind::from_name("dino").unwrap()], vec![0], 1);
         let e = sweep(&[Case::mix(1).unwrap()], &opts, &|_, _| {}).unwrap_err();
         assert!(e.contains("include it"), "{e}");
     }
@@ -719,19 +724,8 @@ mod tests {
     #[test]
     fn a_sweep_with_the_oracle_places_each_case() {
         let opts = SweepOptions {
-            policies: vec![
-                PolicyKind::from_name("default").unwrap(),
-                PolicyKind::from_name("autonuma").unwrap(),
-            ],
-            seeds: vec![0],
-            interval: None,
-            workers: 2,
-            worst: 1,
-            numa_balancing: None,
-            memory_mover: Default::default(),
-            manage_kernel_balancing: true,
-            mismatch: None,
             oracle_budget: Some(8),
+            ..options(vec![PolicyKind::Default, PolicyKind::Autonuma], vec![0], 2)
         };
         let r = sweep(&[Case::mix(3).unwrap()], &opts, &|_, _| {}).unwrap();
         let o = r.cases[0].oracle_runtime_s.expect("an oracle placement");

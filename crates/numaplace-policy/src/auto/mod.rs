@@ -326,6 +326,9 @@ pub struct Auto {
     /// (the engine's rate limit): the rest follows while the threads stay
     /// on that node. Process, node, experiment number, rounds left.
     following: Vec<(TaskId, u32, u64, usize)>,
+    /// [`Auto::cannot_pay`]'s fit of the round it was last asked in: per
+    /// group, the bound on its gain, its threads fitted and its horizon.
+    bounds: Option<(u64, model_layout::Bounds)>,
 }
 
 /// Rounds a group must have run, as a multiple of the measured rounds,
@@ -385,6 +388,7 @@ impl Auto {
             verdicts: Vec::new(),
             first_seen: BTreeMap::new(),
             following: Vec::new(),
+            bounds: None,
             machine: None,
             predictor: None,
             model_kept: false,

@@ -49,6 +49,11 @@ const KERNEL_BYTES_PER_S: f64 = 64.0 * 1024.0 * 1024.0;
 /// group's next phase may wait on memory more than the one measured.
 const IDLE_SLACK: f64 = 1.5;
 
+/// Per group of a round's fit: the bound on what a placement could gain it
+/// ([`Fit::stall_bound`]), its threads fitted and the seconds it is
+/// expected to run on.
+pub(super) type Bounds = BTreeMap<i32, (f64, usize, f64)>;
+
 /// What the model says to try.
 pub(super) enum Choice {
     /// No layout: nothing the model finds pays enough.
@@ -260,19 +265,32 @@ impl Auto {
         moves: &BTreeMap<i32, f64>,
     ) -> BTreeMap<i32, f64> {
         let s = view.snapshot;
+        // One fit a round: numad's moves and the kernel's trial may both ask.
+        if self.bounds.as_ref().is_none_or(|(seq, _)| *seq != s.seq) {
+            let fitted = match self.predictor(view).fit(view.topology, s, &|_| false) {
+                Some(fit) => {
+                    let horizon = self.horizons(view, &fit);
+                    (fit.groups.iter().enumerate())
+                        .filter_map(|(g, &pid)| {
+                            let threads = fit.threads.iter().filter(|t| t.pid == pid).count();
+                            Some((pid, (fit.stall_bound(pid)?, threads, horizon[g])))
+                        })
+                        .collect()
+                }
+                None => BTreeMap::new(),
+            };
+            self.bounds = Some((s.seq, fitted));
+        }
         let margin = self.judge.margin;
-        let Some(fit) = self.predictor(view).fit(view.topology, s, &|_| false) else {
+        let (Some((_, bounds)), Some(predictor)) = (&self.bounds, &self.predictor) else {
             return BTreeMap::new();
         };
-        let horizon = self.horizons(view, &fit);
-        let predictor = self.predictor.as_ref().expect("built by the fit");
         let mut out = BTreeMap::new();
-        for (g, &pid) in fit.groups.iter().enumerate() {
-            let (Some(&bytes), Some(bound)) = (moves.get(&pid), fit.stall_bound(pid)) else {
+        for (&pid, &bytes) in moves {
+            let Some(&(bound, threads, horizon)) = bounds.get(&pid) else {
                 continue;
             };
-            let threads = fit.threads.iter().filter(|t| t.pid == pid).count();
-            let copy = predictor.copy_stall_s(bytes, threads) / horizon[g].max(1.0);
+            let copy = predictor.copy_stall_s(bytes, threads) / horizon.max(1.0);
             if bound * IDLE_SLACK - copy < margin {
                 out.insert(pid, bound);
             }
