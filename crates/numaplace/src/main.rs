@@ -23,7 +23,15 @@ use crate::cli::{Cli, Command};
 fn main() -> ExitCode {
     output::stdout_errors_exit_1();
     let cli = Cli::parse();
-    init_logging(cli.verbose);
+    // The daemon says at its default level what it runs and what it was
+    // told (its start line, a reload); the commands a person types, only
+    // what went wrong.
+    let quiet = if matches!(cli.command, Command::Run(_)) {
+        "info"
+    } else {
+        "warn"
+    };
+    init_logging(cli.verbose, quiet, cli.log_format);
     if !matches!(cli.command, Command::Run(_) | Command::Top(_)) {
         // A command whose output is cut short (`numaplace scenarios | head`)
         // ends as any Unix filter does, by SIGPIPE, instead of panicking on
@@ -74,21 +82,27 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging(verbose: u8) {
+fn init_logging(verbose: u8, quiet: &str, format: cli::LogFormat) {
     let default = match verbose {
-        0 => "warn",
+        0 => quiet,
         1 => "info",
         2 => "debug",
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt()
+    let fmt = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(|| output::QuietStderr)
-        // Colour only for a person at a terminal, never into a file, a
-        // pipe or journald.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .without_time()
-        .init();
+        .with_target(false);
+    match format {
+        // One object a line, its time in it (a shipper's parser wants one
+        // whatever the transport adds).
+        cli::LogFormat::Json => fmt.json().flatten_event(true).init(),
+        cli::LogFormat::Text => fmt
+            // Colour only for a person at a terminal, never into a file, a
+            // pipe or journald.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .without_time()
+            .init(),
+    }
 }
