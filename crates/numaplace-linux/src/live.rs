@@ -5,19 +5,52 @@
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use numaplace_model::Snapshot;
 use numaplace_model::world::Telemetry;
+use numaplace_model::{Scope, Snapshot};
 
 use crate::Collector;
+
+/// What the owner of the loop may change of the reading while it runs (a
+/// daemon's configuration reloaded): the interval, from the next round's
+/// deadline on, and the processes whose memory is read.
+#[derive(Debug, Default)]
+pub struct LiveControl {
+    interval_ns: AtomicU64,
+    memory_scope: Mutex<Option<Scope>>,
+}
+
+impl LiveControl {
+    pub fn set_interval(&self, interval: Duration) {
+        self.interval_ns
+            .store(interval.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn interval(&self) -> Duration {
+        Duration::from_nanos(self.interval_ns.load(Ordering::Relaxed))
+    }
+
+    /// The memory of processes `scope` takes in is read from the next
+    /// round on ([`Collector::set_memory_scope`]).
+    pub fn set_memory_scope(&self, scope: Scope) {
+        *self.memory_scope.lock().unwrap_or_else(|p| p.into_inner()) = Some(scope);
+    }
+
+    fn take_memory_scope(&self) -> Option<Scope> {
+        self.memory_scope
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+    }
+}
 
 /// Snapshots of the live host, one per interval.
 pub struct LiveTelemetry {
     collector: Collector,
-    interval: Duration,
+    control: Arc<LiveControl>,
     /// When the next round is due.
     next: Instant,
     stop: Arc<AtomicBool>,
@@ -35,9 +68,11 @@ impl LiveTelemetry {
         first: Instant,
         stop: Arc<AtomicBool>,
     ) -> LiveTelemetry {
+        let control = Arc::new(LiveControl::default());
+        control.set_interval(interval);
         LiveTelemetry {
             collector,
-            interval,
+            control,
             next: first,
             stop,
             collect_ns: Arc::new(AtomicU64::new(0)),
@@ -46,6 +81,12 @@ impl LiveTelemetry {
 
     pub fn collector(&self) -> &Collector {
         &self.collector
+    }
+
+    /// The handle that changes the interval and the memory read while the
+    /// rounds run.
+    pub fn control(&self) -> Arc<LiveControl> {
+        Arc::clone(&self.control)
     }
 
     /// Nanoseconds spent reading the machine so far, as the rounds go on.
@@ -75,7 +116,10 @@ impl Telemetry for LiveTelemetry {
             if self.stopped() {
                 return Ok(None);
             }
-            self.next += self.interval;
+            self.next += self.control.interval();
+            if let Some(scope) = self.control.take_memory_scope() {
+                self.collector.set_memory_scope(Some(scope));
+            }
             let t0 = Instant::now();
             match self.collector.collect() {
                 Ok(snapshot) => {

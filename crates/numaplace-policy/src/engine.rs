@@ -58,6 +58,25 @@ pub trait Observer {
     fn round_done(&mut self, _snapshot: &Snapshot, _report: &RoundReport) -> ControlFlow<()> {
         ControlFlow::Continue(())
     }
+
+    /// After [`Observer::round_done`]: what the next rounds run with
+    /// instead (the daemon's configuration reloaded on SIGHUP); `None`
+    /// keeps it.
+    fn reconfigure(&mut self) -> Option<Reconfigure> {
+        None
+    }
+}
+
+/// A scope, a policy and engine limits to go on with
+/// ([`Observer::reconfigure`]). What the engine keeps whatever changes:
+/// every thread's affinity as first seen and what it set since, so what
+/// it pinned is put back as before when it stops.
+pub struct Reconfigure {
+    pub scope: Scope,
+    /// A new policy, starting from nothing (`None`: the one running goes
+    /// on with what it has learned).
+    pub policy: Option<Box<dyn Policy>>,
+    pub config: EngineConfig,
 }
 
 /// What one round did, and what it cost.
@@ -220,6 +239,15 @@ impl Engine {
         }
     }
 
+    /// Goes on with `r`'s scope, limits and policy ([`Reconfigure`]).
+    pub fn reconfigure(&mut self, r: Reconfigure) {
+        self.scope = r.scope;
+        self.config = r.config;
+        if let Some(p) = r.policy {
+            self.policy = p;
+        }
+    }
+
     /// Each round's report carries the policy's classes of the groups
     /// from now on (`numaplace top` shows them).
     pub fn report_classes(&mut self, on: bool) {
@@ -277,6 +305,9 @@ impl Engine {
             world.after_round(&self.managed(&snapshot), &acted_on);
             if observer.round_done(&snapshot, &report).is_break() {
                 break;
+            }
+            if let Some(r) = observer.reconfigure() {
+                self.reconfigure(r);
             }
         }
         Ok(rounds)

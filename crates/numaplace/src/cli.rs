@@ -120,6 +120,15 @@ pub enum Command {
         numaplace run --policy numad-like --cgroup /machine.slice --metrics 127.0.0.1:9464")]
     Run(RunArgs),
 
+    /// Print the configuration `run` would use, as TOML: the config file
+    /// (/etc/numaplace/numaplace.toml when --config is left out and it is
+    /// there), the flags given here on top, every default filled in. The
+    /// file is checked as `run` checks it; nothing is started.
+    #[command(after_help = "Examples:\n  \
+        numaplace config --config /etc/numaplace/numaplace.toml\n  \
+        numaplace config --policy dino --comm 'mcf*' --interval 2s")]
+    Config(RunArgs),
+
     /// One round of a policy (auto unless --policy or the config names
     /// another) on this machine: the plan and the reason for each action;
     /// nothing is applied.

@@ -3,6 +3,8 @@
 mod cli;
 mod commands;
 mod config;
+mod daemon_reload;
+mod daemon_settings;
 mod daemon_setup;
 #[cfg(test)]
 mod deploy_tests;
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
         Command::Record(args) => commands::record::record(&args),
         Command::Replay(args) => commands::record::replay(&args),
         Command::Run(args) => commands::run::run(&args),
+        Command::Config(args) => commands::show_config::run(&args),
         Command::Advise(args) => match (&args.numad_w, &args.sysfs_root) {
             (Some(w), root) => commands::preplacement::run(w, root.as_deref()),
             // clap's `requires` is not checked where a conflicting flag

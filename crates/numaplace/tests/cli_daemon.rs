@@ -618,26 +618,46 @@ fn service_with_the_packaged_config_places_nothing_and_waits() {
     assert!(said().contains("nothing was changed"), "{}", said());
 }
 
-/// A scope the config names that matches nothing yet (a VM not started):
-/// the service keeps going; typed on the command line it is an error
-/// (`bad_daemon_input_is_exit_2`).
+/// A scope that matches nothing yet (a VM not started, a program not yet
+/// run) waits for it, in a config or typed: one rule. A scope of pids
+/// alone that matches nothing is an error either way: a pid that is gone
+/// does not come back as the same process.
 #[test]
-fn service_waits_for_the_processes_its_config_names() {
+fn a_scope_that_matches_nothing_yet_waits_typed_or_in_a_config() {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("np.toml");
-    std::fs::write(&config, "[scope]\npids = [999999999]\n").unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_numaplace"))
-        .args(["run", "--interval", "100ms", "--rounds", "2", "--config"])
-        .arg(&config)
-        .arg("--state")
-        .arg(dir.path().join("state.json"))
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap();
-    let err = text(&o.stderr);
-    assert!(o.status.success(), "{err}");
-    assert!(err.contains("matches no running process yet"), "{err}");
-    assert!(err.contains("stopped after 2 rounds"), "{err}");
+    let waits = dir.path().join("waits.toml");
+    std::fs::write(&waits, "[scope]\ncomms = [\"no-such-program-np\"]\n").unwrap();
+    let gone = dir.path().join("gone.toml");
+    std::fs::write(&gone, "[scope]\npids = [999999999]\n").unwrap();
+    let state = dir.path().join("state.json");
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_numaplace"))
+            .args(["run", "--interval", "100ms", "--rounds", "2", "--state"])
+            .arg(&state)
+            .args(extra)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap()
+    };
+    for extra in [
+        vec!["--config", waits.to_str().unwrap()],
+        vec!["--comm", "no-such-program-np"],
+    ] {
+        let o = run(&extra);
+        let err = text(&o.stderr);
+        assert!(o.status.success(), "{extra:?}: {err}");
+        assert!(err.contains("matches no running process yet"), "{err}");
+        assert!(err.contains("stopped after 2 rounds"), "{err}");
+    }
+    for extra in [
+        vec!["--config", gone.to_str().unwrap()],
+        vec!["--pid", "999999999"],
+    ] {
+        let o = run(&extra);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains("none of those pids runs"), "{err}");
+    }
 }
 
 /// A thread that chose its own CPUs is left alone, and `advise` says so:
@@ -790,4 +810,131 @@ fn confined_numaplace_sees_the_whole_machine_and_says_so() {
         "{}",
         text(&o.stderr)
     );
+}
+
+/// The daemon as the service runs it (`run --config FILE`), its state in
+/// `dir`, its stderr to `log`.
+fn service(config: &std::path::Path, dir: &std::path::Path, log: &std::path::Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .args(["run", "--config"])
+        .arg(config)
+        .arg("--state")
+        .arg(dir.join("state.json"))
+        .env_remove("RUST_LOG")
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// SIGHUP reloads the config: a new scope takes effect from the next
+/// round; a config that does not load leaves the running one, says why,
+/// and nothing is put back; SIGTERM then restores as ever (issue 34).
+#[test]
+fn sighup_reloads_the_scope_and_a_broken_config_changes_nothing() {
+    let child = busy_child();
+    let pid = child.id();
+    let before = affinity(pid);
+    let mut other = Command::new("sleep").arg("60").spawn().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("np.toml");
+    let with_scope =
+        |p: u32| format!("interval = \"100ms\"\n[scope]\npids = [{p}]\n{PIN_SH_TO_CPU_0}");
+    std::fs::write(&config, with_scope(other.id())).unwrap();
+    let log = dir.path().join("stderr");
+    let mut daemon = service(&config, dir.path(), &log);
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_for("the start line", || {
+        said().contains("running: policy static")
+    });
+    // Out of scope: a few rounds leave it alone.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(affinity(pid), before, "{}", said());
+    std::fs::write(&config, with_scope(pid)).unwrap();
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
+    wait_for("the pin after the reload", || affinity(pid) == "0");
+    assert!(
+        said().contains("reloaded, from the next round: scope"),
+        "{}",
+        said()
+    );
+    std::fs::write(&config, "interval = [\n").unwrap();
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
+    wait_for("the refusal", || said().contains("not reloaded"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(daemon.try_wait().unwrap().is_none(), "{}", said());
+    assert_eq!(affinity(pid), "0", "nothing put back: {}", said());
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    let status = daemon.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{}", said());
+    assert_eq!(affinity(pid), before, "{}", said());
+    let _ = other.kill();
+    let _ = other.wait();
+}
+
+/// The service whose config names nothing starts placing once SIGHUP
+/// brings a scope (`systemctl reload`), without a restart.
+#[test]
+fn a_service_waiting_for_a_scope_takes_one_on_sighup() {
+    let child = busy_child();
+    let pid = child.id();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("np.toml");
+    std::fs::write(&config, "interval = \"100ms\"\n").unwrap();
+    let log = dir.path().join("stderr");
+    let mut daemon = service(&config, dir.path(), &log);
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_for("the empty-scope warning", || {
+        said().contains("names nothing")
+    });
+    let scoped = format!("interval = \"100ms\"\n[scope]\npids = [{pid}]\n{PIN_SH_TO_CPU_0}");
+    std::fs::write(&config, scoped).unwrap();
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
+    wait_for("the pin", || affinity(pid) == "0");
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    assert_eq!(daemon.wait().unwrap().code(), Some(0), "{}", said());
+    assert_ne!(affinity(pid), "0", "{}", said());
+}
+
+/// `numaplace config` prints what `run` would use, the flags on top of the
+/// file; what it prints reads back as the same configuration; a bad file
+/// is refused as `run` refuses it (issue 34).
+#[test]
+fn config_prints_the_effective_configuration_and_it_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = common::repo_root().join("examples/numaplace.toml");
+    let o = Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .args([
+            "config",
+            "--interval",
+            "3s",
+            "--policy",
+            "numad-like",
+            "--config",
+        ])
+        .arg(&example)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let first = text(&o.stdout);
+    assert!(first.contains("interval = \"3s\""), "{first}");
+    assert!(first.contains("name = \"numad-like\""), "{first}");
+    assert!(first.contains("[scope.exclude]"), "{first}");
+    let file = dir.path().join("effective.toml");
+    std::fs::write(&file, &first).unwrap();
+    let again = Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .args(["config", "--config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    assert_eq!(text(&again.stdout), first);
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "intervall = \"1s\"\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_numaplace"))
+        .args(["config", "--config"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("unknown field `intervall`"));
 }

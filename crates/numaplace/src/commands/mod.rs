@@ -8,6 +8,7 @@ pub mod manual;
 pub mod preplacement;
 pub mod record;
 pub mod run;
+pub mod show_config;
 pub mod simulate;
 pub mod tasks;
 pub mod top;

@@ -7,7 +7,6 @@
 //! affinity numaplace changed is restored before it exits.
 
 use std::ops::ControlFlow;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -18,25 +17,24 @@ use numaplace_linux::actuate::libvirt::{SharedDomains, SharedState, ThroughLibvi
 use numaplace_linux::balancing::NumaBalancing;
 use numaplace_linux::guest_hints::Hinted;
 use numaplace_linux::state::StateFile;
-use numaplace_linux::{Collector, LiveTelemetry, SysRoot, TopologySource, discover_repaired};
+use numaplace_linux::{Collector, LiveTelemetry, SysRoot};
 use numaplace_model::task::printable;
-use numaplace_model::{Action, CpuSet, Outcome, Snapshot, TaskId, Topology};
+use numaplace_model::{Action, CpuSet, Outcome, Snapshot, TaskId};
+use numaplace_policy::Scope;
 use numaplace_policy::engine::{
     Actuator, AffinityError, Engine, EngineTotals, JournalEntry, MemoryMover, NoGuard, Observer,
-    Pair, PinGuard, RecordingActuator, RoundReport,
+    Pair, PinGuard, Reconfigure, RecordingActuator, RoundReport,
 };
-use numaplace_policy::{PolicyKind, Scope};
-use numaplace_sim::Machine;
-use numaplace_sim::machine::Source;
 
 use crate::cli::RunArgs;
 use crate::commands::InputError;
 use crate::config::{Config, describe_policy};
+use crate::daemon_reload::{Reloader, Waited, wait_for_a_scope};
+use crate::daemon_settings::settings;
 use crate::daemon_setup::{
-    Journal, StateGuard, choose, collector_for, describe_decision, describe_left_alone,
-    engine_config, load_machine, merge_scope, restrict, without_signals,
+    Journal, StateGuard, collector_for, describe_decision, describe_left_alone, engine_config,
+    merge_scope, without_signals,
 };
-use crate::duration::parse_duration;
 use crate::metrics::{self, MetricsState};
 use crate::synthetic_counters::{Synthesized, SyntheticCounters};
 
@@ -46,127 +44,6 @@ use crate::synthetic_counters::{Synthesized, SyntheticCounters};
 /// `set_carry_over`) is at most this old. At a 1 s interval an idle process
 /// is read in full one round in ten.
 const CARRY_MAX_AGE: Duration = Duration::from_secs(10);
-
-/// The settings of a run, from the config file with the command line on top.
-struct Settings {
-    config: Config,
-    interval: Duration,
-    topology: Topology,
-    /// `--counters-from`: counters made up for threads that match its rules.
-    synthetic: Option<SyntheticCounters>,
-    /// `[machine] file`: this host as `numaplace calibrate` measured it,
-    /// on the topology numaplace places onto.
-    machine: Option<Machine>,
-}
-
-impl Settings {
-    /// The config's policy, told the machine where a file gives it.
-    fn policy(&self) -> Box<dyn numaplace_policy::Policy> {
-        let mut p = self.config.policy.build();
-        if let Some(m) = &self.machine {
-            p.told(m);
-        }
-        p
-    }
-
-    /// What the policy's model of the machine runs on, for the start log;
-    /// `None` for a policy that does not predict.
-    fn machine_line(&self) -> Option<String> {
-        if !matches!(self.config.policy, PolicyKind::Auto(_)) {
-            return None;
-        }
-        Some(match (&self.machine, &self.config.machine.file) {
-            (Some(m), Some(f)) => {
-                let p = &m.params;
-                let named = p.named();
-                let measured = named
-                    .iter()
-                    .filter(|(_, x)| matches!(x.source, Source::Measured(_)))
-                    .count();
-                format!(
-                    "auto predicts with the machine file {} ({}: {measured} of its {} parameters \
-                     measured, the rest stated defaults; {:.2} GHz, {:.0} ns local memory, \
-                     {:.1} GB/s a node)",
-                    f.display(),
-                    m.name,
-                    named.len(),
-                    p.ghz.value,
-                    p.local_latency_ns.value,
-                    p.node_bandwidth_gbs.value
-                )
-            }
-            _ => "auto predicts with generic parameters for this topology: `numaplace calibrate \
-                  -o /etc/numaplace/machine.json` measures this host, and `[machine] file` \
-                  (or --machine) gives the file to the daemon"
-                .into(),
-        })
-    }
-}
-
-fn settings(args: &RunArgs) -> Result<Settings> {
-    let mut config = Config::load(args.choice.config.as_deref())?;
-    choose(&mut config, &args.choice, &args.scope)?;
-    if let Some(i) = &args.interval {
-        config.interval = Some(i.clone());
-    }
-    if args.dry_run {
-        config.dry_run = true;
-    }
-    if let Some(j) = &args.journal {
-        config.journal = Some(j.clone());
-    }
-    if let Some(s) = &args.state {
-        config.state = s.clone();
-    }
-    if let Some(m) = &args.metrics {
-        config.metrics.listen = Some(m.clone());
-    }
-    if let Some(m) = &args.machine {
-        config.machine.file = Some(m.clone());
-    }
-
-    let interval = match &config.interval {
-        Some(text) => {
-            let i = parse_duration(text, "interval").map_err(InputError)?;
-            if i < Duration::from_millis(10) {
-                return Err(InputError(format!(
-                    "interval {text:?}: must be at least 10ms (the daemon decides once per interval)"
-                ))
-                .into());
-            }
-            i
-        }
-        None => config.policy.build().default_interval(),
-    };
-    // Once, at start: what discovery repaired in this machine's files.
-    let found = discover_repaired(&TopologySource::Sysfs(SysRoot::host()))?;
-    for r in &found.repairs {
-        tracing::warn!("topology repaired: {r}");
-    }
-    let topology = restrict(found.topology.clone(), &config)?;
-    let machine = config
-        .machine
-        .file
-        .as_deref()
-        .map(|f| load_machine(f, &found.topology, &topology))
-        .transpose()?;
-    if let Some(l) = &config.metrics.listen {
-        metrics::parse_listen(l)?;
-    }
-    let synthetic = args
-        .choice
-        .counters_from
-        .as_deref()
-        .map(SyntheticCounters::load)
-        .transpose()?;
-    Ok(Settings {
-        config,
-        interval,
-        topology,
-        synthetic,
-        machine,
-    })
-}
 
 /// Carries actions out on the host, or only records them (dry run).
 enum Hands {
@@ -217,8 +94,11 @@ struct Daemon<'m> {
     rounds_limit: Option<u64>,
     rounds: u64,
     totals: EngineTotals,
-    /// Set by SIGHUP: said, and otherwise ignored.
+    /// Set by SIGHUP: the configuration is read again after the round.
     hup: Arc<AtomicBool>,
+    reloader: Reloader<'m>,
+    /// What the reload gives the engine for the next rounds.
+    reloaded: Option<Reconfigure>,
     /// What `GET /state` serves (`numaplace top`), built each round where
     /// the metrics listener is on.
     top: Option<crate::top_state::Feed<'m>>,
@@ -257,9 +137,10 @@ impl Observer for Daemon<'_> {
             );
         }
         if self.hup.swap(false, Ordering::Relaxed) {
-            tracing::warn!(
-                "SIGHUP: numaplace does not reload its configuration; restart it to apply a new one (SIGTERM restores what it changed)"
-            );
+            self.reloaded = self.reloader.reload();
+            if let (Some(r), Some(top)) = (&self.reloaded, &mut self.top) {
+                top.watch.scope = r.scope.clone();
+            }
         }
         {
             let state = self.top.as_mut().map(|t| Arc::new(t.json(snap, report)));
@@ -282,10 +163,16 @@ impl Observer for Daemon<'_> {
             ControlFlow::Continue(())
         }
     }
+
+    fn reconfigure(&mut self) -> Option<Reconfigure> {
+        self.reloaded.take()
+    }
 }
 
 pub fn run(args: &RunArgs) -> Result<()> {
     let mut s = settings(args)?;
+    let balancing = NumaBalancing::read(&SysRoot::host());
+    let mut reloader = Reloader::new(args, &s, balancing);
     let c = &s.config;
     // The service (`run --config FILE`, no scope flag: the unit's command)
     // waits for its scope: with none named in the file it places nothing,
@@ -317,26 +204,31 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut host = ThroughLibvirt::new(HostActuator::new(), c.vms.virsh(), Arc::clone(&domains));
     let state = open_state_and_restore(c, &mut host, &domains)?;
     let stop = stop_on_signals()?;
-    // SIGHUP (a closed terminal, an operator's reload habit) would end the
-    // daemon without restoring anything: it is noted and ignored instead.
+    // SIGHUP reloads the configuration (crate::daemon_reload); by default
+    // it would end the daemon without restoring anything.
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
         .context("installing signal handlers")?;
     if c.scope.is_empty() {
-        let file = args.choice.config.clone().unwrap_or_default();
-        wait_for_a_scope(&file, &stop);
-        return Ok(());
+        match wait_for_a_scope(&reloader, &stop, &hup) {
+            Waited::Stopped => return Ok(()),
+            Waited::Scope(new) => {
+                s = *new;
+                reloader = Reloader::new(args, &s, balancing);
+                let mut m = shared.lock().unwrap_or_else(|p| p.into_inner());
+                m.policy = s.config.policy.name().into();
+            }
+        }
     }
+    let c = &s.config;
     // The journal before the collector starts: a path it refuses (a
     // symlink, a FIFO) ends the daemon before any counter is opened.
     let journal = Journal::open(c.journal.as_deref())?;
 
-    let balancing = NumaBalancing::read(&SysRoot::host());
     let mut engine = Engine::new(s.policy(), c.scope.clone(), engine_config(c, balancing));
     // `GET /state` shows the policy's classes of the groups.
     engine.report_classes(c.metrics.listen.is_some());
-    let (mut collector, managed) =
-        start_collecting(&engine, c, balancing, s.synthetic.as_mut(), service)?;
+    let (mut collector, managed) = start_collecting(&engine, c, balancing, s.synthetic.as_mut())?;
     collector.share_libvirt_domains(Arc::clone(&domains));
     let hands = if c.dry_run {
         Hands::Dry(RecordingActuator::default())
@@ -363,6 +255,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     }
 
     let live = LiveTelemetry::new(collector, s.interval, Instant::now() + s.interval, stop);
+    reloader.control = Some(live.control());
     let mut daemon = Daemon {
         journal,
         metrics: &shared,
@@ -371,6 +264,8 @@ pub fn run(args: &RunArgs) -> Result<()> {
         rounds: 0,
         totals: EngineTotals::default(),
         hup,
+        reloader,
+        reloaded: None,
         top: c.metrics.listen.as_ref().map(|_| crate::top_state::Feed {
             builder: Default::default(),
             watch: crate::top_state::Watch {
@@ -502,31 +397,16 @@ fn stop_on_signals() -> Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
-/// The service with a config whose scope names nothing: says so, places
-/// nothing, and waits for SIGTERM.
-fn wait_for_a_scope(config_file: &Path, stop: &AtomicBool) {
-    tracing::warn!(
-        "{}: the [scope] table names nothing, so numaplace places nothing: name processes, \
-         cgroups or VMs there (see the comments in the file) and restart it",
-        config_file.display()
-    );
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    crate::output::say!("numaplace: stopped; the scope named nothing, so nothing was changed");
-}
-
 /// The daemon's collector, set for its own cost, after a first reading
 /// (the baseline of the first round's CPU times and counters); says what
 /// the machine cannot measure and what the policy does without it.
 /// Returns it with the number of processes in scope: none is an error
-/// when the scope was typed (`service` false), a wait otherwise.
+/// where the scope names only pids, a wait otherwise.
 fn start_collecting(
     engine: &Engine,
     c: &Config,
     balancing: NumaBalancing,
     mut synthetic: Option<&mut SyntheticCounters>,
-    service: bool,
 ) -> Result<(Collector, usize)> {
     let mut collector = collector_for(engine, c);
     // The daemon's own cost per round: quiet processes carried over, and
@@ -556,17 +436,24 @@ fn start_collecting(
     }
     let managed = engine.managed(&first);
     collector.set_sample_processes(Some(managed.clone()));
-    if managed.is_empty() && service {
+    // One rule, typed or in a config: rules that later processes can
+    // match (names, cgroups, VMs, every process) wait for them; pids alone
+    // cannot, a pid that is gone does not come back as the same process.
+    let only_pids = {
+        let sc = &c.scope;
+        !sc.pids.is_empty() && !sc.all && !sc.vms && sc.comms.is_empty() && sc.cgroups.is_empty()
+    };
+    if managed.is_empty() && only_pids {
+        return Err(InputError(format!(
+            "the scope matches no running process ({}): none of those pids runs; start the              processes first, or name them by --comm, --cgroup or --vms to place them as they              start",
+            describe_scope(&c.scope)
+        ))
+        .into());
+    } else if managed.is_empty() {
         tracing::warn!(
             "the scope matches no running process yet ({}); numaplace places them as they appear",
             describe_scope(&c.scope)
         );
-    } else if managed.is_empty() {
-        return Err(InputError(format!(
-            "the scope matches no running process ({}); start them first or widen it",
-            describe_scope(&c.scope)
-        ))
-        .into());
     }
     Ok((collector, managed.len()))
 }
@@ -651,7 +538,7 @@ fn blind_policy(engine: &Engine, collector: &Collector, synthetic: bool) -> Vec<
         .collect()
 }
 
-fn describe_scope(s: &Scope) -> String {
+pub(crate) fn describe_scope(s: &Scope) -> String {
     let mut parts = Vec::new();
     if !s.pids.is_empty() {
         parts.push(format!("pids {:?}", s.pids));
