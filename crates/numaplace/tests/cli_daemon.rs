@@ -813,17 +813,44 @@ fn confined_numaplace_sees_the_whole_machine_and_says_so() {
 }
 
 /// The daemon as the service runs it (`run --config FILE`), its state in
-/// `dir`, its stderr to `log`.
-fn service(config: &std::path::Path, dir: &std::path::Path, log: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_numaplace"))
-        .args(["run", "--config"])
-        .arg(config)
-        .arg("--state")
-        .arg(dir.join("state.json"))
-        .env_remove("RUST_LOG")
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap()
+/// `dir`, its stderr to `log`; stopped with SIGTERM if a test fails with
+/// it still running.
+fn service(config: &std::path::Path, dir: &std::path::Path, log: &std::path::Path) -> Service {
+    Service(
+        Command::new(env!("CARGO_BIN_EXE_numaplace"))
+            .args(["run", "--config"])
+            .arg(config)
+            .arg("--state")
+            .arg(dir.join("state.json"))
+            .env_remove("RUST_LOG")
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+struct Service(Child);
+
+impl std::ops::Deref for Service {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Service {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+            let _ = self.0.wait();
+        }
+    }
 }
 
 /// SIGHUP reloads the config: a new scope takes effect from the next
