@@ -119,11 +119,14 @@ impl Predictor {
     }
 
     /// `want` made one movable thread per CPU: threads sharing a CPU (or
-    /// on one not allowed) moved to a free allowed CPU of the same node,
-    /// else of any node; fixed threads stay.
+    /// on one not allowed) moved to a free allowed CPU of the same node
+    /// (on an idle core first, as Linux's balancing spreads threads over
+    /// the cores of the CPUs they may use), else of any node; fixed
+    /// threads stay.
     pub fn one_per_cpu(&self, fit: &Fit, want: &[usize], allowed: &[bool]) -> Vec<usize> {
         let mut cpus = want.to_vec();
         let mut taken = vec![false; self.node_of_cpu.len()];
+        let mut busy_core = vec![0u32; self.core_of_cpu.iter().max().map_or(0, |m| m + 1)];
         for (t, &c) in fit.threads.iter().zip(want) {
             if !t.movable {
                 taken[c] = true;
@@ -141,16 +144,89 @@ impl Predictor {
                 clash.push(i);
             }
         }
+        for (c, &t) in taken.iter().enumerate() {
+            if t {
+                busy_core[self.core_of_cpu[c]] += 1;
+            }
+        }
         for i in clash {
             let n = self.node_of_cpu[cpus[i]];
             let pick = (0..taken.len())
                 .filter(|&c| allowed[c] && !taken[c])
-                .min_by_key(|&c| (self.node_of_cpu[c] != n, c));
+                .min_by_key(|&c| (self.node_of_cpu[c] != n, busy_core[self.core_of_cpu[c]], c));
             if let Some(c) = pick {
                 taken[c] = true;
+                busy_core[self.core_of_cpu[c]] += 1;
                 cpus[i] = c;
             }
         }
         cpus
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use numaplace_model::{Counter, NodeMemory, Snapshot, Task, Topology};
+
+    use super::Predictor;
+    use crate::testutil::{counters, process, task};
+
+    /// Three busy threads a plan put on one CPU of node 0 (DI-Migrate pins
+    /// to a node's CPUs, and the model's reading of its plan took the
+    /// first): made one per CPU, the two moved go to the node's idle core
+    /// first, as Linux would put them, not onto the sibling of the busy
+    /// one, and the third, with the node full, to a sibling of node 0
+    /// before any CPU of node 1.
+    #[test]
+    fn threads_sharing_a_cpu_go_to_idle_cores_of_their_node_first() {
+        let t = Topology::synthetic("pack:1 numa:2 l3:1 core:2 pu:2").unwrap();
+        let mut s = Snapshot {
+            seq: 10,
+            interval_ns: 1_000_000_000,
+            ..Snapshot::default()
+        };
+        let tids = vec![100, 101, 102];
+        for &tid in &tids {
+            s.tasks.push(Task {
+                last_cpu: Some(t.cpus()[0].os_id),
+                ..task(tid, 100, t.span())
+            });
+            s.counters.insert(
+                tid,
+                counters([
+                    (Counter::Instructions, 1_000_000_000),
+                    (Counter::Cycles, 2_000_000_000),
+                    (Counter::LlcMisses, 1_000_000),
+                    (Counter::TaskClock, 1_000_000_000),
+                ]),
+            );
+        }
+        let mut p = process(100, "app", tids);
+        let node0 = t.nodes()[0].os_id;
+        p.memory = Some(BTreeMap::from([(
+            node0,
+            NodeMemory {
+                anon: 1 << 28,
+                file: 0,
+                huge: 0,
+            },
+        )]));
+        s.groups.push(p);
+        s.sort_tasks();
+        let mut predictor = Predictor::new(&t, None);
+        let fit = predictor.fit(&t, &s, &|_| true).expect("a fit");
+        assert_eq!(fit.threads.len(), 3);
+        let allowed = vec![true; t.cpus().len()];
+        let cpus = predictor.one_per_cpu(&fit, &[0, 0, 0], &allowed);
+        let core = |c: usize| predictor.core_of_cpu[c];
+        let node = |c: usize| predictor.node_of_cpu[c];
+        assert_eq!(cpus[0], 0);
+        assert!(cpus.iter().all(|&c| node(c) == 0), "{cpus:?}");
+        let mut distinct = cpus.clone();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 3, "one CPU each: {cpus:?}");
+        assert_ne!(core(cpus[1]), core(0), "the idle core first: {cpus:?}");
     }
 }
