@@ -7,6 +7,7 @@ mod daemon_setup;
 #[cfg(test)]
 mod deploy_tests;
 mod duration;
+mod machine_room;
 mod metrics;
 mod output;
 mod report;
