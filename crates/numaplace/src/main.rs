@@ -23,7 +23,20 @@ use crate::cli::{Cli, Command};
 
 fn main() -> ExitCode {
     output::stdout_errors_exit_1();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `exec`'s own refusals exit 125, apart from its command's
+            // statuses (commands/exec); other commands' usage errors 2.
+            let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+            if e.use_stderr() && commands::exec::is_exec(&args) {
+                let _ = e.print();
+                return ExitCode::from(commands::exec::FAILED);
+            }
+            e.exit()
+        }
+    };
+    let exec = matches!(cli.command, Command::Exec(_));
     init_logging(cli.verbose);
     if !matches!(cli.command, Command::Run(_) | Command::Top(_)) {
         // A command whose output is cut short (`numaplace scenarios | head`)
@@ -43,6 +56,7 @@ fn main() -> ExitCode {
         Command::Record(args) => commands::record::record(&args),
         Command::Replay(args) => commands::record::replay(&args),
         Command::Run(args) => commands::run::run(&args),
+        Command::Exec(args) => commands::exec::run(&args),
         Command::Advise(args) => match (&args.numad_w, &args.sysfs_root) {
             (Some(w), root) => commands::preplacement::run(w, root.as_deref()),
             // clap's `requires` is not checked where a conflicting flag
@@ -70,7 +84,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             crate::output::say!("numaplace: error: {e:#}");
-            ExitCode::from(commands::exit_code(&e))
+            ExitCode::from(if exec {
+                commands::exec::exit_code(&e)
+            } else {
+                commands::exit_code(&e)
+            })
         }
     }
 }
