@@ -151,8 +151,9 @@ pub fn choose(
         memory_policy(topology, &nodes, allowed, mode, preferred_many)
             .map_err(|e| InputError(format!("{why}: {e}")))?;
     let reason = format!(
-        "node{} {nodes}: CPUs {cpus}, memory {memory_policy}{memory_note} ({why})",
-        plural(&nodes)
+        "node{} {nodes}: CPU{} {cpus}, memory {memory_policy}{memory_note} ({why})",
+        plural(&nodes),
+        plural(&cpus)
     );
     Ok(Choice {
         placed: true,
@@ -238,10 +239,15 @@ fn memory_policy(
 
 /// The advice, in words: what was asked and how much room the nodes had.
 fn advice_in_words(topology: &Topology, policy: &str, req: &Request, a: &Advised) -> String {
+    let cpus = if req.cpus == 1.0 { "CPU" } else { "CPUs" };
     let asked = if req.memory > 0 {
-        format!("{} CPU and {} MiB", req.cpus, req.memory.div_ceil(1 << 20))
+        format!(
+            "{} {cpus} and {} MiB",
+            req.cpus,
+            req.memory.div_ceil(1 << 20)
+        )
     } else {
-        format!("{} CPU", req.cpus)
+        format!("{} {cpus}", req.cpus)
     };
     if !a.advice.fits {
         return format!(
@@ -257,7 +263,7 @@ fn advice_in_words(topology: &Topology, policy: &str, req: &Request, a: &Advised
         .filter(|(n, _)| a.advice.nodes.contains(&n.os_id))
         .map(|(n, r)| {
             format!(
-                "node {} {:.1} idle CPUs, {} MiB free",
+                "node {} has {:.1} idle CPUs and {} MiB free",
                 n.os_id,
                 r.cpus_free,
                 r.memory_free >> 20
@@ -483,7 +489,8 @@ mod tests {
             c.reason
         );
         assert!(
-            c.reason.contains("node 1 2.0 idle CPUs, 800 MiB free"),
+            c.reason
+                .contains("node 1 has 2.0 idle CPUs and 800 MiB free"),
             "{}",
             c.reason
         );
