@@ -107,13 +107,14 @@ pub fn parse_nodes(list: &str, topology: &Topology) -> Result<CpuSet, InputError
 }
 
 /// The choice (module documentation). `preferred_many`: whether the
-/// kernel takes `MPOL_PREFERRED_MANY` (Linux 5.15+).
+/// kernel takes `MPOL_PREFERRED_MANY` (Linux 5.15+) on these nodes, asked
+/// only where memory is preferred on several.
 pub fn choose(
     topology: &Topology,
     source: &Source,
     allowed: &Allowed,
     mode: MemoryMode,
-    preferred_many: bool,
+    preferred_many: impl Fn(&CpuSet) -> bool,
 ) -> Result<Choice, InputError> {
     let (nodes, why) = match source {
         Source::OneNode => {
@@ -181,7 +182,7 @@ fn memory_policy(
     nodes: &CpuSet,
     allowed: &Allowed,
     mode: MemoryMode,
-    preferred_many: bool,
+    preferred_many: impl Fn(&CpuSet) -> bool,
 ) -> Result<(MemoryPolicy, String), String> {
     let with_memory: CpuSet = topology
         .nodes()
@@ -225,7 +226,7 @@ fn memory_policy(
         MemoryMode::Preferred if mems.len() == 1 => {
             MemoryPolicy::Preferred(mems.first().expect("one node"))
         }
-        MemoryMode::Preferred if preferred_many => MemoryPolicy::PreferredMany(mems),
+        MemoryMode::Preferred if preferred_many(&mems) => MemoryPolicy::PreferredMany(mems),
         MemoryMode::Preferred => {
             note.push_str(&format!(
                 " (this kernel has no MPOL_PREFERRED_MANY, Linux 5.15+: with its CPUs on \
@@ -360,12 +361,14 @@ mod tests {
     #[test]
     fn one_node_is_preferred_and_its_cpus_taken() {
         let t = two();
+        // The kernel is asked about MPOL_PREFERRED_MANY only for several.
+        let asked = |n: &CpuSet| panic!("asked about preferred-many on {n}");
         let c = choose(
             &t,
             &given(&t, "1"),
             &everything(&t),
             MemoryMode::Preferred,
-            true,
+            asked,
         )
         .unwrap();
         assert!(c.placed);
@@ -383,13 +386,16 @@ mod tests {
     fn several_nodes_are_preferred_many_where_the_kernel_has_it() {
         let t = two();
         let all = everything(&t);
-        let c = choose(&t, &given(&t, "0-1"), &all, MemoryMode::Preferred, true).unwrap();
+        let c = choose(&t, &given(&t, "0-1"), &all, MemoryMode::Preferred, |_| true).unwrap();
         assert_eq!(
             c.memory_policy,
             Some(MemoryPolicy::PreferredMany(set(&[0, 1])))
         );
         assert_eq!(c.cpus, set(&[0, 1, 2, 3]));
-        let c = choose(&t, &given(&t, "0-1"), &all, MemoryMode::Preferred, false).unwrap();
+        let c = choose(&t, &given(&t, "0-1"), &all, MemoryMode::Preferred, |_| {
+            false
+        })
+        .unwrap();
         assert_eq!(c.memory_policy, Some(MemoryPolicy::Default));
         assert!(c.reason.contains("no MPOL_PREFERRED_MANY"), "{}", c.reason);
     }
@@ -398,9 +404,12 @@ mod tests {
     fn strict_modes_take_every_chosen_node() {
         let t = two();
         let all = everything(&t);
-        let c = choose(&t, &given(&t, "1"), &all, MemoryMode::Bind, true).unwrap();
+        let c = choose(&t, &given(&t, "1"), &all, MemoryMode::Bind, |_| true).unwrap();
         assert_eq!(c.memory_policy, Some(MemoryPolicy::Bind(set(&[1]))));
-        let c = choose(&t, &given(&t, "0,1"), &all, MemoryMode::Interleave, false).unwrap();
+        let c = choose(&t, &given(&t, "0,1"), &all, MemoryMode::Interleave, |_| {
+            false
+        })
+        .unwrap();
         assert_eq!(
             c.memory_policy,
             Some(MemoryPolicy::Interleave(set(&[0, 1])))
@@ -414,13 +423,16 @@ mod tests {
             cpus: set(&[1, 3]),
             mems: set(&[0, 1]),
         };
-        let c = choose(&t, &given(&t, "1"), &narrow, MemoryMode::Preferred, true).unwrap();
+        let c = choose(&t, &given(&t, "1"), &narrow, MemoryMode::Preferred, |_| {
+            true
+        })
+        .unwrap();
         assert_eq!(c.cpus, set(&[3]));
         let only0 = Allowed {
             cpus: set(&[0, 1]),
             mems: set(&[0, 1]),
         };
-        let e = choose(&t, &given(&t, "1"), &only0, MemoryMode::Preferred, true)
+        let e = choose(&t, &given(&t, "1"), &only0, MemoryMode::Preferred, |_| true)
             .unwrap_err()
             .to_string();
         assert!(
@@ -436,18 +448,20 @@ mod tests {
             cpus: set(&[0, 1, 2, 3]),
             mems: set(&[0]),
         };
-        let c = choose(&t, &given(&t, "0-1"), &mems0, MemoryMode::Bind, true).unwrap();
+        let c = choose(&t, &given(&t, "0-1"), &mems0, MemoryMode::Bind, |_| true).unwrap();
         assert_eq!(c.memory_policy, Some(MemoryPolicy::Bind(set(&[0]))));
         assert!(
             c.reason.contains("node 1 without memory it may use"),
             "{}",
             c.reason
         );
-        let c = choose(&t, &given(&t, "1"), &mems0, MemoryMode::Preferred, true).unwrap();
+        let c = choose(&t, &given(&t, "1"), &mems0, MemoryMode::Preferred, |_| true).unwrap();
         assert_eq!(c.memory_policy, Some(MemoryPolicy::Default));
-        let e = choose(&t, &given(&t, "1"), &mems0, MemoryMode::Interleave, true)
-            .unwrap_err()
-            .to_string();
+        let e = choose(&t, &given(&t, "1"), &mems0, MemoryMode::Interleave, |_| {
+            true
+        })
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("--interleave: node 1 has no memory"), "{e}");
         assert!(e.contains("nodes with memory it may use: 0"), "{e}");
     }
@@ -457,16 +471,22 @@ mod tests {
         let mut d = two().to_desc();
         d.nodes[1].memory = 0;
         let t = Topology::new(d).unwrap();
-        let e = choose(&t, &given(&t, "1"), &everything(&t), MemoryMode::Bind, true)
-            .unwrap_err()
-            .to_string();
+        let e = choose(
+            &t,
+            &given(&t, "1"),
+            &everything(&t),
+            MemoryMode::Bind,
+            |_| true,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("--membind: node 1 has no memory"), "{e}");
         let c = choose(
             &t,
             &given(&t, "0-1"),
             &everything(&t),
             MemoryMode::Preferred,
-            true,
+            |_| true,
         )
         .unwrap();
         assert_eq!(c.memory_policy, Some(MemoryPolicy::Preferred(0)));
@@ -479,7 +499,7 @@ mod tests {
         let all = everything(&t);
         // Node 1 has both CPUs idle, node 0 one.
         let src = advised(&t, &[(1.0, 800), (2.0, 800)], req(1.0, 100), &all);
-        let c = choose(&t, &src, &all, MemoryMode::Preferred, true).unwrap();
+        let c = choose(&t, &src, &all, MemoryMode::Preferred, |_| true).unwrap();
         assert_eq!(c.nodes, set(&[1]));
         assert_eq!(c.memory_policy, Some(MemoryPolicy::Preferred(1)));
         assert!(
@@ -500,7 +520,7 @@ mod tests {
             mems: set(&[0, 1]),
         };
         let src = advised(&t, &[(1.0, 800), (2.0, 800)], req(1.0, 100), &narrow);
-        let c = choose(&t, &src, &narrow, MemoryMode::Preferred, true).unwrap();
+        let c = choose(&t, &src, &narrow, MemoryMode::Preferred, |_| true).unwrap();
         assert_eq!((c.nodes, c.cpus), (set(&[0]), set(&[0, 1])));
     }
 
@@ -509,10 +529,10 @@ mod tests {
         let t = two();
         let all = everything(&t);
         let src = advised(&t, &[(2.0, 800), (2.0, 800)], req(3.0, 0), &all);
-        let c = choose(&t, &src, &all, MemoryMode::Preferred, true).unwrap();
+        let c = choose(&t, &src, &all, MemoryMode::Preferred, |_| true).unwrap();
         assert_eq!(c.nodes, set(&[0, 1]));
         let src = advised(&t, &[(2.0, 800), (2.0, 800)], req(8.0, 0), &all);
-        let c = choose(&t, &src, &all, MemoryMode::Preferred, true).unwrap();
+        let c = choose(&t, &src, &all, MemoryMode::Preferred, |_| true).unwrap();
         assert_eq!(c.nodes, set(&[0, 1]));
         assert!(
             c.reason.contains("every node, as numad advises"),
@@ -529,7 +549,7 @@ mod tests {
             &Source::OneNode,
             &everything(&t),
             MemoryMode::Bind,
-            true,
+            |_| true,
         )
         .unwrap();
         assert!(!c.placed && c.memory_policy.is_none(), "{c:?}");

@@ -61,7 +61,9 @@ pub fn run(args: &ExecArgs) -> Result<()> {
     let allowed = allowed(&root, &topology)?;
     let source = source(args, &root, &topology, &allowed, req)?;
     // A snapshot's kernel is not this one: taken as having it (5.15+).
-    let preferred_many = !root.is_host() || launch::preferred_many_supported(&allowed.mems);
+    let preferred_many = |nodes: &numaplace_model::CpuSet| {
+        !root.is_host() || launch::preferred_many_supported(nodes)
+    };
     let choice = choose(&topology, &source, &allowed, mode, preferred_many)?;
     if args.dry_run {
         return print_choice(args, &choice);
