@@ -174,6 +174,7 @@ test_suite() {
     cargo test --workspace --locked --test qemu_guest_memory --test qemu_host_vm \
         --test qemu_host_qmp \
         --test qemu_guest_daemon --test qemu_guest_dino --test qemu_guest_bench \
+        --test qemu_guest_exec \
         --test qemu_guest_balancing --test qemu_libvirt_numad --test numad_divert \
         --test qemu_libvirt_daemon \
         --test qemu_guest_hints \

@@ -11,7 +11,6 @@
 //! Exit status 2 on bad arguments or when the kernel refuses the binding
 //! (e.g. NODE is not an online node), 1 when the mapping itself fails.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 #[path = "support/mod.rs"]
@@ -62,14 +61,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let len = mib << 20;
-
-    let addr = match support::map_anonymous(len) {
-        Ok(a) => a,
-        Err(err) => {
-            eprintln!("alloc_on_node: error: mmap of {mib} MiB failed: {err}");
-            return ExitCode::from(1);
-        }
+    let (addr, len) = match support::map_mib("alloc_on_node", mib) {
+        Ok(mapped) => mapped,
+        Err(status) => return status,
     };
 
     let mut mask = [0 as libc::c_ulong; MASK_BITS / BITS_PER_WORD];
@@ -100,29 +94,6 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
 
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
-        p if p > 0 => p as usize,
-        _ => 4096,
-    };
-    let base = addr.cast::<u8>();
-    for off in (0..len).step_by(page) {
-        // SAFETY: off < len, inside the writable mapping.
-        unsafe { base.add(off).write_volatile(1) };
-    }
-
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "ready {}", std::process::id())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
-        return ExitCode::from(1);
-    }
-    drop(out);
-
-    loop {
-        // SAFETY: pause has no preconditions; it returns only after a
-        // signal handler ran, and we install none.
-        unsafe { libc::pause() };
-    }
+    support::touch_pages(addr, len);
+    support::announce_ready_and_wait()
 }

@@ -18,7 +18,6 @@
 //! Exit status 2 on bad arguments, 1 when the machine refuses (no node 0,
 //! mmap or an affinity call fails).
 
-use std::io::Write;
 use std::process::ExitCode;
 
 #[path = "support/mod.rs"]
@@ -233,18 +232,5 @@ fn main() -> ExitCode {
         return fail(msg);
     }
 
-    let mut out = std::io::stdout().lock();
-    if writeln!(out, "ready {}", std::process::id())
-        .and_then(|()| out.flush())
-        .is_err()
-    {
-        return ExitCode::from(1);
-    }
-    drop(out);
-
-    loop {
-        // SAFETY: pause has no preconditions; it returns only after a
-        // signal handler ran, and we install none.
-        unsafe { libc::pause() };
-    }
+    support::announce_ready_and_wait()
 }

@@ -10,6 +10,7 @@ pub mod confinement;
 pub mod cpu_idle;
 pub mod guest_hints;
 pub mod kubelet;
+pub mod launch;
 pub mod live;
 pub mod microbench;
 pub mod nodes;

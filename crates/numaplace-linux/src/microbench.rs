@@ -514,20 +514,7 @@ fn pin_self(cpu: u32) -> io::Result<()> {
 
 /// Sets the calling thread's affinity (`sched_setaffinity`, pid 0).
 fn set_affinity(cpus: &CpuSet) -> io::Result<()> {
-    let mask = words_of(cpus);
-    // SAFETY: the kernel reads mask.len() words from the buffer.
-    let r = unsafe {
-        libc::syscall(
-            libc::SYS_sched_setaffinity,
-            0,
-            mask.len() * size_of::<c_ulong>(),
-            mask.as_ptr(),
-        )
-    };
-    if r != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::launch::set_own_affinity(cpus)
 }
 
 /// The CPU and node the calling thread is on (`getcpu`).

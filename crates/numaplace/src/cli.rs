@@ -142,6 +142,28 @@ pub enum Command {
         numaplace advise --numad-w 4:8192          (prints e.g. 1 or 0-1)")]
     Advise(AdviseArgs),
 
+    /// Start a command placed where numaplace advises, as `numactl
+    /// --cpunodebind=N --preferred=N` does: its CPU affinity (the chosen
+    /// nodes' CPUs, within the CPUs numaplace itself may use) and its memory
+    /// policy (preferred on the chosen nodes, or --membind, --interleave)
+    /// are set, then numaplace becomes the command (execvp: same pid,
+    /// signals and exit status). The nodes are --nodes, or else the
+    /// fewest, least loaded nodes holding --cpus idle CPUs and --memory free
+    /// memory (numad's pre-placement, as `advise --numad-w`). A running
+    /// numaplace daemon then treats the command as any other process in its
+    /// scope. On a machine with one node the command runs as it is.
+    ///
+    /// Exit status: the command's own; 127 when it is not found, 126 when
+    /// it cannot be executed; 125 when numaplace itself refused or failed
+    /// (as env, nice and timeout), saying why on stderr.
+    #[command(after_help = "Examples:\n  \
+        numaplace exec --cpus 8 --memory 16G -- ./solver input.dat\n  \
+        numaplace exec --nodes 1 -- stress-ng --vm 1           (node 1's CPUs, memory preferred there)\n  \
+        numaplace exec --nodes 0-1 --interleave -- ./db        (memory interleaved over nodes 0 and 1)\n  \
+        numaplace exec --cpus 4 --membind --quiet -- qemu-system-x86_64 ...\n  \
+        numaplace exec --cpus 4 --memory 8G --dry-run --json -- true   (the choice, nothing run)")]
+    Exec(ExecArgs),
+
     /// A live view of the machine: nodes (CPUs busy, memory, bandwidth
     /// where measured), groups (processes and VMs: threads, where they run,
     /// memory per node, class, signals) and the latest decisions with
@@ -609,6 +631,72 @@ pub struct AdviseArgs {
     /// and proc/ trees (an extracted snapshot).
     #[arg(long, value_name = "DIR", requires = "numad_w")]
     pub sysfs_root: Option<PathBuf>,
+}
+
+/// `numaplace exec`: start a command where numaplace advises.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// Where the nodes come from when --nodes is not given: auto (the
+    /// default) or numad-like, which for a command not yet started are the
+    /// same: numad's pre-placement (`numad -w`), the placement `auto` makes
+    /// of a group that starts before it has measured anything.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "auto",
+        conflicts_with = "nodes"
+    )]
+    pub policy: String,
+
+    /// Place the command on these NUMA nodes (kernel ids, list syntax: 1,
+    /// 0-1, 0,2) instead of where numaplace advises.
+    #[arg(long, value_name = "LIST")]
+    pub nodes: Option<String>,
+
+    /// CPUs (threads busy at once) the command will use, as numad's `-w
+    /// NCPUS`: the advice holds that many idle CPUs.
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub cpus: String,
+
+    /// Memory the command will use (e.g. 512M, 2G, 1.5GiB): the advice
+    /// holds that much free memory.
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
+
+    /// Memory only on the chosen nodes (MPOL_BIND; allocations fail, and
+    /// the OOM killer runs, when they are full) instead of preferred there.
+    #[arg(long, conflicts_with = "interleave")]
+    pub membind: bool,
+
+    /// Memory interleaved page by page over the chosen nodes
+    /// (MPOL_INTERLEAVE) instead of preferred there.
+    #[arg(long)]
+    pub interleave: bool,
+
+    /// Print the choice and run nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// With --dry-run: the choice as JSON on stdout.
+    #[arg(long, requires = "dry_run")]
+    pub json: bool,
+
+    /// No line on stderr saying where the command was placed.
+    #[arg(short, long)]
+    pub quiet: bool,
+
+    /// With --dry-run: read another machine, a directory holding its sys/
+    /// and proc/ trees (an extracted snapshot), where every CPU and node
+    /// counts as usable and the kernel as having MPOL_PREFERRED_MANY.
+    #[arg(long, value_name = "DIR", requires = "dry_run")]
+    pub sysfs_root: Option<PathBuf>,
+
+    /// The command and its arguments (after `--` when an argument starts
+    /// with `-`); PATH is searched as a shell does.
+    #[arg(value_name = "COMMAND", required = true, num_args = 1..,
+          trailing_var_arg = true,
+          value_parser = clap::value_parser!(std::ffi::OsString))]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// The most mixes one `compare --random` runs.

@@ -9,6 +9,7 @@ mod daemon_setup;
 #[cfg(test)]
 mod deploy_tests;
 mod duration;
+mod machine_room;
 mod metrics;
 mod output;
 mod report;
@@ -24,7 +25,20 @@ use crate::cli::{Cli, Command};
 
 fn main() -> ExitCode {
     output::stdout_errors_exit_1();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `exec`'s own refusals exit 125, apart from its command's
+            // statuses (commands/exec); other commands' usage errors 2.
+            let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+            if e.use_stderr() && commands::exec::is_exec(&args) {
+                let _ = e.print();
+                return ExitCode::from(commands::exec::FAILED);
+            }
+            e.exit()
+        }
+    };
+    let exec = matches!(cli.command, Command::Exec(_));
     // The daemon says at its default level what it runs and what it was
     // told (its start line, a reload); the commands a person types, only
     // what went wrong.
@@ -53,6 +67,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => commands::record::replay(&args),
         Command::Run(args) => commands::run::run(&args),
         Command::Config(args) => commands::show_config::run(&args),
+        Command::Exec(args) => commands::exec::run(&args),
         Command::Advise(args) => match (&args.numad_w, &args.sysfs_root) {
             (Some(w), root) => commands::preplacement::run(w, root.as_deref()),
             // clap's `requires` is not checked where a conflicting flag
@@ -80,7 +95,11 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             crate::output::say!("numaplace: error: {e:#}");
-            ExitCode::from(commands::exit_code(&e))
+            ExitCode::from(if exec {
+                commands::exec::exit_code(&e)
+            } else {
+                commands::exit_code(&e)
+            })
         }
     }
 }

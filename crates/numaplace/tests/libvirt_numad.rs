@@ -11,11 +11,14 @@
 
 #[path = "support/common.rs"]
 mod common;
+#[path = "support/snapshot.rs"]
+mod snapshot;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use common::{numaplace, repo_root, text};
+use snapshot::Machine;
 
 /// libvirt's `VIR_DOMAIN_CPUMASK_LEN` (src/conf/domain_conf.h): the size
 /// of the bitmap the advice is parsed into.
@@ -181,106 +184,33 @@ fn libvirt_w(vcpus: u16, memory_kib: u64) -> String {
     format!("{}:{}", vcpus, memory_kib.div_ceil(1024))
 }
 
-/// A machine's sysfs snapshot extracted into a temporary directory, given
-/// what the snapshot lacks: a `proc/stat` (every CPU idle: the file does
-/// not change, so no CPU counts as busy) and each node's free memory.
-struct Machine {
-    _dir: tempfile::TempDir,
-    root: PathBuf,
-}
-
-impl Machine {
-    fn new(tarball: &Path, free_mib: &[u64]) -> Machine {
-        assert!(tarball.is_file(), "{} is missing", tarball.display());
-        let dir = tempfile::tempdir().unwrap();
-        let o = std::process::Command::new("tar")
-            .arg("-xf")
-            .arg(tarball)
-            .arg("-C")
-            .arg(dir.path())
-            .arg("--no-same-owner")
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "tar: {}", text(&o.stderr));
-        let root = if dir.path().join("sys").is_dir() {
-            dir.path().to_path_buf()
-        } else {
-            let mut inner = std::fs::read_dir(dir.path()).unwrap();
-            inner.next().unwrap().unwrap().path()
-        };
-        let nodes = root.join("sys/devices/system/node");
-        // Every cpuN directory (old snapshots have no cpu/online file).
-        let cpus: Vec<u32> = std::fs::read_dir(root.join("sys/devices/system/cpu"))
-            .unwrap()
-            .filter_map(|e| {
-                let name = e.unwrap().file_name().to_string_lossy().into_owned();
-                name.strip_prefix("cpu")?.parse().ok()
-            })
-            .collect();
-        assert!(!cpus.is_empty());
-        std::fs::create_dir_all(root.join("proc")).unwrap();
-        let stat: String = cpus
-            .iter()
-            .map(|c| format!("cpu{c} 100 0 50 5000 0 0 0 0 0 0\n"))
-            .collect();
-        std::fs::write(root.join("proc/stat"), stat).unwrap();
-        for (n, mib) in free_mib.iter().enumerate() {
-            let f = nodes.join(format!("node{n}/meminfo"));
-            let old = std::fs::read_to_string(&f).unwrap();
-            let total = old
-                .lines()
-                .find(|l| l.contains("MemTotal:"))
-                .unwrap()
-                .to_string();
-            std::fs::write(
-                &f,
-                format!(
-                    "{total}\nNode {n} MemFree: {} kB\nNode {n} Inactive(file): 0 kB\n",
-                    mib * 1024
-                ),
-            )
-            .unwrap();
-        }
-        Machine { _dir: dir, root }
-    }
-
-    /// `advise --numad-w W` on this machine: the node set libvirt would
-    /// take, stdout checked to be exactly numad's `LIST\n`, and stderr.
-    fn advise(&self, w: &str) -> (BTreeSet<usize>, String) {
-        let o = numaplace(&[
-            "advise",
-            "--numad-w",
-            w,
-            "--sysfs-root",
-            self.root.to_str().unwrap(),
-        ]);
-        let (out, err) = (text(&o.stdout), text(&o.stderr));
-        assert!(o.status.success(), "-w {w}: {err}");
+/// `advise --numad-w W` on this machine: the node set libvirt would
+/// take, stdout checked to be exactly numad's `LIST\n`, and stderr.
+fn advise(m: &Machine, w: &str) -> (BTreeSet<usize>, String) {
+    let o = numaplace(&[
+        "advise",
+        "--numad-w",
+        w,
+        "--sysfs-root",
+        m.root.to_str().unwrap(),
+    ]);
+    let (out, err) = (text(&o.stdout), text(&o.stderr));
+    assert!(o.status.success(), "-w {w}: {err}");
+    assert!(
+        out.ends_with('\n') && out.lines().count() == 1,
+        "one line: {out:?}"
+    );
+    let set = vir_bitmap_parse(&out, VIR_DOMAIN_CPUMASK_LEN)
+        .unwrap_or_else(|e| panic!("-w {w}: libvirt refuses {out:?}: {e}"));
+    for n in &set {
         assert!(
-            out.ends_with('\n') && out.lines().count() == 1,
-            "one line: {out:?}"
+            m.root
+                .join(format!("sys/devices/system/node/node{n}"))
+                .is_dir(),
+            "node {n} is not the machine's: {out:?}"
         );
-        let set = vir_bitmap_parse(&out, VIR_DOMAIN_CPUMASK_LEN)
-            .unwrap_or_else(|e| panic!("-w {w}: libvirt refuses {out:?}: {e}"));
-        for n in &set {
-            assert!(
-                self.root
-                    .join(format!("sys/devices/system/node/node{n}"))
-                    .is_dir(),
-                "node {n} is not the machine's: {out:?}"
-            );
-        }
-        (set, err)
     }
-
-    fn distance(&self, a: usize, b: usize) -> u32 {
-        let row = std::fs::read_to_string(
-            self.root
-                .join(format!("sys/devices/system/node/node{a}/distance")),
-        )
-        .unwrap();
-        row.split_whitespace().nth(b).unwrap().parse().unwrap()
-    }
+    (set, err)
 }
 
 fn nodes(v: &[usize]) -> BTreeSet<usize> {
@@ -295,11 +225,11 @@ fn two_nodes() {
         &[300, 420],
     );
     // One vCPU and 200 MiB (204800 KiB) fit one node: the freer one.
-    assert_eq!(m.advise(&libvirt_w(1, 204_800)).0, nodes(&[1]));
+    assert_eq!(advise(&m, &libvirt_w(1, 204_800)).0, nodes(&[1]));
     // Three vCPUs need both nodes' CPUs.
-    assert_eq!(m.advise(&libvirt_w(3, 102_400)).0, nodes(&[0, 1]));
+    assert_eq!(advise(&m, &libvirt_w(3, 102_400)).0, nodes(&[0, 1]));
     // 2 GiB is more than the machine has: every node, said on stderr.
-    let (set, err) = m.advise(&libvirt_w(2, 2 << 20));
+    let (set, err) = advise(&m, &libvirt_w(2, 2 << 20));
     assert_eq!(set, nodes(&[0, 1]));
     assert!(err.contains("more than the machine has free"), "{err}");
 }
@@ -312,19 +242,23 @@ fn four_nodes() {
         &repo_root().join("tests/fixtures/qemu-4node.tar.xz"),
         &[200, 220, 180, 240],
     );
-    assert_eq!(m.advise(&libvirt_w(1, 65_536)).0, nodes(&[3]), "the freest");
+    assert_eq!(
+        advise(&m, &libvirt_w(1, 65_536)).0,
+        nodes(&[3]),
+        "the freest"
+    );
     // 200 MiB: no node has it beside numad's 100 MiB margin, two do; the
     // freest node and its freer neighbour, one hop apart.
-    let (two, _) = m.advise(&libvirt_w(2, 204_800));
+    let (two, _) = advise(&m, &libvirt_w(2, 204_800));
     assert_eq!(two, nodes(&[1, 3]));
     let v: Vec<usize> = two.into_iter().collect();
     assert_eq!(m.distance(v[0], v[1]), 16, "neighbours");
     // Three vCPUs: two nodes again, never the two across (0 and 3).
-    let (three, _) = m.advise(&libvirt_w(3, 1024));
+    let (three, _) = advise(&m, &libvirt_w(3, 1024));
     assert_eq!(three.len(), 2);
     let v: Vec<usize> = three.into_iter().collect();
     assert_eq!(m.distance(v[0], v[1]), 16, "neighbours: {v:?}");
-    let (all, err) = m.advise(&libvirt_w(9, 1024));
+    let (all, err) = advise(&m, &libvirt_w(9, 1024));
     assert_eq!(all, nodes(&[0, 1, 2, 3]));
     assert!(err.contains("advising every node"), "{err}");
 }
@@ -337,17 +271,17 @@ fn eight_nodes() {
         &repo_root().join("tests/fixtures/sysfs/hwloc-linux/16ia64-8n2s.tar.bz2"),
         &[1000, 900, 1100, 800, 1200, 2000, 1500, 1300],
     );
-    assert_eq!(m.advise(&libvirt_w(2, 1 << 20)).0, nodes(&[5]));
+    assert_eq!(advise(&m, &libvirt_w(2, 1 << 20)).0, nodes(&[5]));
     // Three vCPUs: node 5 and the freest of its own group, not node 2
     // across the machine.
-    let (two, _) = m.advise(&libvirt_w(3, 1 << 20));
+    let (two, _) = advise(&m, &libvirt_w(3, 1 << 20));
     assert_eq!(two, nodes(&[5, 6]));
     assert_eq!(m.distance(5, 6), 25);
     // 3000 MiB: 5 and 6 hold 3300 less two margins of 100: enough.
-    assert_eq!(m.advise(&libvirt_w(1, 3000 << 10)).0, nodes(&[5, 6]));
+    assert_eq!(advise(&m, &libvirt_w(1, 3000 << 10)).0, nodes(&[5, 6]));
     // 4 nodes' CPUs: one whole group, the one holding the free memory.
-    assert_eq!(m.advise(&libvirt_w(8, 1 << 20)).0, nodes(&[4, 5, 6, 7]));
-    let (all, err) = m.advise(&libvirt_w(4, 64 << 20));
+    assert_eq!(advise(&m, &libvirt_w(8, 1 << 20)).0, nodes(&[4, 5, 6, 7]));
+    let (all, err) = advise(&m, &libvirt_w(4, 64 << 20));
     assert_eq!(all, (0..8).collect());
     assert!(err.contains("advising every node"), "{err}");
 }

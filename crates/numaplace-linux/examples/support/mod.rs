@@ -36,3 +36,50 @@ pub fn map_anonymous(len: usize) -> std::io::Result<*mut libc::c_void> {
         Ok(addr)
     }
 }
+
+/// Writes one byte in every page of `len` bytes at `addr`, so the kernel
+/// allocates them all (under the memory policy in force).
+pub fn touch_pages(addr: *mut libc::c_void, len: usize) {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        p if p > 0 => p as usize,
+        _ => 4096,
+    };
+    let base = addr.cast::<u8>();
+    for off in (0..len).step_by(page) {
+        // SAFETY: the caller's mapping is `len` writable bytes; off < len.
+        unsafe { base.add(off).write_volatile(1) };
+    }
+}
+
+/// Prints `ready <pid>` on stdout and sleeps until a signal ends the
+/// process; returns (status 1) only when stdout cannot be written.
+pub fn announce_ready_and_wait() -> std::process::ExitCode {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if writeln!(out, "ready {}", std::process::id())
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        return std::process::ExitCode::from(1);
+    }
+    drop(out);
+    loop {
+        // SAFETY: pause has no preconditions; it returns only after a
+        // signal handler ran, and the test programs install none.
+        unsafe { libc::pause() };
+    }
+}
+
+/// [`map_anonymous`] of `mib` MiB, the address and length; a failure is
+/// said on stderr in `program`'s name and is exit status 1.
+pub fn map_mib(
+    program: &str,
+    mib: usize,
+) -> Result<(*mut libc::c_void, usize), std::process::ExitCode> {
+    let len = mib << 20;
+    map_anonymous(len).map(|a| (a, len)).map_err(|err| {
+        eprintln!("{program}: error: mmap of {mib} MiB failed: {err}");
+        std::process::ExitCode::from(1)
+    })
+}

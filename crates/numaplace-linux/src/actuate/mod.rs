@@ -486,7 +486,7 @@ fn refused(errno: &str, why: impl Into<String>) -> Outcome {
 }
 
 /// The symbolic name of an errno.
-fn errno_name(errno: Option<i32>) -> String {
+pub(crate) fn errno_name(errno: Option<i32>) -> String {
     let name = match errno {
         Some(libc::EPERM) => "EPERM",
         Some(libc::ENOENT) => "ENOENT",
@@ -511,11 +511,11 @@ fn read_set(root: &SysRoot, rel: &str) -> Option<CpuSet> {
     CpuSet::parse_list(&root.read_optional(rel).ok()??).ok()
 }
 
-fn words_for(bits: usize) -> usize {
+pub(crate) fn words_for(bits: usize) -> usize {
     bits.div_ceil(c_ulong::BITS as usize).max(1)
 }
 
-fn words_from_set(set: &CpuSet, nwords: usize) -> Vec<c_ulong> {
+pub(crate) fn words_from_set(set: &CpuSet, nwords: usize) -> Vec<c_ulong> {
     let mut words = vec![0 as c_ulong; nwords];
     let bits = c_ulong::BITS as usize;
     for id in set.iter() {
@@ -527,7 +527,7 @@ fn words_from_set(set: &CpuSet, nwords: usize) -> Vec<c_ulong> {
     words
 }
 
-fn set_from_words(words: &[c_ulong]) -> CpuSet {
+pub(crate) fn set_from_words(words: &[c_ulong]) -> CpuSet {
     let bits = c_ulong::BITS;
     let mut set = CpuSet::new();
     for (i, &w) in words.iter().enumerate() {

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod calibrate;
 pub mod doctor;
+pub mod exec;
 pub mod guest;
 pub mod manual;
 pub mod preplacement;

@@ -13,24 +13,13 @@
 
 use std::io::Write as _;
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use numaplace_linux::cpu_idle::sample_idle;
-use numaplace_linux::nodes::read_node_available;
-use numaplace_linux::{SysRoot, TopologySource, discover};
-use numaplace_model::CpuSet;
-use numaplace_policy::preplacement::{self, Request};
+use numaplace_linux::SysRoot;
+use numaplace_policy::preplacement::Request;
 
 use crate::commands::InputError;
-
-/// How long each CPU's idle time is sampled. numad sleeps 2 s between its
-/// two reads; libvirt waits for the answer while a domain starts, and a
-/// fifth of a second is 20 clock ticks per CPU, a 5 % resolution.
-const SAMPLE: Duration = Duration::from_millis(200);
-
-/// More vCPUs than libvirt can ask for (its count is an unsigned short).
-const MAX_CPUS: f64 = 65_535.0;
+use crate::machine_room::{BadCpuCount, MachineRoom, parse_cpu_count};
 
 pub fn run(w: &str, sysfs_root: Option<&Path>) -> Result<()> {
     let req = parse_request(w)?;
@@ -38,35 +27,16 @@ pub fn run(w: &str, sysfs_root: Option<&Path>) -> Result<()> {
         Some(dir) => SysRoot::new(dir)?,
         None => SysRoot::host(),
     };
-    let topology = discover(&TopologySource::Sysfs(root.clone()))?;
-    let idle = sample_idle(&root, SAMPLE).context("the CPUs' idle time")?;
-    if idle.values().all(Option::is_none) {
-        tracing::info!(
-            "{}: the CPU times did not move over {SAMPLE:?} (a snapshot?): every CPU counts as idle",
-            root.join("proc/stat").display()
-        );
-    }
-    let memory = read_node_available(&root);
-    if memory.is_empty() {
-        return Err(InputError(format!(
-            "{}: no node's meminfo could be read: numaplace cannot tell where memory is free",
-            root.join("sys/devices/system/node").display()
-        ))
-        .into());
-    }
-    let rooms = preplacement::rooms(&topology, &idle, &memory);
-    let advice = preplacement::advise(&topology, &rooms, &req);
-    if !advice.fits {
-        let cpus: f64 = rooms.iter().map(|r| r.cpus_free).sum();
-        let mib: u64 = rooms.iter().map(|r| r.memory_free >> 20).sum();
+    let advised = MachineRoom::read(&root)?.advise(&req);
+    if !advised.advice.fits {
         crate::output::say!(
-            "numaplace: warning: {w}: more than the machine has free ({cpus:.1} idle CPUs, \
-             {mib} MiB free memory); advising every node, as numad does"
+            "numaplace: warning: {w}: more than the machine has free ({}); advising every \
+             node, as numad does",
+            advised.free_in_words()
         );
     }
-    let list: CpuSet = advice.nodes.iter().copied().collect();
     let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", list.to_list_string()).context("writing the node list")?;
+    writeln!(out, "{}", advised.nodes().to_list_string()).context("writing the node list")?;
     out.flush().context("writing the node list")?;
     Ok(())
 }
@@ -85,22 +55,13 @@ pub fn parse_request(w: &str) -> Result<Request, InputError> {
         Some((c, m)) => (c, Some(m)),
         None => (w, None),
     };
-    let decimal = |s: &str| {
-        let (int, frac) = s.split_once('.').unwrap_or((s, "0"));
-        !int.is_empty()
-            && !frac.is_empty()
-            && int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
-    };
-    if !decimal(cpus) {
-        return Err(bad("NCPUS is not a number"));
-    }
-    let cpus: f64 = cpus.parse().map_err(|_| bad("NCPUS is not a number"))?;
-    if cpus <= 0.0 {
-        return Err(bad("a VM has at least one vCPU"));
-    }
-    if cpus > MAX_CPUS {
-        return Err(bad("more vCPUs than libvirt can ask for (65535)"));
-    }
+    let cpus = parse_cpu_count(cpus).map_err(|e| {
+        bad(match e {
+            BadCpuCount::NotANumber => "NCPUS is not a number",
+            BadCpuCount::Zero => "a VM has at least one vCPU",
+            BadCpuCount::TooMany => "more vCPUs than libvirt can ask for (65535)",
+        })
+    })?;
     let memory = match mib {
         None => 0,
         Some(m) if !m.is_empty() && m.bytes().all(|b| b.is_ascii_digit()) => m
