@@ -781,11 +781,12 @@ pub struct RunArgs {
     pub choice: PolicyArgs,
 
     /// Time between rounds (default: the policy's own; numad-like 5s,
-    /// others 1s).
+    /// others 1s); `advise` measures its one round over it, 5s at most.
     #[arg(long, value_name = "DURATION")]
     pub interval: Option<String>,
 
-    /// Decide and journal, apply nothing.
+    /// Decide and journal, apply nothing (`run`; `advise` never applies
+    /// and refuses it, as it refuses --journal, --state and --metrics).
     #[arg(long)]
     pub dry_run: bool,
 

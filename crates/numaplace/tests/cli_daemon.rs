@@ -36,6 +36,14 @@ fn bad_daemon_input_is_exit_2() {
         ),
         (vec!["run", "--all", "--interval", "0"], "at least 10ms"),
         (
+            vec!["advise", "--all", "--journal", "/tmp/j.jsonl"],
+            "--journal: the daemon's (numaplace run)",
+        ),
+        (
+            vec!["advise", "--all", "--dry-run", "--state", st],
+            "--dry-run, --state: the daemon's",
+        ),
+        (
             vec!["run", "--policy", "default"],
             "the scope names nothing",
         ),

@@ -592,6 +592,27 @@ impl Observer for Advice {
 }
 
 pub fn advise(args: &RunArgs) -> Result<()> {
+    // The daemon's flags that mean nothing for one round applied nowhere:
+    // refused rather than silently ignored (a config file may set them for
+    // the daemon; there they are not advise's concern).
+    let daemon_only: Vec<&str> = [
+        ("--dry-run", args.dry_run),
+        ("--journal", args.journal.is_some()),
+        ("--state", args.state.is_some()),
+        ("--metrics", args.metrics.is_some()),
+        ("--rounds", args.rounds.is_some()),
+    ]
+    .into_iter()
+    .filter_map(|(flag, given)| given.then_some(flag))
+    .collect();
+    if !daemon_only.is_empty() {
+        return Err(InputError(format!(
+            "{}: the daemon's (numaplace run); advise decides one round and applies nothing,              so it writes no journal or state and serves no metrics: leave {} out",
+            daemon_only.join(", "),
+            if daemon_only.len() == 1 { "it" } else { "them" }
+        ))
+        .into());
+    }
     let mut s = settings(args)?;
     let c = &s.config;
     if c.scope.is_empty() {
