@@ -117,10 +117,14 @@ pub(crate) fn settings(args: &RunArgs) -> Result<Settings> {
         }
         None => config.policy.build().default_interval(),
     };
-    // Once, at start: what discovery repaired in this machine's files.
+    // What discovery repaired in this machine's files, said once (a
+    // reload reads the machine again and finds the same).
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     let found = discover_repaired(&TopologySource::Sysfs(SysRoot::host()))?;
-    for r in &found.repairs {
-        tracing::warn!("topology repaired: {r}");
+    if !SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        for r in &found.repairs {
+            tracing::warn!("topology repaired: {r}");
+        }
     }
     let topology = restrict(found.topology.clone(), &config)?;
     let machine = config
