@@ -18,10 +18,9 @@ use numaplace_linux::live::LiveControl;
 use numaplace_policy::engine::Reconfigure;
 
 use crate::cli::RunArgs;
-use crate::commands::run::describe_scope;
 use crate::config::Config;
 use crate::daemon_settings::{Settings, settings};
-use crate::daemon_setup::engine_config;
+use crate::daemon_setup::{describe_scope, engine_config};
 
 /// What the running daemon was started with, and what it reloads.
 pub(crate) struct Reloader<'a> {

@@ -136,12 +136,7 @@ pub(crate) fn settings(args: &RunArgs) -> Result<Settings> {
     if let Some(l) = &config.metrics.listen {
         metrics::parse_listen(l)?;
     }
-    let synthetic = args
-        .choice
-        .counters_from
-        .as_deref()
-        .map(SyntheticCounters::load)
-        .transpose()?;
+    let synthetic = SyntheticCounters::load_given(args.choice.counters_from.as_deref())?;
     Ok(Settings {
         config,
         interval,

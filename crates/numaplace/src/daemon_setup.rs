@@ -322,3 +322,21 @@ impl Journal {
         }
     }
 }
+
+/// The scope's rules as the log names them.
+pub(crate) fn describe_scope(s: &Scope) -> String {
+    let mut parts = Vec::new();
+    if !s.pids.is_empty() {
+        parts.push(format!("pids {:?}", s.pids));
+    }
+    if !s.comms.is_empty() {
+        parts.push(format!("comms {:?}", s.comms));
+    }
+    if !s.cgroups.is_empty() {
+        parts.push(format!("cgroups {:?}", s.cgroups));
+    }
+    if s.vms {
+        parts.push("VMs".into());
+    }
+    parts.join(", ")
+}

@@ -212,6 +212,11 @@ pub struct SyntheticCounters {
 }
 
 impl SyntheticCounters {
+    /// `--counters-from`'s file, where one is given ([`SyntheticCounters::load`]).
+    pub fn load_given(path: Option<&Path>) -> Result<Option<SyntheticCounters>> {
+        path.map(SyntheticCounters::load).transpose()
+    }
+
     /// Reads and checks `path`; every error names it (exit 2).
     pub fn load(path: &Path) -> Result<SyntheticCounters> {
         let text =

@@ -265,12 +265,7 @@ fn replay_decisions(args: &ReplayArgs) -> Result<()> {
     let replay = Replay::open(&args.file)?;
     let header = replay.header().clone();
     let topology = restrict(header.topology.clone(), &config)?;
-    let synthetic = args
-        .choice
-        .counters_from
-        .as_deref()
-        .map(SyntheticCounters::load)
-        .transpose()?;
+    let synthetic = SyntheticCounters::load_given(args.choice.counters_from.as_deref())?;
     let page_size = config.engine.page_size;
     let policy = describe_policy(&config);
     let mut engine = Engine::new(config.policy.build(), config.scope.clone(), config.engine);

@@ -30,10 +30,10 @@ use crate::cli::RunArgs;
 use crate::commands::InputError;
 use crate::config::{Config, describe_policy};
 use crate::daemon_reload::{Reloader, Waited, wait_for_a_scope};
-use crate::daemon_settings::settings;
+use crate::daemon_settings::{Settings, settings};
 use crate::daemon_setup::{
-    Journal, StateGuard, collector_for, describe_decision, describe_left_alone, engine_config,
-    merge_scope, without_signals,
+    Journal, StateGuard, collector_for, describe_decision, describe_left_alone, describe_scope,
+    engine_config, merge_scope, without_signals,
 };
 use crate::metrics::{self, MetricsState};
 use crate::synthetic_counters::{Synthesized, SyntheticCounters};
@@ -235,24 +235,7 @@ pub fn run(args: &RunArgs) -> Result<()> {
     } else {
         Hands::Host(host)
     };
-    tracing::info!(
-        "numaplace {} running: policy {}, interval {:?}, {managed} processes in scope{}{}",
-        env!("CARGO_PKG_VERSION"),
-        describe_policy(c),
-        s.interval,
-        if c.dry_run { ", dry run" } else { "" },
-        if s.synthetic.is_some() {
-            ", SYNTHETIC counters (--counters-from)"
-        } else {
-            ""
-        }
-    );
-    if let Some(line) = s.machine_line() {
-        tracing::info!("{line}");
-    }
-    if let Some(line) = crate::daemon_setup::own_confinement(&s.topology) {
-        tracing::info!("{line}");
-    }
+    say_start(&s, managed);
 
     let live = LiveTelemetry::new(collector, s.interval, Instant::now() + s.interval, stop);
     reloader.control = Some(live.control());
@@ -326,6 +309,30 @@ pub fn run(args: &RunArgs) -> Result<()> {
         crate::output::say!("numaplace: stopped after {rounds} rounds; {report}");
     }
     stopped(&format_args!("restored: {report}"))
+}
+
+/// The daemon's start line at the default level (policy, interval,
+/// processes in scope), what its model runs on and its own confinement.
+fn say_start(s: &Settings, managed: usize) {
+    let c = &s.config;
+    tracing::info!(
+        "numaplace {} running: policy {}, interval {:?}, {managed} processes in scope{}{}",
+        env!("CARGO_PKG_VERSION"),
+        describe_policy(c),
+        s.interval,
+        if c.dry_run { ", dry run" } else { "" },
+        if s.synthetic.is_some() {
+            ", SYNTHETIC counters (--counters-from)"
+        } else {
+            ""
+        }
+    );
+    if let Some(line) = s.machine_line() {
+        tracing::info!("{line}");
+    }
+    if let Some(line) = crate::daemon_setup::own_confinement(&s.topology) {
+        tracing::info!("{line}");
+    }
 }
 
 /// Runs the daemon's loop. A bug in it (a panic) is caught, so that what
@@ -536,23 +543,6 @@ fn blind_policy(engine: &Engine, collector: &Collector, synthetic: bool) -> Vec<
         .into_iter()
         .map(|(names, what)| format!("policy {} without {names}: {what}", engine.policy_name()))
         .collect()
-}
-
-pub(crate) fn describe_scope(s: &Scope) -> String {
-    let mut parts = Vec::new();
-    if !s.pids.is_empty() {
-        parts.push(format!("pids {:?}", s.pids));
-    }
-    if !s.comms.is_empty() {
-        parts.push(format!("comms {:?}", s.comms));
-    }
-    if !s.cgroups.is_empty() {
-        parts.push(format!("cgroups {:?}", s.cgroups));
-    }
-    if s.vms {
-        parts.push("VMs".into());
-    }
-    parts.join(", ")
 }
 
 /// `numaplace advise`: one round on the live machine, printed, nothing

@@ -241,12 +241,7 @@ impl Local {
         // numa_maps only where the policy may act: reading every process's
         // each round would cost more than the view is worth.
         collector.set_memory_scope(Some(config.scope.clone()));
-        let synthetic = args
-            .choice
-            .counters_from
-            .as_deref()
-            .map(SyntheticCounters::load)
-            .transpose()?;
+        let synthetic = SyntheticCounters::load_given(args.choice.counters_from.as_deref())?;
         Ok(Local {
             engine,
             topology,
