@@ -44,6 +44,7 @@ use crate::powercap::{Rapl, energy_delta};
 use crate::procfs::{ProcError, ProcReader, TaskBuffers};
 use crate::resctrl::{Resctrl, mbm_delta};
 use crate::sysroot::SysRoot;
+use crate::uptime::read_uptime_ticks;
 use crate::vm::{VmDiscovery, VmSources};
 
 /// Bits of the first `sched_getaffinity` buffer (the kernel's largest
@@ -640,11 +641,13 @@ impl Collector {
                 resctrl: self.read_resctrl(),
                 clock_ticks: clock_ticks(),
                 numa_balancing: NumaBalancing::read(&self.root).between_nodes(),
+                uptime_ticks: read_uptime_ticks(&self.root, clock_ticks()),
             }
         } else {
             MachineReadings {
                 clock_ticks: clock_ticks(),
                 numa_balancing: NumaBalancing::read(&self.root).between_nodes(),
+                uptime_ticks: read_uptime_ticks(&self.root, clock_ticks()),
                 ..MachineReadings::default()
             }
         };

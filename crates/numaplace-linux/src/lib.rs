@@ -23,6 +23,7 @@ pub mod state;
 pub mod sysroot;
 pub mod taskiter;
 pub mod topology;
+pub mod uptime;
 pub mod vm;
 
 pub use collect::{CollectOptions, Collector};

@@ -111,6 +111,14 @@ pub struct CacheSignature {
 }
 
 impl Snapshot {
+    /// Seconds since a task or process that started at `start_time`
+    /// (clock ticks since boot) began, when the round was taken; `None`
+    /// where the world gave no uptime.
+    pub fn age_s(&self, start_time: u64) -> Option<f64> {
+        let now = self.machine.uptime_ticks?;
+        Some(now.saturating_sub(start_time) as f64 / self.machine.clock_ticks.max(1) as f64)
+    }
+
     /// The task `tid`. The collector and the simulator list tasks in tid
     /// order ([`Snapshot::sort_tasks`]), so this is a binary search, called
     /// per thread by policies; a list in any other order (a hand-made
@@ -149,6 +157,12 @@ pub struct MachineReadings {
     /// kernel has no such setting or it could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa_balancing: Option<bool>,
+    /// Clock ticks since boot when the round was taken (`/proc/uptime` in
+    /// [`MachineReadings::clock_ticks`]), the unit of a task's
+    /// `start_time`: how long a process has run
+    /// ([`Snapshot::age_s`]); `None` where unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uptime_ticks: Option<u64>,
 }
 
 fn default_clock_ticks() -> u64 {
@@ -215,6 +229,7 @@ impl Default for MachineReadings {
             resctrl: Vec::new(),
             clock_ticks: default_clock_ticks(),
             numa_balancing: None,
+            uptime_ticks: None,
         }
     }
 }

@@ -36,6 +36,7 @@ pub mod experiment;
 mod kernel;
 mod model_layout;
 pub mod predict;
+mod sight;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -329,7 +330,16 @@ pub struct Auto {
     /// [`Auto::cannot_pay`]'s fit of the round it was last asked in: per
     /// group, the bound on its gain, its threads fitted and its horizon.
     bounds: Option<(u64, model_layout::Bounds)>,
+    /// Groups looked at for a placement at first sight
+    /// ([`Auto::place_at_sight`]), each once.
+    sighted: BTreeSet<TaskId>,
 }
+
+/// A group is placed at first sight ([`Auto::place_at_sight`]) only if it
+/// started at most this long ago, seconds: before most of its memory is
+/// touched (a process first seen later, e.g. one running before the
+/// daemon started, has its memory where Linux put it).
+const YOUNG_S: f64 = 2.5;
 
 /// Rounds a group must have run, as a multiple of the measured rounds,
 /// before it is moved: a group starting up (caches and memory filling)
@@ -387,6 +397,7 @@ impl Auto {
             experiments: 0,
             verdicts: Vec::new(),
             first_seen: BTreeMap::new(),
+            sighted: BTreeSet::new(),
             following: Vec::new(),
             bounds: None,
             machine: None,
@@ -1377,6 +1388,9 @@ impl Policy for Auto {
             plan.push(a, why);
         }
         let following = self.follow(view, &mut plan);
+        if !self.layout_kept {
+            self.place_at_sight(view, &mut plan);
+        }
         if self.model_kept && !self.layout_kept {
             // The model's layout holds; threads that come are placed by
             // the model, and it is asked again now and then.

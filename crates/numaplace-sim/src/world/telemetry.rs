@@ -231,6 +231,7 @@ impl World {
                 resctrl: Vec::new(),
                 clock_ticks: TICKS as u64,
                 numa_balancing: Some(self.workload.linux.numa_balancing),
+                uptime_ticks: Some((self.time * TICKS) as u64),
             },
             samples,
             signatures,
