@@ -7,7 +7,7 @@
 //! the policies and below every world, so that no world depends on another
 //! to implement them.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -150,6 +150,58 @@ pub struct JournalEntry {
     pub reason: String,
     #[serde(flatten)]
     pub outcome: Outcome,
+    /// What the action changes, as the snapshot the policy decided on
+    /// showed it: with the action's own fields, the change as current ->
+    /// proposed. Absent where the snapshot did not show it (the task was
+    /// gone, its memory could not be read) and in journals written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current: Option<Current>,
+}
+
+/// What an action changes, as it is before the action: one field, the
+/// one of its kind. In a dry run it is as the earlier proposals left it
+/// (they are shown to the policy as if applied), so consecutive entries
+/// read as a diff.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Current {
+    /// The thread's CPUs (a pin: `cpus` is the proposed set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<CpuSet>,
+    /// The process's resident memory per node (kernel id), bytes (a
+    /// memory move: `to_node` is where it goes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<BTreeMap<u32, u64>>,
+    /// Whether the kernel's automatic NUMA balancing between nodes is on
+    /// (a machine-wide action: `on` is the proposed setting).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on: Option<bool>,
+}
+
+impl Current {
+    /// What `action` changes, as `s` shows it; `None` where `s` does not
+    /// (its task or process is gone, its memory was not read).
+    pub fn of(s: &Snapshot, action: &Action) -> Option<Current> {
+        match action {
+            Action::Pin { task, .. } => {
+                let t = s.task(task.tid).filter(|t| t.id() == *task)?;
+                Some(Current {
+                    cpus: Some(t.allowed_cpus.clone()),
+                    ..Current::default()
+                })
+            }
+            Action::MoveMemory { process, .. } | Action::MoveWindow { process, .. } => {
+                let g = s.group(process.tid).filter(|g| g.id() == *process)?;
+                Some(Current {
+                    memory: Some(g.memory_total()?),
+                    ..Current::default()
+                })
+            }
+            Action::KernelBalancing { .. } => Some(Current {
+                on: Some(s.machine.numa_balancing?),
+                ..Current::default()
+            }),
+        }
+    }
 }
 
 /// Applies nothing: keeps the actions it is asked to carry out and answers
@@ -190,5 +242,36 @@ impl Actuator for RecordingActuator {
             .get(&task)
             .cloned()
             .ok_or(AffinityError::Gone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A line written before entries said what they change still reads
+    /// (no `current`), and one written now carries it beside the fields
+    /// readers already know, under their old names.
+    #[test]
+    fn journal_lines_with_and_without_current_read() {
+        let old = r#"{"round":3,"time_unix_ns":9,"policy":"static","pid":10,"label":"app","action":"pin","task":{"tid":11,"start_time":7},"tgid":10,"cpus":"2-3","reason":"r","outcome":"not_applied"}"#;
+        let mut e: JournalEntry = serde_json::from_str(old).unwrap();
+        assert_eq!(e.current, None);
+        assert_eq!(
+            serde_json::to_string(&e).unwrap(),
+            old,
+            "unchanged without it"
+        );
+        e.current = Some(Current {
+            cpus: Some(CpuSet::parse_list("0-7").unwrap()),
+            ..Current::default()
+        });
+        let new = serde_json::to_string(&e).unwrap();
+        assert_eq!(
+            new,
+            old.replace(r#""}"#, r#"","current":{"cpus":"0-7"}}"#),
+            "{new}"
+        );
+        assert_eq!(serde_json::from_str::<JournalEntry>(&new).unwrap(), e);
     }
 }

@@ -25,6 +25,11 @@
 //!   asked again every round: after n refusals in a row it waits
 //!   2^(n-1) rounds (at most [`MAX_BACKOFF_ROUNDS`]), so a task numaplace
 //!   may not touch costs neither a syscall nor a journal line per round.
+//!
+//! Every journal entry carries what its action changes as the policy saw
+//! it ([`Current`]). In a dry run ([`Engine::as_if_applied`]) what was
+//! proposed and not applied is shown to the policy in the next rounds as
+//! if it had been ([`AsIfApplied`]), so each change is proposed once.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::ControlFlow;
@@ -34,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use numaplace_model::{Action, CpuSet, Outcome, Snapshot, TaskId, Topology};
 
+use crate::as_if_applied::{AsIfApplied, Proposing};
 use crate::{Policy, Scope, View};
 
 mod config;
@@ -45,7 +51,8 @@ pub use left_alone::LeftAloneNote;
 use memory_checks::{nodes_set_by_manager, outside_mems};
 
 pub use numaplace_model::world::{
-    Actuator, AffinityError, JournalEntry, NoGuard, Pair, PinGuard, RecordingActuator, Telemetry,
+    Actuator, AffinityError, Current, JournalEntry, NoGuard, Pair, PinGuard, RecordingActuator,
+    Telemetry,
 };
 
 /// What the caller of [`Engine::run`] sees of the loop: each journal entry
@@ -85,6 +92,9 @@ pub struct RoundReport {
     pub managed: usize,
     pub decided: usize,
     pub applied: usize,
+    /// Proposed and not applied: a dry run's (or advice's) actions.
+    #[serde(default)]
+    pub not_applied: usize,
     pub skipped: usize,
     pub refused: usize,
     pub gone: usize,
@@ -117,7 +127,8 @@ impl RoundReport {
     /// Counts one action's outcome.
     fn count(&mut self, outcome: &Outcome) {
         match outcome {
-            Outcome::Done | Outcome::NotApplied => self.applied += 1,
+            Outcome::Done => self.applied += 1,
+            Outcome::NotApplied => self.not_applied += 1,
             Outcome::Pages(p) => {
                 self.applied += 1;
                 self.pages_moved += p.moved;
@@ -179,6 +190,9 @@ pub struct EngineTotals {
     pub rounds: u64,
     pub decided: u64,
     pub applied: u64,
+    /// Proposed and not applied (a dry run).
+    #[serde(default)]
+    pub not_applied: u64,
     pub skipped: u64,
     pub refused: u64,
     pub gone: u64,
@@ -193,6 +207,7 @@ impl EngineTotals {
         self.rounds += 1;
         self.decided += report.decided as u64;
         self.applied += report.applied as u64;
+        self.not_applied += report.not_applied as u64;
         self.skipped += report.skipped as u64;
         self.refused += report.refused as u64;
         self.gone += report.gone as u64;
@@ -221,6 +236,9 @@ pub struct Engine {
     /// Each round's report carries the policy's classes of the groups
     /// ([`RoundReport::classes`]); off unless someone shows them.
     report_classes: bool,
+    /// A dry run's proposals, shown in the next rounds as if applied
+    /// ([`Engine::as_if_applied`]).
+    as_if: Option<AsIfApplied>,
 }
 
 impl Engine {
@@ -236,7 +254,22 @@ impl Engine {
             said: HashMap::new(),
             totals: EngineTotals::default(),
             report_classes: false,
+            as_if: None,
         }
+    }
+
+    /// A dry run from now on (`on`): each action the actuator answers
+    /// [`Outcome::NotApplied`] is taken as made, and the next rounds'
+    /// snapshots show it to the policy (and to the engine's own rules)
+    /// as if applied ([`AsIfApplied`]): a thread's CPUs as proposed, a
+    /// process's memory where it was to go, the kernel's balancing as it
+    /// was to be set, until the world shows that thread, process or
+    /// setting changed otherwise, or gone. So a policy that keeps to a
+    /// placement proposes it once, not every round. Off (the default),
+    /// what is not applied is proposed again while the policy wants it
+    /// (`advise` decides on its second round, after a baseline).
+    pub fn as_if_applied(&mut self, on: bool) {
+        self.as_if = on.then(|| AsIfApplied::new(self.config.page_size));
     }
 
     /// Goes on with `r`'s scope, limits and policy ([`Reconfigure`]).
@@ -323,6 +356,26 @@ impl Engine {
         guard: &mut dyn PinGuard,
         journal: &mut dyn FnMut(&JournalEntry),
     ) -> RoundReport {
+        // A dry run: the round sees its earlier proposals as if applied,
+        // and takes this round's so (the overlay is out of `self` for the
+        // round, lent to the actuator).
+        let mut as_if = self.as_if.take();
+        let taken_as_applied = as_if.is_some();
+        let shown;
+        let mut proposing;
+        let (s, actuator): (&Snapshot, &mut dyn Actuator) = match as_if.as_mut() {
+            Some(as_if) => {
+                let mut copy = s.clone();
+                as_if.show(&mut copy);
+                shown = copy;
+                proposing = Proposing {
+                    inner: actuator,
+                    as_if,
+                };
+                (&shown, &mut proposing)
+            }
+            None => (s, actuator),
+        };
         let managed = self.managed(s);
         self.forget_the_gone(s);
 
@@ -397,12 +450,21 @@ impl Engine {
             };
             self.back_off(key, &mut outcome, s.seq);
             report.count(&outcome);
+            if taken_as_applied
+                && outcome == Outcome::NotApplied
+                && let Action::Pin { task, cpus, .. } = &d.action
+            {
+                // Its affinity is numaplace's, as if set (the overlay
+                // shows it so), not one the thread chose.
+                self.applied.insert(*task, cpus.clone());
+            }
             journal(&JournalEntry {
                 round: s.seq,
                 time_unix_ns: s.time_unix_ns,
                 policy: self.policy.name().into(),
                 pid,
                 label: s.group(pid).map(|g| g.label()).unwrap_or_default(),
+                current: Current::of(s, &d.action),
                 action: d.action,
                 reason: d.reason,
                 outcome,
@@ -410,6 +472,7 @@ impl Engine {
         }
         report.apply_ns = start.elapsed().as_nanos() as u64;
         self.totals.add(&report);
+        self.as_if = as_if;
         report
     }
 

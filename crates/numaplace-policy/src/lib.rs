@@ -7,6 +7,7 @@
 //! [`engine::Telemetry`] and hands its plan to an [`engine::Actuator`].
 
 pub mod adaptive;
+pub mod as_if_applied;
 pub mod auto;
 pub mod brm;
 pub mod dino;

@@ -1271,3 +1271,185 @@ fn a_thread_its_owner_pinned_in_libvirt_is_left_alone_and_said_why() {
          (<vcpupin vcpu='0' cpuset='1'>)"
     );
 }
+
+/// `static`: threads 0 and 1 of `app` on CPUs 2 and 3, its memory on
+/// node 1; it asks again every round the snapshot shows them elsewhere.
+fn app_on_node_1() -> Box<dyn numaplace_policy::Policy> {
+    use numaplace_policy::static_placement::{StaticMemory, StaticParams, StaticPin};
+    let pin = |thread, cpus: &str| StaticPin {
+        process: "app".into(),
+        thread,
+        cpus: CpuSet::parse_list(cpus).unwrap(),
+    };
+    PolicyKind::Static(StaticParams {
+        pins: vec![pin(0, "2"), pin(1, "3")],
+        memory: vec![StaticMemory {
+            process: "app".into(),
+            node: 1,
+        }],
+    })
+    .build()
+}
+
+/// A dry run's engine: nothing applied, what it proposes shown next round
+/// as if applied.
+fn dry_run(migrate_mib_per_sec: u64) -> Engine {
+    let mut e = Engine::new(
+        app_on_node_1(),
+        every_process(),
+        EngineConfig {
+            migrate_mib_per_sec,
+            ..EngineConfig::default()
+        },
+    );
+    e.as_if_applied(true);
+    e
+}
+
+fn current_cpus(e: &JournalEntry) -> String {
+    e.current
+        .as_ref()
+        .and_then(|c| c.cpus.as_ref())
+        .unwrap()
+        .to_string()
+}
+
+fn current_memory(e: &JournalEntry) -> BTreeMap<u32, u64> {
+    e.current.clone().and_then(|c| c.memory).unwrap()
+}
+
+/// The machine does not change (nothing is applied): over ten rounds (of
+/// a second each: the rate limit lets the whole move through) each
+/// change is proposed once, not applied, with what it changes as it was;
+/// an engine that does not take them as applied (`advise`) proposes them
+/// every round.
+#[test]
+fn a_dry_run_proposes_each_change_once_with_what_it_changes() {
+    let mut e = dry_run(1024);
+    let mut journal = Vec::new();
+    for r in 1..=10 {
+        journal.extend(run(&mut e, &snapshot(r, 100 * r, "0-3")).0);
+    }
+    let said: Vec<String> = journal.iter().map(|j| format!("{:?}", j.action)).collect();
+    assert_eq!(journal.len(), 3, "{said:#?}");
+    assert!(
+        journal
+            .iter()
+            .all(|j| j.outcome == Outcome::NotApplied && j.round == 1)
+    );
+    let (pins, moves): (Vec<&JournalEntry>, Vec<&JournalEntry>) =
+        (journal.iter()).partition(|j| matches!(j.action, Action::Pin { .. }));
+    for (p, (tid, to)) in pins.iter().zip([(100, "2"), (101, "3")]) {
+        let Action::Pin { task, cpus, .. } = &p.action else {
+            unreachable!()
+        };
+        assert_eq!((task.tid, cpus.to_string()), (tid, to.to_string()));
+        assert_eq!(current_cpus(p), "0-3", "{p:?}");
+    }
+    assert!(matches!(
+        moves[0].action,
+        Action::MoveMemory { to_node: 1, .. }
+    ));
+    assert_eq!(current_memory(moves[0]), [(0, 512 * MIB)].into());
+    let t = e.totals();
+    assert_eq!((t.rounds, t.not_applied, t.applied), (10, 3, 0), "{t:?}");
+
+    // As a line of the journal: the change's fields as before, and beside
+    // them what it changes.
+    let line = serde_json::to_string(pins[0]).unwrap();
+    assert!(line.contains(r#""action":"pin""#), "{line}");
+    assert!(line.contains(r#""cpus":"2""#), "{line}");
+    assert!(line.contains(r#""current":{"cpus":"0-3"}"#), "{line}");
+    assert!(line.contains(r#""outcome":"not_applied""#), "{line}");
+
+    let mut every_round = Engine::new(app_on_node_1(), every_process(), EngineConfig::default());
+    let mut proposed = 0;
+    for r in 1..=10 {
+        proposed += run(&mut every_round, &snapshot(r, 100 * r, "0-3")).0.len();
+    }
+    assert_eq!(proposed, 30);
+}
+
+/// A memory move the rate limit cuts short is proposed again for what
+/// is left, from where the first left it: consecutive entries read as a
+/// diff.
+#[test]
+fn a_dry_runs_memory_move_cut_short_goes_on_from_where_it_left_off() {
+    let mut e = dry_run(256);
+    let mut moves = Vec::new();
+    for r in 1..=10 {
+        let (j, _) = run(&mut e, &snapshot(r, 100 * r, "0-3"));
+        moves.extend(j.into_iter().filter(|j| j.action.moves_memory()));
+    }
+    let now: Vec<BTreeMap<u32, u64>> = moves.iter().map(current_memory).collect();
+    assert_eq!(
+        now,
+        [
+            [(0, 512 * MIB)].into(),
+            [(0, 256 * MIB), (1, 256 * MIB)].into()
+        ],
+        "{moves:#?}"
+    );
+}
+
+/// What a dry run takes as applied gives way to the world: a thread
+/// that set its own CPUs since is left alone (as after a real pin), and
+/// a thread that took a reused tid is a new thread, proposed for from
+/// its own CPUs; a restarted process's memory is proposed again.
+#[test]
+fn a_dry_run_drops_what_the_world_changed_and_never_lends_it_to_a_reused_id() {
+    let mut e = dry_run(1024);
+    assert_eq!(run(&mut e, &snapshot(1, 100, "0-3")).0.len(), 3);
+    let mut s = snapshot(2, 200, "0-3");
+    s.tasks[0].allowed_cpus = CpuSet::parse_list("1").unwrap();
+    s.tasks[1].start_time += 1;
+    s.groups[0].start_time += 1;
+    let (j, _) = run(&mut e, &s);
+    let of = |tid: i32| {
+        (j.iter())
+            .find(|e| matches!(&e.action, Action::Pin { task, .. } if task.tid == tid))
+            .unwrap()
+    };
+    assert!(
+        matches!(&of(100).outcome, Outcome::Skipped { why } if why.contains("left alone")),
+        "{:?}",
+        of(100)
+    );
+    assert_eq!(current_cpus(of(100)), "1");
+    assert_eq!(of(101).outcome, Outcome::NotApplied);
+    assert_eq!(
+        current_cpus(of(101)),
+        "0-3",
+        "not the pin proposed for the old 101"
+    );
+    let moved: Vec<&JournalEntry> = j.iter().filter(|e| e.action.moves_memory()).collect();
+    assert_eq!(moved.len(), 1, "{j:#?}");
+    assert_eq!(current_memory(moved[0]), [(0, 512 * MIB)].into());
+}
+
+/// In a dry run the kernel's balancing proposed on is shown on in the
+/// next rounds, until the world shows the setting changed otherwise (the
+/// operator's change wins, and the proposal is made again from there).
+#[test]
+fn a_dry_run_shows_the_kernels_balancing_as_proposed_until_the_operator_changes_it() {
+    let mut e = Engine::new(
+        Box::new(BalancingOnThenMove),
+        every_process(),
+        EngineConfig::default(),
+    );
+    e.as_if_applied(true);
+    let mut machine_wide = |seq: u64, now: bool| {
+        let mut s = snapshot(seq, 100 * seq, "0-3");
+        s.machine.numa_balancing = Some(now);
+        let (j, _) = run(&mut e, &s);
+        let k = j.into_iter().find(|j| j.action.machine_wide()).unwrap();
+        (k.current.clone().and_then(|c| c.on), k.outcome)
+    };
+    assert_eq!(machine_wide(1, false), (Some(false), Outcome::NotApplied));
+    let (now, outcome) = machine_wide(2, false);
+    assert_eq!(now, Some(true));
+    assert!(format!("{outcome:?}").contains("already on"), "{outcome:?}");
+    // The operator turned it on, then off again.
+    assert!(format!("{:?}", machine_wide(3, true).1).contains("already on"));
+    assert_eq!(machine_wide(4, false), (Some(false), Outcome::NotApplied));
+}

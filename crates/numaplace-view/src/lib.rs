@@ -110,7 +110,7 @@ pub struct DecisionRow {
     pub time_unix_ns: u64,
     pub pid: i32,
     pub label: String,
-    /// The action, in words (`pin thread 12 to CPUs 0-3`).
+    /// The action, in words (`pin thread 12 from CPUs 0-7 to CPUs 0-3`).
     pub action: String,
     pub reason: String,
     /// What became of it (`done`, `not applied`, `refused: ...`).

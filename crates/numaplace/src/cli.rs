@@ -787,6 +787,9 @@ pub struct RunArgs {
 
     /// Decide and journal, apply nothing (`run`; `advise` never applies
     /// and refuses it, as it refuses --journal, --state and --metrics).
+    /// Each change is proposed once, journalled from what it changes
+    /// (`current`) to what it proposes, outcome not_applied, and shown to
+    /// the policy in the next rounds as if applied.
     #[arg(long)]
     pub dry_run: bool,
 

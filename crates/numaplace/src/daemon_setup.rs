@@ -153,10 +153,11 @@ pub(crate) fn collector_for(engine: &Engine, c: &Config) -> Collector {
     collector
 }
 
-/// A journal entry for people: `app (pid 12): pin thread 13 to CPUs 2-3`
-/// and, on the next line, `because <reason>`; names and reasons escaped.
+/// A journal entry for people: `app (pid 12): pin thread 13 from CPUs 0-7
+/// to CPUs 2-3` and, on the next line, `because <reason>`; names and
+/// reasons escaped.
 pub(crate) fn describe_decision(e: &JournalEntry) -> String {
-    let what = crate::top_state::describe_action(&e.action);
+    let what = crate::top_state::describe_action(&e.action, e.current.as_ref());
     if e.action.machine_wide() {
         return format!("the machine: {what}\n    because {}", printable(&e.reason));
     }

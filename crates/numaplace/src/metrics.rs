@@ -107,16 +107,25 @@ pub fn render(m: &MetricsState) -> String {
         "Rounds the engine ran.",
         &one(t.rounds.to_string()),
     );
+    // A dry run applies nothing: its actions are `not_applied`, as its
+    // journal says, and it has no `applied` line (nor a real run a
+    // `not_applied` one), unless one was counted.
+    let outcomes: Vec<(String, String)> = [
+        ("applied", t.applied, !m.dry_run),
+        ("not_applied", t.not_applied, m.dry_run),
+        ("skipped", t.skipped, true),
+        ("refused", t.refused, true),
+        ("gone", t.gone, true),
+    ]
+    .into_iter()
+    .filter(|&(_, n, always)| always || n > 0)
+    .map(|(outcome, n, _)| (format!("{{outcome=\"{outcome}\"}}"), n.to_string()))
+    .collect();
     metric(
         "numaplace_actions_total",
         "counter",
-        "Actions the policy decided, by what became of them.",
-        &[
-            ("{outcome=\"applied\"}".into(), t.applied.to_string()),
-            ("{outcome=\"skipped\"}".into(), t.skipped.to_string()),
-            ("{outcome=\"refused\"}".into(), t.refused.to_string()),
-            ("{outcome=\"gone\"}".into(), t.gone.to_string()),
-        ],
+        "Actions the policy decided, by what became of them (a dry run's are not_applied).",
+        &outcomes,
     );
     metric(
         "numaplace_log_lines_lost_total",
@@ -513,6 +522,37 @@ mod tests {
         std::fs::write(&file, "keep").unwrap();
         assert!(serve(&Listen::Unix(file.clone()), shared, false).is_err());
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep");
+    }
+
+    /// A dry run's actions are counted as its journal says them,
+    /// `not_applied`, and it shows no `applied` line at all; a real run
+    /// the other way round.
+    #[test]
+    fn a_dry_run_counts_its_actions_as_not_applied_never_as_applied() {
+        let mut dry = MetricsState {
+            dry_run: true,
+            ..MetricsState::default()
+        };
+        dry.totals.not_applied = 3;
+        dry.totals.skipped = 1;
+        let text = render(&dry);
+        assert!(
+            text.contains("numaplace_actions_total{outcome=\"not_applied\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("numaplace_actions_total{outcome=\"skipped\"} 1\n"),
+            "{text}"
+        );
+        assert!(!text.contains("outcome=\"applied\""), "{text}");
+        let mut real = MetricsState::default();
+        real.totals.applied = 2;
+        let text = render(&real);
+        assert!(
+            text.contains("numaplace_actions_total{outcome=\"applied\"} 2\n"),
+            "{text}"
+        );
+        assert!(!text.contains("outcome=\"not_applied\""), "{text}");
     }
 
     fn scrape(mut s: impl Read + Write) -> String {

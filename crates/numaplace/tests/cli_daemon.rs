@@ -289,8 +289,11 @@ fn advise_prints_the_plan_and_applies_nothing() {
         .unwrap();
     let out = text(&o.stdout);
     assert!(o.status.success(), "{}", text(&o.stderr));
+    // From the CPUs the thread has to those proposed.
     assert!(
-        out.contains(&format!("(pid {pid}): pin thread {pid} to CPUs 0")),
+        out.contains(&format!(
+            "(pid {pid}): pin thread {pid} from CPUs {before} to CPUs 0"
+        )),
         "{out}"
     );
     assert!(out.contains("because static placement:"), "{out}");
@@ -595,6 +598,90 @@ fn dry_run_needs_no_state_and_changes_nothing() {
     assert_eq!(affinity(pid), before);
     let j = std::fs::read_to_string(&journal).unwrap();
     assert!(j.contains("\"outcome\":\"not_applied\""), "{j}");
+}
+
+/// `GET /metrics` on a daemon's UNIX socket; empty while it does not
+/// answer (not listening yet).
+fn scrape(sock: &std::path::Path) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::os::unix::net::UnixStream::connect(sock) else {
+        return String::new();
+    };
+    let mut body = String::new();
+    if s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").is_err()
+        || s.read_to_string(&mut body).is_err()
+    {
+        return String::new();
+    }
+    body
+}
+
+/// A metric's value in a scrape, where it has one.
+fn metric(scrape: &str, name: &str) -> Option<u64> {
+    scrape
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// A dry run is a diff: nothing is applied, so the test process keeps its
+/// CPUs round after round, and yet the pin is proposed once over ten
+/// rounds and more, journalled from the CPUs the thread has to those
+/// proposed; `/metrics` counts it as the journal says, not applied, and
+/// has no `applied` outcome at all.
+#[test]
+fn a_dry_run_journals_each_proposal_once_from_current_to_proposed() {
+    let child = busy_child();
+    let pid = child.id().to_string();
+    let before = affinity(child.id());
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("np.toml");
+    std::fs::write(&config, PIN_SH_TO_CPU_0).unwrap();
+    let journal = dir.path().join("j.jsonl");
+    let sock = dir.path().join("metrics.sock");
+    let log = dir.path().join("stderr");
+    let mut daemon = Service(
+        Command::new(env!("CARGO_BIN_EXE_numaplace"))
+            .args(["run", "--dry-run", "--cpus", "0", "--interval", "100ms"])
+            .args(["--pid", &pid, "--metrics"])
+            .arg(format!("unix:{}", sock.display()))
+            .arg("--config")
+            .arg(&config)
+            .arg("--journal")
+            .arg(&journal)
+            .env_remove("RUST_LOG")
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("ten rounds", || {
+        metric(&scrape(&sock), "numaplace_rounds_total").is_some_and(|n| n >= 10)
+    });
+    let metrics = scrape(&sock);
+    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    let status = daemon.wait().unwrap();
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{said}");
+    assert_eq!(affinity(child.id()), before, "nothing applied");
+
+    let j = std::fs::read_to_string(&journal).unwrap();
+    let entries: Vec<serde_json::Value> = j
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(entries.len(), 1, "one proposal, once: {j}");
+    let e = &entries[0];
+    assert_eq!(e["action"], "pin", "{j}");
+    assert_eq!(e["task"]["tid"].to_string(), pid, "{j}");
+    assert_eq!(e["cpus"], "0", "proposed: {j}");
+    assert_eq!(e["current"]["cpus"], before.as_str(), "current: {j}");
+    assert_eq!(e["outcome"], "not_applied", "{j}");
+
+    assert_eq!(
+        metric(&metrics, "numaplace_actions_total{outcome=\"not_applied\"}"),
+        Some(1),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("outcome=\"applied\""), "{metrics}");
 }
 
 /// The service as the Debian package installs it: its config names no

@@ -394,14 +394,23 @@ fn replay_a_policy_on_a_recording() {
         "{out}"
     );
     assert!(
-        out.contains("hog (pid 100): pin thread 100 to CPUs 2-3"),
+        out.contains("hog (pid 100): pin thread 100 from CPUs 0-3 to CPUs 2-3"),
         "{out}"
     );
     assert!(
-        out.contains("hog (pid 100): pin thread 101 to CPUs 2-3"),
+        out.contains("hog (pid 100): pin thread 101 from CPUs 0-3 to CPUs 2-3"),
         "{out}"
     );
     assert!(out.contains("50% of its 512 MiB is there so far"), "{out}");
+    // Each from where the moves before it left the memory.
+    assert!(
+        out.contains("move memory to node 1 (now: node 0 512 MiB)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("move memory to node 1 (now: node 0 256 MiB, node 1 256 MiB)\n"),
+        "{out}"
+    );
     assert!(
         out.contains(
             "6 rounds: 2 pins of 2 threads, 2 memory moves and 0 page-window moves (131072 pages)"
@@ -469,8 +478,14 @@ fn replay_a_policy_on_a_recording() {
     // across nodes, away from its memory).
     let pins: Vec<&str> = out.lines().filter(|l| l.contains(": pin thread")).collect();
     assert_eq!(pins.len(), 2, "{out}");
-    assert!(pins[0].ends_with("thread 100 to CPUs 0"), "{out}");
-    assert!(pins[1].ends_with("thread 101 to CPUs 0-1"), "{out}");
+    assert!(
+        pins[0].ends_with("thread 100 from CPUs 0-3 to CPUs 0"),
+        "{out}"
+    );
+    assert!(
+        pins[1].ends_with("thread 101 from CPUs 0-3 to CPUs 0-1"),
+        "{out}"
+    );
     assert!(out.contains("left to Linux within them"), "{out}");
 
     // A config without [policy] replays auto, the daemon's default; the

@@ -241,8 +241,16 @@ fn top_shows_the_daemons_nodes_groups_and_decisions_under_tmux() {
         p.contains("decisions:") && p.contains("because static placement")
     });
     keep(dir.path(), "decisions", &decisions);
+    // From the CPUs it has (nothing is applied) to those proposed.
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let cpus = (status.lines())
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim();
     assert!(
-        decisions.contains(&format!("python3 (pid {pid}): pin thread {pid} to CPUs 0")),
+        decisions.contains(&format!(
+            "python3 (pid {pid}): pin thread {pid} from CPUs {cpus} to CPUs 0"
+        )),
         "{decisions}"
     );
     assert!(decisions.contains("-> not applied"), "{decisions}");

@@ -228,6 +228,9 @@ pub fn run(args: &RunArgs) -> Result<()> {
     let mut engine = Engine::new(s.policy(), c.scope.clone(), engine_config(c, balancing));
     // `GET /state` shows the policy's classes of the groups.
     engine.report_classes(c.metrics.listen.is_some());
+    // A dry run proposes each change once: what it proposed is shown to
+    // the policy in the next rounds as if applied.
+    engine.as_if_applied(c.dry_run);
     let (mut collector, managed) = start_collecting(&engine, c, balancing, s.synthetic.as_mut())?;
     collector.share_libvirt_domains(Arc::clone(&domains));
     let hands = if c.dry_run {

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use numaplace_model::world::JournalEntry;
+use numaplace_model::world::{Current, JournalEntry};
 use numaplace_model::{Counter, GroupKind, Outcome, Scope, Snapshot, TaskId, Topology};
 use numaplace_policy::engine::RoundReport;
 pub use numaplace_view::{
@@ -62,7 +62,7 @@ impl StateBuilder {
             time_unix_ns: e.time_unix_ns,
             pid: e.pid,
             label: bounded(&e.label, MAX_LABEL),
-            action: bounded(&describe_action(&e.action), MAX_REASON),
+            action: bounded(&describe_action(&e.action, e.current.as_ref()), MAX_REASON),
             reason: bounded(&e.reason, MAX_REASON),
             outcome: bounded(&describe_outcome(&e.outcome), MAX_REASON),
         });
@@ -280,19 +280,49 @@ impl Feed<'_> {
     }
 }
 
-/// An action in words, as the journal's readers see it.
-pub fn describe_action(a: &numaplace_model::Action) -> String {
+/// An action in words, as the journal's readers see it, with what it
+/// changes as it was (`current`, where the entry has it): `pin thread 13
+/// from CPUs 0-7 to CPUs 2-3`, `move memory to node 1 (now: node 0 512
+/// MiB)`, `turn the kernel's automatic NUMA balancing off (now on)`.
+pub fn describe_action(a: &numaplace_model::Action, current: Option<&Current>) -> String {
     use numaplace_model::Action;
+    let memory_now = || {
+        current
+            .and_then(|c| c.memory.as_ref())
+            .map_or_else(String::new, |m| {
+                let held: Vec<String> = (m.iter().filter(|(_, b)| **b > 0))
+                    .map(|(n, b)| format!("node {n} {}", crate::report::topology::bytes(*b)))
+                    .collect();
+                if held.is_empty() {
+                    " (now: none resident)".into()
+                } else {
+                    format!(" (now: {})", held.join(", "))
+                }
+            })
+    };
     match a {
-        Action::Pin { task, cpus, .. } => format!("pin thread {} to CPUs {cpus}", task.tid),
-        Action::MoveMemory { to_node, .. } => format!("move memory to node {to_node}"),
+        Action::Pin { task, cpus, .. } => match current.and_then(|c| c.cpus.as_ref()) {
+            Some(now) => format!("pin thread {} from CPUs {now} to CPUs {cpus}", task.tid),
+            None => format!("pin thread {} to CPUs {cpus}", task.tid),
+        },
+        Action::MoveMemory { to_node, .. } => {
+            format!("move memory to node {to_node}{}", memory_now())
+        }
         Action::MoveWindow {
             to_node, address, ..
-        } => format!("move pages around {address:#x} to node {to_node}"),
-        Action::KernelBalancing { on } => format!(
-            "turn the kernel's automatic NUMA balancing {}",
-            if *on { "on" } else { "off" }
+        } => format!(
+            "move pages around {address:#x} to node {to_node}{}",
+            memory_now()
         ),
+        Action::KernelBalancing { on } => {
+            let word = |on: bool| if on { "on" } else { "off" };
+            let now = current.and_then(|c| c.on);
+            format!(
+                "turn the kernel's automatic NUMA balancing {}{}",
+                word(*on),
+                now.map_or_else(String::new, |n| format!(" (now {})", word(n)))
+            )
+        }
     }
 }
 

@@ -236,6 +236,8 @@ impl Local {
             crate::daemon_setup::engine_config(&config, balancing),
         );
         engine.report_classes(true);
+        // As a dry-run daemon: each change proposed once, in the decisions.
+        engine.as_if_applied(true);
         let mut collector = crate::daemon_setup::collector_for(&engine, &config);
         collector.set_numa_faults(balancing.balances_between_nodes());
         // numa_maps only where the policy may act: reading every process's
