@@ -40,8 +40,12 @@ build_packages=(gcc libc6-dev pkg-config libhwloc-dev libudev-dev ca-certificate
 # numad, crates/numaplace/tests/qemu_libvirt_numad.rs), libvirt-daemon and
 # libvirt-clients (libvirtd and virsh, run inside the 2-node guest from the
 # host's /usr: numaplace placing libvirt's domains through libvirt,
-# crates/numaplace/tests/qemu_libvirt_daemon.rs, tests/vm/guest-libvirt-bed.sh).
-test_packages=(hwloc bzip2 xz-utils tar qemu-system-x86 busybox-static cpio numactl g++ dpkg-dev python3 libpfm4 tmux libvirt-daemon-driver-qemu libvirt-daemon libvirt-clients)
+# crates/numaplace/tests/qemu_libvirt_daemon.rs, tests/vm/guest-libvirt-bed.sh),
+# mmdebstrap (the Debian root file system, systemd and all, that the boot
+# test's guest runs the package's unit in, built once from a Debian mirror
+# and kept in tests/vm/work/: crates/numaplace/tests/qemu_guest_systemd.rs,
+# tests/vm/guest-systemd-test.sh).
+test_packages=(hwloc bzip2 xz-utils tar qemu-system-x86 busybox-static cpio numactl g++ dpkg-dev python3 libpfm4 tmux libvirt-daemon-driver-qemu libvirt-daemon libvirt-clients mmdebstrap)
 
 fail() { # one line, exit 2: what this machine lacks and what to do
     echo "setup.sh: $*" >&2
@@ -184,12 +188,16 @@ test_suite() {
     set -e
     [ "$status" -ne 0 ] || status=$s
 
-    say "the Debian package and its file list"
+    # Then the package's unit under Debian's systemd in a QEMU guest (the
+    # boot test: about a minute to build its root file system the first
+    # time, a few to boot and run).
+    say "the Debian package, its file list and its unit under systemd"
     set +e
     (build_deb)
     s=$?
     if [ "$s" -eq 0 ]; then
-        cargo test --workspace --locked --test package -- --ignored 2>&1 | tee -a "$log"
+        cargo test --workspace --locked --test package --test qemu_guest_systemd \
+            -- --ignored --test-threads=1 2>&1 | tee -a "$log"
         s=${PIPESTATUS[0]}
     fi
     set -e

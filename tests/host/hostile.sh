@@ -365,11 +365,13 @@ PY
 
     # Issue 33: the kernel's BTF as a FIFO (doctor hung) and as /dev/zero
     # (read unbounded), bind-mounted in a private mount namespace only.
+    # `--policy default` reads no signal, so doctor's exit status is 0 on
+    # any machine (auto's would be 3 where there are no counters).
     if [ -f /sys/kernel/btf/vmlinux ] && unshare -m true 2>/dev/null; then
         mkfifo "$work/btf-fifo"
         for fake in "$work/btf-fifo" /dev/zero; do
             row "doctor with the kernel's BTF as $(basename "$fake")" 0 -- \
-                unshare -m sh -c 'mount --bind "$0" /sys/kernel/btf/vmlinux && exec "$1" doctor' "$fake" "$bin"
+                unshare -m sh -c 'mount --bind "$0" /sys/kernel/btf/vmlinux && exec "$1" doctor --policy default' "$fake" "$bin"
             if grep -q "cannot read the kernel's BTF" "$work/out"; then
                 echo "     (doctor says the BTF cannot be read)"
             else

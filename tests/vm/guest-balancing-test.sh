@@ -181,8 +181,11 @@ CONF
   add "\"record_stderr\": \$(json_text /tmp/np/rec.err)"
   # What numaplace can read and do here (balancing on, 2 nodes, no PMU).
   echo "guest: --- numaplace doctor ---"; numaplace doctor; echo "guest: ---"
-  numaplace doctor --json > /tmp/np/doctor.json 2> /tmp/np/doctor.err \
-    || { echo "guest: numaplace doctor failed"; cat /tmp/np/doctor.err; echo null > /tmp/np/doctor.json; }
+  # Exit status 3: the default policy (auto) reads counters the guest lacks.
+  numaplace doctor --json > /tmp/np/doctor.json 2> /tmp/np/doctor.err
+  st=\$?
+  [ "\$st" = 0 ] || [ "\$st" = 3 ] \
+    || { echo "guest: numaplace doctor failed (\$st)"; cat /tmp/np/doctor.err; echo null > /tmp/np/doctor.json; }
   add "\"doctor\": \$(cat /tmp/np/doctor.json)"
   kill -TERM \$D
   i=0

@@ -86,9 +86,18 @@ pub enum Command {
     /// through: where each comes from on this machine (events and their
     /// encodings, files, syscalls), whether it works, which policies read
     /// it, and the one thing to do where it does not.
-    #[command(after_help = "Examples:\n  \
+    /// Each row that needs a capability says whether numaplace has it and,
+    /// if not, the unit line that grants it.
+    #[command(
+        after_help = "Exit status: 0 when every signal and interface the configured \
+        policy reads works here (the policy of --policy, else of --config or \
+        /etc/numaplace/numaplace.toml, else auto); 3 when one does not (the last line names \
+        them), for a readiness probe; 1 on an error, 2 on a bad argument or config.\n\n\
+        Examples:\n  \
         numaplace doctor\n  \
-        numaplace doctor --json")]
+        numaplace doctor --policy numad-like      (exit status 0 if numad-like has all it reads)\n  \
+        numaplace doctor --config /etc/numaplace/numaplace.toml --json"
+    )]
     Doctor(DoctorArgs),
 
     /// Record what numaplace sees, one snapshot per interval, as JSON lines
@@ -285,9 +294,22 @@ pub struct GuestArgs {
 /// `numaplace doctor`.
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
-    /// Print JSON for programs instead of the table
+    /// Print JSON for programs instead of the table: one object per row,
+    /// with `caps` (what its feature needs, what is missing) and `needed`
+    /// (whether the configured policy reads it)
     #[arg(long)]
     pub json: bool,
+
+    /// Judge the exit status by this policy (auto, numad-like, dino, ...)
+    /// instead of the config's
+    #[arg(long, value_name = "NAME")]
+    pub policy: Option<String>,
+
+    /// The config whose policy (and `[scope] all`, `[engine]
+    /// manage_kernel_balancing`) decides what is needed; default
+    /// /etc/numaplace/numaplace.toml when present, as `run` reads it
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// `numaplace completions`: a shell's completion script.

@@ -62,7 +62,11 @@ fn main() -> ExitCode {
         Command::Topology(args) => commands::topology::run(&args),
         Command::Tasks(args) => commands::tasks::run(&args),
         Command::Guest(args) => commands::guest::run(&args),
-        Command::Doctor(args) => commands::doctor::run(&args),
+        Command::Doctor(args) => match commands::doctor::run(&args) {
+            // Not ready for the configured policy: the report said why.
+            Ok(status @ 1..) => return ExitCode::from(status),
+            other => other.map(|_| ()),
+        },
         Command::Record(args) => commands::record::record(&args),
         Command::Replay(args) => commands::record::replay(&args),
         Command::Run(args) => commands::run::run(&args),

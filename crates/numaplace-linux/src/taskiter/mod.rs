@@ -186,7 +186,9 @@ fn bpf(cmd: libc::c_long, attr: &mut [u8; ATTR_SIZE]) -> std::io::Result<OwnedFd
 fn permission_hint(e: &std::io::Error) -> String {
     match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => {
-            "; loading BPF needs CAP_BPF and CAP_PERFMON (run as root)".to_string()
+            "; loading BPF needs CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN (`numaplace doctor` \
+             says which this process lacks)"
+                .to_string()
         }
         Some(libc::ENOSYS) => "; this kernel has no bpf(2)".to_string(),
         _ => String::new(),
