@@ -7,7 +7,9 @@
 //! Every trial, verdict and rollback is in the journal with its numbers
 //! (the reasons of the actions that start and undo it).
 //!
-//! Its moves, in the order it tries them:
+//! With `place-at-start`, a group that has just started is placed at
+//! first sight, before it touches its memory ([`sight`]), without an
+//! experiment. Its moves, in the order it tries them:
 //! - DI-Migrate's layout of the whole machine ([`LAYOUT`], \[Blagodurov11\]
 //!   §3.2), once the groups are past their start: one experiment over
 //!   every group, judged as one (a layout's gain is the machine's, spread
@@ -65,6 +67,11 @@ pub struct AutoParams {
     /// Rounds at most that a move may take to carry out (memory moving at
     /// the engine's rate limit) before it is judged anyway.
     pub max_settle_rounds: usize,
+    /// Groups that have just started are gathered onto a node at first
+    /// sight, before they touch their memory ([`sight`]). Off by default:
+    /// it gains on the mean and loses badly on some mixes
+    /// (docs/policies.md, "Eighth session").
+    pub place_at_start: bool,
 }
 
 impl Default for AutoParams {
@@ -75,6 +82,7 @@ impl Default for AutoParams {
             margin_percent: j.margin * 100.0,
             backoff_rounds: j.backoff_rounds,
             max_settle_rounds: 10,
+            place_at_start: false,
         }
     }
 }
@@ -1388,7 +1396,7 @@ impl Policy for Auto {
             plan.push(a, why);
         }
         let following = self.follow(view, &mut plan);
-        if !self.layout_kept {
+        if self.params.place_at_start && !self.layout_kept {
             self.place_at_sight(view, &mut plan);
         }
         if self.model_kept && !self.layout_kept {

@@ -148,6 +148,13 @@ mod tests {
     use super::super::{Auto, AutoParams};
     use crate::testutil::{decide, pins, process, task};
 
+    fn on() -> AutoParams {
+        AutoParams {
+            place_at_start: true,
+            ..AutoParams::default()
+        }
+    }
+
     /// Two nodes of four cores, two hardware threads each.
     fn topo() -> Topology {
         Topology::synthetic("pack:2 numa:1 l3:1 core:4 pu:2").unwrap()
@@ -215,7 +222,7 @@ mod tests {
     #[test]
     fn groups_that_just_started_are_gathered_each_onto_idle_cores_of_a_node_of_its_own() {
         let t = topo();
-        let mut auto = Auto::new(AutoParams::default());
+        let mut auto = Auto::new(on());
         let s = round(&t, 0, 51, &[(100, 3), (200, 2)]);
         let plan = decide(&mut auto, &t, &s);
         let at = placed(&t, &s, &plan);
@@ -235,6 +242,9 @@ mod tests {
                 .iter()
                 .all(|d| d.reason.contains("first seen"))
         );
+        // Off (the default), nothing is placed at first sight.
+        let mut off = Auto::new(AutoParams::default());
+        assert!(pins(&decide(&mut off, &t, &s)).is_empty());
         // Each group is looked at once.
         let again = decide(&mut auto, &t, &round(&t, 1, 151, &[(100, 3), (200, 2)]));
         assert!(pins(&again).is_empty(), "{again:?}");
@@ -243,7 +253,7 @@ mod tests {
     #[test]
     fn a_group_goes_where_its_memory_already_is() {
         let t = topo();
-        let mut auto = Auto::new(AutoParams::default());
+        let mut auto = Auto::new(on());
         let mut s = round(&t, 0, 51, &[(100, 2), (200, 2)]);
         s.groups[1].memory = Some(BTreeMap::from([(
             1,
@@ -265,7 +275,7 @@ mod tests {
     fn old_bound_spread_lone_crowded_or_ageless_groups_are_left_alone() {
         let t = topo();
         let none = |s: &Snapshot| {
-            let mut auto = Auto::new(AutoParams::default());
+            let mut auto = Auto::new(on());
             pins(&decide(&mut auto, &t, s))
         };
         assert!(
