@@ -14,6 +14,7 @@
 //! reads memory only for the processes a policy may act on.
 
 mod carry;
+mod faults;
 mod held;
 mod iterated;
 mod kept_memory;
@@ -29,6 +30,7 @@ use numaplace_model::{
 use thiserror::Error;
 
 use self::carry::CarryOver;
+use self::faults::FaultCounts;
 use self::held::HeldStats;
 use self::iterated::Iterated;
 use self::kept_memory::KeptMemory;
@@ -36,6 +38,7 @@ use self::kept_memory::KeptMemory;
 use crate::balancing::NumaBalancing;
 use crate::confinement::Confinements;
 use crate::nodes::read_node_meminfo;
+use crate::numastat::{NumaCounters, read_numastat};
 use crate::perf::sampling::fd_limit_after_raise;
 use crate::perf::{
     AddressSampler, CounterStatus, PerfConfig, PerfMonitor, SamplerConfig, UncoreEncodings,
@@ -156,6 +159,10 @@ pub struct Collector {
     vms: Option<VmDiscovery>,
     /// Cgroups' cpusets, read once a round each (`confinement.rs`).
     confinements: Confinements,
+    /// Each process's page faults, last round's reading (`collect/faults.rs`).
+    faults: FaultCounts,
+    /// The nodes' `numastat` and vmstat's NUMA counters, last read.
+    numa_counters: NumaCounters,
 }
 
 impl Collector {
@@ -251,6 +258,9 @@ impl Collector {
             if let Some(r) = resctrl.reason() {
                 missing.push(format!("LLC occupancy and memory bandwidth: {r}"));
             }
+            if let Err(e) = read_numastat(&root) {
+                missing.push(format!("allocations per node (numastat): {e}"));
+            }
             (rapl.into_available(), resctrl.into_available())
         } else {
             (None, None)
@@ -289,6 +299,8 @@ impl Collector {
             host_moves: None,
             memory_kept: Vec::new(),
             vms: None,
+            faults: FaultCounts::default(),
+            numa_counters: NumaCounters::new(),
         }
     }
 
@@ -560,6 +572,8 @@ impl Collector {
             i.retain_seen(|pid| seen.contains(&pid));
         }
         self.explicit_policy.retain(|pid| seen.contains(pid));
+        let mut page_faults = self.faults.finish();
+        page_faults.retain(|pid, _| seen.contains(pid));
         let mut snapshot = Snapshot {
             seq: self.seq,
             time_unix_ns: 0,
@@ -574,6 +588,7 @@ impl Collector {
             numa_faults: BTreeMap::new(),
             explicit_mempolicy: BTreeSet::new(),
             guest_hints: BTreeMap::new(),
+            page_faults,
         };
         snapshot.sort_tasks();
         if let Some(v) = &mut self.vms {
@@ -634,32 +649,41 @@ impl Collector {
             }
             None => BTreeMap::new(),
         };
-        let machine = if self.opts.machine {
-            MachineReadings {
-                nodes: read_node_meminfo(&self.root),
-                energy: self.read_energy(),
-                resctrl: self.read_resctrl(),
-                clock_ticks: clock_ticks(),
-                numa_balancing: NumaBalancing::read(&self.root).between_nodes(),
-                uptime_ticks: read_uptime_ticks(&self.root, clock_ticks()),
-            }
-        } else {
-            MachineReadings {
-                clock_ticks: clock_ticks(),
-                numa_balancing: NumaBalancing::read(&self.root).between_nodes(),
-                uptime_ticks: read_uptime_ticks(&self.root, clock_ticks()),
-                ..MachineReadings::default()
-            }
-        };
         snapshot.samples = samples;
         snapshot.counters = counters;
-        snapshot.machine = machine;
+        snapshot.machine = self.read_machine();
         snapshot.time_unix_ns = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos() as u64);
         self.seq += 1;
         self.last = Some(now);
         Ok(snapshot)
+    }
+
+    /// The round's machine readings: every one where asked for, else only
+    /// the clock, the uptime and the kernel's balancing switch.
+    fn read_machine(&mut self) -> MachineReadings {
+        let numa_balancing = NumaBalancing::read(&self.root).between_nodes();
+        let uptime_ticks = read_uptime_ticks(&self.root, clock_ticks());
+        if !self.opts.machine {
+            return MachineReadings {
+                clock_ticks: clock_ticks(),
+                numa_balancing,
+                uptime_ticks,
+                ..MachineReadings::default()
+            };
+        }
+        let (numastat, vmstat_numa) = self.numa_counters.round(&self.root);
+        MachineReadings {
+            nodes: read_node_meminfo(&self.root),
+            energy: self.read_energy(),
+            resctrl: self.read_resctrl(),
+            clock_ticks: clock_ticks(),
+            numa_balancing,
+            uptime_ticks,
+            numastat,
+            vmstat_numa,
+        }
     }
 
     fn read_energy(&mut self) -> Vec<EnergyDelta> {

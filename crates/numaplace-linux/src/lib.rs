@@ -14,6 +14,7 @@ pub mod launch;
 pub mod live;
 pub mod microbench;
 pub mod nodes;
+pub mod numastat;
 pub mod perf;
 pub mod powercap;
 pub mod procfs;

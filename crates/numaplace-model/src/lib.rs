@@ -6,6 +6,7 @@
 
 pub mod counters;
 pub mod cpuset;
+pub mod memory_events;
 pub mod metrics;
 pub mod plan;
 pub mod power;
@@ -18,6 +19,7 @@ pub mod world;
 
 pub use counters::{Counter, CounterDeltas};
 pub use cpuset::{CpuSet, CpuSetParseError};
+pub use memory_events::{NumaStat, NumaStatRates, PageFaults, VmNumaStat};
 pub use plan::{Action, Decision, Outcome, PageCounts, Plan};
 pub use power::PowerModel;
 pub use scope::Scope;

@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::counters::CounterDeltas;
+use crate::memory_events::{NumaStat, PageFaults, VmNumaStat};
 use crate::task::{NumaFaults, Task, TaskGroup};
 use crate::topology::Topology;
 
@@ -63,6 +64,12 @@ pub struct Snapshot {
     /// the guest speaks and tags none. Empty in recordings made before.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub guest_hints: BTreeMap<i32, BTreeSet<u32>>,
+    /// Page faults each process's threads took over the interval (their
+    /// `stat`'s `minflt` and `majflt` on a live host; the pages first
+    /// touched in the simulator), by pid: a signal that needs no PMU. A
+    /// process first seen this round has none (a count needs two readings).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub page_faults: BTreeMap<i32, PageFaults>,
 }
 
 /// \[Bae12\] §4.3's per-vcore bit vectors as sorted page numbers: the pages
@@ -163,6 +170,19 @@ pub struct MachineReadings {
     /// ([`Snapshot::age_s`]); `None` where unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uptime_ticks: Option<u64>,
+    /// Each node's `numastat` over the interval (the allocations the page
+    /// allocator served from it, and for whom), by node (kernel id): needs
+    /// no PMU. Empty in the
+    /// first round (a count over a round needs two readings), where the
+    /// kernel has none, and in recordings made before;
+    /// [`crate::memory_events::node_rates`] says which.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub numastat: BTreeMap<u32, NumaStat>,
+    /// The machine's `/proc/vmstat` NUMA counters over the interval
+    /// (hinting faults, pages migrated); `None` in the first round and
+    /// where not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vmstat_numa: Option<VmNumaStat>,
 }
 
 fn default_clock_ticks() -> u64 {
@@ -230,6 +250,8 @@ impl Default for MachineReadings {
             clock_ticks: default_clock_ticks(),
             numa_balancing: None,
             uptime_ticks: None,
+            numastat: BTreeMap::new(),
+            vmstat_numa: None,
         }
     }
 }

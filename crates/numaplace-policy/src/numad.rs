@@ -8,7 +8,11 @@
 //! `-t 20`: without that, a 4-vCPU memory-bound VM was packed onto the two
 //! cores of one node, 30 % slower than Linux on mix:186), their threads
 //! bound to that node's CPUs and their memory moved there; a process moved is not looked at again for a while
-//! (numad's "done too recently"), so placements stay put.
+//! (numad's "done too recently"), so placements stay put. Where the
+//! round has the nodes' `numastat`, a node that turned away allocations
+//! meant for it ranks after those that did not (`numad/spill.rs`).
+
+mod spill;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -145,6 +149,8 @@ impl Policy for NumadLike {
         let runnable = (s.tasks.iter())
             .filter(|k| k.state == 'R' && k.last_cpu.is_none_or(|c| t.span().contains(c)))
             .count();
+        // Where no LLC misses rank the nodes (`numad/spill.rs`).
+        let spills = spill::turned_away(t, s, self.params.prefer_quiet_node);
 
         for (g, cpus, mem) in self.big_enough(view, &usage) {
             let total: u64 = mem.values().sum();
@@ -275,19 +281,9 @@ impl Policy for NumadLike {
                     && fits_with(n, free)
                     && 2 * mem.get(&n.os_id).copied().unwrap_or(0) > total
             });
-            let Some(best) = home_node.or_else(|| {
-                t.cpu_nodes().filter(fits).max_by(|a, b| {
-                    let by_room = room_for[a.id]
-                        .magnitude()
-                        .total_cmp(&room_for[b.id].magnitude());
-                    match &quiet {
-                        // Fewer misses is better: b's against a's.
-                        Some(m) => m[b.id].total_cmp(&m[a.id]).then(by_room),
-                        None => by_room,
-                    }
-                    .then(b.id.cmp(&a.id))
-                })
-            }) else {
+            let fitting: Vec<&numaplace_model::Node> = t.cpu_nodes().filter(fits).collect();
+            let ranks = quiet.as_deref().or(spills.as_deref());
+            let Some(best) = home_node.or_else(|| roomiest(&fitting, &room_for, ranks)) else {
                 continue; // fits no node
             };
             let on_best = mem.get(&best.os_id).copied().unwrap_or(0);
@@ -313,7 +309,9 @@ impl Policy for NumadLike {
                     room_for[best.id].cpus
                 )
             } else {
-                placement_reason(t, g, cpus, &mem, best, &room_for[best.id], home)
+                let among = spill::among(&fitting, best, &room_for, quiet.is_none(), &spills);
+                let room = (best, &room_for[best.id]);
+                placement_reason(t, g, cpus, &mem, room, home, &among)
             };
             for &tid in &g.threads {
                 let Some(task) = s.task(tid) else { continue };
@@ -389,21 +387,41 @@ fn on_best_share(mem: &BTreeMap<u32, u64>, node: u32) -> f64 {
     *mem.get(&node).unwrap_or(&0) as f64 / total.max(1) as f64
 }
 
-/// Why numad puts `g` on `best`: its size, the node's room, and where its
-/// memory is when that is elsewhere.
+/// The node numad takes among `fitting`: the lowest `first` (LLC misses,
+/// or allocations turned away, per second, by dense id) where given, then
+/// the most free CPU times free memory, the lower id on a tie.
+fn roomiest<'t>(
+    fitting: &[&'t numaplace_model::Node],
+    room: &[NodeRoom],
+    first: Option<&[f64]>,
+) -> Option<&'t numaplace_model::Node> {
+    fitting.iter().copied().max_by(|a, b| {
+        let by_room = room[a.id].magnitude().total_cmp(&room[b.id].magnitude());
+        match first {
+            // Fewer is better: b's against a's.
+            Some(m) => m[b.id].total_cmp(&m[a.id]).then(by_room),
+            None => by_room,
+        }
+        .then(b.id.cmp(&a.id))
+    })
+}
+
+/// Why numad puts `g` on `best`: its size, the node's room (and `among`:
+/// which nodes it was the roomiest of, where not all it fits), and where
+/// its memory is when that is elsewhere.
 fn placement_reason(
     t: &Topology,
     g: &TaskGroup,
     cpus: f64,
     mem: &BTreeMap<u32, u64>,
-    best: &numaplace_model::Node,
-    room: &NodeRoom,
+    (best, room): (&numaplace_model::Node, &NodeRoom),
     home: Option<usize>,
+    among: &str,
 ) -> String {
     let total: u64 = mem.values().sum();
     format!(
         "numad-like: {} (pid {}) uses {} and {cpus:.2} CPUs; node {} has the most free CPU and memory \
-         ({:.2} CPUs, {} free){}",
+         ({:.2} CPUs, {} free){among}{}",
         printable(&g.label()),
         g.pid,
         mib(total as f64),

@@ -62,6 +62,24 @@ pub struct NodeRow {
     /// Bytes, from the node's meminfo; `None` where it was not read.
     pub mem_total: Option<u64>,
     pub mem_free: Option<u64>,
+    /// Page allocations per second over the interval, from the node's
+    /// `numastat`; `None` in the first round and where not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocations: Option<NodeAllocations>,
+}
+
+/// A node's page allocations per second over a round (its `numastat`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeAllocations {
+    /// For tasks running on the node (`local_node`).
+    pub local_per_s: f64,
+    /// For tasks running on other nodes, which reach them remotely
+    /// (`other_node`).
+    pub remote_per_s: f64,
+    /// Meant for the node but served by another, the node short of free
+    /// memory (`numa_foreign`).
+    pub turned_away_per_s: f64,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -310,6 +310,12 @@ pub struct DoctorArgs {
     /// /etc/numaplace/numaplace.toml when present, as `run` reads it
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
+
+    /// How long to sample the counters shown with rates (each node's
+    /// numastat, /proc/vmstat's NUMA counters), 0 to 60s; 0 shows them
+    /// since boot only
+    #[arg(long, value_name = "DURATION", default_value = "1s")]
+    pub interval: String,
 }
 
 /// `numaplace completions`: a shell's completion script.

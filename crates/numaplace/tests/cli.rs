@@ -309,3 +309,46 @@ fn guest_agent_prints_one_set_per_round_and_refuses_bad_options() {
         stderr(&o)
     );
 }
+
+/// `doctor --json` carries each node's numastat with the numastat row:
+/// counters since boot and, sampled over `--interval`, rates; on a kernel
+/// without per-node counters the row says why and what to do.
+#[test]
+fn doctor_json_includes_each_nodes_numastat() {
+    let o = numaplace(&["doctor", "--json", "--interval", "200ms"]);
+    // 3: something the configured policy reads does not work here (a VM
+    // without a PMU); the report is whole either way.
+    assert!(matches!(o.status.code(), Some(0 | 3)), "{}", stderr(&o));
+    let rows: serde_json::Value = serde_json::from_slice(&o.stdout).expect("doctor's JSON");
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == "numastat")
+        .expect("a numastat row");
+    if row["status"] != "ok" {
+        assert!(row["fix"].is_string(), "{row}");
+        return;
+    }
+    let nodes = row["numastat"]["nodes"].as_object().expect("nodes: {row}");
+    assert!(!nodes.is_empty(), "{row}");
+    for (n, c) in nodes {
+        assert!(
+            c["since_boot"]["numa_hit"].as_u64().is_some(),
+            "node {n}: {row}"
+        );
+        assert!(
+            c["per_second"]["numa_hit"].as_f64().is_some(),
+            "node {n}: {row}"
+        );
+    }
+    assert!(row["numastat"]["interval_s"].as_f64().unwrap() >= 0.2);
+
+    let o = numaplace(&["doctor", "--interval", "5m"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--interval \"5m\": at most 60s"),
+        "{}",
+        stderr(&o)
+    );
+}

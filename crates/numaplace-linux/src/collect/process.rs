@@ -8,6 +8,7 @@ use std::time::Instant;
 use numaplace_model::{CpuSet, NodeMemory, NumaFaults, Snapshot, Task, TaskGroup};
 
 use super::carry::process_cpu_ns;
+use super::faults::ThreadFaults;
 use super::iterated::as_stat;
 use super::kept_memory::MemoryKey;
 use super::{Collector, MAX_CPUS};
@@ -72,6 +73,7 @@ impl Collector {
         let mut tasks = match carried {
             Some(tasks) => {
                 self.carried.push(pid);
+                self.faults.carried(pid, main.start_time);
                 tasks
             }
             None => self.read_threads(pid, &main, &mems, cpu_ns, now)?,
@@ -216,6 +218,12 @@ impl Collector {
                 }
             };
             faults = faults.wrapping_add(stat.min_flt).wrapping_add(stat.maj_flt);
+            self.faults.thread(ThreadFaults {
+                tid,
+                start_time: stat.start_time,
+                minor: stat.min_flt,
+                major: stat.maj_flt,
+            });
             // Allowed CPUs per thread: one syscall on the live host, the
             // thread's `status` in a snapshot tree. `status` is the most
             // expensive file the kernel generates per thread, so on the
@@ -276,6 +284,8 @@ impl Collector {
         }
         self.round_faults
             .insert(pid, (main.start_time, faults, tasks.len()));
+        let complete = listed && tasks.len() == tids.len();
+        self.faults.read(pid, main.start_time, complete);
         drop(old);
         if let Some(h) = &mut self.held {
             h.put(pid, new);

@@ -32,7 +32,9 @@
 //!
 //! Where the machine counts no instructions (a VM without a virtual PMU),
 //! nothing can be judged, so `auto` makes only numad's counter-free move,
-//! as numad does, without experiments, and says so ([`Policy::without`]).
+//! as numad does, without experiments, and says so ([`Policy::without`]);
+//! numad's ranking of the nodes then reads the signal such a machine still
+//! has, each node's `numastat` (`numad/spill.rs`).
 
 pub mod experiment;
 mod kernel;

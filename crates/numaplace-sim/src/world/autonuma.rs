@@ -245,7 +245,9 @@ impl World {
             let away = f * (total - pages[here]);
             let moved = self.move_pages_of(t, here, (away * passes).floor());
             self.totals.pages_migrated += moved as u64;
+            self.totals.balancing_pages_migrated += moved as u64;
             self.totals.hinting_faults += faults as u64;
+            self.totals.hinting_faults_local += (f * pages[here]) as u64;
             let th = &mut self.threads[t];
             th.stall_ns += faults * fault_ns;
             // A fault counts for the node the page is on after it (`task_numa_fault`).
@@ -343,11 +345,14 @@ impl World {
         }
         let migrated: f64 = moved_to.iter().sum();
         self.totals.pages_migrated += migrated.round() as u64;
+        self.totals.balancing_pages_migrated += migrated.round() as u64;
         let faults = f * total;
         self.totals.hinting_faults += faults as u64;
+        let local = (0..nodes).map(|n| f * pages[n] * p[n]).sum::<f64>();
+        self.totals.hinting_faults_local += local as u64;
         let s = &mut a.scan;
-        s.local += (0..nodes).map(|n| f * pages[n] * p[n]).sum::<f64>();
-        s.remote += faults - (0..nodes).map(|n| f * pages[n] * p[n]).sum::<f64>();
+        s.local += local;
+        s.remote += faults - local;
         if sharers.len() > 1 {
             s.shared += faults;
         } else {

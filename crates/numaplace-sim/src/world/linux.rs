@@ -169,12 +169,19 @@ impl World {
                 }
                 v
             };
+            let pid = self.apps[ai].pid;
+            let interleaved = matches!(
+                spec.memory,
+                MemoryPlacement::Interleave | MemoryPlacement::InterleaveNodes(_)
+            );
             if !self.apps[ai].allocated {
                 let main = self.apps[ai].threads.first().copied();
                 let home = node_of(main.and_then(|t| self.threads[t].cpu));
                 let pages = (spec.shared_bytes as f64 / PAGE).ceil();
                 self.apps[ai].shared_pages = place(pages, home);
                 self.apps[ai].allocated = true;
+                self.events
+                    .touched(pid, &self.apps[ai].shared_pages, home, interleaved);
             }
             for k in 0..self.apps[ai].threads.len() {
                 let t = self.apps[ai].threads[k];
@@ -190,6 +197,8 @@ impl World {
                 let home = node_of(self.threads[t].cpu);
                 self.threads[t].pages = place((ws as f64 / PAGE).ceil(), home);
                 self.threads[t].allocated = true;
+                self.events
+                    .touched(pid, &self.threads[t].pages, home, interleaved);
             }
         }
     }

@@ -143,6 +143,10 @@ pub struct Totals {
     /// Automatic NUMA balancing: hinting faults taken, threads it moved
     /// toward their memory (a swap counts once).
     pub hinting_faults: u64,
+    /// ... of the hinting faults, those on a page of the faulting thread's
+    /// node; the pages balancing moved (of `pages_migrated`).
+    pub hinting_faults_local: u64,
+    pub balancing_pages_migrated: u64,
     pub numa_task_moves: u64,
     /// Times a policy turned the kernel's automatic NUMA balancing on or
     /// off.
@@ -190,6 +194,9 @@ pub struct World {
     page_rng: Rng,
     /// What a rank waiting at a barrier runs (`ThreadModel::spin`).
     spin: ThreadModel,
+    /// Allocations, page faults and migrations since the last snapshot
+    /// (`memory_events.rs`).
+    events: memory_events::MemoryEvents,
     /// The jobs whose ranks meet at barriers: per job, its applications
     /// (the ranks), in order.
     barrier_jobs: Vec<Vec<usize>>,
@@ -259,6 +266,7 @@ impl World {
             page_sets: None,
             page_rng: Rng::new(seed ^ 0x9a9e_5e75),
             spin,
+            events: memory_events::MemoryEvents::new(nodes),
             barrier_jobs,
             machine,
             workload,
@@ -431,6 +439,7 @@ mod actuate;
 mod autonuma;
 mod barrier;
 mod linux;
+mod memory_events;
 pub mod pages;
 mod sampling;
 mod step;

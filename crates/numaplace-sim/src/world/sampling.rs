@@ -306,11 +306,18 @@ impl World {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::workload::{AppSpec, LinuxModel, Phase, ThreadModel};
 
-    fn app(name: &str, ws: u64, uncore_pki: f64, memory: MemoryPlacement) -> AppSpec {
+    /// A one-thread application of working set `ws` (also the world's
+    /// other tests' builder).
+    pub(in crate::world) fn app(
+        name: &str,
+        ws: u64,
+        uncore_pki: f64,
+        memory: MemoryPlacement,
+    ) -> AppSpec {
         AppSpec {
             name: name.into(),
             kind: AppKind::Process,
@@ -340,7 +347,12 @@ mod tests {
         }
     }
 
-    fn world(machine: &str, apps: Vec<AppSpec>, cpus: Vec<Vec<usize>>) -> World {
+    /// A world of `apps` on a preset, each thread bound to its CPUs.
+    pub(in crate::world) fn world(
+        machine: &str,
+        apps: Vec<AppSpec>,
+        cpus: Vec<Vec<usize>>,
+    ) -> World {
         let w = Workload {
             name: "t".into(),
             description: String::new(),

@@ -205,19 +205,14 @@ impl World {
                 )
             })
             .collect();
-        let energy = if self.machine.params.power.is_some() {
-            // Over the interval, as a live host's RAPL deltas; none in the
-            // first round (nothing to take a difference from).
-            let joules = self.totals.energy_j - self.energy_at_snapshot_j;
-            self.energy_at_snapshot_j = self.totals.energy_j;
-            vec![EnergyDelta {
-                zone: "sim".into(),
-                name: "machine".into(),
-                microjoules: (self.seq > 0).then(|| (joules * 1e6).round() as u64),
-            }]
-        } else {
-            Vec::new()
-        };
+        let energy = self.energy_since_snapshot();
+        let running: Vec<i32> = groups.iter().map(|g: &TaskGroup| g.pid).collect();
+        let (numastat, vmstat_numa, page_faults) = self.events.take(
+            &self.machine.topology,
+            &self.totals,
+            &running,
+            self.seq == 0,
+        );
         let s = Snapshot {
             seq: self.seq,
             time_unix_ns: EPOCH_NS + (self.time * 1e9) as u64,
@@ -232,6 +227,8 @@ impl World {
                 clock_ticks: TICKS as u64,
                 numa_balancing: Some(self.workload.linux.numa_balancing),
                 uptime_ticks: Some((self.time * TICKS) as u64),
+                numastat,
+                vmstat_numa,
             },
             samples,
             signatures,
@@ -239,10 +236,29 @@ impl World {
             numa_faults,
             explicit_mempolicy,
             guest_hints: BTreeMap::new(),
+            page_faults,
         };
         self.seq += 1;
         self.last_snapshot = self.time;
         s
+    }
+}
+
+impl World {
+    /// The machine's energy since the last snapshot, as a live host's RAPL
+    /// deltas: none in the first round (nothing to take a difference
+    /// from), no zone where the machine has no power model.
+    fn energy_since_snapshot(&mut self) -> Vec<EnergyDelta> {
+        if self.machine.params.power.is_none() {
+            return Vec::new();
+        }
+        let joules = self.totals.energy_j - self.energy_at_snapshot_j;
+        self.energy_at_snapshot_j = self.totals.energy_j;
+        vec![EnergyDelta {
+            zone: "sim".into(),
+            name: "machine".into(),
+            microjoules: (self.seq > 0).then(|| (joules * 1e6).round() as u64),
+        }]
     }
 }
 

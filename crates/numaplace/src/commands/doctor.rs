@@ -8,6 +8,7 @@
 
 mod actuation;
 mod caps;
+mod numastat;
 mod readiness;
 mod render;
 mod signals;
@@ -89,6 +90,7 @@ pub struct Row {
 /// `numaplace doctor`: the report, then the exit status the rows give
 /// (0, or [`readiness::NOT_READY`]).
 pub fn run(args: &DoctorArgs) -> Result<u8> {
+    let interval = numastat::interval(&args.interval)?;
     let mut config = Config::load(args.config.as_deref())?;
     if let Some(p) = &args.policy {
         config.policy =
@@ -96,11 +98,15 @@ pub fn run(args: &DoctorArgs) -> Result<u8> {
     }
     let reads = Reads::of(&config);
     let root = SysRoot::host();
+    // numastat's first reading, so the checks' time counts toward its rates.
+    let sampling = numastat::Sampling::start(&root);
     let rows = rows(&root, checks(&root), &reads);
+    let counted = sampling.finish(interval);
     if args.json {
-        println!("{}", crate::output::json::pretty(&rows)?);
+        let json = numastat::json_rows(&rows, &counted);
+        println!("{}", crate::output::json::pretty(&json)?);
     } else {
-        print!("{}", render(&rows, &reads));
+        print!("{}{}", render(&rows, &reads), numastat::render(&counted));
     }
     Ok(readiness::exit_status(&rows))
 }
@@ -163,6 +169,7 @@ pub fn checks(root: &SysRoot) -> Vec<Check> {
     out.push(memory_per_node(root));
     out.push(reading_threads(root));
     out.push(hinting_faults(root));
+    out.push(numastat::check(root));
     out.extend(actuation(root));
     out
 }

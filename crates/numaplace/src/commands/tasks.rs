@@ -107,7 +107,9 @@ pub fn run(args: &TasksArgs) -> Result<()> {
     let mut notes: Vec<String> = collector.missing_signals().to_vec();
     notes.extend(hint_notes);
     if !rates {
-        notes.push("one round only: no CPU share or counters (give --interval)".into());
+        notes.push(
+            "one round only: no CPU share, counters or page fault rates (give --interval)".into(),
+        );
     }
     let gaps = collector.gaps();
     if gaps.denied > 0 {
@@ -218,6 +220,12 @@ fn select(s: &Snapshot, pids: &[i32]) -> Snapshot {
             .iter()
             .copied()
             .filter(|p| pids.contains(p))
+            .collect(),
+        page_faults: s
+            .page_faults
+            .iter()
+            .filter(|(p, _)| pids.contains(p))
+            .map(|(&p, f)| (p, *f))
             .collect(),
         groups,
         ..s.clone()

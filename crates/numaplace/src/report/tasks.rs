@@ -1,5 +1,6 @@
 //! The tasks table: applications and VMs with their threads, where they
-//! run and may run, their memory per node, and what their counters say.
+//! run and may run, their memory per node, what their counters say, and
+//! each process's page faults per second.
 
 use std::fmt::Write;
 
@@ -59,13 +60,26 @@ fn accesses(s: &Snapshot, tid: i32) -> String {
         )
 }
 
+/// A process's minor and major page faults per second over the round
+/// (`12034`, `0`); `-` for both where there is no count (one round only,
+/// or a process first seen this round).
+fn fault_rates(s: &Snapshot, pid: i32) -> (String, String) {
+    s.page_faults
+        .get(&pid)
+        .and_then(|f| f.per_second(s.interval_ns))
+        .map_or_else(
+            || ("-".into(), "-".into()),
+            |(minor, major)| (format!("{minor:.0}"), format!("{major:.0}")),
+        )
+}
+
 /// Renders the groups in `groups` (indexes into the snapshot) with their
 /// threads.
 pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {:<9}  MEMORY PER NODE",
+        "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {:<9} {:>8} {:>8}  MEMORY PER NODE",
         "APPLICATION",
         "PID",
         "TID",
@@ -76,13 +90,16 @@ pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
         "CPU%",
         "IPC",
         "MPKI",
-        "ACCESSES"
+        "ACCESSES",
+        "MINFLT/S",
+        "MAJFLT/S"
     );
     let mut threads = 0;
     for g in groups {
+        let (minor, major) = fault_rates(s, g.pid);
         let _ = writeln!(
             out,
-            "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {:<9}  {}",
+            "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {:<9} {:>8} {:>8}  {}",
             cut(&group_label(g), 22),
             g.pid,
             "",
@@ -94,6 +111,8 @@ pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
             "",
             "",
             "",
+            minor,
+            major,
             memory_cell(g)
         );
         if let Some(h) = s.guest_hints.get(&g.pid) {
@@ -170,6 +189,34 @@ mod tests {
         s.numa_faults
             .insert(8, numaplace_model::NumaFaults::default());
         assert_eq!(accesses(&s, 8), "-", "a thread that took no fault");
+    }
+
+    #[test]
+    fn fault_rates_of_a_process_over_the_round() {
+        let mut s = Snapshot::default();
+        let f = numaplace_model::PageFaults {
+            minor: 3000,
+            major: 3,
+        };
+        s.page_faults.insert(7, f);
+        assert_eq!(fault_rates(&s, 7), ("-".into(), "-".into()), "no interval");
+        s.interval_ns = 1_500_000_000;
+        assert_eq!(fault_rates(&s, 7), ("2000".into(), "2".into()));
+        assert_eq!(fault_rates(&s, 8), ("-".into(), "-".into()), "first seen");
+        let g = numaplace_model::TaskGroup {
+            pid: 7,
+            start_time: 1,
+            comm: "app".into(),
+            cmdline: vec!["app".into()],
+            cgroup: None,
+            kind: GroupKind::Process,
+            threads: Vec::new(),
+            memory: None,
+        };
+        let table = render(&s, &[&g], &[]);
+        let (head, row) = (table.lines().next().unwrap(), table.lines().nth(1).unwrap());
+        let at = head.find("MINFLT/S").unwrap();
+        assert_eq!(&row[at..at + 8], "    2000", "{table}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use numaplace_model::{Counter, GroupKind, Outcome, Scope, Snapshot, TaskId, Topo
 use numaplace_policy::engine::RoundReport;
 pub use numaplace_view::{
     BandwidthRow, DecisionRow, FORMAT, GroupRow, MAX_DECISIONS, MAX_GROUPS, MAX_LABEL, MAX_REASON,
-    NodeRow, TopState, bounded,
+    NodeAllocations, NodeRow, TopState, bounded,
 };
 
 /// Which signals the policy reads (the engine's `needs`), to say per group
@@ -97,35 +97,9 @@ impl StateBuilder {
         // first snapshot has an interval from its own baseline reading).
         let had_start = std::mem::replace(&mut self.started, true);
         let measured = secs > 0.0 && had_start;
-        let node_of_cpu = |cpu: u32| {
-            topology
-                .cpu_by_os_id(cpu)
-                .map(|c| topology.nodes()[c.node].os_id)
-        };
+        let node_of_cpu = |cpu: u32| node_of_cpu(topology, cpu);
 
-        let mut node_busy: BTreeMap<u32, f64> = BTreeMap::new();
-        for t in &snap.tasks {
-            if let (Some(cpu), Some(b)) = (t.last_cpu, busy_of.get(&t.tid))
-                && let Some(n) = node_of_cpu(cpu)
-            {
-                *node_busy.entry(n).or_default() += b;
-            }
-        }
-        let nodes = topology
-            .nodes()
-            .iter()
-            .map(|n| {
-                let mem = snap.machine.nodes.get(&n.os_id);
-                NodeRow {
-                    id: n.os_id,
-                    cpus: n.span.to_list_string(),
-                    cpu_count: n.span.len(),
-                    busy_cpus: measured.then(|| node_busy.get(&n.os_id).copied().unwrap_or(0.0)),
-                    mem_total: mem.map(|m| m.total),
-                    mem_free: mem.map(|m| m.free),
-                }
-            })
-            .collect();
+        let nodes = node_rows(topology, snap, &busy_of, measured);
 
         let mut bandwidth: BTreeMap<u32, u64> = BTreeMap::new();
         for r in &snap.machine.resctrl {
@@ -240,6 +214,51 @@ impl StateBuilder {
             decisions: self.decisions.iter().cloned().collect(),
         }
     }
+}
+
+/// The node (kernel id) of a CPU (kernel id) of the machine.
+fn node_of_cpu(topology: &Topology, cpu: u32) -> Option<u32> {
+    (topology.cpu_by_os_id(cpu)).map(|c| topology.nodes()[c.node].os_id)
+}
+
+/// The nodes' rows: CPUs busy over the interval where `measured` (from
+/// each thread's busy CPUs, `busy_of`, by the node it last ran on), memory,
+/// and page allocations per second from each node's numastat.
+fn node_rows(
+    topology: &Topology,
+    snap: &Snapshot,
+    busy_of: &HashMap<i32, f64>,
+    measured: bool,
+) -> Vec<NodeRow> {
+    let mut node_busy: BTreeMap<u32, f64> = BTreeMap::new();
+    for t in &snap.tasks {
+        if let (Some(cpu), Some(b)) = (t.last_cpu, busy_of.get(&t.tid))
+            && let Some(n) = node_of_cpu(topology, cpu)
+        {
+            *node_busy.entry(n).or_default() += b;
+        }
+    }
+    let allocations = numaplace_model::memory_events::node_rates(snap).unwrap_or_default();
+    topology
+        .nodes()
+        .iter()
+        .map(|n| {
+            let mem = snap.machine.nodes.get(&n.os_id);
+            NodeRow {
+                id: n.os_id,
+                cpus: n.span.to_list_string(),
+                cpu_count: n.span.len(),
+                busy_cpus: measured.then(|| node_busy.get(&n.os_id).copied().unwrap_or(0.0)),
+                mem_total: mem.map(|m| m.total),
+                mem_free: mem.map(|m| m.free),
+                allocations: allocations.get(&n.os_id).map(|r| NodeAllocations {
+                    local_per_s: r.local_node,
+                    remote_per_s: r.other_node,
+                    turned_away_per_s: r.numa_foreign,
+                }),
+            }
+        })
+        .collect()
 }
 
 /// What the frames are of: the machine, the scope, what the policy reads.

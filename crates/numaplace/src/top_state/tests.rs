@@ -191,6 +191,33 @@ fn a_round_gives_nodes_groups_and_busy_cpus_from_the_last_round() {
     assert_eq!(s.groups[0].signals, ["hinting faults 40"]);
 }
 
+/// Each node's numastat over the round as allocations per second; none
+/// in the first round (nothing to count from) or where not read.
+#[test]
+fn allocations_per_node_from_numastat() {
+    let topo = machine();
+    let w = watch(&topo, scope_pid_10(), READS, false);
+    let mut s = round(1, 10);
+    s.interval_ns = 2_000_000_000;
+    let stat = numaplace_model::NumaStat {
+        local_node: 800,
+        other_node: 200,
+        numa_foreign: 6,
+        ..Default::default()
+    };
+    s.machine.numastat.insert(1, stat);
+    let f = StateBuilder::default().round(&w, &s, &|_| None);
+    assert_eq!(f.nodes[0].allocations, None, "node 0 not read");
+    let a = f.nodes[1].allocations.unwrap();
+    assert_eq!(
+        (a.local_per_s, a.remote_per_s, a.turned_away_per_s),
+        (400.0, 100.0, 3.0)
+    );
+    s.interval_ns = 0;
+    let f = StateBuilder::default().round(&w, &s, &|_| None);
+    assert_eq!(f.nodes[1].allocations, None, "first round");
+}
+
 #[test]
 fn bandwidth_is_per_resctrl_domain_where_measured() {
     let topo = machine();

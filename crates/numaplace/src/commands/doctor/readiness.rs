@@ -36,13 +36,16 @@ impl Reads {
     }
 
     /// Whether `check` is one this policy reads. The task iterator never
-    /// is: without it the engine reads the same from `/proc`, only slower.
+    /// is: without it the engine reads the same from `/proc`, only slower;
+    /// nor is numastat, which no policy needs to place.
     pub fn needs(&self, check: &Check) -> bool {
         match check.id.as_str() {
             "topology" => true,
             "pinning" | "moving-memory" | "memory-per-node" => self.places,
             "kernel-balancing-switch" => self.switches_kernel_balancing,
-            "task-iterator" => false,
+            // numad-like and auto rank nodes by it where it is there, and
+            // as numad does where it is not.
+            "task-iterator" | "numastat" => false,
             _ => check.used_by.iter().any(|p| p == self.policy),
         }
     }

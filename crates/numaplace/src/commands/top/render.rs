@@ -116,6 +116,8 @@ fn draw_nodes(f: &mut Frame, s: &TopState, area: Rect) {
             Cell::from(opt_bytes(used)),
             Cell::from(opt_bytes(n.mem_free)),
             Cell::from(opt_bytes(n.mem_total)),
+            Cell::from(allocation_cell(n.allocations.map(|a| a.local_per_s))),
+            Cell::from(allocation_cell(n.allocations.map(|a| a.remote_per_s))),
         ])
     });
     let bandwidth = if s.bandwidth.is_empty() {
@@ -128,6 +130,7 @@ fn draw_nodes(f: &mut Frame, s: &TopState, area: Rect) {
             .collect();
         format!("memory bandwidth: {}", per.join(", "))
     };
+    let bandwidth = turned_away(s) + &bandwidth;
     let cpus_width = s
         .nodes
         .iter()
@@ -143,6 +146,8 @@ fn draw_nodes(f: &mut Frame, s: &TopState, area: Rect) {
             Constraint::Length(14),
             Constraint::Length(9),
             Constraint::Length(9),
+            Constraint::Length(9),
+            Constraint::Length(9),
             Constraint::Min(9),
         ],
     )
@@ -154,11 +159,43 @@ fn draw_nodes(f: &mut Frame, s: &TopState, area: Rect) {
             "MEM USED",
             "MEM FREE",
             "MEM TOTAL",
+            "LOCAL/S",
+            "REMOTE/S",
         ])
         .style(Style::new().add_modifier(Modifier::BOLD)),
     )
-    .block(Block::bordered().title(" nodes ").title_bottom(bandwidth));
+    .block(
+        Block::bordered()
+            .title(" nodes | LOCAL/S, REMOTE/S: page allocations for tasks on, off the node (numastat) ")
+            .title_bottom(bandwidth),
+    );
     f.render_widget(table, area);
+}
+
+/// Allocations per second, whole (`-` where not measured).
+fn allocation_cell(rate: Option<f64>) -> String {
+    rate.map_or_else(|| "-".into(), |r| format!("{r:.0}"))
+}
+
+/// The nodes that turned away allocations meant for them over the round
+/// (short of free memory), first on the line under the table; empty if
+/// none.
+fn turned_away(s: &TopState) -> String {
+    let away: Vec<String> = (s.nodes.iter())
+        .filter_map(|n| {
+            n.allocations
+                .filter(|a| a.turned_away_per_s > 0.0)
+                .map(|a| (n.id, a))
+        })
+        .map(|(id, a)| format!("node {id} {:.0}/s", a.turned_away_per_s))
+        .collect();
+    if away.is_empty() {
+        return String::new();
+    }
+    format!(
+        "allocations turned away (short of memory): {} | ",
+        away.join(", ")
+    )
 }
 
 fn per_node<T>(m: &std::collections::BTreeMap<u32, T>, show: impl Fn(&T) -> String) -> String {

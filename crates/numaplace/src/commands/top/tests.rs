@@ -16,6 +16,11 @@ fn state() -> TopState {
                 busy_cpus: Some(1.5),
                 mem_total: Some(8 << 30),
                 mem_free: Some(2 << 30),
+                allocations: Some(crate::top_state::NodeAllocations {
+                    local_per_s: 5120.4,
+                    remote_per_s: 37.0,
+                    turned_away_per_s: 12.0,
+                }),
             },
             NodeRow {
                 id: 1,
@@ -24,6 +29,7 @@ fn state() -> TopState {
                 busy_cpus: None,
                 mem_total: None,
                 mem_free: None,
+                allocations: None,
             },
         ],
         groups: vec![GroupRow {
@@ -69,12 +75,21 @@ fn a_frame_shows_the_nodes_the_groups_and_what_is_not_measured() {
         "{text}"
     );
     let node0 = text.lines().find(|l| l.contains("0-3")).unwrap();
-    for want in ["1.50 of 4", "6GiB", "2GiB", "8GiB"] {
+    for want in ["1.50 of 4", "6GiB", "2GiB", "8GiB", " 5120 ", " 37"] {
         assert!(node0.contains(want), "{want}: {node0}");
     }
     let node1 = text.lines().find(|l| l.contains("4-7")).unwrap();
     assert!(node1.contains(" - "), "unknown is a dash: {node1}");
+    assert!(!node1.contains(" 0 "), "allocations not measured: {node1}");
     assert!(text.contains("memory bandwidth: not measured"), "{text}");
+    assert!(
+        text.contains("LOCAL/S") && text.contains("REMOTE/S"),
+        "{text}"
+    );
+    assert!(
+        text.contains("allocations turned away (short of memory): node 0 12/s"),
+        "{text}"
+    );
     let g = text.lines().find(|l| l.contains("*4242")).unwrap();
     for want in [
         "db\\x1b[2J",
