@@ -106,7 +106,7 @@ pub fn run(args: &DoctorArgs) -> Result<u8> {
         let json = numastat::json_rows(&rows, &counted);
         println!("{}", crate::output::json::pretty(&json)?);
     } else {
-        print!("{}{}", render(&rows, &reads), numastat::render(&counted));
+        print!("{}", render(&rows, &reads, &numastat::render(&counted)));
     }
     Ok(readiness::exit_status(&rows))
 }

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use numaplace_model::metrics::{cpu_share, ipc, mpki};
 use numaplace_model::task::{parse_vcpu_comm, printable};
-use numaplace_model::{GroupKind, Snapshot, TaskGroup};
+use numaplace_model::{Counter, CounterDeltas, GroupKind, Snapshot, TaskGroup};
 
 use crate::report::topology::bytes;
 
@@ -47,6 +47,13 @@ fn opt(v: Option<f64>, decimals: usize) -> String {
     v.map_or_else(|| "-".into(), |x| format!("{x:.decimals$}"))
 }
 
+/// A thread's context switches per second over the round, a software
+/// event the kernel counts without a PMU; `None` where not counted.
+fn switches(c: &CounterDeltas, interval_ns: u64) -> Option<f64> {
+    let n = c.get(Counter::ContextSwitches)?;
+    (interval_ns > 0).then(|| n as f64 * 1e9 / interval_ns as f64)
+}
+
 /// Where a thread's memory accesses go, from the kernel's NUMA hinting
 /// faults: the node most of them hit and its share (`n1 92%`); `-` where
 /// the kernel took none for it or does not balance.
@@ -79,7 +86,7 @@ pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {:<9} {:>8} {:>8}  MEMORY PER NODE",
+        "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {:<9} {:>6} {:>8} {:>8}  MEMORY PER NODE",
         "APPLICATION",
         "PID",
         "TID",
@@ -91,6 +98,7 @@ pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
         "IPC",
         "MPKI",
         "ACCESSES",
+        "CSW/S",
         "MINFLT/S",
         "MAJFLT/S"
     );
@@ -99,9 +107,10 @@ pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
         let (minor, major) = fault_rates(s, g.pid);
         let _ = writeln!(
             out,
-            "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {:<9} {:>8} {:>8}  {}",
+            "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {:<9} {:>6} {:>8} {:>8}  {}",
             cut(&group_label(g), 22),
             g.pid,
+            "",
             "",
             "",
             "",
@@ -150,7 +159,7 @@ pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
                 .and_then(|c| cpu_share(c, s.interval_ns))
                 .map(|x| x * 100.0);
             let line = format!(
-                "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {}",
+                "{:<22} {:>7} {:>7}  {:<18} {:1} {:>4} {:<12} {:>5} {:>5} {:>6}  {:<9} {:>6}",
                 "",
                 "",
                 t.tid,
@@ -162,6 +171,7 @@ pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
                 opt(c.and_then(ipc), 2),
                 opt(c.and_then(mpki), 2),
                 accesses(s, tid),
+                opt(c.and_then(|c| switches(c, s.interval_ns)), 0),
             );
             let _ = writeln!(out, "{}", line.trim_end());
         }
@@ -189,6 +199,16 @@ mod tests {
         s.numa_faults
             .insert(8, numaplace_model::NumaFaults::default());
         assert_eq!(accesses(&s, 8), "-", "a thread that took no fault");
+    }
+
+    /// Context switches per second, counted kernel-side without a PMU.
+    #[test]
+    fn context_switches_per_second_of_a_thread() {
+        let mut c = CounterDeltas::default();
+        assert_eq!(switches(&c, 500_000_000), None, "not counted");
+        c.values.insert(Counter::ContextSwitches, 44);
+        assert_eq!(switches(&c, 500_000_000), Some(88.0));
+        assert_eq!(switches(&c, 0), None, "one round only");
     }
 
     #[test]

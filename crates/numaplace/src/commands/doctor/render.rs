@@ -14,9 +14,10 @@ use super::{Check, Row, Status};
 /// cost the reader more than it saves.
 const NOTE_MIN_CHARS: usize = 100;
 
-/// The table: one block per row, the shared reasons as notes, the count
-/// and the verdict on the configured policy.
-pub fn render(rows: &[Row], reads: &Reads) -> String {
+/// The table: one block per row, the shared reasons as notes, then
+/// `details` (numastat's counts), the count and, last, the verdict on the
+/// configured policy (the line a readiness probe's log ends with).
+pub fn render(rows: &[Row], reads: &Reads, details: &str) -> String {
     let (sources, notes) = say_once(rows.iter().map(|r| r.check.source.clone()).collect());
     let mut out = String::new();
     // The first row (by name) to say each `to do`.
@@ -47,6 +48,7 @@ pub fn render(rows: &[Row], reads: &Reads) -> String {
     for (i, note) in notes.iter().enumerate() {
         let _ = writeln!(out, "[{}] {note}", i + 1);
     }
+    out.push_str(details);
     let missing = rows.iter().filter(|r| r.check.status != Status::Ok).count();
     let _ = writeln!(
         out,
@@ -187,9 +189,14 @@ mod tests {
         let text = render(
             &[row("cpi", "give it a PMU"), row("samples", "give it a PMU")],
             &reads,
+            "numastat: node 0\n",
         );
         assert_eq!(text.matches("give it a PMU").count(), 1, "{text}");
         assert!(text.contains("to do: as for `the cpi` above"), "{text}");
+        assert!(
+            text.contains("numastat: node 0\n2 of 2") || text.contains("numastat: node 0\n0 of 2"),
+            "details before the count: {text}"
+        );
         assert!(
             text.ends_with(
                 "auto reads what does not fully work here: cpi, samples (exit status 3)\n"
