@@ -66,14 +66,16 @@ impl Auto {
         }
         new.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(&b.0)));
         for (pid, threads) in new {
-            let idle = |n: usize| {
-                t.nodes()[n]
-                    .cores
-                    .iter()
-                    .filter(|&&c| !busy[c] && t.cores()[c].span.is_subset(t.span()))
-                    .copied()
-                    .collect::<Vec<usize>>()
-            };
+            // Each node's idle cores, once per group (the group before took
+            // some).
+            let idle: Vec<Vec<usize>> = (t.nodes().iter())
+                .map(|n| {
+                    (n.cores.iter())
+                        .filter(|&&c| !busy[c] && t.cores()[c].span.is_subset(t.span()))
+                        .copied()
+                        .collect()
+                })
+                .collect();
             let free_mem = |n: usize| {
                 s.machine
                     .nodes
@@ -105,14 +107,14 @@ impl Auto {
             let Some(node) = t
                 .cpu_nodes()
                 .map(|n| n.id)
-                .filter(|&n| home.is_none_or(|h| h == n) && idle(n).len() >= threads.len())
-                .max_by_key(|&n| (idle(n).len(), free_mem(n), std::cmp::Reverse(n)))
+                .filter(|&n| home.is_none_or(|h| h == n) && idle[n].len() >= threads.len())
+                .max_by_key(|&n| (idle[n].len(), free_mem(n), std::cmp::Reverse(n)))
             else {
                 continue;
             };
-            let cores = idle(node);
+            let cores = &idle[node];
             let os_node = t.nodes()[node].os_id;
-            for (x, &core) in threads.iter().zip(&cores) {
+            for (x, &core) in threads.iter().zip(cores) {
                 busy[core] = true;
                 let cpu = t.cores()[core].cpus[0];
                 let os = t.cpus()[cpu].os_id;
