@@ -26,8 +26,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use numaplace_policy::PolicyKind;
-use numaplace_sim::best::best_static;
-use numaplace_sim::run::{CompareOptions, Driver, RunOptions, compare, run};
+use numaplace_sim::compare::{CompareOptions, compare};
+use numaplace_sim::oracle_search::best_static;
+use numaplace_sim::run::{Driver, RunOptions, run};
 use numaplace_sim::{
     AppKind, AppSpec, LinuxModel, Machine, MemoryPlacement, Pattern, Phase, ThreadModel, Workload,
     scenario,

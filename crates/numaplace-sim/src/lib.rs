@@ -9,10 +9,11 @@
 pub use numaplace_machine::{machine, machine_file, model};
 
 pub mod adaptive;
-pub mod best;
 pub mod bloom;
+pub mod compare;
 pub mod generate;
 pub mod oracle;
+pub mod oracle_search;
 pub mod outcome;
 pub mod report;
 pub mod rng;

@@ -81,7 +81,7 @@ pub struct SweepOptions {
     /// the policies are told ([`RunOptions::mismatch`]).
     pub mismatch: Option<f64>,
     /// Search the oracle's static placement of each case with this budget
-    /// ([`crate::best::best_static_in`]) and run it on every seed.
+    /// ([`crate::oracle_search::best_static_in`]) and run it on every seed.
     pub oracle_budget: Option<usize>,
 }
 
@@ -375,14 +375,15 @@ fn oracle_of(c: &Case, opts: &SweepOptions, budget: usize) -> Option<f64> {
         ..RunOptions::default()
     };
     let best =
-        crate::best::best_static_in(&c.machine, &c.workload, budget, opts.workers, &world).ok()?;
+        crate::oracle_search::best_static_in(&c.machine, &c.workload, budget, opts.workers, &world)
+            .ok()?;
     let runs = parallel(opts.seeds.clone(), opts.workers, |seed| {
         let o = RunOptions {
             seed,
             mismatch: opts.mismatch,
             ..RunOptions::default()
         };
-        crate::best::run_best(&c.machine, &c.workload, &best, &o)
+        crate::oracle_search::run_best(&c.machine, &c.workload, &best, &o)
     });
     Some(summarise("oracle", &runs).mean_runtime_s)
 }

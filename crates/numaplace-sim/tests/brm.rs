@@ -7,7 +7,7 @@
 mod seed000;
 
 use numaplace_policy::PolicyKind;
-use numaplace_sim::best::best_binding;
+use numaplace_sim::oracle_search::best_binding;
 use numaplace_sim::{Machine, Workload};
 use seed000::{brm, measure};
 

@@ -4,7 +4,8 @@
 //! simulated Linux, so the checks are not vacuous.
 
 use numaplace_policy::PolicyKind;
-use numaplace_sim::run::{CompareOptions, Driver, RunOptions, compare, run};
+use numaplace_sim::compare::{CompareOptions, compare};
+use numaplace_sim::run::{Driver, RunOptions, run};
 use numaplace_sim::{Machine, RunResult, Workload, scenario};
 
 fn load(name: &str) -> (Workload, Machine) {

@@ -23,7 +23,7 @@ mod seed000;
 
 use numaplace_policy::PolicyKind;
 use numaplace_sim::adaptive::{Pair, fig4_suite, measure_pairs};
-use numaplace_sim::best::best_binding;
+use numaplace_sim::oracle_search::best_binding;
 use numaplace_sim::outcome::job_of;
 use numaplace_sim::run::{Driver, RunOptions, mean_rsd, parallel, run};
 use numaplace_sim::{Machine, RunResult, Workload, scenario};

@@ -6,7 +6,7 @@
 //! assignment.
 
 use numaplace_sim::Machine;
-use numaplace_sim::best::best_static;
+use numaplace_sim::oracle_search::best_static;
 use numaplace_sim::run::{Driver, RunOptions, run};
 use numaplace_sim::workload::Workload;
 

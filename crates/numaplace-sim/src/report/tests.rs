@@ -355,7 +355,7 @@ fn report_table_says_where_the_oracle_is_not_a_bound_and_what_the_world_was() {
     c.policies[1].vs_oracle_percent = Some(-7.5);
     c.policies.push(summary("oracle", 10.3, Some(3.0), None));
     c.policies[3].vs_oracle_percent = Some(0.0);
-    c.oracle_short = crate::run::oracle_shortfall(&c.policies);
+    c.oracle_short = crate::compare::oracle_shortfall(&c.policies);
     c.mismatch_percent = Some(25.0);
     let t = table(&c);
     let row = |name: &str| t.lines().find(|l| l.starts_with(name)).unwrap().to_string();

@@ -7,8 +7,9 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use numaplace_policy::PolicyKind;
-use numaplace_sim::run::{CompareOptions, Driver, RunOptions, compare, run};
-use numaplace_sim::{Machine, Workload, best, report, scenario};
+use numaplace_sim::compare::{CompareOptions, compare};
+use numaplace_sim::run::{Driver, RunOptions, run};
+use numaplace_sim::{Machine, Workload, oracle_search, report, scenario};
 
 use crate::cli::{CompareArgs, SimArgs, SimulateArgs};
 use crate::commands::InputError;
@@ -62,7 +63,7 @@ fn setup(args: &SimArgs) -> Result<(Workload, Machine, Option<std::time::Duratio
 }
 
 /// The policy of this name. `static` without a placement of its own
-/// holds the oracle's (`best::best_static_in`), searched in the world
+/// holds the oracle's (`oracle_search::best_static_in`), searched in the world
 /// `world`'s seed and mismatch draw.
 fn policy(
     name: &str,
@@ -74,12 +75,14 @@ fn policy(
     let kind = PolicyKind::from_name(name).map_err(|e| InputError(e.to_string()))?;
     Ok(match kind {
         PolicyKind::Static(p) if p.pins.is_empty() && p.memory.is_empty() => {
-            let best = best::best_static_in(machine, workload, budget, 1, world).map_err(|e| {
-                InputError(format!(
-                    "static: the oracle found no placement to hold: {e}"
-                ))
-            })?;
-            PolicyKind::Static(best::static_params(machine, workload, &best))
+            let best = oracle_search::best_static_in(machine, workload, budget, 1, world).map_err(
+                |e| {
+                    InputError(format!(
+                        "static: the oracle found no placement to hold: {e}"
+                    ))
+                },
+            )?;
+            PolicyKind::Static(oracle_search::static_params(machine, workload, &best))
         }
         k => k,
     })
