@@ -282,26 +282,7 @@ impl Policy for Brm {
         let mut runnable = runnable_per_domain(s, topo, doms.len(), &by_node);
         let mut released = Vec::new();
         let mut scored = self.candidates(view, &doms, &by_node, round, &mut released);
-        // A vCPU whose guest no longer runs a pinned thread on it gets the
-        // CPUs it had before BRM moved it (all those numaplace may use), as
-        // the paper's clear ends the vCPU's bias (§4.3).
-        for t in released {
-            let span = view.room(t);
-            if t.allowed_cpus != span {
-                plan.push(
-                    Action::Pin {
-                        task: t.id(),
-                        tgid: t.tgid,
-                        cpus: span.clone(),
-                    },
-                    format!(
-                        "brm: vCPU {} (thread {}) back to Linux (CPUs {span}): its guest hint cleared",
-                        t.vcpu.map_or_else(|| "?".to_string(), |v| v.to_string()),
-                        t.tid
-                    ),
-                );
-            }
-        }
+        give_back(view, released, &mut plan);
         if scored.is_empty() || doms.is_empty() {
             return plan;
         }
@@ -309,131 +290,225 @@ impl Policy for Brm {
         // whatever its probability, so the draws go to the same threads on
         // replay.
         scored.sort_by_key(|c| c.task.id());
-
-        let (lo, hi) = (self.params.reset_min_rounds, self.params.reset_max_rounds);
-        let mut averages = Vec::with_capacity(scored.len());
-        for c in &scored {
-            let st = self.threads.entry(c.task.id()).or_insert_with(|| {
-                ThreadState::new(
-                    doms.len(),
-                    c.here,
-                    round + u64::from(self.rng.between(lo, hi)),
-                )
-            });
-            if st.unc.len() != doms.len() {
-                *st = ThreadState::new(doms.len(), c.here, st.reset_at);
-            }
-            averages.push((st.observe(c.here, c.sample), c.requests));
-        }
-        let Some(global) = system_penalty(averages.iter().copied()) else {
+        let Some(global) = self.observe(&scored, doms.len(), round) else {
             return plan;
         };
-
-        let labels = view.labels();
-        let threads_on = threads_per_domain(s, topo, &doms, &by_node);
+        let this = Round {
+            view,
+            doms: &doms,
+            round,
+            global,
+            labels: view.labels(),
+            threads_on: threads_per_domain(s, topo, &doms, &by_node),
+        };
         for c in &scored {
-            let id = c.task.id();
-            let st = self.threads.get_mut(&id).expect("inserted above");
-            st.maybe_reset(round, c.here, &mut self.rng, lo, hi);
-            st.update(c.here, global);
-            let draw = self.rng.draw();
-            let (prob, bias) = (st.prob, st.bias);
-            if bias == c.here || !bias_random_pick(prob, draw) {
-                continue;
+            if let Some(bias) = self.turn(c, &this, &runnable, &mut plan) {
+                runnable[c.here] = runnable[c.here].saturating_sub(1);
+                runnable[bias] += 1;
             }
-            // §4.4: load balancing wins over BRM.
-            let idle = |d: usize| runnable[d] < doms[d].cpus.len();
-            if !idle(bias) && idle(c.here) {
-                continue;
-            }
-            // Issue 16: explorations step aside where [Rao13]'s premise
-            // does not hold (brm/premise.rs), and go where they learn most.
-            let group = s.group(c.task.tgid);
-            let shares = group.and_then(premise::memory_shares);
-            let mut bias = bias;
-            let mut exploring = String::new();
-            if st.unc[bias].is_none() {
-                if let (Some(g), Some(m)) = (group, &shares) {
-                    let here_count = threads_on.get(&(c.task.tgid, c.here)).copied().unwrap_or(1);
-                    if premise::stays(m, doms[c.here].os_id, g.threads.len(), here_count).is_some()
-                    {
-                        continue;
-                    }
-                }
-                let home = shares
-                    .as_ref()
-                    .and_then(premise::home)
-                    .and_then(|os| doms.iter().position(|d| d.os_id == os));
-                let Some((to, why)) =
-                    exploration_target(&st.unc, c.here, home, &idle, &doms, &mut self.rng)
-                else {
-                    continue;
-                };
-                bias = to;
-                exploring = why;
-            }
-            // Its cgroup's CPUs on that node (a confined vCPU goes only
-            // where its domain's cpuset reaches).
-            let Some(cpus) = view.confine(c.task, &doms[bias].cpus) else {
-                continue;
-            };
-            // While one thread of a process explores, the others hold.
-            let explore = st.unc[bias].is_none();
-            if let Some(&(who, until)) = self.explorers.get(&c.task.tgid)
-                && who != id
-                && until > round
-            {
-                continue;
-            }
-            if explore {
-                self.explorers
-                    .insert(c.task.tgid, (id, round + EXPLORATION_ROUNDS));
-            }
-            st.prob = 0;
-            let to = &doms[bias];
-            let mut others = String::new();
-            for (i, v) in st.unc.iter().enumerate() {
-                if i != c.here && i != bias {
-                    let _ = write!(others, ", {} on node {}", fmt_penalty(*v), doms[i].os_id);
-                }
-            }
-            let who = match (c.task.vcpu, hinted(&self.params, s, c.task)) {
-                (Some(v), Some(true)) => {
-                    format!(
-                        "vCPU {v} (thread {}, a candidate by guest hint)",
-                        c.task.tid
-                    )
-                }
-                (Some(v), _) => format!("vCPU {v} (thread {})", c.task.tid),
-                (None, _) => format!("thread {}", c.task.tid),
-            };
-            let there = match st.unc[bias] {
-                Some(v) => format!("{v:.0} last seen on node {}", to.os_id),
-                None => format!("node {} not measured yet", to.os_id),
-            };
-            plan.push(
-                Action::Pin {
-                    task: id,
-                    tgid: c.task.tgid,
-                    cpus: cpus.clone(),
-                },
-                format!(
-                    "brm: {who} of {} from node {} to node {} (CPUs {cpus}): \
-                     system-wide uncore penalty {global:.0} cycles here, {there}{others}; \
-                     its own {:.0} cycles; migration probability {prob} > draw {draw}{exploring}{}",
-                    labels.get(&c.task.tgid).map_or("", String::as_str),
-                    doms[c.here].os_id,
-                    to.os_id,
-                    st.ewma.unwrap_or(c.sample),
-                    memory_note(shares.as_ref(), doms[c.here].os_id, to.os_id),
-                ),
-            );
-            self.ours.insert(id, cpus);
-            runnable[c.here] = runnable[c.here].saturating_sub(1);
-            runnable[bias] += 1;
         }
         plan
     }
+}
+
+/// What every candidate's turn in a round reads.
+struct Round<'a, 's> {
+    view: &'a View<'s>,
+    doms: &'a [Domain],
+    round: u64,
+    /// The system-wide penalty of the round ([`system_penalty`]).
+    global: f64,
+    labels: HashMap<i32, String>,
+    threads_on: HashMap<(i32, usize), usize>,
+}
+
+/// Gives the vCPUs in `released` back to Linux.
+fn give_back(view: &View<'_>, released: Vec<&Task>, plan: &mut Plan) {
+    // A vCPU whose guest no longer runs a pinned thread on it gets the
+    // CPUs it had before BRM moved it (all those numaplace may use), as
+    // the paper's clear ends the vCPU's bias (§4.3).
+    for t in released {
+        let span = view.room(t);
+        if t.allowed_cpus != span {
+            plan.push(
+                Action::Pin {
+                    task: t.id(),
+                    tgid: t.tgid,
+                    cpus: span.clone(),
+                },
+                format!(
+                    "brm: vCPU {} (thread {}) back to Linux (CPUs {span}): its guest hint cleared",
+                    t.vcpu.map_or_else(|| "?".to_string(), |v| v.to_string()),
+                    t.tid
+                ),
+            );
+        }
+    }
+}
+
+impl Brm {
+    /// Takes each candidate's sample into its moving average (a thread
+    /// seen first gets its table and its first reset deadline); the round's
+    /// system-wide penalty, `None` when no request was counted.
+    fn observe(&mut self, scored: &[Scored<'_>], domains: usize, round: u64) -> Option<f64> {
+        let (lo, hi) = (self.params.reset_min_rounds, self.params.reset_max_rounds);
+        let mut averages = Vec::with_capacity(scored.len());
+        for c in scored {
+            let st = self.threads.entry(c.task.id()).or_insert_with(|| {
+                ThreadState::new(domains, c.here, round + u64::from(self.rng.between(lo, hi)))
+            });
+            if st.unc.len() != domains {
+                *st = ThreadState::new(domains, c.here, st.reset_at);
+            }
+            averages.push((st.observe(c.here, c.sample), c.requests));
+        }
+        system_penalty(averages.iter().copied())
+    }
+
+    /// One candidate's turn: Algorithm 1's reset, update and pick, then
+    /// §4.4's load balancing, issue 16's explorations, its cgroup's CPUs
+    /// and the process's one explorer. The node it moves to, its pin put
+    /// in `plan`; `None` where it stays.
+    fn turn(
+        &mut self,
+        c: &Scored<'_>,
+        r: &Round<'_, '_>,
+        runnable: &[usize],
+        plan: &mut Plan,
+    ) -> Option<usize> {
+        let (lo, hi) = (self.params.reset_min_rounds, self.params.reset_max_rounds);
+        let (s, doms, round) = (r.view.snapshot, r.doms, r.round);
+        let id = c.task.id();
+        let st = self.threads.get_mut(&id).expect("inserted above");
+        st.maybe_reset(round, c.here, &mut self.rng, lo, hi);
+        st.update(c.here, r.global);
+        let draw = self.rng.draw();
+        let (prob, bias) = (st.prob, st.bias);
+        if bias == c.here || !bias_random_pick(prob, draw) {
+            return None;
+        }
+        // §4.4: load balancing wins over BRM.
+        let idle = |d: usize| runnable[d] < doms[d].cpus.len();
+        if !idle(bias) && idle(c.here) {
+            return None;
+        }
+        // Issue 16: explorations step aside where [Rao13]'s premise
+        // does not hold (brm/premise.rs), and go where they learn most.
+        let group = s.group(c.task.tgid);
+        let shares = group.and_then(premise::memory_shares);
+        let mut bias = bias;
+        let mut exploring = String::new();
+        if st.unc[bias].is_none() {
+            if let (Some(g), Some(m)) = (group, &shares) {
+                let here_count = r
+                    .threads_on
+                    .get(&(c.task.tgid, c.here))
+                    .copied()
+                    .unwrap_or(1);
+                if premise::stays(m, doms[c.here].os_id, g.threads.len(), here_count).is_some() {
+                    return None;
+                }
+            }
+            let home = shares
+                .as_ref()
+                .and_then(premise::home)
+                .and_then(|os| doms.iter().position(|d| d.os_id == os));
+            (bias, exploring) =
+                exploration_target(&st.unc, c.here, home, &idle, doms, &mut self.rng)?;
+        }
+        // Its cgroup's CPUs on that node (a confined vCPU goes only
+        // where its domain's cpuset reaches).
+        let cpus = r.view.confine(c.task, &doms[bias].cpus)?;
+        // While one thread of a process explores, the others hold.
+        let explore = st.unc[bias].is_none();
+        if let Some(&(who, until)) = self.explorers.get(&c.task.tgid)
+            && who != id
+            && until > round
+        {
+            return None;
+        }
+        if explore {
+            self.explorers
+                .insert(c.task.tgid, (id, round + EXPLORATION_ROUNDS));
+        }
+        st.prob = 0;
+        let pick = Pick {
+            to: bias,
+            prob,
+            draw,
+            exploring,
+            shares,
+        };
+        let reason = move_reason(&self.params, c, st, r, &pick, &cpus);
+        plan.push(
+            Action::Pin {
+                task: id,
+                tgid: c.task.tgid,
+                cpus: cpus.clone(),
+            },
+            reason,
+        );
+        self.ours.insert(id, cpus);
+        Some(bias)
+    }
+}
+
+/// A move BRM picked, for its reason.
+struct Pick {
+    /// The domain it goes to.
+    to: usize,
+    /// The migration probability and the draw below it.
+    prob: u8,
+    draw: u8,
+    /// Why it explores there, if it does.
+    exploring: String,
+    /// Its process's memory per node, as shares.
+    shares: Option<BTreeMap<u32, f64>>,
+}
+
+/// The words of a move: who, from where to where, the penalties per node,
+/// the probability and the draw.
+fn move_reason(
+    params: &BrmParams,
+    c: &Scored<'_>,
+    st: &ThreadState,
+    r: &Round<'_, '_>,
+    pick: &Pick,
+    cpus: &CpuSet,
+) -> String {
+    let (doms, bias) = (r.doms, pick.to);
+    let to = &doms[bias];
+    let mut others = String::new();
+    for (i, v) in st.unc.iter().enumerate() {
+        if i != c.here && i != bias {
+            let _ = write!(others, ", {} on node {}", fmt_penalty(*v), doms[i].os_id);
+        }
+    }
+    let who = match (c.task.vcpu, hinted(params, r.view.snapshot, c.task)) {
+        (Some(v), Some(true)) => {
+            format!(
+                "vCPU {v} (thread {}, a candidate by guest hint)",
+                c.task.tid
+            )
+        }
+        (Some(v), _) => format!("vCPU {v} (thread {})", c.task.tid),
+        (None, _) => format!("thread {}", c.task.tid),
+    };
+    let there = match st.unc[bias] {
+        Some(v) => format!("{v:.0} last seen on node {}", to.os_id),
+        None => format!("node {} not measured yet", to.os_id),
+    };
+    let (global, prob, draw, exploring) = (r.global, pick.prob, pick.draw, &pick.exploring);
+    format!(
+        "brm: {who} of {} from node {} to node {} (CPUs {cpus}): \
+         system-wide uncore penalty {global:.0} cycles here, {there}{others}; \
+         its own {:.0} cycles; migration probability {prob} > draw {draw}{exploring}{}",
+        r.labels.get(&c.task.tgid).map_or("", String::as_str),
+        doms[c.here].os_id,
+        to.os_id,
+        st.ewma.unwrap_or(c.sample),
+        memory_note(pick.shares.as_ref(), doms[c.here].os_id, to.os_id),
+    )
 }
 
 impl Brm {
