@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde::{Deserialize, Serialize};
 
 use numaplace_model::task::printable;
-use numaplace_model::{Action, Plan, Snapshot, TaskGroup, TaskId, Topology};
+use numaplace_model::{Action, CpuSet, Node, NodeSet, Plan, Snapshot, TaskGroup, TaskId, Topology};
 
 use crate::{Needs, Policy, View};
 
@@ -153,196 +153,284 @@ impl Policy for NumadLike {
         let spills = spill::turned_away(t, s, self.params.prefer_quiet_node);
 
         for (g, cpus, mem) in self.big_enough(view, &usage) {
-            let total: u64 = mem.values().sum();
             if let Some(&(at, node)) = self.placed.get(&g.id())
                 && s.time_unix_ns.saturating_sub(at) < self.params.cooldown_secs * 1_000_000_000
             {
-                // Placed too recently to reconsider. But the engine's
-                // migration rate limit may have cut its memory move short:
-                // while its threads stay where they were put, the rest of
-                // the memory follows, round by round.
-                let on_node = mem.get(&node).copied().unwrap_or(0);
-                let still_there = t.node_by_os_id(node).is_some_and(|n| {
-                    g.threads
-                        .iter()
-                        .filter_map(|&tid| s.task(tid))
-                        .all(|task| task.allowed_cpus.is_subset(&n.span))
-                });
-                if self.params.move_memory && still_there && (on_node as f64) < 0.9 * total as f64 {
-                    plan.push(
-                        Action::MoveMemory {
-                            process: g.id(),
-                            to_node: node,
-                            max_pages: None,
-                        },
-                        format!(
-                            "numad-like: {} (pid {}) was placed on node {node} and {:.0}% of its {} \
-                             is there so far: moving the rest (the migration rate limit spreads \
-                             a move over rounds)",
-                            printable(&g.label()),
-                            g.pid,
-                            100.0 * on_node as f64 / total.max(1) as f64,
-                            mib(total as f64)
-                        ),
-                    );
-                }
+                self.follow_memory(view, g, &mem, node, &mut plan);
                 continue;
             }
-            let home = mem
+            let p = Process::new(view, g, cpus, mem, &room, &usage);
+            if let Some(left) = self.place(view, p, runnable, &spills, &mut plan) {
+                room = left;
+            }
+        }
+        plan
+    }
+}
+
+/// A process numad may place this round, with what decides where it goes.
+struct Process<'s> {
+    g: &'s TaskGroup,
+    /// The CPUs it used over the interval.
+    cpus: f64,
+    /// Its memory per node (kernel id), bytes, and in all.
+    mem: BTreeMap<u32, u64>,
+    total: u64,
+    /// The node (dense id) holding most of its memory.
+    home: Option<usize>,
+    /// Every node's room, what the process holds itself counted as room
+    /// where it is.
+    room_for: Vec<NodeRoom>,
+    /// The nodes its cpuset lets it have memory on; `None`: any.
+    mems: Option<&'s NodeSet>,
+    /// The CPUs its cgroup confines it to, if it does.
+    confined: Option<&'s CpuSet>,
+}
+
+impl<'s> Process<'s> {
+    fn new(
+        view: &View<'s>,
+        g: &'s TaskGroup,
+        cpus: f64,
+        mem: BTreeMap<u32, u64>,
+        room: &[NodeRoom],
+        usage: &HashMap<i32, f64>,
+    ) -> Process<'s> {
+        let (t, s) = (view.topology, view.snapshot);
+        let total: u64 = mem.values().sum();
+        let home = mem
+            .iter()
+            .max_by_key(|&(_, b)| *b)
+            .and_then(|(&os, _)| t.node_by_os_id(os))
+            .map(|n| n.id);
+        // What the process itself holds counts as room where it is.
+        let mut room_for = room.to_vec();
+        for (&os, &b) in &mem {
+            if let Some(n) = t.node_by_os_id(os) {
+                room_for[n.id].memory += b as f64;
+            }
+        }
+        for tid in &g.threads {
+            if let (Some(task), Some(u)) = (s.task(*tid), usage.get(tid))
+                && let Some(c) = task.last_cpu.and_then(|c| t.cpu_by_os_id(c))
+            {
+                room_for[c.node].cpus += u;
+            }
+        }
+        // Only nodes its cpuset lets it have memory on (Mems_allowed;
+        // unknown: any).
+        let mems = s
+            .task(g.pid)
+            .map(|m| &m.allowed_mems)
+            .filter(|m| !m.is_empty());
+        // Where its cgroup confines it (a libvirt domain, a pod,
+        // `AllowedCPUs=`): of each node, the CPUs within that.
+        let confined = (g.threads.iter())
+            .filter_map(|&tid| s.task(tid))
+            .find_map(|k| k.confined_cpus.as_ref());
+        Process {
+            g,
+            cpus,
+            mem,
+            total,
+            home,
+            room_for,
+            mems,
+            confined,
+        }
+    }
+
+    /// Of node `n`, the CPUs within the process's confinement.
+    fn reach(&self, n: &Node) -> CpuSet {
+        match self.confined {
+            Some(c) => n.span.intersection(c),
+            None => n.span.clone(),
+        }
+    }
+
+    /// Its memory fits, and `free` CPUs of the node (within its
+    /// confinement) hold its CPU use.
+    ///
+    /// numad places a process only where both its memory and its CPU use
+    /// fit (numad.c asks for as many nodes as the process needs CPUs and
+    /// memory): free memory, and as many CPUs as it uses (the roomiest
+    /// such node is then taken, so other load counts in the choice); one
+    /// that fits no node is left where it is (numad would spread it over
+    /// several nodes, which Linux's own spreading already does).
+    fn fits_with(&self, n: &Node, free: f64) -> bool {
+        let free = match self.confined {
+            Some(_) => free.min(self.reach(n).len() as f64),
+            None => free,
+        };
+        (self.confined.is_none() || !self.reach(n).is_empty())
+            && self.mems.is_none_or(|m| m.contains(n.os_id))
+            && self.room_for[n.id].memory >= self.total as f64
+            && free + CPU_SLACK >= self.cpus
+    }
+}
+
+impl NumadLike {
+    /// A process placed too recently to reconsider. But the engine's
+    /// migration rate limit may have cut its memory move short: while its
+    /// threads stay where they were put (node `node`), the rest of the
+    /// memory follows, round by round.
+    fn follow_memory(
+        &self,
+        view: &View<'_>,
+        g: &TaskGroup,
+        mem: &BTreeMap<u32, u64>,
+        node: u32,
+        plan: &mut Plan,
+    ) {
+        let (t, s) = (view.topology, view.snapshot);
+        let total: u64 = mem.values().sum();
+        let on_node = mem.get(&node).copied().unwrap_or(0);
+        let still_there = t.node_by_os_id(node).is_some_and(|n| {
+            g.threads
                 .iter()
-                .max_by_key(|&(_, b)| *b)
-                .and_then(|(&os, _)| t.node_by_os_id(os))
-                .map(|n| n.id);
-            // What the process itself holds counts as room where it is.
-            let mut room_for = room.clone();
-            for (&os, &b) in &mem {
-                if let Some(n) = t.node_by_os_id(os) {
-                    room_for[n.id].memory += b as f64;
-                }
-            }
-            for tid in &g.threads {
-                if let (Some(task), Some(u)) = (s.task(*tid), usage.get(tid))
-                    && let Some(c) = task.last_cpu.and_then(|c| t.cpu_by_os_id(c))
-                {
-                    room_for[c.node].cpus += u;
-                }
-            }
-            // Only nodes its cpuset lets it have memory on (Mems_allowed;
-            // unknown: any).
-            let mems = s
-                .task(g.pid)
-                .map(|m| &m.allowed_mems)
-                .filter(|m| !m.is_empty());
-            // numad places a process only where both its memory and its
-            // CPU use fit (numad.c asks for as many nodes as the process
-            // needs CPUs and memory): free memory, and as many CPUs as it
-            // uses (the roomiest such node is then taken, so other load
-            // counts in the choice); one that fits no node is left where
-            // it is (numad would spread it over several nodes, which
-            // Linux's own spreading already does).
-            // Where its cgroup confines it (a libvirt domain, a pod,
-            // `AllowedCPUs=`): of each node, the CPUs within that.
-            let confined = (g.threads.iter())
                 .filter_map(|&tid| s.task(tid))
-                .find_map(|k| k.confined_cpus.as_ref());
-            let reach = |n: &numaplace_model::Node| match confined {
-                Some(c) => n.span.intersection(c),
-                None => n.span.clone(),
-            };
-            // Its memory fits, and `free` CPUs of the node (within its
-            // confinement) hold its CPU use.
-            let fits_with = |n: &numaplace_model::Node, free: f64| {
-                let free = match confined {
-                    Some(_) => free.min(reach(n).len() as f64),
-                    None => free,
-                };
-                (confined.is_none() || !reach(n).is_empty())
-                    && mems.is_none_or(|m| m.contains(n.os_id))
-                    && room_for[n.id].memory >= total as f64
-                    && free + CPU_SLACK >= cpus
-            };
-            let fits = |n: &&numaplace_model::Node| fits_with(n, room_for[n.id].cpus);
-            let quiet = self
-                .params
-                .prefer_quiet_node
-                .then(|| misses_per_node(t, s, g.pid))
-                .flatten();
-            // auto's choice: where most of the memory already is, when the
-            // process fits there (nothing to move, cheap to try and undo).
-            // There the others' load on it need not leave it room, as
-            // long as the rest of the machine has idle CPUs to take that
-            // load (Linux's balancing moves the unpinned work off the
-            // CPUs the process is pinned to), give or take `SMALL_LOAD`
-            // (the daemon's own or a shell's): its threads go to where
-            // their memory already is, so nothing moves but them. On a
-            // crowded machine (more runnable threads than CPUs, the
-            // premise DI steps aside on too) the process's threads
-            // would time-share the node's CPUs with the work already
-            // there (mix:143, barcelona-4s with 23 runnable threads on 16
-            // CPUs: a 6-thread process pinned to the 4 CPUs of a busy node
-            // went 37 % slower while it was tried). Crowded, no CPU is
-            // counted spare, whatever the last interval's CPU use says (it
-            // misses threads that just started).
-            let crowded = runnable > t.span().len();
-            let home_node = home.map(|h| &t.nodes()[h]).filter(|n| {
-                let spare: f64 = if crowded {
-                    0.0
-                } else {
-                    (t.cpu_nodes().filter(|m| m.id != n.id))
-                        .map(|m| room_for[m.id].cpus.max(0.0))
-                        .sum()
-                };
-                let free = (room_for[n.id].cpus + spare + SMALL_LOAD).min(node_cpus(
-                    t,
-                    n,
-                    self.params.htt_percent,
-                ));
-                self.params.prefer_quiet_node
-                    && fits_with(n, free)
-                    && 2 * mem.get(&n.os_id).copied().unwrap_or(0) > total
-            });
-            let fitting: Vec<&numaplace_model::Node> = t.cpu_nodes().filter(fits).collect();
-            let ranks = quiet.as_deref().or(spills.as_deref());
-            let Some(best) = home_node.or_else(|| roomiest(&fitting, &room_for, ranks)) else {
-                continue; // fits no node
-            };
-            let on_best = mem.get(&best.os_id).copied().unwrap_or(0);
-            let target = reach(best);
-            let pinned = g
-                .threads
-                .iter()
-                .filter_map(|&tid| s.task(tid))
-                .all(|task| task.allowed_cpus.is_subset(&target));
-            if pinned && (on_best as f64) >= 0.9 * total as f64 {
-                continue; // already where numad would put it
-            }
-            let why = if home_node.is_some_and(|h| h.id == best.id) {
+                .all(|task| task.allowed_cpus.is_subset(&n.span))
+        });
+        if self.params.move_memory && still_there && (on_node as f64) < 0.9 * total as f64 {
+            plan.push(
+                Action::MoveMemory {
+                    process: g.id(),
+                    to_node: node,
+                    max_pages: None,
+                },
                 format!(
-                    "numad-like: {} (pid {}) uses {} and {cpus:.2} CPUs; node {} holds {:.0}% of \
-                     its memory and has room for it ({:.2} CPUs free): its threads go there, the \
-                     rest of its memory after them",
+                    "numad-like: {} (pid {}) was placed on node {node} and {:.0}% of its {} \
+                     is there so far: moving the rest (the migration rate limit spreads \
+                     a move over rounds)",
                     printable(&g.label()),
                     g.pid,
-                    mib(total as f64),
-                    best.os_id,
-                    100.0 * on_best_share(&mem, best.os_id),
-                    room_for[best.id].cpus
-                )
-            } else {
-                let among = spill::among(&fitting, best, &room_for, quiet.is_none(), &spills);
-                let room = (best, &room_for[best.id]);
-                placement_reason(t, g, cpus, &mem, room, home, &among)
-            };
-            for &tid in &g.threads {
-                let Some(task) = s.task(tid) else { continue };
-                if task.allowed_cpus != target {
-                    plan.push(
-                        Action::Pin {
-                            task: task.id(),
-                            tgid: g.pid,
-                            cpus: target.clone(),
-                        },
-                        why.clone(),
-                    );
-                }
-            }
-            if self.params.move_memory && on_best < total {
+                    100.0 * on_node as f64 / total.max(1) as f64,
+                    mib(total as f64)
+                ),
+            );
+        }
+    }
+
+    /// Places process `p` on the node numad (or, with
+    /// `prefer_quiet_node`, auto) chooses: its threads' pins and its
+    /// memory's move in `plan`. The nodes' room once it is there, for the
+    /// next process; `None` where it fits no node or is there already.
+    fn place<'t>(
+        &mut self,
+        view: &View<'t>,
+        p: Process<'_>,
+        runnable: usize,
+        spills: &Option<Vec<f64>>,
+        plan: &mut Plan,
+    ) -> Option<Vec<NodeRoom>> {
+        let (t, s) = (view.topology, view.snapshot);
+        let (g, cpus, total) = (p.g, p.cpus, p.total);
+        let quiet = self
+            .params
+            .prefer_quiet_node
+            .then(|| misses_per_node(t, s, g.pid))
+            .flatten();
+        let home_node = self.home_node(t, &p, runnable);
+        let fitting: Vec<&Node> = t
+            .cpu_nodes()
+            .filter(|n| p.fits_with(n, p.room_for[n.id].cpus))
+            .collect();
+        let ranks = quiet.as_deref().or(spills.as_deref());
+        // None: fits no node.
+        let best = home_node.or_else(|| roomiest(&fitting, &p.room_for, ranks))?;
+        let on_best = p.mem.get(&best.os_id).copied().unwrap_or(0);
+        let target = p.reach(best);
+        let pinned = g
+            .threads
+            .iter()
+            .filter_map(|&tid| s.task(tid))
+            .all(|task| task.allowed_cpus.is_subset(&target));
+        if pinned && (on_best as f64) >= 0.9 * total as f64 {
+            return None; // already where numad would put it
+        }
+        let why = if home_node.is_some_and(|h| h.id == best.id) {
+            format!(
+                "numad-like: {} (pid {}) uses {} and {cpus:.2} CPUs; node {} holds {:.0}% of \
+                 its memory and has room for it ({:.2} CPUs free): its threads go there, the \
+                 rest of its memory after them",
+                printable(&g.label()),
+                g.pid,
+                mib(total as f64),
+                best.os_id,
+                100.0 * on_best_share(&p.mem, best.os_id),
+                p.room_for[best.id].cpus
+            )
+        } else {
+            let among = spill::among(&fitting, best, &p.room_for, quiet.is_none(), spills);
+            let room = (best, &p.room_for[best.id]);
+            placement_reason(t, g, cpus, &p.mem, room, p.home, &among)
+        };
+        for &tid in &g.threads {
+            let Some(task) = s.task(tid) else { continue };
+            if task.allowed_cpus != target {
                 plan.push(
-                    Action::MoveMemory {
-                        process: g.id(),
-                        to_node: best.os_id,
-                        max_pages: None,
+                    Action::Pin {
+                        task: task.id(),
+                        tgid: g.pid,
+                        cpus: target.clone(),
                     },
                     why.clone(),
                 );
             }
-            // Book the move so the next process sees the room it leaves.
-            room = room_for;
-            room[best.id].memory -= total as f64;
-            room[best.id].cpus -= cpus;
-            self.placed.insert(g.id(), (s.time_unix_ns, best.os_id));
         }
-        plan
+        if self.params.move_memory && on_best < total {
+            plan.push(
+                Action::MoveMemory {
+                    process: g.id(),
+                    to_node: best.os_id,
+                    max_pages: None,
+                },
+                why.clone(),
+            );
+        }
+        // Book the move so the next process sees the room it leaves.
+        let mut room = p.room_for;
+        room[best.id].memory -= total as f64;
+        room[best.id].cpus -= cpus;
+        self.placed.insert(g.id(), (s.time_unix_ns, best.os_id));
+        Some(room)
+    }
+
+    /// auto's choice: where most of the memory already is, when the
+    /// process fits there (nothing to move, cheap to try and undo).
+    /// There the others' load on it need not leave it room, as
+    /// long as the rest of the machine has idle CPUs to take that
+    /// load (Linux's balancing moves the unpinned work off the
+    /// CPUs the process is pinned to), give or take `SMALL_LOAD`
+    /// (the daemon's own or a shell's): its threads go to where
+    /// their memory already is, so nothing moves but them. On a
+    /// crowded machine (more runnable threads than CPUs, the
+    /// premise DI steps aside on too) the process's threads
+    /// would time-share the node's CPUs with the work already
+    /// there (mix:143, barcelona-4s with 23 runnable threads on 16
+    /// CPUs: a 6-thread process pinned to the 4 CPUs of a busy node
+    /// went 37 % slower while it was tried). Crowded, no CPU is
+    /// counted spare, whatever the last interval's CPU use says (it
+    /// misses threads that just started).
+    fn home_node<'t>(&self, t: &'t Topology, p: &Process<'_>, runnable: usize) -> Option<&'t Node> {
+        let crowded = runnable > t.span().len();
+        p.home.map(|h| &t.nodes()[h]).filter(|n| {
+            let spare: f64 = if crowded {
+                0.0
+            } else {
+                (t.cpu_nodes().filter(|m| m.id != n.id))
+                    .map(|m| p.room_for[m.id].cpus.max(0.0))
+                    .sum()
+            };
+            let free = (p.room_for[n.id].cpus + spare + SMALL_LOAD).min(node_cpus(
+                t,
+                n,
+                self.params.htt_percent,
+            ));
+            self.params.prefer_quiet_node
+                && p.fits_with(n, free)
+                && 2 * p.mem.get(&n.os_id).copied().unwrap_or(0) > p.total
+        })
     }
 }
 
