@@ -46,7 +46,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use numaplace_model::task::printable;
-use numaplace_model::{Action, CpuSet, Plan, Task, Topology};
+use numaplace_model::{Action, CpuSet, Plan, Task, TaskGroup, Topology};
 
 use crate::{Needs, Policy, Signal, View};
 pub use classify::{Class, Classifier};
@@ -244,10 +244,6 @@ impl Policy for AdaptiveMapping {
         if cfg.fit_power {
             self.power.observe(s, view.topology);
         }
-        let power = match self.power.model().filter(|_| cfg.fit_power) {
-            Some(m) => (m, "fitted to this machine's energy readings"),
-            None => (&self.params.models.power, "of the coefficient file"),
-        };
         let live: std::collections::BTreeSet<i32> = s.groups.iter().map(|g| g.pid).collect();
         self.groups.retain(|pid, _| live.contains(pid));
         self.left.retain(|pid| live.contains(pid));
@@ -260,260 +256,395 @@ impl Policy for AdaptiveMapping {
             {
                 continue;
             }
-            let mut tasks: Vec<&Task> = g.threads.iter().filter_map(|&t| s.task(t)).collect();
-            // Every thread alive, and none that chose its own CPUs (an
-            // affinity that is neither the whole machine nor one CPU of
-            // this policy's layouts, which pin one thread per CPU).
-            if tasks.len() != g.threads.len()
-                || tasks.iter().any(|t| {
-                    matches!(t.state, 'Z' | 'X')
-                        || !(t.chose_nothing(view.topology.span())
-                            || (t.allowed_cpus.len() == 1 && self.groups.contains_key(&g.pid)))
-                })
-            {
-                continue;
-            }
-            tasks.sort_by_key(|t| (t.vcpu.unwrap_or(u32::MAX), t.tid));
-            // Names come from /proc (or a VM's command line): escaped.
-            let label = format!("{} ({})", printable(&g.label()), g.pid);
-            let prefer = memory_packages(view.topology, g);
-            // The CPUs the other groups hold: both mappings are laid out
-            // on the rest, and a group that does not fit there is left to
-            // Linux (the mappings assume vcores that own their cores).
-            // Where its cgroup confines it (a libvirt domain's cpuset):
-            // the CPUs outside that are taken too. Linux's, when this
-            // policy gives the group back: its room.
-            let Some(room) = tasks.first().map(|t| view.room(t)) else {
+            let Some(tasks) = self.members(view, g) else {
                 continue;
             };
-            let taken: CpuSet = self
-                .groups
-                .iter()
-                .filter(|(pid, _)| **pid != g.pid)
-                .flat_map(|(_, st)| st.layout.cpus.iter().copied())
-                .collect::<CpuSet>()
-                .union(&view.topology.span().difference(&room));
-            let fresh =
-                |m: Mapping| mapping::layout(view.topology, m, tasks.len(), &prefer, &taken);
-            let kept = self.groups.get(&g.pid).filter(|st| {
-                st.layout.cpus.len() == tasks.len()
-                    && st.layout.cpus.iter().all(|c| !taken.contains(*c))
-            });
-            let (local, inter) = match kept {
-                Some(st) if st.mapping == Mapping::Local => {
-                    (Some(st.layout.clone()), fresh(Mapping::Interleaved))
-                }
-                Some(st) => (fresh(Mapping::Local), Some(st.layout.clone())),
-                None => (fresh(Mapping::Local), fresh(Mapping::Interleaved)),
-            };
-            let (Some(local), Some(inter)) = (local, inter) else {
+            let Some(gr) = self.layouts(view, g, tasks, now) else {
                 continue;
             };
-            let mut reports = self.reports.lock().unwrap_or_else(|e| e.into_inner());
-            let report = reports.entry(g.pid).or_insert_with(|| GroupReport {
-                label: label.clone(),
-                first_s: now,
-                ..GroupReport::default()
-            });
-            report.last_s = now;
-            if let Some(why) = crowded
-                .as_ref()
-                .filter(|_| cfg.objective != Objective::Power)
-            {
-                if self.groups.remove(&g.pid).is_some() {
-                    back_to_linux(&mut plan, &room, &tasks, g.pid, &label, why);
-                }
-                report.vote_off = Some(why.clone());
-                continue;
-            }
-            // [Bae12]'s premise (premise.rs): where the models' vote does
-            // not apply, the group holds the local mapping and is not probed.
-            let aside = premise::fails(cfg.objective, &local, &inter, tasks.len());
-            report.vote_off = aside.clone();
-            // Holding local is the safe answer only where it gives every
-            // vcore a core: doubled up on hardware threads ([Bae12]'s local
-            // mapping) with no vote to say it pays, the group is left to
-            // Linux, and threads this policy pinned get the machine back.
-            if let Some(why) = aside.as_ref().filter(|_| local.cores.len() < tasks.len()) {
-                let why = format!(
-                    "{why}, and the local mapping would put its {} vcores on {} cores: left to Linux",
-                    tasks.len(),
-                    local.cores.len()
-                );
-                if self.groups.remove(&g.pid).is_some() {
-                    back_to_linux(&mut plan, &room, &tasks, g.pid, &label, &why);
-                }
-                report.left_to_linux = Some(why);
-                self.left.insert(g.pid);
-                continue;
-            }
-            let pin = |plan: &mut Plan, m: Mapping, why: &str| {
-                let l = if m == Mapping::Local { &local } else { &inter };
-                for (t, &cpu) in tasks.iter().zip(&l.cpus) {
-                    let cpus: CpuSet = [cpu].into_iter().collect();
-                    if t.allowed_cpus != cpus {
-                        plan.push(
-                            Action::Pin {
-                                task: t.id(),
-                                tgid: g.pid,
-                                cpus,
-                            },
-                            format!("adaptive-mapping: {label} vcore thread {} to CPU {cpu} ({m} mapping): {why}", t.tid),
-                        );
-                    }
-                }
-            };
-            let Some(st) = self.groups.get_mut(&g.pid) else {
-                let share = memory_share(view.topology, g, &local.packages);
-                let shares = package_shares(view.topology, g, &local.packages);
-                if let Some(why) = premise::memory_elsewhere(share, &local.packages)
-                    .or_else(|| premise::memory_lopsided(shares.as_deref(), &local.packages))
-                {
-                    report.left_to_linux = Some(why);
-                    self.left.insert(g.pid);
-                    continue;
-                }
-                let known = g.memory.is_some();
-                if let Some(why) =
-                    premise::too_early(cfg.objective, share, known, &local, tasks.len())
-                {
-                    report.vote_off = Some(why);
-                    continue;
-                }
-                let memory = match share {
-                    Some(f) => format!(
-                        " ({:.0} % of it on package{} {:?})",
-                        f * 100.0,
-                        if local.packages.len() == 1 { "" } else { "s" },
-                        local.packages
-                    ),
-                    None => " (none resident yet)".to_string(),
-                };
-                let why = match &aside {
-                    None => format!(
-                        "first seen; seed 002 §6.2 starts every VM in the local mapping, next to its memory{memory}"
-                    ),
-                    Some(why) => format!(
-                        "first seen; seed 002 §6.2 starts every VM in the local mapping, next to its memory{memory}, and it stays there: {why}"
-                    ),
-                };
-                pin(&mut plan, Mapping::Local, &why);
-                self.groups.insert(
-                    g.pid,
-                    Group {
-                        mapping: Mapping::Local,
-                        layout: local.clone(),
-                        placed_blind: share.is_none(),
-                        phase: Phase::Steady,
-                        window_start: now,
-                        overhead: 0.0,
-                        hold_until: now,
-                    },
-                );
-                report.mapping = Some(Mapping::Local);
-                continue;
-            };
-            if st.placed_blind {
-                let share = memory_share(view.topology, g, &st.layout.packages);
-                let shares = package_shares(view.topology, g, &st.layout.packages);
-                if let Some(why) = premise::memory_elsewhere(share, &st.layout.packages)
-                    .or_else(|| premise::memory_lopsided(shares.as_deref(), &st.layout.packages))
-                    .filter(|_| st.mapping == Mapping::Local)
-                {
-                    let why = format!("placed before its memory was resident, and now {why}");
-                    self.groups.remove(&g.pid);
-                    back_to_linux(&mut plan, &room, &tasks, g.pid, &label, &why);
-                    report.left_to_linux = Some(why);
-                    self.left.insert(g.pid);
-                    continue;
-                }
-                st.placed_blind = share.is_none();
-            }
-            st.layout = if st.mapping == Mapping::Local {
-                local.clone()
-            } else {
-                inter.clone()
-            };
-            // Threads moved by someone else (or new ones): back in place.
-            pin(
-                &mut plan,
-                st.mapping,
-                "keeps the group in its current mapping (it had left it)",
-            );
-            if let Some(why) = &aside {
-                if st.mapping != Mapping::Local {
-                    pin(
-                        &mut plan,
-                        Mapping::Local,
-                        &format!("back to the local mapping, next to its memory: {why}"),
-                    );
-                    st.mapping = Mapping::Local;
-                    st.layout = local.clone();
-                    st.phase = Phase::Steady;
-                    report.remaps += 1;
-                    report.mapping = Some(Mapping::Local);
-                }
-                continue;
-            }
-            if now + 1e-9 < st.hold_until {
-                continue;
-            }
-            let Some(probe) = vote::probe(s, &tasks, &self.params, &cfg) else {
-                continue;
-            };
-            report.probes += 1;
-            report.probe_overhead_s += probe.cost_s;
-            st.overhead += probe.cost_s;
-            let voted = vote::vote(&probe, st.mapping, &local, &inter, &self.params, power);
-            let remap_cost = cfg.remap_cost_ms / 1e3;
-            let mut go = |st: &mut Group, to: Mapping, why: String, plan: &mut Plan| {
-                pin(plan, to, &why);
-                st.mapping = to;
-                st.layout = if to == Mapping::Local {
-                    local.clone()
-                } else {
-                    inter.clone()
-                };
-                st.overhead += remap_cost;
-                report.remaps += 1;
-                report.remap_overhead_s += remap_cost;
-            };
-            let phase = std::mem::replace(&mut st.phase, Phase::Steady);
-            match phase {
-                Phase::Steady if voted.confident => {
-                    if voted.mapping != st.mapping {
-                        let why = format!("{}; committed (confident)", voted.describe(&cfg));
-                        go(st, voted.mapping, why, &mut plan);
-                    }
-                    interim(st, now, cfg.overhead_ceiling);
-                }
-                Phase::Steady => {
-                    let from = st.mapping;
-                    let why = format!(
-                        "{}; not confident, so trying the {} mapping to vote again there (§5.3)",
-                        voted.describe(&cfg),
-                        from.other()
-                    );
-                    go(st, from.other(), why, &mut plan);
-                    st.phase = Phase::Trial {
-                        first: voted.clone(),
-                        from,
-                    };
-                }
-                Phase::Trial { first, from } => {
-                    let (to, why) = vote::settle(&first, from, &voted, st.mapping, &cfg);
-                    if to != st.mapping {
-                        go(st, to, why, &mut plan);
-                    }
-                    interim(st, now, cfg.overhead_ceiling);
-                }
-            }
-            report.mapping = Some(st.mapping);
-            report.last_vote = Some(voted);
-            report.power_model = Some(power.0.clone());
+            self.decide_group(&gr, &cfg, crowded.as_ref(), &mut plan);
         }
         plan
     }
+}
+
+/// One group in one round: its threads in vcore order, its name, the CPUs
+/// Linux gives it and its two mappings' layouts.
+struct GroupRound<'a, 's> {
+    view: &'a View<'s>,
+    g: &'s TaskGroup,
+    tasks: Vec<&'s Task>,
+    label: String,
+    /// The CPUs Linux gives it when this policy gives it back.
+    room: CpuSet,
+    local: mapping::Layout,
+    inter: mapping::Layout,
+    /// The snapshot's time, seconds.
+    now: f64,
+}
+
+impl GroupRound<'_, '_> {
+    /// The layout of mapping `m`.
+    fn layout(&self, m: Mapping) -> &mapping::Layout {
+        if m == Mapping::Local {
+            &self.local
+        } else {
+            &self.inter
+        }
+    }
+
+    /// Pins each vcore thread to its CPU of mapping `m`'s layout.
+    fn pin(&self, plan: &mut Plan, m: Mapping, why: &str) {
+        let (g, label) = (self.g, &self.label);
+        for (t, &cpu) in self.tasks.iter().zip(&self.layout(m).cpus) {
+            let cpus: CpuSet = [cpu].into_iter().collect();
+            if t.allowed_cpus != cpus {
+                plan.push(
+                    Action::Pin {
+                        task: t.id(),
+                        tgid: g.pid,
+                        cpus,
+                    },
+                    format!("adaptive-mapping: {label} vcore thread {} to CPU {cpu} ({m} mapping): {why}", t.tid),
+                );
+            }
+        }
+    }
+
+    /// Gives the group back to Linux: every thread its room.
+    fn back_to_linux(&self, plan: &mut Plan, why: &str) {
+        back_to_linux(plan, &self.room, &self.tasks, self.g.pid, &self.label, why);
+    }
+}
+
+/// The power model a vote uses, and where it comes from.
+fn power_model<'a>(
+    fit: &'a power_fit::PowerFit,
+    params: &'a AdaptiveParams,
+) -> (&'a PowerModel, &'static str) {
+    match fit.model().filter(|_| params.config.fit_power) {
+        Some(m) => (m, "fitted to this machine's energy readings"),
+        None => (&params.models.power, "of the coefficient file"),
+    }
+}
+
+impl AdaptiveMapping {
+    /// The group's threads in vcore order; `None` where one is gone or
+    /// chose its own CPUs.
+    fn members<'s>(&self, view: &View<'s>, g: &TaskGroup) -> Option<Vec<&'s Task>> {
+        let s = view.snapshot;
+        let mut tasks: Vec<&Task> = g.threads.iter().filter_map(|&t| s.task(t)).collect();
+        // Every thread alive, and none that chose its own CPUs (an
+        // affinity that is neither the whole machine nor one CPU of
+        // this policy's layouts, which pin one thread per CPU).
+        if tasks.len() != g.threads.len()
+            || tasks.iter().any(|t| {
+                matches!(t.state, 'Z' | 'X')
+                    || !(t.chose_nothing(view.topology.span())
+                        || (t.allowed_cpus.len() == 1 && self.groups.contains_key(&g.pid)))
+            })
+        {
+            return None;
+        }
+        tasks.sort_by_key(|t| (t.vcpu.unwrap_or(u32::MAX), t.tid));
+        Some(tasks)
+    }
+
+    /// The group's two layouts; `None` where one does not fit.
+    fn layouts<'a, 's>(
+        &self,
+        view: &'a View<'s>,
+        g: &'s TaskGroup,
+        tasks: Vec<&'s Task>,
+        now: f64,
+    ) -> Option<GroupRound<'a, 's>> {
+        // Names come from /proc (or a VM's command line): escaped.
+        let label = format!("{} ({})", printable(&g.label()), g.pid);
+        let prefer = memory_packages(view.topology, g);
+        // The CPUs the other groups hold: both mappings are laid out
+        // on the rest, and a group that does not fit there is left to
+        // Linux (the mappings assume vcores that own their cores).
+        // Where its cgroup confines it (a libvirt domain's cpuset):
+        // the CPUs outside that are taken too. Linux's, when this
+        // policy gives the group back: its room.
+        let room = tasks.first().map(|t| view.room(t))?;
+        let taken: CpuSet = self
+            .groups
+            .iter()
+            .filter(|(pid, _)| **pid != g.pid)
+            .flat_map(|(_, st)| st.layout.cpus.iter().copied())
+            .collect::<CpuSet>()
+            .union(&view.topology.span().difference(&room));
+        let fresh = |m: Mapping| mapping::layout(view.topology, m, tasks.len(), &prefer, &taken);
+        let kept = self.groups.get(&g.pid).filter(|st| {
+            st.layout.cpus.len() == tasks.len()
+                && st.layout.cpus.iter().all(|c| !taken.contains(*c))
+        });
+        let (local, inter) = match kept {
+            Some(st) if st.mapping == Mapping::Local => {
+                (Some(st.layout.clone()), fresh(Mapping::Interleaved))
+            }
+            Some(st) => (fresh(Mapping::Local), Some(st.layout.clone())),
+            None => (fresh(Mapping::Local), fresh(Mapping::Interleaved)),
+        };
+        let (Some(local), Some(inter)) = (local, inter) else {
+            return None;
+        };
+        Some(GroupRound {
+            view,
+            g,
+            tasks,
+            label,
+            room,
+            local,
+            inter,
+            now,
+        })
+    }
+
+    /// One group's round: left to Linux on a crowded machine or where
+    /// \[Bae12\]'s premise fails, else placed when first seen, or voted on.
+    fn decide_group(
+        &mut self,
+        gr: &GroupRound<'_, '_>,
+        cfg: &AdaptiveConfig,
+        crowded: Option<&String>,
+        plan: &mut Plan,
+    ) {
+        let (g, tasks, local) = (gr.g, &gr.tasks, &gr.local);
+        let reports = self.reports.clone();
+        let mut reports = reports.lock().unwrap_or_else(|e| e.into_inner());
+        let report = reports.entry(g.pid).or_insert_with(|| GroupReport {
+            label: gr.label.clone(),
+            first_s: gr.now,
+            ..GroupReport::default()
+        });
+        report.last_s = gr.now;
+        if let Some(why) = crowded.filter(|_| cfg.objective != Objective::Power) {
+            if self.groups.remove(&g.pid).is_some() {
+                gr.back_to_linux(plan, why);
+            }
+            report.vote_off = Some(why.clone());
+            return;
+        }
+        // [Bae12]'s premise (premise.rs): where the models' vote does
+        // not apply, the group holds the local mapping and is not probed.
+        let aside = premise::fails(cfg.objective, local, &gr.inter, tasks.len());
+        report.vote_off = aside.clone();
+        // Holding local is the safe answer only where it gives every
+        // vcore a core: doubled up on hardware threads ([Bae12]'s local
+        // mapping) with no vote to say it pays, the group is left to
+        // Linux, and threads this policy pinned get the machine back.
+        if let Some(why) = aside.as_ref().filter(|_| local.cores.len() < tasks.len()) {
+            let why = format!(
+                "{why}, and the local mapping would put its {} vcores on {} cores: left to Linux",
+                tasks.len(),
+                local.cores.len()
+            );
+            if self.groups.remove(&g.pid).is_some() {
+                gr.back_to_linux(plan, &why);
+            }
+            report.left_to_linux = Some(why);
+            self.left.insert(g.pid);
+            return;
+        }
+        if self.groups.contains_key(&g.pid) {
+            self.known_group(gr, cfg, aside.as_ref(), report, plan);
+        } else {
+            self.first_seen(gr, cfg, aside.as_ref(), report, plan);
+        }
+    }
+
+    /// A group seen for the first time: in the local mapping, next to its
+    /// memory (\[Bae12\] §6.2), unless its memory is elsewhere or not
+    /// resident yet.
+    fn first_seen(
+        &mut self,
+        gr: &GroupRound<'_, '_>,
+        cfg: &AdaptiveConfig,
+        aside: Option<&String>,
+        report: &mut GroupReport,
+        plan: &mut Plan,
+    ) {
+        let (view, g, local) = (gr.view, gr.g, &gr.local);
+        let share = memory_share(view.topology, g, &local.packages);
+        let shares = package_shares(view.topology, g, &local.packages);
+        if let Some(why) = premise::memory_elsewhere(share, &local.packages)
+            .or_else(|| premise::memory_lopsided(shares.as_deref(), &local.packages))
+        {
+            report.left_to_linux = Some(why);
+            self.left.insert(g.pid);
+            return;
+        }
+        let known = g.memory.is_some();
+        if let Some(why) = premise::too_early(cfg.objective, share, known, local, gr.tasks.len()) {
+            report.vote_off = Some(why);
+            return;
+        }
+        let memory = match share {
+            Some(f) => format!(
+                " ({:.0} % of it on package{} {:?})",
+                f * 100.0,
+                if local.packages.len() == 1 { "" } else { "s" },
+                local.packages
+            ),
+            None => " (none resident yet)".to_string(),
+        };
+        let why = match aside {
+            None => format!(
+                "first seen; seed 002 §6.2 starts every VM in the local mapping, next to its memory{memory}"
+            ),
+            Some(why) => format!(
+                "first seen; seed 002 §6.2 starts every VM in the local mapping, next to its memory{memory}, and it stays there: {why}"
+            ),
+        };
+        gr.pin(plan, Mapping::Local, &why);
+        self.groups.insert(
+            g.pid,
+            Group {
+                mapping: Mapping::Local,
+                layout: local.clone(),
+                placed_blind: share.is_none(),
+                phase: Phase::Steady,
+                window_start: gr.now,
+                overhead: 0.0,
+                hold_until: gr.now,
+            },
+        );
+        report.mapping = Some(Mapping::Local);
+    }
+
+    /// A group placed before: given back to Linux where its memory turned
+    /// out to be elsewhere, kept in its mapping, back to local where the
+    /// premise fails, and else probed and voted on once its overhead
+    /// allows (§5.3).
+    fn known_group(
+        &mut self,
+        gr: &GroupRound<'_, '_>,
+        cfg: &AdaptiveConfig,
+        aside: Option<&String>,
+        report: &mut GroupReport,
+        plan: &mut Plan,
+    ) {
+        let (view, g, local) = (gr.view, gr.g, &gr.local);
+        let st = self.groups.get_mut(&g.pid).expect("a known group");
+        if st.placed_blind {
+            let share = memory_share(view.topology, g, &st.layout.packages);
+            let shares = package_shares(view.topology, g, &st.layout.packages);
+            if let Some(why) = premise::memory_elsewhere(share, &st.layout.packages)
+                .or_else(|| premise::memory_lopsided(shares.as_deref(), &st.layout.packages))
+                .filter(|_| st.mapping == Mapping::Local)
+            {
+                let why = format!("placed before its memory was resident, and now {why}");
+                self.groups.remove(&g.pid);
+                gr.back_to_linux(plan, &why);
+                report.left_to_linux = Some(why);
+                self.left.insert(g.pid);
+                return;
+            }
+            st.placed_blind = share.is_none();
+        }
+        st.layout = gr.layout(st.mapping).clone();
+        // Threads moved by someone else (or new ones): back in place.
+        gr.pin(
+            plan,
+            st.mapping,
+            "keeps the group in its current mapping (it had left it)",
+        );
+        if let Some(why) = aside {
+            if st.mapping != Mapping::Local {
+                gr.pin(
+                    plan,
+                    Mapping::Local,
+                    &format!("back to the local mapping, next to its memory: {why}"),
+                );
+                st.mapping = Mapping::Local;
+                st.layout = local.clone();
+                st.phase = Phase::Steady;
+                report.remaps += 1;
+                report.mapping = Some(Mapping::Local);
+            }
+            return;
+        }
+        if gr.now + 1e-9 < st.hold_until {
+            return;
+        }
+        let Some(probe) = vote::probe(view.snapshot, &gr.tasks, &self.params, cfg) else {
+            return;
+        };
+        report.probes += 1;
+        report.probe_overhead_s += probe.cost_s;
+        st.overhead += probe.cost_s;
+        let power = power_model(&self.power, &self.params);
+        let voted = vote::vote(&probe, st.mapping, local, &gr.inter, &self.params, power);
+        next_phase(st, gr, cfg, &voted, report, plan);
+        report.mapping = Some(st.mapping);
+        report.last_vote = Some(voted);
+        report.power_model = Some(power.0.clone());
+    }
+}
+
+/// §5.3 after a vote: a confident one is committed; an unconfident one
+/// tries the other mapping to vote again there, and the second vote
+/// settles it.
+fn next_phase(
+    st: &mut Group,
+    gr: &GroupRound<'_, '_>,
+    cfg: &AdaptiveConfig,
+    voted: &Vote,
+    report: &mut GroupReport,
+    plan: &mut Plan,
+) {
+    let now = gr.now;
+    let phase = std::mem::replace(&mut st.phase, Phase::Steady);
+    match phase {
+        Phase::Steady if voted.confident => {
+            if voted.mapping != st.mapping {
+                let why = format!("{}; committed (confident)", voted.describe(cfg));
+                remap(st, gr, cfg, voted.mapping, why, report, plan);
+            }
+            interim(st, now, cfg.overhead_ceiling);
+        }
+        Phase::Steady => {
+            let from = st.mapping;
+            let why = format!(
+                "{}; not confident, so trying the {} mapping to vote again there (§5.3)",
+                voted.describe(cfg),
+                from.other()
+            );
+            remap(st, gr, cfg, from.other(), why, report, plan);
+            st.phase = Phase::Trial {
+                first: voted.clone(),
+                from,
+            };
+        }
+        Phase::Trial { first, from } => {
+            let (to, why) = vote::settle(&first, from, voted, st.mapping, cfg);
+            if to != st.mapping {
+                remap(st, gr, cfg, to, why, report, plan);
+            }
+            interim(st, now, cfg.overhead_ceiling);
+        }
+    }
+}
+
+/// Moves the group to mapping `to`, its remapping cost counted.
+fn remap(
+    st: &mut Group,
+    gr: &GroupRound<'_, '_>,
+    cfg: &AdaptiveConfig,
+    to: Mapping,
+    why: String,
+    report: &mut GroupReport,
+    plan: &mut Plan,
+) {
+    let remap_cost = cfg.remap_cost_ms / 1e3;
+    gr.pin(plan, to, &why);
+    st.mapping = to;
+    st.layout = gr.layout(to).clone();
+    st.overhead += remap_cost;
+    report.remaps += 1;
+    report.remap_overhead_s += remap_cost;
 }
 
 /// §5.3 Interim: with overhead `o` spent since `tsc_prev`, no probing until
