@@ -18,6 +18,9 @@ use std::fmt;
 
 use numaplace_model::{Action, Plan, Snapshot};
 
+/// The most pages moved around one sampled address (4 GiB of 4 KiB pages).
+pub const MAX_WINDOW_PAGES: u64 = 1 << 20;
+
 /// Bytes per page (the simulator's and x86's base page).
 const PAGE: u64 = 4096;
 

@@ -1,0 +1,289 @@
+//! DI-Plain and DI-Migrate (\[Blagodurov11\] §3.1, §3.2): threads ranked by
+//! LLC miss rate dealt over the memory domains, most and least intensive
+//! alternating; with DI-Migrate, memory following them.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use numaplace_model::plan::DEFAULT_WINDOW_PAGES;
+use numaplace_model::{Action, CpuSet, Plan, Snapshot};
+
+use super::aside;
+use super::candidates::{
+    BLIND_WITHOUT_MPKI, Candidate, FOLLOW_WITHOUT_SAMPLES, TaskMap, TaskSet, candidates,
+    linux_cpus, release_all,
+};
+use super::layout;
+use super::machine::{Machine, process_memory};
+use super::memory::{MAX_WINDOW_PAGES, MemoryFollower, Placed, Who};
+use crate::{Needs, Policy, Signal, View};
+
+/// The node holding a thread's memory, when that is not `node` (where DI
+/// would put it) and its memory is anchored there ([`aside::home`]), with
+/// what said so.
+fn anchored_elsewhere(
+    s: &Snapshot,
+    c: &Candidate<'_>,
+    memory: &HashMap<i32, Option<&BTreeMap<u32, numaplace_model::NodeMemory>>>,
+    m: &Machine,
+    node: u32,
+) -> Option<(u32, aside::Evidence)> {
+    let samples = s.samples.get(&c.id.tid).map_or(&[][..], |v| &v[..]);
+    let process = memory.get(&c.tgid).copied().flatten();
+    match aside::home(samples, s.numa_faults.get(&c.id.tid), process, &m.cpu_nodes)? {
+        (aside::Home::Anchored(h), e) if h != node => Some((h, e)),
+        _ => None,
+    }
+}
+
+/// DI-Plain's and DI-Migrate's parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DiParams {
+    /// Pages moved around each sampled address (DI-Migrate; §4).
+    pub window_pages: u64,
+    /// Two threads keep last round's order in the ranking unless their
+    /// LLC miss rates differ by more than this percentage. 0 (the
+    /// default) is \[Blagodurov11\]'s DI, which ranks afresh every round, so two
+    /// threads of about the same intensity trade places, cores and memory
+    /// whenever their rates cross; `auto` ranks with 10 %.
+    pub rank_hysteresis_percent: f64,
+}
+
+impl Default for DiParams {
+    fn default() -> Self {
+        DiParams {
+            window_pages: DEFAULT_WINDOW_PAGES,
+            rank_hysteresis_percent: 0.0,
+        }
+    }
+}
+
+/// `di-plain` (§3.1) or, with memory following, `di-migrate` (§3.2).
+pub struct DistributedIntensity {
+    migrate: Option<MemoryFollower>,
+    ours: TaskMap<CpuSet>,
+    /// [`DiParams::rank_hysteresis_percent`] as a fraction.
+    hysteresis: f64,
+    /// Each thread's rank last round.
+    ranks: TaskMap<usize>,
+}
+
+impl DistributedIntensity {
+    pub fn plain() -> DistributedIntensity {
+        DistributedIntensity {
+            migrate: None,
+            ours: TaskMap::default(),
+            hysteresis: 0.0,
+            ranks: TaskMap::default(),
+        }
+    }
+
+    pub fn migrate(p: DiParams) -> DistributedIntensity {
+        DistributedIntensity {
+            migrate: Some(MemoryFollower::new(p.window_pages, false)),
+            ours: TaskMap::default(),
+            hysteresis: p.rank_hysteresis_percent / 100.0,
+            ranks: TaskMap::default(),
+        }
+    }
+}
+
+/// Puts back last round's order (`ranks`) between neighbours in `cands`
+/// (sorted most intensive first) whose miss rates are within `hysteresis`
+/// of each other, so that a crossing of two about equal rates moves no
+/// thread: swaps of adjacent pairs only, each undoing one inversion of
+/// last round's order, so it ends.
+fn keep_order(cands: &mut [Candidate<'_>], ranks: &TaskMap<usize>, hysteresis: f64) {
+    let rank = |c: &Candidate<'_>| ranks.get(&c.id).copied().unwrap_or(usize::MAX);
+    let mut swapped = true;
+    while swapped {
+        swapped = false;
+        for i in 1..cands.len() {
+            let (a, b) = (&cands[i - 1], &cands[i]);
+            if rank(b) < rank(a) && a.mpki <= b.mpki * (1.0 + hysteresis) {
+                cands.swap(i - 1, i);
+                swapped = true;
+            }
+        }
+    }
+}
+
+impl Policy for DistributedIntensity {
+    fn name(&self) -> &'static str {
+        if self.migrate.is_some() {
+            "di-migrate"
+        } else {
+            "di-plain"
+        }
+    }
+
+    fn needs(&self) -> Needs {
+        Needs {
+            counters: true,
+            // DI-Plain reads where memory is, to leave threads near it.
+            memory: true,
+            samples: self.migrate.is_some(),
+            page_sets: false,
+        }
+    }
+
+    fn without(&self, signal: Signal) -> Option<String> {
+        match signal {
+            Signal::LlcMissRate => Some(BLIND_WITHOUT_MPKI.into()),
+            Signal::Samples if self.migrate.is_some() => Some(FOLLOW_WITHOUT_SAMPLES.into()),
+            _ => None,
+        }
+    }
+
+    fn decide(&mut self, view: &View<'_>) -> Plan {
+        let m = Machine::new(view.topology);
+        let mut plan = Plan::default();
+        let mut skipped = 0;
+        let labels = view.labels();
+        let mut cands = candidates(view, &labels, &self.ours, &mut skipped);
+        let name = self.name();
+        let alive: TaskSet = cands.iter().map(|c| c.id).collect();
+        self.ours.retain(|k, _| alive.contains(k));
+        if cands.is_empty() || m.cores.is_empty() {
+            return plan;
+        }
+        if let Some(why) = aside::crowding(view.snapshot, view.topology) {
+            release_all(name, &cands, &mut self.ours, &m.span, &why, &mut plan);
+            return plan;
+        }
+        // Most intensive first; ties by tid, so a round is reproducible.
+        cands.sort_by(|a, b| b.mpki.total_cmp(&a.mpki).then(a.id.tid.cmp(&b.id.tid)));
+        if self.hysteresis > 0.0 {
+            keep_order(&mut cands, &self.ranks, self.hysteresis);
+            self.ranks = cands.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+        }
+        let order: Vec<u64> = (0..cands.len() as u64).collect();
+        let assigned: BTreeMap<u64, usize> = layout::distributed_intensity(&order, &m.domains)
+            .into_iter()
+            .collect();
+        let memory = process_memory(view.snapshot);
+        let mut placed = Vec::new();
+        // Threads on each node: those DI deals there, then those left
+        // beside their memory there, up to the node's cores.
+        let anchored: Vec<Option<(u32, aside::Evidence)>> = cands
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let &core = assigned.get(&(i as u64))?;
+                anchored_elsewhere(view.snapshot, c, &memory, &m, m.cores[core].1)
+            })
+            .collect();
+        let mut on_node: BTreeMap<u32, usize> = BTreeMap::new();
+        for (i, a) in anchored.iter().enumerate() {
+            if let (None, Some(&core)) = (a, assigned.get(&(i as u64))) {
+                *on_node.entry(m.cores[core].1).or_insert(0) += 1;
+            }
+        }
+        for (i, c) in cands.iter().enumerate() {
+            let Some(&core) = assigned.get(&(i as u64)) else {
+                continue;
+            };
+            let (cpus, node) = &m.cores[core];
+            let Some(cpus) = &crate::confine(view.topology, c.confined, cpus) else {
+                continue;
+            };
+            let who = Who::Thread {
+                class: None,
+                tid: c.id.tid,
+                label: c.label,
+            };
+            if let Some((home, evidence)) = anchored[i] {
+                // DI-Plain's memory stays (§3.1): moving the thread away
+                // from it is what §3.2 measured as harm. It is left to
+                // Linux within its memory's node, while the node has a
+                // core for it besides the threads dealt there: given the
+                // whole machine, Linux moved it to another node, away from
+                // its memory, as soon as DI pinned a thread onto the core
+                // it ran on (measured: +18 % on a generated mix of one
+                // 4-vCPU VM whose vCPUs first-touched their memory on both
+                // nodes). Beyond the node's cores it goes back to Linux.
+                let room = m.cores.iter().filter(|(_, n)| *n == home).count();
+                let taken = on_node.entry(home).or_insert(0);
+                *taken += 1;
+                let (cpus, how) = if *taken <= room {
+                    let beside = m.node_cpus(home);
+                    let how = format!("to node {home}'s CPUs {beside}, left to Linux within them");
+                    (beside, how)
+                } else {
+                    let linux = linux_cpus(&m.span, c.confined);
+                    let how = format!("back to Linux (CPUs {linux}), node {home} being full");
+                    (linux, how)
+                };
+                let Some(cpus) = crate::confine(view.topology, c.confined, &cpus) else {
+                    continue;
+                };
+                let ours = if cpus == linux_cpus(&m.span, c.confined) {
+                    self.ours.remove(&c.id).is_some()
+                } else {
+                    self.ours.insert(c.id, cpus.clone());
+                    true
+                };
+                if ours && *c.allowed != cpus {
+                    plan.push(
+                        Action::Pin {
+                            task: c.id,
+                            tgid: c.tgid,
+                            cpus,
+                        },
+                        format!(
+                            "{name}: {who} {how}: its memory is on node {home} (by {}) and does not follow it to core {core} (node {node}), where its rank would put it",
+                            evidence.describe()
+                        ),
+                    );
+                }
+                continue;
+            }
+            placed.push(Placed {
+                tid: c.id.tid,
+                tgid: c.tgid,
+                node: *node,
+                who: who.clone(),
+            });
+            if *c.allowed != *cpus {
+                plan.push(
+                    Action::Pin {
+                        task: c.id,
+                        tgid: c.tgid,
+                        cpus: cpus.clone(),
+                    },
+                    format!(
+                        "{name}: {who} ranks {} of {} by LLC miss rate ({:.1} per 1000 instructions): core {core} (CPUs {cpus}, node {node})",
+                        i + 1,
+                        cands.len(),
+                        c.mpki
+                    ),
+                );
+            }
+            self.ours.insert(c.id, cpus.clone());
+        }
+        if let Some(f) = self.migrate.as_mut() {
+            f.plan(view.snapshot, &placed, &mut plan);
+        }
+        plan
+    }
+}
+
+impl crate::Params for DiParams {
+    fn validate(&self) -> Result<(), String> {
+        crate::within("window-pages", self.window_pages, 1, MAX_WINDOW_PAGES)?;
+        if !self.rank_hysteresis_percent.is_finite() {
+            return Err(format!(
+                "rank-hysteresis-percent = {}: must be a number from 0 to 100",
+                self.rank_hysteresis_percent
+            ));
+        }
+        crate::within(
+            "rank-hysteresis-percent",
+            self.rank_hysteresis_percent,
+            0.0,
+            100.0,
+        )
+    }
+}
