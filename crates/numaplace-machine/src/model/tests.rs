@@ -1,5 +1,6 @@
 //! Tests of `model`.
 
+use super::llc::{water_fill, water_fill_all, water_fill_in};
 use super::*;
 use crate::thread::ThreadModel;
 
