@@ -101,11 +101,13 @@ mod diagnostics;
 pub use diagnostics::line_col;
 mod format;
 mod resolve;
+mod thread_model;
 mod values;
 
 use diagnostics::*;
 use format::*;
 use resolve::parse_named;
+use thread_model::*;
 
 use crate::machine::{Machine, PRESETS};
 use crate::workload::{
