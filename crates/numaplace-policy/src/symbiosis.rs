@@ -529,17 +529,7 @@ impl Symbiosis {
     ) {
         let p = &self.params;
         let t = view.topology;
-        let (span, cores, name) = match node {
-            Some(n) => {
-                let n = &t.nodes()[n];
-                (
-                    n.span.intersection(t.span()),
-                    n.cores.len(),
-                    format!("node {}", n.os_id),
-                )
-            }
-            None => (t.span().clone(), t.cores().len(), "the machine".to_string()),
-        };
+        let (span, cores, name) = node_scope(t, node);
         let doms = Domains::new(t, &span);
         if cands.is_empty() || doms.list.is_empty() {
             return;
@@ -549,55 +539,13 @@ impl Symbiosis {
         // every task has a core to itself and nothing to pair, so Linux
         // keeps balancing them (tasks pinned earlier get the node back).
         if doms.list.len() == 1 && cands.len() <= cores {
-            for c in cands {
-                let Some(span) = crate::confine(t, c.confined.as_ref(), &span) else {
-                    continue;
-                };
-                if c.allowed != span {
-                    plan.push(
-                        Action::Pin {
-                            task: c.id,
-                            tgid: c.tgid,
-                            cpus: span.clone(),
-                        },
-                        format!(
-                            "symbiosis: thread {} of {} to {name}'s CPUs {span}, left to Linux \
-                             within them: its {} tasks fit its {cores} cores and share one \
-                             cache, so there is nothing to pair (seed 003's premise: tasks that \
-                             take turns on cores)",
-                            c.id.tid,
-                            c.label,
-                            cands.len(),
-                        ),
-                    );
-                }
-                self.ours.insert(c.id, span.clone());
-            }
+            self.nothing_to_pair(t, cands, (&span, cores, &name), plan);
             return;
         }
         if cands.len() < 2 {
             return;
         }
-        let members: Vec<Member> = cands
-            .iter()
-            .map(|c| Member {
-                tid: c.id.tid,
-                tgid: c.tgid,
-                weight: f64::from(c.sig.occupancy_weight),
-                entries: f64::from(c.sig.entries.max(1)),
-                cpu: c.sig.cpu,
-                symbiosis: c.sig.symbiosis.clone(),
-                // Where it is: its place if we pinned it there, else the
-                // domain it last ran in (no place in it), so the first
-                // split moves as few threads away from the cache and, on
-                // first touch, the memory they have.
-                now: doms.find(&c.allowed).or_else(|| {
-                    c.last_cpu
-                        .and_then(|cpu| doms.domain_of(cpu))
-                        .map(|d| (d, usize::MAX))
-                }),
-            })
-            .collect();
+        let members = members(cands, &doms);
         let cores: Vec<usize> = doms.list.iter().map(|(_, c)| c.len()).collect();
         let o = Options {
             algorithm: p.algorithm,
@@ -613,18 +561,8 @@ impl Symbiosis {
             .map(|m| m.now.filter(|&(_, k)| k != usize::MAX))
             .collect();
         let old_cost = now.as_ref().map(|n| place::co_run_cost(&g, n));
-        // A place left idle (its tasks exited) while another holds two
-        // takes turns for nothing: placed again, whatever the model gains.
-        let idle_while_shared = now.as_ref().is_some_and(|now| {
-            let mut on: BTreeMap<(usize, usize), usize> = BTreeMap::new();
-            for &x in now {
-                *on.entry(x).or_default() += 1;
-            }
-            let places: usize = cores.iter().sum();
-            on.len() < places && on.values().any(|&k| k >= 2)
-        });
         if let Some(old) = old_cost
-            && !idle_while_shared
+            && !idle_while_shared(now.as_deref(), &cores)
             && new_cost >= old * (1.0 - p.min_gain_percent / 100.0)
         {
             // Keep the present placement: not enough to gain.
@@ -650,41 +588,7 @@ impl Symbiosis {
                 continue;
             };
             let who = format!("thread {} of {}", c.id.tid, c.label);
-            let mates: Vec<usize> = (0..cands.len())
-                .filter(|&j| j != i && new[j] == new[i])
-                .collect();
-            let partner = match mates
-                .iter()
-                .max_by(|&&a, &&b| g.get(i, a).total_cmp(&g.get(i, b)))
-            {
-                Some(&j) => {
-                    let (s, measured) = place::symbiosis_of(&members[i], &members[j]);
-                    let measured = measured
-                        .map(|m| format!(", {m} with its CPU {}", members[j].cpu))
-                        .unwrap_or_default();
-                    format!(
-                        "time-shares the core with thread {} of {} (weight {}, interference {:.3}, pair symbiosis {:.0}{measured}), so the two never run at the same time",
-                        cands[j].id.tid,
-                        cands[j].label,
-                        members[j].weight,
-                        g.get(i, j),
-                        s,
-                    )
-                }
-                None => "alone on its core".to_string(),
-            };
-            let apart = (0..cands.len())
-                .filter(|&j| new[j].0 == d && new[j].1 != k)
-                .max_by(|&a, &b| g.get(i, a).total_cmp(&g.get(i, b)))
-                .map(|j| {
-                    format!(
-                        "; its strongest co-runner in this LLC is thread {} of {} (interference {:.3})",
-                        cands[j].id.tid,
-                        cands[j].label,
-                        g.get(i, j)
-                    )
-                })
-                .unwrap_or_default();
+            let (partner, apart) = co_runners(i, cands, &members, &g, &new);
             if c.allowed != *core_cpus {
                 plan.push(
                     Action::Pin {
@@ -701,6 +605,143 @@ impl Symbiosis {
             self.ours.insert(c.id, core_cpus.clone());
         }
     }
+
+    /// The tasks of a node with one cache and a core for each: left to
+    /// Linux within the node's CPUs (`span`, of `cores` cores, called
+    /// `name`).
+    fn nothing_to_pair(
+        &mut self,
+        t: &Topology,
+        cands: &[Candidate],
+        (span, cores, name): (&CpuSet, usize, &str),
+        plan: &mut Plan,
+    ) {
+        for c in cands {
+            let Some(span) = crate::confine(t, c.confined.as_ref(), span) else {
+                continue;
+            };
+            if c.allowed != span {
+                plan.push(
+                    Action::Pin {
+                        task: c.id,
+                        tgid: c.tgid,
+                        cpus: span.clone(),
+                    },
+                    format!(
+                        "symbiosis: thread {} of {} to {name}'s CPUs {span}, left to Linux \
+                         within them: its {} tasks fit its {cores} cores and share one \
+                         cache, so there is nothing to pair (seed 003's premise: tasks that \
+                         take turns on cores)",
+                        c.id.tid,
+                        c.label,
+                        cands.len(),
+                    ),
+                );
+            }
+            self.ours.insert(c.id, span.clone());
+        }
+    }
+}
+
+/// The CPUs numaplace may use on `node` (or the machine), its cores and
+/// its name for the reasons.
+fn node_scope(t: &Topology, node: Option<usize>) -> (CpuSet, usize, String) {
+    match node {
+        Some(n) => {
+            let n = &t.nodes()[n];
+            (
+                n.span.intersection(t.span()),
+                n.cores.len(),
+                format!("node {}", n.os_id),
+            )
+        }
+        None => (t.span().clone(), t.cores().len(), "the machine".to_string()),
+    }
+}
+
+/// The tasks as the placement reads them: signature and where each is.
+fn members(cands: &[Candidate], doms: &Domains) -> Vec<Member> {
+    cands
+        .iter()
+        .map(|c| Member {
+            tid: c.id.tid,
+            tgid: c.tgid,
+            weight: f64::from(c.sig.occupancy_weight),
+            entries: f64::from(c.sig.entries.max(1)),
+            cpu: c.sig.cpu,
+            symbiosis: c.sig.symbiosis.clone(),
+            // Where it is: its place if we pinned it there, else the
+            // domain it last ran in (no place in it), so the first
+            // split moves as few threads away from the cache and, on
+            // first touch, the memory they have.
+            now: doms.find(&c.allowed).or_else(|| {
+                c.last_cpu
+                    .and_then(|cpu| doms.domain_of(cpu))
+                    .map(|d| (d, usize::MAX))
+            }),
+        })
+        .collect()
+}
+
+/// A place left idle (its tasks exited) while another holds two takes
+/// turns for nothing: placed again, whatever the model gains.
+fn idle_while_shared(now: Option<&[(usize, usize)]>, cores: &[usize]) -> bool {
+    now.is_some_and(|now| {
+        let mut on: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+        for &x in now {
+            *on.entry(x).or_default() += 1;
+        }
+        let places: usize = cores.iter().sum();
+        on.len() < places && on.values().any(|&k| k >= 2)
+    })
+}
+
+/// For task `i`'s reason: the task it time-shares its core with (or that
+/// it is alone), and its strongest co-runner on another core of its LLC.
+fn co_runners(
+    i: usize,
+    cands: &[Candidate],
+    members: &[Member],
+    g: &partition::Graph,
+    new: &[(usize, usize)],
+) -> (String, String) {
+    let (d, k) = new[i];
+    let mates: Vec<usize> = (0..cands.len())
+        .filter(|&j| j != i && new[j] == new[i])
+        .collect();
+    let partner = match mates
+        .iter()
+        .max_by(|&&a, &&b| g.get(i, a).total_cmp(&g.get(i, b)))
+    {
+        Some(&j) => {
+            let (s, measured) = place::symbiosis_of(&members[i], &members[j]);
+            let measured = measured
+                .map(|m| format!(", {m} with its CPU {}", members[j].cpu))
+                .unwrap_or_default();
+            format!(
+                "time-shares the core with thread {} of {} (weight {}, interference {:.3}, pair symbiosis {:.0}{measured}), so the two never run at the same time",
+                cands[j].id.tid,
+                cands[j].label,
+                members[j].weight,
+                g.get(i, j),
+                s,
+            )
+        }
+        None => "alone on its core".to_string(),
+    };
+    let apart = (0..cands.len())
+        .filter(|&j| new[j].0 == d && new[j].1 != k)
+        .max_by(|&a, &b| g.get(i, a).total_cmp(&g.get(i, b)))
+        .map(|j| {
+            format!(
+                "; its strongest co-runner in this LLC is thread {} of {} (interference {:.3})",
+                cands[j].id.tid,
+                cands[j].label,
+                g.get(i, j)
+            )
+        })
+        .unwrap_or_default();
+    (partner, apart)
 }
 
 #[cfg(test)]
