@@ -475,26 +475,7 @@ fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> (TopologyDesc, V
         Some(packages[i].os_id)
     };
 
-    let mut cores: Vec<CoreDesc> = hw
-        .objects_with_type(ObjectType::Core)
-        .map(|c| CoreDesc {
-            os_id: os_id(c),
-            cpus: cpuset_of(c),
-        })
-        .filter(|c| !c.cpus.is_empty())
-        .collect();
-    // PUs outside any core (synthetic or XML machines without cores) are
-    // cores of their own.
-    let in_cores = cores.iter().fold(CpuSet::new(), |a, c| a.union(&c.cpus));
-    for pu in hw.objects_with_type(ObjectType::PU) {
-        let id = os_id(pu);
-        if all.contains(id) && !in_cores.contains(id) {
-            cores.push(CoreDesc {
-                os_id: id,
-                cpus: [id].into_iter().collect(),
-            });
-        }
-    }
+    let cores = hw_cores(hw, &all);
 
     // Nodes: locality is hwloc's cpuset; home CPUs from sysfs where we
     // have it, otherwise each CPU goes to the most local node covering it
@@ -543,6 +524,53 @@ fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> (TopologyDesc, V
 
     repairs.extend(repair::adopt_cpus_in_no_node(&all, &packages, &mut nodes));
 
+    let mut caches = hw_caches(hw);
+
+    repairs.extend(repair::widen_caches_inside_cores(&cores, &mut caches));
+
+    let distances = node_distances(hw, &nodes);
+
+    let cpu_kinds = hw_cpu_kinds(hw);
+
+    let desc = TopologyDesc {
+        source,
+        packages,
+        cores,
+        nodes,
+        caches,
+        distances,
+        cpu_kinds,
+    };
+    (desc, repairs)
+}
+
+/// hwloc's cores with CPUs in `all`.
+fn hw_cores(hw: &Hw, all: &CpuSet) -> Vec<CoreDesc> {
+    let mut cores: Vec<CoreDesc> = hw
+        .objects_with_type(ObjectType::Core)
+        .map(|c| CoreDesc {
+            os_id: os_id(c),
+            cpus: cpuset_of(c),
+        })
+        .filter(|c| !c.cpus.is_empty())
+        .collect();
+    // PUs outside any core (synthetic or XML machines without cores) are
+    // cores of their own.
+    let in_cores = cores.iter().fold(CpuSet::new(), |a, c| a.union(&c.cpus));
+    for pu in hw.objects_with_type(ObjectType::PU) {
+        let id = os_id(pu);
+        if all.contains(id) && !in_cores.contains(id) {
+            cores.push(CoreDesc {
+                os_id: id,
+                cpus: [id].into_iter().collect(),
+            });
+        }
+    }
+    cores
+}
+
+/// hwloc's CPU caches with CPUs we may use.
+fn hw_caches(hw: &Hw) -> Vec<CacheDesc> {
     let mut caches = Vec::new();
     for obj in hw.objects().filter(|o| o.object_type().is_cpu_cache()) {
         let Some(ObjectAttributes::Cache(attr)) = obj.attributes() else {
@@ -570,12 +598,13 @@ fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> (TopologyDesc, V
             cpus,
         });
     }
+    caches
+}
 
-    repairs.extend(repair::widen_caches_inside_cores(&cores, &mut caches));
-
-    let distances = node_distances(hw, &nodes);
-
-    let cpu_kinds = match hw.cpu_kinds() {
+/// hwloc's CPU kinds where there are several (performance and efficiency
+/// cores), named by their `CoreType`.
+fn hw_cpu_kinds(hw: &Hw) -> Vec<CpuKindDesc> {
+    match hw.cpu_kinds() {
         Ok(kinds) if kinds.len() > 1 => kinds
             .enumerate()
             .map(|(i, k)| CpuKindDesc {
@@ -589,18 +618,7 @@ fn convert(hw: &Hw, source: String, sysfs: Option<&SysRoot>) -> (TopologyDesc, V
             })
             .collect(),
         _ => Vec::new(),
-    };
-
-    let desc = TopologyDesc {
-        source,
-        packages,
-        cores,
-        nodes,
-        caches,
-        distances,
-        cpu_kinds,
-    };
-    (desc, repairs)
+    }
 }
 
 /// The NUMA distance matrix in the order of `nodes`: the operating
