@@ -6,6 +6,33 @@
 //! a replayed recording or the simulator: the [`engine`] feeds it from a
 //! [`engine::Telemetry`] and hands its plan to an [`engine::Actuator`].
 
+/// The serde impls of a policy's parameters that check them where they
+/// are read, so that a config, a replay's config and the simulator all
+/// refuse a value out of range with [`Params::validate`]'s message. The
+/// type derives `Serialize` and `Deserialize` with
+/// `#[serde(remote = "Self")]`, which makes the derived code the inherent
+/// functions `T::serialize` and `T::deserialize` (the fields read
+/// unchecked); `checked_params!(T)` implements the traits with them,
+/// deserialising and then validating. One line per type instead of a copy
+/// of its fields.
+macro_rules! checked_params {
+    ($t:ty) => {
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                <$t>::serialize(self, serializer)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let p = <$t>::deserialize(deserializer)?;
+                $crate::Params::validate(&p).map_err(serde::de::Error::custom)?;
+                Ok(p)
+            }
+        }
+    };
+}
+
 pub mod adaptive;
 pub mod as_if_applied;
 pub mod auto;
@@ -252,8 +279,8 @@ pub struct Needs {
 /// so that a value out of range is an error naming the key and its range
 /// instead of a wrong placement, a panic or an allocation that fails.
 /// `validate` is the one home of each type's range checks: the serde
-/// conversions that check (DINO's, BRM's, symbiosis') call it, as does
-/// [`crate::PolicyKind::validate`].
+/// impls that check (DINO's, BRM's, symbiosis', made by `checked_params!`)
+/// call it, as does [`crate::PolicyKind::validate`].
 pub trait Params {
     fn validate(&self) -> Result<(), String> {
         Ok(())

@@ -91,7 +91,7 @@ impl Algorithm {
     default,
     deny_unknown_fields,
     rename_all = "kebab-case",
-    try_from = "RawParams"
+    remote = "Self"
 )]
 pub struct SymbiosisParams {
     pub algorithm: Algorithm,
@@ -123,48 +123,7 @@ impl Default for SymbiosisParams {
     }
 }
 
-/// The same fields, unchecked: what a config file says.
-#[derive(Deserialize)]
-#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
-struct RawParams {
-    algorithm: Algorithm,
-    two_phase: bool,
-    exact_limit: usize,
-    min_gain_percent: f64,
-    live_filter_bits: u32,
-    live_window_rounds: usize,
-}
-
-impl Default for RawParams {
-    fn default() -> Self {
-        let d = SymbiosisParams::default();
-        RawParams {
-            algorithm: d.algorithm,
-            two_phase: d.two_phase,
-            exact_limit: d.exact_limit,
-            min_gain_percent: d.min_gain_percent,
-            live_filter_bits: d.live_filter_bits,
-            live_window_rounds: d.live_window_rounds,
-        }
-    }
-}
-
-impl TryFrom<RawParams> for SymbiosisParams {
-    type Error = String;
-
-    fn try_from(r: RawParams) -> Result<Self, String> {
-        let p = SymbiosisParams {
-            algorithm: r.algorithm,
-            two_phase: r.two_phase,
-            exact_limit: r.exact_limit,
-            min_gain_percent: r.min_gain_percent,
-            live_filter_bits: r.live_filter_bits,
-            live_window_rounds: r.live_window_rounds,
-        };
-        crate::Params::validate(&p)?;
-        Ok(p)
-    }
-}
+checked_params!(SymbiosisParams);
 
 /// Checks the ranges; the error names the key and what to give. The serde
 /// conversion calls it, so config, replay and simulator all check them.

@@ -11,7 +11,7 @@ use crate::within;
     default,
     deny_unknown_fields,
     rename_all = "kebab-case",
-    try_from = "RawBrmParams"
+    remote = "Self"
 )]
 pub struct BrmParams {
     /// Threads whose name, or whose process's name, matches one of these
@@ -102,48 +102,4 @@ impl crate::Params for BrmParams {
     }
 }
 
-/// The same fields, unchecked: what a config file says.
-#[derive(Deserialize)]
-#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
-struct RawBrmParams {
-    comms: Vec<String>,
-    vcpus: bool,
-    min_uncore_requests_per_s: Option<f64>,
-    guest_hints: bool,
-    seed: u64,
-    reset_min_rounds: u32,
-    reset_max_rounds: u32,
-}
-
-impl Default for RawBrmParams {
-    fn default() -> Self {
-        let d = BrmParams::default();
-        RawBrmParams {
-            comms: d.comms,
-            vcpus: d.vcpus,
-            min_uncore_requests_per_s: d.min_uncore_requests_per_s,
-            guest_hints: d.guest_hints,
-            seed: d.seed,
-            reset_min_rounds: d.reset_min_rounds,
-            reset_max_rounds: d.reset_max_rounds,
-        }
-    }
-}
-
-impl TryFrom<RawBrmParams> for BrmParams {
-    type Error = String;
-
-    fn try_from(r: RawBrmParams) -> Result<Self, String> {
-        let p = BrmParams {
-            comms: r.comms,
-            vcpus: r.vcpus,
-            min_uncore_requests_per_s: r.min_uncore_requests_per_s,
-            guest_hints: r.guest_hints,
-            seed: r.seed,
-            reset_min_rounds: r.reset_min_rounds,
-            reset_max_rounds: r.reset_max_rounds,
-        };
-        crate::Params::validate(&p)?;
-        Ok(p)
-    }
-}
+checked_params!(BrmParams);

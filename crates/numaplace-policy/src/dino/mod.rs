@@ -50,7 +50,7 @@ use memory::{MemoryFollower, Placed, Who};
     default,
     deny_unknown_fields,
     rename_all = "kebab-case",
-    try_from = "RawDinoParams"
+    remote = "Self"
 )]
 pub struct DinoParams {
     /// Class boundaries in LLC misses per 1000 instructions (§3.3.2: 2 and
@@ -105,43 +105,7 @@ impl crate::Params for DinoParams {
     }
 }
 
-/// The same fields, unchecked: what a config file says.
-#[derive(Deserialize)]
-#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
-struct RawDinoParams {
-    #[serde(flatten)]
-    thresholds: Thresholds,
-    hysteresis_window: usize,
-    hysteresis_needed: usize,
-    window_pages: u64,
-}
-
-impl Default for RawDinoParams {
-    fn default() -> Self {
-        let d = DinoParams::default();
-        RawDinoParams {
-            thresholds: d.thresholds,
-            hysteresis_window: d.hysteresis_window,
-            hysteresis_needed: d.hysteresis_needed,
-            window_pages: d.window_pages,
-        }
-    }
-}
-
-impl TryFrom<RawDinoParams> for DinoParams {
-    type Error = String;
-
-    fn try_from(r: RawDinoParams) -> Result<Self, String> {
-        let p = DinoParams {
-            thresholds: r.thresholds,
-            hysteresis_window: r.hysteresis_window,
-            hysteresis_needed: r.hysteresis_needed,
-            window_pages: r.window_pages,
-        };
-        crate::Params::validate(&p)?;
-        Ok(p)
-    }
-}
+checked_params!(DinoParams);
 
 /// The `dino` policy. See the module documentation.
 pub struct Dino {
