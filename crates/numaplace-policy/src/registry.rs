@@ -115,6 +115,29 @@ policies! {
     Auto(AutoParams) = "auto", |p| Box::new(Auto::new(p.clone()));
 }
 
+impl PolicyKind {
+    /// Hands over the files the parameters name (`adaptive-mapping`'s
+    /// coefficient file), each read by `read`: the caller reads them (the
+    /// config's reader, with its size bound), the policy crate does no
+    /// I/O. Call it once the config is read, before
+    /// [`PolicyKind::validate`], which refuses a file not handed over.
+    pub fn read_files(
+        &mut self,
+        read: impl FnOnce(&std::path::Path) -> std::io::Result<String>,
+    ) -> Result<(), String> {
+        match self {
+            PolicyKind::AdaptiveMapping(p) => match p.unread_coefficients() {
+                Some(path) => {
+                    let text = read(path);
+                    p.read_coefficients(text)
+                }
+                None => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+}
+
 /// A `--policy` name numaplace does not know.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownPolicy(pub String);

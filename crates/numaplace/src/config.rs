@@ -241,6 +241,13 @@ impl Config {
         c.policy_named = toml::from_str::<toml::Table>(text)
             .map_err(|e| one_line(text, &e))?
             .contains_key("policy");
+        // Files the policy's parameters name (a coefficient file) are
+        // read here, with the config's size bound.
+        c.policy
+            .read_files(|path| {
+                numaplace_io::bounded::read_to_string(path, numaplace_io::bounded::CONFIG_MAX_BYTES)
+            })
+            .map_err(|e| format!("[policy] {e}"))?;
         c.policy
             .validate()
             .map_err(|e| format!("[policy] {}: {e}", c.policy.name()))?;

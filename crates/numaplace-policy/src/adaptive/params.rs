@@ -1,8 +1,12 @@
 //! `adaptive-mapping`'s parameters, checked when they are read: a bad
 //! objective, a missing or corrupt coefficient file or an overhead ceiling
 //! out of range is an error at configuration time, saying what to do.
+//!
+//! The coefficient file a config names is read by the config's reader,
+//! not here (the policy crate does no I/O): it hands the text over with
+//! [`crate::PolicyKind::read_files`].
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -85,6 +89,10 @@ impl Default for AdaptiveConfig {
 pub struct AdaptiveParams {
     pub config: AdaptiveConfig,
     pub models: Models,
+    /// Whether `models` are the ones the config says: the built-in ones,
+    /// or the coefficient file's once its text was handed over
+    /// ([`AdaptiveParams::read_coefficients`]).
+    models_read: bool,
 }
 
 impl Default for AdaptiveParams {
@@ -92,6 +100,7 @@ impl Default for AdaptiveParams {
         AdaptiveParams {
             config: AdaptiveConfig::default(),
             models: Models::builtin(),
+            models_read: true,
         }
     }
 }
@@ -102,6 +111,38 @@ impl AdaptiveParams {
         let mut p = AdaptiveParams::default();
         p.config.objective = objective;
         p
+    }
+
+    /// The coefficient file the config names and whose models are not
+    /// read yet.
+    pub fn unread_coefficients(&self) -> Option<&Path> {
+        self.config
+            .coefficients
+            .as_deref()
+            .filter(|_| !self.models_read)
+    }
+
+    /// Takes the models from the coefficient file's text, or says why
+    /// the file cannot be used: `text` is what reading
+    /// [`AdaptiveParams::unread_coefficients`] gave. Without a file to
+    /// read, nothing changes.
+    pub fn read_coefficients(&mut self, text: std::io::Result<String>) -> Result<(), String> {
+        let Some(path) = self.unread_coefficients() else {
+            return Ok(());
+        };
+        let text = text.map_err(|e| {
+            format!(
+                "adaptive-mapping: cannot read the coefficient file {}: {e}; write it \
+                 with `numaplace train --out {}` or leave `coefficients` out to use \
+                 the built-in westmere-2s models",
+                path.display(),
+                path.display()
+            )
+        })?;
+        self.models = Models::parse(&text)
+            .map_err(|e| format!("adaptive-mapping: coefficient file {}: {e}", path.display()))?;
+        self.models_read = true;
+        Ok(())
     }
 }
 
@@ -139,29 +180,28 @@ impl TryFrom<AdaptiveConfig> for AdaptiveParams {
                 ));
             }
         }
-        let models = match &c.coefficients {
-            None => Models::builtin(),
-            Some(path) => {
-                let text = numaplace_io::bounded::read_to_string(
-                    path,
-                    numaplace_io::bounded::CONFIG_MAX_BYTES,
-                )
-                .map_err(|e| {
-                    format!(
-                        "adaptive-mapping: cannot read the coefficient file {}: {e}; write it \
-                         with `numaplace train --out {}` or leave `coefficients` out to use \
-                         the built-in westmere-2s models",
-                        path.display(),
-                        path.display()
-                    )
-                })?;
-                Models::parse(&text).map_err(|e| {
-                    format!("adaptive-mapping: coefficient file {}: {e}", path.display())
-                })?
-            }
-        };
-        Ok(AdaptiveParams { config, models })
+        // A coefficient file's models come with its text, which the
+        // config's reader hands over (`read_coefficients`).
+        let models_read = c.coefficients.is_none();
+        Ok(AdaptiveParams {
+            config,
+            models: Models::builtin(),
+            models_read,
+        })
     }
 }
 
-impl crate::Params for AdaptiveParams {}
+/// The values are checked as they are read; here only that a coefficient
+/// file named was handed over.
+impl crate::Params for AdaptiveParams {
+    fn validate(&self) -> Result<(), String> {
+        match self.unread_coefficients() {
+            Some(path) => Err(format!(
+                "adaptive-mapping: the coefficient file {} was not read (its reader hands it \
+                 over with PolicyKind::read_files)",
+                path.display()
+            )),
+            None => Ok(()),
+        }
+    }
+}

@@ -290,10 +290,17 @@ fn groups_are_laid_out_on_cpus_no_other_group_holds() {
     );
 }
 
+/// A config's reading as the config's reader does it: the parameters,
+/// then the coefficient file's text handed over.
 #[test]
 fn bad_parameters_say_what_to_do() {
     let parse = |toml: &str| -> Result<PolicyKindOnly, String> {
-        serde_json::from_str::<PolicyKindOnly>(toml).map_err(|e| e.to_string())
+        let mut p = serde_json::from_str::<PolicyKindOnly>(toml).map_err(|e| e.to_string())?;
+        if let Some(path) = p.0.unread_coefficients() {
+            let text = std::fs::read_to_string(path);
+            p.0.read_coefficients(text)?;
+        }
+        Ok(p)
     };
     let e = parse(r#"{"objective": "speed"}"#).unwrap_err();
     assert!(
@@ -332,6 +339,11 @@ fn bad_parameters_say_what_to_do() {
     .unwrap();
     assert_eq!(ok.0.config.objective, Objective::Energy);
     assert_eq!(ok.0.models, test_models(1.0));
+    // A coefficient file named and not handed over is refused.
+    let unread: PolicyKindOnly =
+        serde_json::from_str(&format!(r#"{{"coefficients": {:?}}}"#, bad)).unwrap();
+    let e = crate::Params::validate(&unread.0).unwrap_err();
+    assert!(e.contains("was not read"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
 
