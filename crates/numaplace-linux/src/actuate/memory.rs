@@ -20,14 +20,14 @@ impl HostActuator {
         if let Err(o) = self.check_target(to_node) {
             return o;
         }
-        let Some(held) = self.hold(process, process.tid) else {
+        let Some(verified) = self.verify_task(process, process.tid) else {
             return Outcome::Gone;
         };
         let ranges = match self.ranges(process.tid) {
             Ok(r) => r,
-            Err(e) => return self.read_failed(&held, e),
+            Err(e) => return self.read_failed(&verified, e),
         };
-        let mut mover = Mover::new(self, &held, to_node, max_pages);
+        let mut mover = Mover::new(self, &verified, to_node, max_pages);
         for r in &ranges {
             if let Some(resident) = &r.resident {
                 if resident.iter().all(|&(n, _)| n == to_node) {
@@ -66,18 +66,18 @@ impl HostActuator {
         if let Err(o) = self.check_target(to_node) {
             return o;
         }
-        let Some(held) = self.hold(process, process.tid) else {
+        let Some(verified) = self.verify_task(process, process.tid) else {
             return Outcome::Gone;
         };
         let ranges = match self.ranges(process.tid) {
             Ok(r) => r,
-            Err(e) => return self.read_failed(&held, e),
+            Err(e) => return self.read_failed(&verified, e),
         };
         let Some(r) = ranges
             .iter()
             .find(|r| r.start <= address && address < r.end)
         else {
-            if !self.still_held(&held) {
+            if !self.still_verified(&verified) {
                 return Outcome::Gone;
             }
             return Outcome::Skipped {
@@ -95,7 +95,7 @@ impl HostActuator {
             r.page_size,
             (r.start, r.end),
         );
-        let mut mover = Mover::new(self, &held, to_node, None);
+        let mut mover = Mover::new(self, &verified, to_node, None);
         let stop = mover.range(lo, hi, r.page_size, false).err();
         mover.finish(stop)
     }
@@ -113,7 +113,7 @@ impl HostActuator {
                 return o;
             }
         }
-        let Some(held) = self.hold(process, process.tid) else {
+        let Some(verified) = self.verify_task(process, process.tid) else {
             return Outcome::Gone;
         };
         let leaving = from.difference(to);
@@ -136,7 +136,7 @@ impl HostActuator {
         };
         let err = (r < 0).then(io::Error::last_os_error);
         let after = self.pages_on(process.tid, &leaving);
-        if !self.still_held(&held) {
+        if !self.still_verified(&verified) {
             return Outcome::Gone;
         }
         match err {
@@ -350,7 +350,7 @@ enum Stop {
 /// One memory move in progress: the batches and their counts.
 struct Mover<'a> {
     act: &'a HostActuator,
-    held: &'a Held,
+    verified: &'a VerifiedTask,
     pid: i32,
     to_node: u32,
     budget: Option<u64>,
@@ -359,11 +359,16 @@ struct Mover<'a> {
 }
 
 impl<'a> Mover<'a> {
-    fn new(act: &'a HostActuator, held: &'a Held, to_node: u32, budget: Option<u64>) -> Self {
+    fn new(
+        act: &'a HostActuator,
+        verified: &'a VerifiedTask,
+        to_node: u32,
+        budget: Option<u64>,
+    ) -> Self {
         Mover {
             act,
-            held,
-            pid: held.task.tid,
+            verified,
+            pid: verified.task.tid,
             to_node,
             budget,
             counts: PageCounts::default(),
@@ -382,7 +387,7 @@ impl<'a> Mover<'a> {
         match stop {
             Some(Stop::Gone) => Outcome::Gone,
             Some(Stop::Refused(o)) => o,
-            Some(Stop::Budget) | None if !self.act.still_held(self.held) => Outcome::Gone,
+            Some(Stop::Budget) | None if !self.act.still_verified(self.verified) => Outcome::Gone,
             Some(Stop::Budget) | None => Outcome::Pages(self.counts),
         }
     }
@@ -402,7 +407,7 @@ impl<'a> Mover<'a> {
     }
 
     fn check(&self) -> Result<(), Stop> {
-        if self.act.still_held(self.held) {
+        if self.act.still_verified(self.verified) {
             Ok(())
         } else {
             Err(Stop::Gone)

@@ -193,7 +193,9 @@ impl HostActuator {
         if self.is_kernel_thread(task, tgid) {
             return Err(ActError::KernelThread { task });
         }
-        let held = self.hold(task, tgid).ok_or(ActError::Gone { task })?;
+        let verified = self
+            .verify_task(task, tgid)
+            .ok_or(ActError::Gone { task })?;
         let set =
             thread_affinity(task.tid, self.possible_cpus).map_err(|e| match e.raw_os_error() {
                 Some(libc::ESRCH) => ActError::Gone { task },
@@ -204,7 +206,7 @@ impl HostActuator {
                     source: e,
                 },
             })?;
-        if !self.still_held(&held) {
+        if !self.still_verified(&verified) {
             return Err(ActError::Gone { task });
         }
         Ok(set)
@@ -224,7 +226,7 @@ impl HostActuator {
                 "a kernel thread: numaplace never changes kernel threads",
             );
         }
-        let Some(held) = self.hold(task, tgid) else {
+        let Some(verified) = self.verify_task(task, tgid) else {
             return Outcome::Gone;
         };
         let bits = self
@@ -241,7 +243,7 @@ impl HostActuator {
             )
         };
         let err = (r < 0).then(io::Error::last_os_error);
-        if !self.still_held(&held) {
+        if !self.still_verified(&verified) {
             return Outcome::Gone;
         }
         let Some(e) = err else {
@@ -262,7 +264,7 @@ impl HostActuator {
     // --- identity -------------------------------------------------------
 
     /// Checks `task` is still the thread of `tgid` it was; `None`: gone.
-    fn hold(&self, task: TaskId, tgid: i32) -> Option<Held> {
+    fn verify_task(&self, task: TaskId, tgid: i32) -> Option<VerifiedTask> {
         if task.tid <= 0 || tgid <= 0 {
             return None;
         }
@@ -275,14 +277,14 @@ impl HostActuator {
             Err(_) => None,
         };
         self.same_start(task, tgid)
-            .then_some(Held { task, tgid, fd })
+            .then_some(VerifiedTask { task, tgid, fd })
     }
 
-    /// Whether the held task is still alive and the same.
-    fn still_held(&self, held: &Held) -> bool {
-        match &held.fd {
+    /// Whether the verified task is still alive and the same.
+    fn still_verified(&self, verified: &VerifiedTask) -> bool {
+        match &verified.fd {
             Some(fd) => !pidfd_exited(fd),
-            None => self.same_start(held.task, held.tgid),
+            None => self.same_start(verified.task, verified.tgid),
         }
     }
 
@@ -299,8 +301,8 @@ impl HostActuator {
 
     // --- helpers --------------------------------------------------------
 
-    fn read_failed(&self, held: &Held, e: ProcError) -> Outcome {
-        if e.is_gone() || !self.still_held(held) {
+    fn read_failed(&self, verified: &VerifiedTask, e: ProcError) -> Outcome {
+        if e.is_gone() || !self.still_verified(verified) {
             return Outcome::Gone;
         }
         match e {
@@ -441,8 +443,9 @@ impl Actuator for HostActuator {
     }
 }
 
-/// Proof that a task was the expected one when an action began.
-struct Held {
+/// Proof that a task was the expected one when an action began: its
+/// identity, and a pidfd that says whether it is still alive.
+struct VerifiedTask {
     task: TaskId,
     tgid: i32,
     fd: Option<OwnedFd>,
