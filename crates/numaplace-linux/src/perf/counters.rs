@@ -13,7 +13,7 @@ use numaplace_model::Counter;
 use perf_event::events::{Hardware, Raw, Software};
 use perf_event::{Builder, ReadFormat};
 
-use super::events::RawEvent;
+use super::raw_event::RawEvent;
 use super::scaling::GroupReading;
 use crate::sysroot::{ReadError, SysRoot};
 

@@ -15,8 +15,8 @@
 
 use numaplace_model::Counter;
 
-use super::events::{EventOrigin, RawEvent};
 use super::libpfm::{EventEncoder, PfmEncoding};
+use super::raw_event::{EventOrigin, RawEvent};
 
 /// What stands for one counter on one CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,15 +21,18 @@ pub mod events;
 pub mod libpfm;
 pub mod libpfm_events;
 pub mod monitor;
+pub mod raw_event;
 mod registry;
 pub mod sampling;
 pub mod scaling;
 
 pub use availability::{Availability, CounterStatus, FdLimit};
 pub use counters::{EventSource, EventSpec, OpenError, OpenOptions, ThreadCounters};
-pub use events::{EventError, EventOrigin, EventResolver, RawEvent, UncoreEncodings, UncoreEvents};
+pub use events::{EventError, EventResolver, UncoreEncodings, UncoreEvents};
 pub use libpfm::{EventEncoder, LIBPFM_MISSING, NoEncoder, host_encoder};
-pub use monitor::{PerfConfig, PerfMonitor, SyncReport};
+pub use monitor::{PerfConfig, PerfMonitor};
+pub use raw_event::{EventOrigin, RawEvent};
+pub use registry::SyncReport;
 pub use sampling::{
     AddressSampler, SampleEvent, SampleRate, SampleRound, SampleSource, SamplerConfig,
     SamplingAvailability,

@@ -26,7 +26,7 @@ use super::counters::{EventSpec, OpenOptions, ThreadCounters, exclude_kernel_for
 use super::events::{CORE_PMUS, EventResolver, UncoreEncodings, resolve_uncore};
 use super::libpfm::{EventEncoder, host_encoder};
 use super::libpfm_events::libpfm_event;
-use super::registry::{OpenFailure, ThreadSet};
+use super::registry::{OpenFailure, SyncReport, ThreadSet};
 use super::scaling::{GroupReading, delta};
 use crate::sysroot::SysRoot;
 
@@ -54,20 +54,6 @@ impl Default for PerfConfig {
             max_fds: None,
         }
     }
-}
-
-/// What one [`PerfMonitor::sync`] did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SyncReport {
-    pub opened: usize,
-    /// Closed because the thread left the list.
-    pub closed: usize,
-    /// Exited before its counters could be opened.
-    pub gone: usize,
-    /// Cannot be counted (permission, other errors); not retried.
-    pub refused: usize,
-    /// No fd left for them.
-    pub starved: usize,
 }
 
 struct Tracked {

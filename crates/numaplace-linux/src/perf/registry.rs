@@ -6,7 +6,23 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::monitor::SyncReport;
+/// What one sync of a watched thread set did ([`PerfMonitor::sync`],
+/// [`AddressSampler::sync`]).
+///
+/// [`PerfMonitor::sync`]: super::PerfMonitor::sync
+/// [`AddressSampler::sync`]: super::AddressSampler::sync
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SyncReport {
+    pub opened: usize,
+    /// Closed because the thread left the list.
+    pub closed: usize,
+    /// Exited before its counters could be opened.
+    pub gone: usize,
+    /// Cannot be counted (permission, other errors); not retried.
+    pub refused: usize,
+    /// No fd left for them.
+    pub starved: usize,
+}
 
 /// Why a thread's events could not be opened.
 pub(super) enum OpenFailure {

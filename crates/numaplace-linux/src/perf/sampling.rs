@@ -72,10 +72,11 @@ use perf_event::{Builder, SampleFlag, SampleSkid, Sampler};
 
 use super::availability::{FdLimit, HostFacts, errno_name, open_failure_reason};
 use super::counters::thread_alive;
-use super::events::{CORE_PMUS, EVENT_SOURCE_DIR, EventError, EventResolver, RawEvent};
+use super::events::{CORE_PMUS, EVENT_SOURCE_DIR, EventError, EventResolver};
 use super::libpfm::{EventEncoder, host_encoder};
-use super::monitor::{SyncReport, host_facts, thread_budget};
-use super::registry::{self, ThreadSet};
+use super::monitor::{host_facts, thread_budget};
+use super::raw_event::RawEvent;
+use super::registry::{self, SyncReport, ThreadSet};
 use crate::sysroot::SysRoot;
 
 mod event;

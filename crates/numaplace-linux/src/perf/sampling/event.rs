@@ -3,9 +3,9 @@
 //! there is none.
 
 use super::*;
-use crate::perf::events::EventOrigin;
 use crate::perf::libpfm::EventEncoder;
 use crate::perf::libpfm_events::libpfm_load_latency;
+use crate::perf::raw_event::EventOrigin;
 
 /// The load-latency threshold the kernel's `mem-loads` descriptions give
 /// (`ldlat=3`, linux `arch/x86/events/intel/core.c`), used for libpfm4's
