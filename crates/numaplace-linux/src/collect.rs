@@ -323,7 +323,7 @@ impl Collector {
     /// actuator that pins through libvirt
     /// ([`ThroughLibvirt`](crate::actuate::libvirt::ThroughLibvirt)); after
     /// [`set_vm_sources`](Self::set_vm_sources).
-    pub fn share_libvirt_domains(&mut self, shared: crate::actuate::libvirt::SharedDomains) {
+    pub fn share_libvirt_domains(&mut self, shared: crate::vm::discover::SharedDomains) {
         if let Some(v) = &mut self.vms {
             v.share_domains(shared);
         }

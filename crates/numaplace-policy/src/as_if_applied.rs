@@ -25,9 +25,8 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+use numaplace_model::world::{Actuator, AffinityError};
 use numaplace_model::{Action, CpuSet, NodeMemory, Outcome, PageCounts, Snapshot, TaskId};
-
-use crate::engine::{Actuator, AffinityError};
 
 /// Pins, memory moves and the kernel's balancing setting taken as made,
 /// laid over each snapshot that follows ([`AsIfApplied::show`]).

@@ -42,15 +42,12 @@ use numaplace_model::{Action, CpuSet, Outcome, TaskId};
 
 use crate::state::{LibvirtNodesetEntry, Restore, RestoreReport, StateFile, restore_all};
 use crate::vm::discover::LibvirtDomain;
+pub use crate::vm::discover::SharedDomains;
 use crate::vm::virsh::Virsh;
 
 /// The state file, shared by the engine's write-ahead of pins and this
 /// actuator's write-ahead of libvirt's nodesets.
 pub type SharedState = Arc<Mutex<StateFile>>;
-
-/// The domains of the last round, written by VM discovery
-/// ([`crate::Collector::share_libvirt_domains`]) and read here.
-pub type SharedDomains = Arc<Mutex<Vec<LibvirtDomain>>>;
 
 /// An actuator that pins libvirt's domains' threads through libvirt.
 pub struct ThroughLibvirt<A> {

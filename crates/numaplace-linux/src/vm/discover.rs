@@ -89,6 +89,11 @@ pub struct VmSources {
     pub libvirt_unreachable: Option<String>,
 }
 
+/// The domains of the last round, written by VM discovery
+/// ([`crate::Collector::share_libvirt_domains`]) and read by the libvirt
+/// actuator ([`crate::actuate::libvirt::ThroughLibvirt`]).
+pub type SharedDomains = std::sync::Arc<std::sync::Mutex<Vec<LibvirtDomain>>>;
+
 /// A running libvirt domain, as numaplace acts on it: through `virsh`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LibvirtDomain {
@@ -192,7 +197,7 @@ pub struct VmDiscovery {
     /// The libvirt domains numaplace acts on through `virsh`, this round.
     domains: Vec<LibvirtDomain>,
     /// Where they are shared with the actuator, if they are.
-    shared: Option<crate::actuate::libvirt::SharedDomains>,
+    shared: Option<SharedDomains>,
 }
 
 impl VmDiscovery {
@@ -212,7 +217,7 @@ impl VmDiscovery {
 
     /// Shares each round's [`libvirt_domains`](Self::libvirt_domains)
     /// with the actuator that pins through libvirt.
-    pub fn share_domains(&mut self, shared: crate::actuate::libvirt::SharedDomains) {
+    pub fn share_domains(&mut self, shared: SharedDomains) {
         self.shared = Some(shared);
     }
 
