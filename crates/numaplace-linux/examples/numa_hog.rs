@@ -177,11 +177,7 @@ fn main() -> ExitCode {
             return fail(format!("mmap of {mib} MiB failed: {err}"));
         }
     };
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
-        p if p > 0 => p as usize,
-        _ => 4096,
-    };
+    let page = numaplace_linux::sysconf::page_size() as usize;
 
     // Shares: whole pages, the last thread takes the remainder.
     let pages = len / page;

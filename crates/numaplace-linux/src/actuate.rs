@@ -106,8 +106,6 @@ impl HostActuator {
     /// here once and passed down as values.
     pub fn new() -> Self {
         let root = SysRoot::host();
-        // SAFETY: sysconf has no memory-safety preconditions.
-        let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
         let possible_cpus = read_set(&root, "sys/devices/system/cpu/possible")
             .and_then(|s| s.last())
             .map(|last| last as usize + 1)
@@ -115,11 +113,7 @@ impl HostActuator {
         HostActuator {
             proc: ProcReader::new(root.clone()),
             root,
-            page_size: if page_size > 0 {
-                page_size as u64
-            } else {
-                4096
-            },
+            page_size: crate::sysconf::page_size(),
             possible_cpus,
             batch: BATCH_PAGES,
         }

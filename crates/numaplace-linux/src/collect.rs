@@ -46,6 +46,7 @@ use crate::perf::{
 use crate::powercap::{Rapl, energy_delta};
 use crate::procfs::{ProcError, ProcReader, TaskBuffers};
 use crate::resctrl::{Resctrl, mbm_delta};
+use crate::sysconf::clock_ticks;
 use crate::sysroot::SysRoot;
 use crate::uptime::read_uptime_ticks;
 use crate::vm::{VmDiscovery, VmSources};
@@ -745,13 +746,6 @@ impl Collector {
 /// Whether a group is a VM.
 pub fn is_vm(g: &TaskGroup) -> bool {
     matches!(g.kind, GroupKind::Vm { .. })
-}
-
-/// Clock ticks per second of procfs CPU times.
-pub(crate) fn clock_ticks() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 { hz as u64 } else { 100 }
 }
 
 #[cfg(test)]

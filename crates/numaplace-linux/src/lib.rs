@@ -21,6 +21,7 @@ pub mod procfs;
 pub mod record;
 pub mod resctrl;
 pub mod state;
+pub mod sysconf;
 pub mod sysroot;
 pub mod taskiter;
 pub mod topology;

@@ -40,11 +40,7 @@ pub fn map_anonymous(len: usize) -> std::io::Result<*mut libc::c_void> {
 /// Writes one byte in every page of `len` bytes at `addr`, so the kernel
 /// allocates them all (under the memory policy in force).
 pub fn touch_pages(addr: *mut libc::c_void, len: usize) {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let page = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
-        p if p > 0 => p as usize,
-        _ => 4096,
-    };
+    let page = numaplace_linux::sysconf::page_size() as usize;
     let base = addr.cast::<u8>();
     for off in (0..len).step_by(page) {
         // SAFETY: the caller's mapping is `len` writable bytes; off < len.

@@ -77,6 +77,7 @@ use super::libpfm::{EventEncoder, host_encoder};
 use super::monitor::{host_facts, thread_budget};
 use super::raw_event::RawEvent;
 use super::registry::{self, SyncReport, ThreadSet};
+use crate::sysconf::page_size;
 use crate::sysroot::SysRoot;
 
 mod event;

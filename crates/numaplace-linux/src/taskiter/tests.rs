@@ -37,7 +37,7 @@ fn cputime_scales_the_split_to_the_run_time_and_never_goes_back() {
 
 /// The iterator where this kernel and this process allow it.
 fn iterator() -> Option<TaskIterator> {
-    let hz = crate::collect::clock_ticks();
+    let hz = crate::sysconf::clock_ticks();
     match TaskIterator::open(hz) {
         Ok(it) => Some(it),
         Err(e) => {

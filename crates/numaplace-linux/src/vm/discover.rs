@@ -310,9 +310,7 @@ impl VmDiscovery {
     /// When a process started, seconds since the epoch.
     fn start_secs(&mut self, root: &SysRoot, start_time: u64) -> Option<i64> {
         let boot = self.boot_time(root)?;
-        // SAFETY: sysconf has no preconditions.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        let hz = if hz > 0 { hz as u64 } else { 100 };
+        let hz = crate::sysconf::clock_ticks();
         Some(boot + i64::try_from(start_time / hz).ok()?)
     }
 

@@ -27,12 +27,6 @@ pub fn raise_fd_limit() -> FdLimit {
     crate::perf::monitor::raise_nofile_limit()
 }
 
-pub(super) fn page_size() -> u64 {
-    // SAFETY: sysconf has no preconditions.
-    let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if ps > 0 { ps as u64 } else { 4096 }
-}
-
 /// Where `pages` of process `pid` are: `move_pages(2)` with nodes = NULL,
 /// a status query that moves nothing. `None` per page not present (or
 /// otherwise refused).

@@ -104,8 +104,7 @@ pub(super) fn reading_threads(root: &SysRoot) -> Check {
             None,
         );
     }
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let hz = numaplace_linux::sysconf::clock_ticks();
     match numaplace_linux::taskiter::TaskIterator::open(hz) {
         Ok(_) => check(
             Status::Ok,
