@@ -754,6 +754,7 @@ mod tests {
 
     use super::*;
     use crate::perf::{SampleRate, SampleSource};
+    use crate::testutil::AnonMapping;
 
     fn only_samples() -> CollectOptions {
         CollectOptions {
@@ -810,18 +811,8 @@ mod tests {
         assert!(s.numa_faults.is_empty(), "not asked for");
 
         const LEN: usize = 1 << 20;
-        // SAFETY: a fresh private anonymous mapping, unmapped below.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                LEN,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(addr, libc::MAP_FAILED);
+        let map = AnonMapping::new(LEN);
+        let addr = map.addr();
         let node0: libc::c_ulong = 1;
         // SAFETY: addr/LEN is the mapping; the mask holds 1 bit (maxnode 2).
         let r = unsafe {
@@ -836,8 +827,7 @@ mod tests {
             )
         };
         assert_eq!(r, 0, "mbind: {}", std::io::Error::last_os_error());
-        // SAFETY: inside the mapping, writable.
-        unsafe { std::ptr::write_bytes(addr.cast::<u8>(), 1, LEN) };
+        map.fill();
 
         c.set_numa_faults(true);
         // Other tests of this binary map and unmap memory in their threads
@@ -852,8 +842,7 @@ mod tests {
             }
             s = c.collect().unwrap();
         }
-        // SAFETY: the mapping made above, no longer used.
-        unsafe { libc::munmap(addr, LEN) };
+        drop(map);
         assert!(
             s.explicit_mempolicy.contains(&me),
             "{:?}",
@@ -1063,28 +1052,12 @@ mod tests {
             while let Ok(Some(pages)) = wait.recv() {
                 // A fresh mapping of its own, every page faulted in here.
                 let len = pages * 4096;
-                // SAFETY: a private anonymous mapping, unmapped below.
-                let p = unsafe {
-                    libc::mmap(
-                        std::ptr::null_mut(),
-                        len,
-                        libc::PROT_READ | libc::PROT_WRITE,
-                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                        -1,
-                        0,
-                    )
-                };
-                assert_ne!(p, libc::MAP_FAILED);
-                // SAFETY: advice and writes within the mapping.
-                unsafe {
-                    libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
-                    std::ptr::write_bytes(p.cast::<u8>(), 1, len);
-                }
-                tell.send((0, p as usize)).unwrap();
+                let map = AnonMapping::new(len);
+                map.no_huge_pages().fill();
+                tell.send((0, map.start() as usize)).unwrap();
                 // Keep it mapped until told to go on.
                 let more = wait.recv();
-                // SAFETY: our mapping, no references into it remain.
-                unsafe { libc::munmap(p, len) };
+                drop(map);
                 if more.is_err() {
                     return;
                 }

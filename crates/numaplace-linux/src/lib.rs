@@ -24,6 +24,8 @@ pub mod state;
 pub mod sysconf;
 pub mod sysroot;
 pub mod taskiter;
+#[cfg(any(test, feature = "testutil"))]
+pub mod testutil;
 pub mod topology;
 pub mod uptime;
 pub mod vm;

@@ -9,6 +9,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use numaplace_linux::testutil::AnonMapping;
 use numaplace_linux::{CollectOptions, Collector, SysRoot};
 use numaplace_model::Scope;
 use numaplace_model::{Snapshot, Task};
@@ -43,7 +44,7 @@ fn helper_process() {
         (tx, h, tid_rx.recv().unwrap())
     };
     let mut threads: Vec<_> = (0..20).map(|_| park("np-idle")).collect();
-    let mut mapped: Vec<usize> = Vec::new();
+    let mut mapped: Vec<AnonMapping> = Vec::new();
     let mut out = std::io::stdout().lock();
     writeln!(out, "np: ready").unwrap();
     out.flush().unwrap();
@@ -75,29 +76,15 @@ fn helper_process() {
                 "done".into()
             }
             "alloc" => {
-                // SAFETY: a fresh anonymous private mapping, touched
-                // page by page within its length.
-                unsafe {
-                    let p = libc::mmap(
-                        std::ptr::null_mut(),
-                        MAPPED,
-                        libc::PROT_READ | libc::PROT_WRITE,
-                        libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                        -1,
-                        0,
-                    );
-                    assert_ne!(p, libc::MAP_FAILED);
-                    for off in (0..MAPPED).step_by(4096) {
-                        *(p as *mut u8).add(off) = 1;
-                    }
-                    mapped.push(p as usize);
-                }
+                // A fresh mapping, touched page by page.
+                let m = AnonMapping::new(MAPPED);
+                m.touch_every(4096);
+                mapped.push(m);
                 "done".into()
             }
             "free" => {
-                let p = mapped.pop().unwrap();
-                // SAFETY: a mapping "alloc" made, unmapped once.
-                assert_eq!(unsafe { libc::munmap(p as *mut libc::c_void, MAPPED) }, 0);
+                // A mapping "alloc" made, unmapped once.
+                drop(mapped.pop().unwrap());
                 "done".into()
             }
             other => panic!("unknown command {other:?}"),

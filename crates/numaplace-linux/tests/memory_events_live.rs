@@ -2,6 +2,7 @@
 //! a process that touches fresh memory between two rounds shows the page
 //! faults it took, and the allocations show in its node's `numastat`.
 
+use numaplace_linux::testutil::AnonMapping;
 use numaplace_linux::{CollectOptions, Collector, SysRoot};
 use numaplace_model::memory_events::{NoRates, node_rates};
 
@@ -29,27 +30,12 @@ fn fresh_memory_shows_in_page_faults_and_numastat() {
     assert!(first.machine.vmstat_numa.is_none());
 
     let len = PAGES * 4096;
-    // SAFETY: a fresh private anonymous mapping, unmapped below.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED);
-    // SAFETY: advice and writes within the mapping: one fault and one
-    // allocation per 4 KiB page (no huge page takes a block of them).
-    unsafe {
-        libc::madvise(p, len, libc::MADV_NOHUGEPAGE);
-        std::ptr::write_bytes(p.cast::<u8>(), 1, len);
-    }
+    // One fault and one allocation per 4 KiB page (no huge page takes a
+    // block of them).
+    let m = AnonMapping::new(len);
+    m.no_huge_pages().fill();
     let second = c.collect().unwrap();
-    // SAFETY: the mapping made above, no longer used.
-    unsafe { libc::munmap(p, len) };
+    drop(m);
 
     let faults = second.page_faults[&me];
     assert!(

@@ -3,6 +3,7 @@ use std::process::{Child, Command};
 
 use super::testing::{Parked, allowed, pid, task_id};
 use super::*;
+use crate::testutil::AnonMapping;
 
 fn set(list: &str) -> CpuSet {
     CpuSet::parse_list(list).unwrap()
@@ -231,46 +232,25 @@ fn moving_to_a_node_that_does_not_exist_is_refused() {
 /// A 16-page anonymous mapping between two PROT_NONE guard pages, so
 /// the kernel cannot merge it with a neighbour.
 struct Mapping {
-    base: *mut libc::c_void,
-    len: usize,
+    map: AnonMapping,
     ps: usize,
 }
 
 impl Mapping {
     fn new(pages: usize, ps: usize) -> Mapping {
         let len = (pages + 2) * ps;
-        // SAFETY: a fresh private anonymous mapping.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED);
-        // SAFETY: both guard pages lie inside the mapping.
-        unsafe {
-            libc::mprotect(base, ps, libc::PROT_NONE);
-            libc::mprotect(base.add(len - ps), ps, libc::PROT_NONE);
-            for i in 1..=pages {
-                *(base.add(i * ps) as *mut u8) = 1;
-            }
+        let map = AnonMapping::new(len);
+        map.protect_none(0, ps).protect_none(len - ps, ps);
+        // The usable pages, between the guards.
+        for i in 1..=pages {
+            // SAFETY: page i lies inside the mapping, between the guards.
+            unsafe { *(map.addr().add(i * ps) as *mut u8) = 1 };
         }
-        Mapping { base, len, ps }
+        Mapping { map, ps }
     }
     /// Address of usable page `i` (0-based), plus an offset.
     fn page(&self, i: usize, off: usize) -> u64 {
-        self.base as u64 + ((i + 1) * self.ps + off) as u64
-    }
-}
-
-impl Drop for Mapping {
-    fn drop(&mut self) {
-        // SAFETY: unmapping what new() mapped.
-        unsafe { libc::munmap(self.base, self.len) };
+        self.map.start() + ((i + 1) * self.ps + off) as u64
     }
 }
 
@@ -310,7 +290,7 @@ fn move_window_counts_the_clipped_window_on_a_live_mapping() {
     let c = counts(m.page(7, 0), 0, 0);
     assert_eq!(c.already, 1);
     // The guard page is PROT_NONE: not a movable mapping.
-    let o = act.move_window(me, m.base as u64, 1, 1, 0);
+    let o = act.move_window(me, m.map.start(), 1, 1, 0);
     assert!(matches!(o, Outcome::Skipped { .. }), "{o:?}");
 }
 

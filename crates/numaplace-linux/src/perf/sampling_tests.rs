@@ -4,6 +4,7 @@ use std::thread;
 use std::time::Duration;
 
 use super::*;
+use crate::testutil::AnonMapping;
 
 /// No libpfm4: these tests check what sysfs gives.
 fn no_pfm() -> crate::perf::libpfm::NoEncoder {
@@ -405,28 +406,19 @@ fn open_failures_are_explained() {
 struct Region {
     start: u64,
     len: usize,
+    /// Unmapped when the region is dropped.
+    _map: AnonMapping,
 }
 
 impl Region {
     fn new(pages: usize) -> Region {
         let len = pages * page_size() as usize;
-        // SAFETY: a fresh private anonymous mapping; unmapped in Drop.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        // SAFETY: advice on the mapping we own; failure is harmless.
-        unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+        let map = AnonMapping::new(len);
+        map.no_huge_pages();
         Region {
-            start: p as u64,
+            start: map.start(),
             len,
+            _map: map,
         }
     }
 
@@ -438,13 +430,6 @@ impl Region {
         (0..self.len as u64 / page_size())
             .map(|i| self.start + i * page_size())
             .collect()
-    }
-}
-
-impl Drop for Region {
-    fn drop(&mut self) {
-        // SAFETY: our own mapping, no references into it remain.
-        unsafe { libc::munmap(self.start as *mut libc::c_void, self.len) };
     }
 }
 
