@@ -125,8 +125,27 @@ fn differences_at(root: &Path, name: &str) -> Vec<String> {
         .collect();
     same(&mut diffs, "package repairs", package_repairs, expected);
 
-    same(&mut diffs, "CPUs", list(got.span()), want.pus.clone());
-    same(&mut diffs, "CPU count", got.cpus().len(), want.pus.len());
+    cpu_and_core_diffs(&mut diffs, got, &want);
+
+    node_diffs(&mut diffs, got, &want);
+
+    cache_diffs(&mut diffs, got, &want);
+
+    distance_diffs(&mut diffs, got, &want);
+
+    // And what numaplace prints for programs reads back to the same machine.
+    let json = serde_json::to_string(got).unwrap();
+    let back: Topology = serde_json::from_str(&json).unwrap();
+    if back != *got {
+        diffs.push("JSON round trip changes the topology".into());
+    }
+    diffs
+}
+
+/// The CPUs, packages and cores.
+fn cpu_and_core_diffs(diffs: &mut Vec<String>, got: &Topology, want: &LstopoView) {
+    same(diffs, "CPUs", list(got.span()), want.pus.clone());
+    same(diffs, "CPU count", got.cpus().len(), want.pus.len());
 
     let got_packages: Vec<Vec<u32>> = got.packages().iter().map(|p| list(&p.span)).collect();
     let mut want_packages = want.package_cpus.clone();
@@ -139,7 +158,7 @@ fn differences_at(root: &Path, name: &str) -> Vec<String> {
     if !packageless.is_empty() {
         want_packages.push(packageless);
     }
-    same_sets(&mut diffs, "packages", got_packages, want_packages);
+    same_sets(diffs, "packages", got_packages, want_packages);
 
     let got_cores: Vec<Vec<u32>> = got.cores().iter().map(|c| list(&c.span)).collect();
     let mut want_cores: Vec<Vec<u32>> = want
@@ -153,8 +172,11 @@ fn differences_at(root: &Path, name: &str) -> Vec<String> {
             want_cores.push(vec![pu]);
         }
     }
-    same_sets(&mut diffs, "cores", got_cores, want_cores);
+    same_sets(diffs, "cores", got_cores, want_cores);
+}
 
+/// NUMA nodes and their home CPUs.
+fn node_diffs(diffs: &mut Vec<String>, got: &Topology, want: &LstopoView) {
     // NUMA nodes: kernel ids, cpusets (hwloc's cpuset is our locality),
     // memory; home CPUs partition the machine within each locality.
     let nodes: Vec<(u32, String, u64)> = got
@@ -168,7 +190,7 @@ fn differences_at(root: &Path, name: &str) -> Vec<String> {
         .map(|n| (n.os_index, fmt_list(&n.cpus), n.local_memory))
         .collect();
     same(
-        &mut diffs,
+        diffs,
         "NUMA nodes (kernel id, cpuset, memory)",
         nodes,
         want_nodes,
@@ -189,7 +211,10 @@ fn differences_at(root: &Path, name: &str) -> Vec<String> {
             ));
         }
     }
+}
 
+/// The L3 and LLC domains.
+fn cache_diffs(diffs: &mut Vec<String>, got: &Topology, want: &LstopoView) {
     // L3 domains with CPUs of ours.
     let l3: Vec<Vec<u32>> = got
         .caches()
@@ -205,7 +230,7 @@ fn differences_at(root: &Path, name: &str) -> Vec<String> {
         .collect();
     want_l3.sort();
     want_l3.dedup();
-    same_sets(&mut diffs, "L3 cpusets", l3, want_l3);
+    same_sets(diffs, "L3 cpusets", l3, want_l3);
 
     // The LLC domains policies use: each CPU's outermost cache, or its
     // package where no cache is known.
@@ -228,8 +253,11 @@ fn differences_at(root: &Path, name: &str) -> Vec<String> {
             want_llc.push(mine);
         }
     }
-    same_sets(&mut diffs, "LLC domains", llc, want_llc);
+    same_sets(diffs, "LLC domains", llc, want_llc);
+}
 
+/// The distances between nodes.
+fn distance_diffs(diffs: &mut Vec<String>, got: &Topology, want: &LstopoView) {
     // Distances, by kernel node id.
     match &want.distances {
         Some(d) => {
@@ -258,14 +286,6 @@ fn differences_at(root: &Path, name: &str) -> Vec<String> {
             }
         }
     }
-
-    // And what numaplace prints for programs reads back to the same machine.
-    let json = serde_json::to_string(got).unwrap();
-    let back: Topology = serde_json::from_str(&json).unwrap();
-    if back != *got {
-        diffs.push("JSON round trip changes the topology".into());
-    }
-    diffs
 }
 
 /// Compares each of `tarballs`, printing one line per snapshot, and fails
