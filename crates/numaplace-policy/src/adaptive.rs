@@ -467,11 +467,8 @@ impl AdaptiveMapping {
         plan: &mut Plan,
     ) {
         let (view, g, local) = (gr.view, gr.g, &gr.local);
-        let share = memory_share(view.topology, g, &local.packages);
-        let shares = package_shares(view.topology, g, &local.packages);
-        if let Some(why) = premise::memory_elsewhere(share, &local.packages)
-            .or_else(|| premise::memory_lopsided(shares.as_deref(), &local.packages))
-        {
+        let (share, elsewhere) = memory_premise(view.topology, g, &local.packages);
+        if let Some(why) = elsewhere {
             report.left_to_linux = Some(why);
             self.left.insert(g.pid);
             return;
@@ -529,12 +526,8 @@ impl AdaptiveMapping {
         let (view, g, local) = (gr.view, gr.g, &gr.local);
         let st = self.groups.get_mut(&g.pid).expect("a known group");
         if st.placed_blind {
-            let share = memory_share(view.topology, g, &st.layout.packages);
-            let shares = package_shares(view.topology, g, &st.layout.packages);
-            if let Some(why) = premise::memory_elsewhere(share, &st.layout.packages)
-                .or_else(|| premise::memory_lopsided(shares.as_deref(), &st.layout.packages))
-                .filter(|_| st.mapping == Mapping::Local)
-            {
+            let (share, elsewhere) = memory_premise(view.topology, g, &st.layout.packages);
+            if let Some(why) = elsewhere.filter(|_| st.mapping == Mapping::Local) {
                 let why = format!("placed before its memory was resident, and now {why}");
                 self.groups.remove(&g.pid);
                 gr.back_to_linux(plan, &why);
@@ -582,6 +575,21 @@ impl AdaptiveMapping {
         report.last_vote = Some(voted);
         report.power_model = Some(power.0.clone());
     }
+}
+
+/// The share of the group's memory on `packages`, and why a mapping on
+/// them misses \[Bae12\]'s premise of memory beside the vcores, if it does
+/// (most of it elsewhere, or lopsided over them: premise.rs).
+fn memory_premise(
+    t: &Topology,
+    g: &TaskGroup,
+    packages: &[usize],
+) -> (Option<f64>, Option<String>) {
+    let share = memory_share(t, g, packages);
+    let shares = package_shares(t, g, packages);
+    let why = premise::memory_elsewhere(share, packages)
+        .or_else(|| premise::memory_lopsided(shares.as_deref(), packages));
+    (share, why)
 }
 
 /// §5.3 after a vote: a confident one is committed; an unconfident one
