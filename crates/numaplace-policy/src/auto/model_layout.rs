@@ -307,6 +307,41 @@ impl Auto {
         out
     }
 
+    /// Per group the model fitted to the round counts, the gain it
+    /// predicts if each thread's pages were all on its own node, the
+    /// threads where they run: the most the kernel's balancing could bring
+    /// it (it moves pages toward the threads that touch them; moving the
+    /// threads instead brings no more than their pages coming to them).
+    /// Only groups whose threads' LLC misses are counted: without them
+    /// the model cannot tell what waiting on memory costs them.
+    pub(super) fn local_memory_gains(&mut self, view: &View<'_>) -> BTreeMap<i32, f64> {
+        let (t, s) = (view.topology, view.snapshot);
+        let Some(fit) = self.predictor(view).fit(t, s, &|_| false) else {
+            return BTreeMap::new();
+        };
+        let predictor = self.predictor.as_mut().expect("built by the fit");
+        let cpus: Vec<usize> = fit.threads.iter().map(|x| x.cpu).collect();
+        let pages: Vec<Vec<f64>> = (fit.threads.iter())
+            .map(|x| {
+                let mut p = vec![0.0; x.pages.len()];
+                if let Some(own) = p.get_mut(predictor.node_of(x.cpu)) {
+                    *own = 1.0;
+                }
+                p
+            })
+            .collect();
+        let local = predictor.predict(&fit, &cpus, &pages);
+        let counted = |pid: i32| {
+            (fit.threads.iter())
+                .filter(|x| x.pid == pid)
+                .all(|x| x.stalled.is_some())
+        };
+        (fit.groups.iter().zip(fit.now.iter().zip(&local)))
+            .filter(|(pid, _)| counted(**pid))
+            .map(|(&pid, (now, local))| (pid, local.max(1.0) / now.max(1.0) - 1.0))
+            .collect()
+    }
+
     /// The model fitted to the round's threads that it may place.
     fn fit_movable(&mut self, view: &View<'_>) -> Option<Fit> {
         let s = view.snapshot;

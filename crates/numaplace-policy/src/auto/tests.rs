@@ -1211,3 +1211,54 @@ fn a_kept_model_layout_gives_its_one_cpu_pins_their_node_when_the_machine_is_cro
     auto.model_kept_round(&view, true, &mut plan);
     assert!(plan.decisions.is_empty(), "{plan:?}");
 }
+
+/// [`kernel_round`] with the threads' LLC misses counted (10 per 1000
+/// instructions, each thread memory-bound) and their memory `local` or not:
+/// all of it on node 0 where they run, or all on node 1.
+fn kernel_round_counted(seq: u64, local: bool) -> Snapshot {
+    let mut s = kernel_round_moved(seq, false, 1_000_000_000, if local { 0 } else { GIB });
+    for tid in [101, 102] {
+        s.counters.insert(
+            tid,
+            counters([
+                (Counter::Instructions, 1_000_000_000),
+                (Counter::Cycles, 1_500_000_000),
+                (Counter::LlcMisses, 10_000_000),
+            ]),
+        );
+    }
+    s
+}
+
+/// Turning the kernel's balancing on is not tried where each counted
+/// thread's memory is on its own node already: the kernel would find
+/// nothing to bring together and charge a hinting fault per page it
+/// scans. Memory-bound threads far from their memory are another matter.
+#[test]
+fn the_kernels_balancing_is_not_turned_on_where_the_memory_is_local_already() {
+    let t = topo();
+    let kernel_tried = |local: bool| {
+        let mut auto = Auto::new(AutoParams::default());
+        (1..=20).any(|seq| {
+            let plan = decide(&mut auto, &t, &kernel_round_counted(seq, local));
+            kernel_action(&plan).is_some()
+        })
+    };
+    assert!(!kernel_tried(true), "memory local: nothing for the kernel");
+    // What the model bounds the kernel's gain by: nothing with the memory
+    // local, much with all of it on the far node.
+    let gain = |local: bool| {
+        let s = kernel_round_counted(1, local);
+        let managed = crate::testutil::all_processes(&s);
+        let view = View {
+            topology: &t,
+            snapshot: &s,
+            managed: &managed,
+        };
+        let mut auto = Auto::new(AutoParams::default());
+        auto.local_memory_gains(&view)[&100]
+    };
+    let margin = JudgeParams::default().margin;
+    assert!(gain(true).abs() < 1e-3, "local: {}", gain(true));
+    assert!(gain(false) > 5.0 * margin, "far: {}", gain(false));
+}
