@@ -1214,10 +1214,16 @@ fn a_kept_model_layout_gives_its_one_cpu_pins_their_node_when_the_machine_is_cro
 
 /// [`kernel_round`] with the threads' LLC misses counted (10 per 1000
 /// instructions, each thread memory-bound) and their memory `local` or not:
-/// all of it on node 0 where they run, or all on node 1.
-fn kernel_round_counted(seq: u64, local: bool) -> Snapshot {
+/// all of it on node 0 where they run, or all on node 1; with `threads`
+/// 1, thread 102 has ended.
+fn kernel_round_counted(seq: u64, local: bool, threads: usize) -> Snapshot {
     let mut s = kernel_round_moved(seq, false, 1_000_000_000, if local { 0 } else { GIB });
-    for tid in [101, 102] {
+    if threads == 1 {
+        s.tasks.retain(|x| x.tid != 102);
+        s.groups[0].threads.retain(|&tid| tid != 102);
+        s.counters.remove(&102);
+    }
+    for tid in [101, 102].into_iter().take(threads) {
         s.counters.insert(
             tid,
             counters([
@@ -1230,25 +1236,31 @@ fn kernel_round_counted(seq: u64, local: bool) -> Snapshot {
     s
 }
 
-/// Turning the kernel's balancing on is not tried where each counted
-/// thread's memory is on its own node already: the kernel would find
+/// Turning the kernel's balancing on is not tried where a one-thread
+/// process's counted memory is on its node already: the kernel would find
 /// nothing to bring together and charge a hinting fault per page it
-/// scans. Memory-bound threads far from their memory are another matter.
+/// scans. Memory-bound threads far from their memory are another matter,
+/// and so are threads of one process (which may share data the kernel
+/// would bring together).
 #[test]
 fn the_kernels_balancing_is_not_turned_on_where_the_memory_is_local_already() {
     let t = topo();
-    let kernel_tried = |local: bool| {
+    let kernel_tried = |local: bool, threads: usize| {
         let mut auto = Auto::new(AutoParams::default());
         (1..=20).any(|seq| {
-            let plan = decide(&mut auto, &t, &kernel_round_counted(seq, local));
+            let plan = decide(&mut auto, &t, &kernel_round_counted(seq, local, threads));
             kernel_action(&plan).is_some()
         })
     };
-    assert!(!kernel_tried(true), "memory local: nothing for the kernel");
+    assert!(
+        !kernel_tried(true, 1),
+        "memory local: nothing for the kernel"
+    );
+    assert!(kernel_tried(true, 2), "two threads of one process: tried");
     // What the model bounds the kernel's gain by: nothing with the memory
     // local, much with all of it on the far node.
     let gain = |local: bool| {
-        let s = kernel_round_counted(1, local);
+        let s = kernel_round_counted(1, local, 1);
         let managed = crate::testutil::all_processes(&s);
         let view = View {
             topology: &t,
