@@ -611,7 +611,7 @@ impl Policy for Brm {
 
     fn without(&self, signal: Signal) -> Option<String> {
         (signal == Signal::UncorePenalty).then(|| {
-            "ranks nodes by each vCPU thread's uncore penalty (seed 000 §3.1: uncore \
+            "ranks nodes by each vCPU thread's uncore penalty ([Rao13] §3.1: uncore \
              occupancy over requests), which are not counted here: it tracks no thread \
              and leaves every one where it is"
                 .into()
