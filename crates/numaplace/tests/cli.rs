@@ -484,7 +484,7 @@ fn policy_list_agrees_with_the_registry() {
             // The names before the first word outside backticks.
             let head = l.split(" (").next().unwrap_or(l);
             let head = head.split(':').next().unwrap_or(head);
-            head.split(|c| c == ',' || c == ' ')
+            head.split([',', ' '])
                 .filter_map(|w| w.strip_prefix('`')?.strip_suffix('`'))
                 .collect::<Vec<_>>()
         })
