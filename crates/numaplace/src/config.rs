@@ -186,8 +186,8 @@ impl GuestHintsSection {
 /// `[machine]`: the machine file `numaplace calibrate` wrote on this host
 /// (its latencies, bandwidths and clock, measured), which `auto`'s
 /// predictor fits its model with; unset, the model runs on generic
-/// parameters for the topology it reads (docs/policies.md, "auto predicts
-/// before it tries").
+/// parameters for the topology it reads (docs/policies.md, "auto", "The
+/// predictor").
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MachineSection {

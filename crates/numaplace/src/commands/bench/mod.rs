@@ -297,7 +297,7 @@ fn render_single(cfg: &Config, r: &microbench::Report) -> String {
         Length::Seconds(s) => format!("{s} s"),
     };
     let mut out = format!(
-        "seed 000 micro-benchmark (Fig. 3): {} thread(s), {} list each ({} entries), \
+        "[Rao13] micro-benchmark (Fig. 3): {} thread(s), {} list each ({} entries), \
          {} shared ({} words), memory {}, {length}\n",
         cfg.cpus.len(),
         bytes(cfg.working_set),
