@@ -9,26 +9,18 @@ use numaplace_linux::{CollectOptions, Collector, SysRoot};
 use numaplace_model::scope::{glob, in_subtree};
 use numaplace_model::{GroupKind, Snapshot, TaskGroup};
 
-use crate::cli::{TaskFilterArgs, TasksArgs};
-use crate::commands::InputError;
-use crate::config::Config;
-use crate::duration::parse_duration;
-use crate::report;
-
-/// The root to read tasks under: `/`, or a snapshot directory.
-pub fn root_of(dir: Option<&std::path::Path>) -> Result<SysRoot> {
-    Ok(match dir {
-        Some(d) => SysRoot::new(d)?,
-        None => SysRoot::host(),
-    })
-}
+use numaplace::cli::{TaskFilterArgs, TasksArgs};
+use numaplace::config::Config;
+use numaplace::duration::parse_duration;
+use numaplace::error::InputError;
+use numaplace::report;
 
 pub fn run(args: &TasksArgs) -> Result<()> {
     let interval = parse_duration(&args.interval, "--interval").map_err(InputError)?;
     validate(&args.filter)?;
     numaplace_linux::guest_hints::validate_patterns(&args.guest_hints)
         .map_err(|e| InputError(e.replace("[guest_hints] sockets", "--guest-hints")))?;
-    let root = root_of(args.root.as_deref())?;
+    let root = numaplace::machine::root_of(args.root.as_deref())?;
     let rates = !interval.is_zero() && root.is_host();
     // While the kernel balances between nodes, its hinting faults say per
     // thread which node its memory accesses go to (the ACCESSES column).
@@ -101,7 +93,10 @@ pub fn run(args: &TasksArgs) -> Result<()> {
         .collect();
     if args.json {
         let pids: Vec<i32> = groups.iter().map(|g| g.pid).collect();
-        println!("{}", crate::output::json::pretty(&select(&snap, &pids))?);
+        println!(
+            "{}",
+            numaplace::output::json::pretty(&select(&snap, &pids))?
+        );
         return Ok(());
     }
     let mut notes: Vec<String> = collector.missing_signals().to_vec();
@@ -150,7 +145,7 @@ fn left_alone(root: &SysRoot, snap: &Snapshot, groups: &[&TaskGroup]) -> String 
         .map(|k| k.build())
         .expect("the static policy is registered");
     let engine = numaplace_policy::engine::Engine::new(policy, scope, Default::default());
-    crate::daemon_setup::describe_left_alone(&engine.left_alone(&topology, snap))
+    numaplace::report::engine::describe_left_alone(&engine.left_alone(&topology, snap))
 }
 
 fn validate(f: &TaskFilterArgs) -> Result<()> {

@@ -303,7 +303,7 @@ impl Feed<'_> {
 /// changes as it was (`current`, where the entry has it): `pin thread 13
 /// from CPUs 0-7 to CPUs 2-3`, `move memory to node 1 (now: node 0 512
 /// MiB)`, `turn the kernel's automatic NUMA balancing off (now on)`.
-pub fn describe_action(a: &numaplace_model::Action, current: Option<&Current>) -> String {
+pub(crate) fn describe_action(a: &numaplace_model::Action, current: Option<&Current>) -> String {
     use numaplace_model::Action;
     let memory_now = || {
         current
@@ -346,7 +346,7 @@ pub fn describe_action(a: &numaplace_model::Action, current: Option<&Current>) -
 }
 
 /// What became of an action, in words.
-pub fn describe_outcome(o: &Outcome) -> String {
+pub(crate) fn describe_outcome(o: &Outcome) -> String {
     match o {
         Outcome::Done => "done".into(),
         Outcome::Pages(p) => format!("{} pages moved", p.moved),
