@@ -43,9 +43,7 @@ fn main() -> ExitCode {
         // the failed write. Not the daemon: it writes to metrics clients
         // over UNIX sockets, where a client that hangs up must cost it
         // nothing (Rust's runtime leaves SIGPIPE ignored for that).
-        // SAFETY: at start-up, before any other thread; SIG_DFL is a valid
-        // disposition for SIGPIPE.
-        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+        numaplace_linux::probe::default_sigpipe();
     }
     let result = match cli.command {
         Command::Topology(args) => commands::topology::run(&args),

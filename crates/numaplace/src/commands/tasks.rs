@@ -108,8 +108,7 @@ pub fn run(args: &TasksArgs) -> Result<()> {
     }
     let gaps = collector.gaps();
     if gaps.denied > 0 {
-        // SAFETY: geteuid has no preconditions.
-        let what_to_do = if unsafe { libc::geteuid() } == 0 {
+        let what_to_do = if numaplace_linux::probe::is_root() {
             // Root is refused too where a security module or a mount
             // option (hidepid, a user namespace's /proc) says so.
             "even as root: a security module, /proc's hidepid or another namespace's tasks"

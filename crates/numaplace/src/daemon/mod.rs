@@ -230,11 +230,7 @@ fn say_start(s: &Settings, managed: usize) {
 /// whole machine, and places others' threads on every CPU of it their
 /// own cgroups allow. `None` when it may run anywhere.
 fn own_confinement(topology: &numaplace_model::Topology) -> Option<String> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let list = status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-    let own = numaplace_model::CpuSet::parse_list(list.trim()).ok()?;
+    let own = numaplace_linux::probe::own_allowed_cpus()?;
     let all = topology.span();
     (!all.is_subset(&own)).then(|| {
         format!(

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use crossterm::event::{self, Event};
 use numaplace_linux::balancing::NumaBalancing;
+use numaplace_linux::probe::Input;
 use numaplace_linux::{LiveTelemetry, SysRoot, TopologySource, discover_repaired};
 use numaplace_policy::engine::{Engine, NoGuard, Pair, RecordingActuator};
 use ratatui::Terminal;
@@ -170,7 +171,7 @@ fn interactive(latest: &Shared, stop: &AtomicBool, source: &str, daemon: bool) -
         // A hung-up terminal ends the view (crossterm's poll would spin on
         // it); otherwise keys, and a resize crossterm noted, without
         // waiting again.
-        if terminal::wait_for_input(Duration::from_millis(200)) == terminal::Input::Gone {
+        if terminal::wait_for_input(Duration::from_millis(200)) == Input::Gone {
             break;
         }
         if event::poll(Duration::ZERO).context("reading the keyboard")? {
