@@ -148,10 +148,10 @@ fn left_alone(root: &SysRoot, snap: &Snapshot, groups: &[&TaskGroup]) -> String 
 }
 
 fn validate(f: &TaskFilterArgs) -> Result<()> {
-    if let Some(bad) = f.pid.iter().find(|&&p| p <= 0) {
+    if let Some(bad) = f.select.pid.iter().find(|&&p| p <= 0) {
         return Err(InputError(format!("--pid {bad}: process ids are positive")).into());
     }
-    if let Some(bad) = f.cgroup.iter().find(|c| !c.starts_with('/')) {
+    if let Some(bad) = f.select.cgroup.iter().find(|c| !c.starts_with('/')) {
         return Err(InputError(format!(
             "--cgroup {bad:?}: give a cgroup v2 path from the hierarchy's root, like /system.slice"
         ))
@@ -232,13 +232,13 @@ pub fn keep(f: &TaskFilterArgs, g: &TaskGroup, s: &Snapshot) -> bool {
     if !f.kernel && g.is_kernel() {
         return false;
     }
-    if f.vms && !matches!(g.kind, GroupKind::Vm { .. }) {
+    if f.select.vms && !matches!(g.kind, GroupKind::Vm { .. }) {
         return false;
     }
-    if !f.pid.is_empty() && !f.pid.contains(&g.pid) {
+    if !f.select.pid.is_empty() && !f.select.pid.contains(&g.pid) {
         return false;
     }
-    if !f.comm.is_empty() {
+    if !f.select.comm.is_empty() {
         let names = std::iter::once(g.comm.as_str()).chain(
             g.threads
                 .iter()
@@ -246,13 +246,13 @@ pub fn keep(f: &TaskFilterArgs, g: &TaskGroup, s: &Snapshot) -> bool {
                 .map(|t| t.comm.as_str()),
         );
         let mut names = names;
-        if !names.any(|n| f.comm.iter().any(|p| glob(p, n))) {
+        if !names.any(|n| f.select.comm.iter().any(|p| glob(p, n))) {
             return false;
         }
     }
-    if !f.cgroup.is_empty() {
+    if !f.select.cgroup.is_empty() {
         let Some(cg) = &g.cgroup else { return false };
-        if !f.cgroup.iter().any(|p| in_subtree(p, cg)) {
+        if !f.select.cgroup.iter().any(|p| in_subtree(p, cg)) {
             return false;
         }
     }

@@ -221,10 +221,10 @@ pub fn restrict(topology: Topology, config: &Config) -> Result<Topology> {
 
 pub(super) fn merge_scope(scope: &mut Scope, args: &ScopeArgs) {
     scope.all |= args.all;
-    scope.vms |= args.vms;
-    scope.pids.extend(&args.pid);
-    scope.comms.extend(args.comm.iter().cloned());
-    scope.cgroups.extend(args.cgroup.iter().cloned());
+    scope.vms |= args.select.vms;
+    scope.pids.extend(&args.select.pid);
+    scope.comms.extend(args.select.comm.iter().cloned());
+    scope.cgroups.extend(args.select.cgroup.iter().cloned());
 }
 
 /// The engine's config for this host: the kernel's balancing as read at
