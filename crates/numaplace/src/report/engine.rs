@@ -1,7 +1,10 @@
-//! The engine's words for people: a decision of the journal, the threads
-//! in scope no policy may place, and the scope's rules.
+//! The engine's words for people: an action and its outcome, a decision
+//! of the journal, the threads in scope no policy may place, the scope's
+//! rules and what a policy does without a signal.
 
+use numaplace_model::Outcome;
 use numaplace_model::task::printable;
+use numaplace_model::world::Current;
 use numaplace_policy::Scope;
 use numaplace_policy::engine::{Engine, JournalEntry, LeftAloneNote};
 
@@ -9,7 +12,7 @@ use numaplace_policy::engine::{Engine, JournalEntry, LeftAloneNote};
 /// to CPUs 2-3` and, on the next line, `because <reason>`; names and
 /// reasons escaped.
 pub fn describe_decision(e: &JournalEntry) -> String {
-    let what = crate::top_state::describe_action(&e.action, e.current.as_ref());
+    let what = describe_action(&e.action, e.current.as_ref());
     if e.action.machine_wide() {
         return format!("the machine: {what}\n    because {}", printable(&e.reason));
     }
@@ -105,4 +108,123 @@ pub fn without_signals(
     said.into_iter()
         .map(|(names, what)| (names.join(" and "), what))
         .collect()
+}
+
+/// An action in words, as the journal's readers see it, with what it
+/// changes as it was (`current`, where the entry has it): `pin thread 13
+/// from CPUs 0-7 to CPUs 2-3`, `move memory to node 1 (now: node 0 512
+/// MiB)`, `turn the kernel's automatic NUMA balancing off (now on)`.
+pub(crate) fn describe_action(a: &numaplace_model::Action, current: Option<&Current>) -> String {
+    use numaplace_model::Action;
+    let memory_now = || {
+        current
+            .and_then(|c| c.memory.as_ref())
+            .map_or_else(String::new, |m| {
+                let held: Vec<String> = (m.iter().filter(|(_, b)| **b > 0))
+                    .map(|(n, b)| format!("node {n} {}", super::topology::bytes(*b)))
+                    .collect();
+                if held.is_empty() {
+                    " (now: none resident)".into()
+                } else {
+                    format!(" (now: {})", held.join(", "))
+                }
+            })
+    };
+    match a {
+        Action::Pin { task, cpus, .. } => match current.and_then(|c| c.cpus.as_ref()) {
+            Some(now) => format!("pin thread {} from CPUs {now} to CPUs {cpus}", task.tid),
+            None => format!("pin thread {} to CPUs {cpus}", task.tid),
+        },
+        Action::MoveMemory { to_node, .. } => {
+            format!("move memory to node {to_node}{}", memory_now())
+        }
+        Action::MoveWindow {
+            to_node, address, ..
+        } => format!(
+            "move pages around {address:#x} to node {to_node}{}",
+            memory_now()
+        ),
+        Action::KernelBalancing { on } => {
+            let word = |on: bool| if on { "on" } else { "off" };
+            let now = current.and_then(|c| c.on);
+            format!(
+                "turn the kernel's automatic NUMA balancing {}{}",
+                word(*on),
+                now.map_or_else(String::new, |n| format!(" (now {})", word(n)))
+            )
+        }
+    }
+}
+
+/// What became of an action, in words.
+pub(crate) fn describe_outcome(o: &Outcome) -> String {
+    match o {
+        Outcome::Done => "done".into(),
+        Outcome::Pages(p) => format!("{} pages moved", p.moved),
+        Outcome::NotApplied => "not applied".into(),
+        Outcome::Gone => "gone".into(),
+        Outcome::Refused { errno, why } => format!("refused ({errno}): {why}"),
+        Outcome::Skipped { why } => format!("skipped: {why}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use numaplace_model::{Action, TaskId};
+
+    use super::*;
+
+    /// Each kind of action in words with what it changes as it was, and
+    /// without it where the entry has none (journals written before, a task
+    /// gone).
+    #[test]
+    fn actions_are_described_from_what_they_change_to_what_they_propose() {
+        let task = TaskId {
+            tid: 11,
+            start_time: 7,
+        };
+        let pin = Action::Pin {
+            task,
+            tgid: 10,
+            cpus: "2-3".parse().unwrap(),
+        };
+        assert_eq!(describe_action(&pin, None), "pin thread 11 to CPUs 2-3");
+        let memory = Current {
+            memory: Some([(0, 512 << 20), (1, 0), (2, 3 << 30)].into()),
+            ..Current::default()
+        };
+        let to_1 = Action::MoveMemory {
+            process: task,
+            to_node: 1,
+            max_pages: None,
+        };
+        assert_eq!(
+            describe_action(&to_1, Some(&memory)),
+            "move memory to node 1 (now: node 0 512 MiB, node 2 3 GiB)"
+        );
+        let window = Action::MoveWindow {
+            process: task,
+            address: 0x7f00,
+            pages_before: 1,
+            pages_after: 1,
+            to_node: 1,
+        };
+        assert_eq!(
+            describe_action(&window, Some(&memory)),
+            "move pages around 0x7f00 to node 1 (now: node 0 512 MiB, node 2 3 GiB)"
+        );
+        let off = Action::KernelBalancing { on: false };
+        let on_now = Current {
+            on: Some(true),
+            ..Current::default()
+        };
+        assert_eq!(
+            describe_action(&off, Some(&on_now)),
+            "turn the kernel's automatic NUMA balancing off (now on)"
+        );
+        assert_eq!(
+            describe_action(&off, None),
+            "turn the kernel's automatic NUMA balancing off"
+        );
+    }
 }
