@@ -1,3 +1,6 @@
+//! Tests of the state `numaplace top` shows: the frame built from a round's
+//! snapshot and journal entries, its lists and texts bounded.
+
 use super::*;
 use numaplace_model::snapshot::{NodeMeminfo, ResctrlSample};
 use numaplace_model::world::Current;

@@ -1,3 +1,6 @@
+//! Tests of `numaplace bench`: its arguments checked against a synthetic
+//! machine, and the experiments' plans and fits.
+
 use super::experiment::{Fig, fit, loops_for, parse, plan};
 use super::*;
 use numaplace_linux::{TopologySource, discover};

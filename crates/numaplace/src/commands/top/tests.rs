@@ -1,3 +1,6 @@
+//! Tests of `top`'s frame: the panes drawn from a state, and what the view
+//! says before a frame and in a small terminal.
+
 use super::*;
 use numaplace::top_state::{DecisionRow, GroupRow, NodeRow};
 use std::collections::BTreeMap;

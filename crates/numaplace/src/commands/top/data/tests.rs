@@ -1,3 +1,6 @@
+//! Tests of `top --connect`'s reader: an answer read as a frame of this
+//! format only, and a fetch that ends whatever the peer does.
+
 use super::*;
 use numaplace::top_state::FORMAT;
 use std::os::unix::net::UnixListener;
