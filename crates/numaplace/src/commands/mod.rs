@@ -1,5 +1,8 @@
-//! One module per subcommand, each on the library alone (`numaplace::`),
-//! none on another command.
+//! The subcommands, a module each (`simulate.rs` also holds `compare`,
+//! `scenarios` and `generate`; `record.rs` `replay`; `manual.rs`
+//! `completions` and `manpages`; `run` is the library's
+//! `numaplace::daemon::run`). Each works on the library alone
+//! (`numaplace::`), none on another command.
 
 pub mod advise;
 pub mod bench;

@@ -33,7 +33,7 @@ pub struct Settings {
     pub synthetic: Option<SyntheticCounters>,
     /// `[machine] file`: this host as `numaplace calibrate` measured it,
     /// on the topology numaplace places onto.
-    pub machine: Option<Machine>,
+    pub(crate) machine: Option<Machine>,
 }
 
 impl Settings {
