@@ -1,5 +1,6 @@
-//! The state file: what an earlier run left changed put back at start,
-//! and each original affinity written ahead of the pin that changes it.
+//! The state file and putting back: what an earlier run left changed is
+//! put back at start, each original affinity is written ahead of the pin
+//! that changes it, and what this run changed is put back at its stop.
 
 use std::sync::{Arc, Mutex};
 
