@@ -31,9 +31,9 @@ use numaplace_policy::Scope;
 use numaplace_policy::engine::{Engine, EngineTotals, NoGuard, Pair, PinGuard, RecordingActuator};
 
 use crate::cli::RunArgs;
-use crate::config::describe_policy;
+use crate::config::{Config, describe_policy};
 use crate::error::InputError;
-use crate::synthetic_counters::Synthesized;
+use crate::synthetic_counters::{Synthesized, SyntheticCounters};
 use crate::top_state::{Feed, Reads, Watch};
 use actuator::DaemonActuator;
 use collector::start_collecting;
@@ -101,7 +101,7 @@ fn refuse_an_empty_scope(args: &RunArgs, s: &Settings) -> Result<()> {
 
 /// The metrics endpoint, bound before any work, so a busy port or a
 /// socket another daemon serves is refused at once.
-fn serve_metrics(c: &crate::config::Config) -> Result<Arc<Mutex<MetricsState>>> {
+fn serve_metrics(c: &Config) -> Result<Arc<Mutex<MetricsState>>> {
     let shared = Arc::new(Mutex::new(MetricsState {
         policy: c.policy.name().into(),
         dry_run: c.dry_run,
@@ -177,16 +177,7 @@ fn place(args: &RunArgs, mut s: Settings, balancing: NumaBalancing, start: Start
             },
         }),
     };
-    let mut world = Pair {
-        telemetry: Synthesized {
-            inner: Hinted {
-                inner: live,
-                hints: c.guest_hints.reader(),
-            },
-            synthetic: s.synthetic.take(),
-        },
-        actuator,
-    };
+    let mut world = live_world(live, c, s.synthetic.take(), actuator);
     let mut no_guard = NoGuard;
     let mut state_guard = start.state.as_ref().map(|state| StateGuard { state });
     let guard: &mut dyn PinGuard = match state_guard.as_mut() {
@@ -199,6 +190,27 @@ fn place(args: &RunArgs, mut s: Settings, balancing: NumaBalancing, start: Start
     });
     let rounds = rounds.unwrap_or(daemon.rounds);
     put_back(world.actuator, start.state, c, &start.domains, rounds, bug)
+}
+
+/// The engine's world on this host: the live readings with the guests'
+/// hints (`[guest_hints]`) and the made-up counters (`--counters-from`)
+/// laid over them, and `actuator` to carry the plans out (or record them).
+pub fn live_world<A>(
+    live: LiveTelemetry,
+    c: &Config,
+    synthetic: Option<SyntheticCounters>,
+    actuator: A,
+) -> Pair<Synthesized<Hinted<LiveTelemetry>>, A> {
+    Pair {
+        telemetry: Synthesized {
+            inner: Hinted {
+                inner: live,
+                hints: c.guest_hints.reader(),
+            },
+            synthetic,
+        },
+        actuator,
+    }
 }
 
 /// The daemon's start line at the default level (policy, interval,

@@ -13,16 +13,16 @@ use anyhow::Result;
 use numaplace::checks;
 use numaplace::cli::{AdviseArgs, RunArgs};
 use numaplace::config::describe_policy;
-use numaplace::daemon::{EMPTY_SCOPE, blind_policy, collector_for, engine_config, settings};
+use numaplace::daemon::{
+    EMPTY_SCOPE, blind_policy, collector_for, engine_config, live_world, settings,
+};
 use numaplace::error::InputError;
 use numaplace::report::engine::{describe_decision, describe_left_alone, describe_scope};
-use numaplace::synthetic_counters::Synthesized;
 use numaplace_linux::balancing::NumaBalancing;
-use numaplace_linux::guest_hints::Hinted;
 use numaplace_linux::{LiveTelemetry, SysRoot};
 use numaplace_model::{Outcome, Snapshot};
 use numaplace_policy::engine::{
-    Engine, JournalEntry, NoGuard, Observer, Pair, RecordingActuator, RoundReport,
+    Engine, JournalEntry, NoGuard, Observer, RecordingActuator, RoundReport,
 };
 
 /// `numaplace advise`: with `--numad-w`, numad's pre-placement query;
@@ -141,16 +141,7 @@ fn advise(args: &RunArgs) -> Result<()> {
         Instant::now(),
         Arc::new(AtomicBool::new(false)),
     );
-    let mut world = Pair {
-        telemetry: Synthesized {
-            inner: Hinted {
-                inner: live,
-                hints: c.guest_hints.reader(),
-            },
-            synthetic: s.synthetic.take(),
-        },
-        actuator: RecordingActuator::default(),
-    };
+    let mut world = live_world(live, c, s.synthetic.take(), RecordingActuator::default());
     let mut advice = Advice {
         last: None,
         rounds: 0,
