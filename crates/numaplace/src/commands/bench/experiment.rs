@@ -534,7 +534,7 @@ pub fn run(name: &str, args: &BenchArgs, topo: &Topology) -> Result<()> {
             notes: &plan.notes,
             points: rows,
         };
-        println!("{}", crate::output::json::pretty(&out)?);
+        println!("{}", numaplace::output::json::pretty(&out)?);
     }
     Ok(())
 }

@@ -104,9 +104,7 @@ pub(super) fn reading_threads(root: &SysRoot) -> Check {
             None,
         );
     }
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    match numaplace_linux::taskiter::TaskIterator::open(hz) {
+    match numaplace_linux::probe::task_iterator() {
         Ok(_) => check(
             Status::Ok,
             "BPF task iterator (bpf_iter_task; task_struct offsets from /sys/kernel/btf/vmlinux): \
