@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-/// `numaplace bench`: seed 000 §2.2 (Fig. 3) on this machine.
+/// `numaplace bench`: Rao13 §2.2 (Fig. 3) on this machine.
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Threads (default: one per CPU of --cpus, else 1).
@@ -51,7 +51,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "S", allow_negative_numbers = true)]
     pub seconds: Option<f64>,
 
-    /// Run one of seed 000's experiments instead: fig4a (data locality),
+    /// Run one of Rao13's experiments instead: fig4a (data locality),
     /// fig4b (LLC contention), fig4c (sharing), fig5a, fig5b, fig5c
     /// (factors combined).
     #[arg(long, value_name = "NAME", conflicts_with_all = [

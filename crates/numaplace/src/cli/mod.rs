@@ -88,7 +88,7 @@ pub enum Command {
 
     /// Run inside a VM: every interval, tell the host's numaplace which
     /// vCPUs run user threads whose CPU affinity is narrower than the
-    /// guest's CPUs (seed 000 §4.3's tag and clear), over a virtio-serial
+    /// guest's CPUs (Rao13 §4.3's tag and clear), over a virtio-serial
     /// port; the host's BRM then takes exactly those vCPUs as candidates.
     #[command(after_help = "Examples:\n  \
         numaplace guest                              (port org.numaplace.hints.0, every 1s)\n  \
@@ -233,7 +233,7 @@ pub enum Command {
         numaplace compare --scenario mix:17      (runs it without a file)")]
     Generate(GenerateArgs),
 
-    /// Run seed 000's NUMA micro-benchmark on this machine: pinned threads
+    /// Run Rao13's NUMA micro-benchmark on this machine: pinned threads
     /// walk private random lists and add atomically to a shared area; run
     /// time per thread and their mean, and where the memory really is. Or
     /// run one of the paper's experiments (a pair of placements over a
@@ -254,7 +254,7 @@ pub enum Command {
         numaplace calibrate && numaplace simulate --machine numaplace-machine.json")]
     Calibrate(CalibrateArgs),
 
-    /// Train seed 002's models for `adaptive-mapping` in the simulator: run
+    /// Train Bae12's models for `adaptive-mapping` in the simulator: run
     /// the Fig. 4 benchmarks local and interleaved, fit the per-class
     /// performance models by least squares (R² reported), take the
     /// machine's power model, and write the coefficient file (JSON, 0600).

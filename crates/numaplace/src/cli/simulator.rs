@@ -123,7 +123,7 @@ pub struct CompareArgs {
     pub no_report: bool,
 
     /// Also print, per application and policy, the mean run time and the
-    /// moves of a thread to another node per thread and hour (seed 004
+    /// moves of a thread to another node per thread and hour (Blagodurov11
     /// Table 1's memory migrations per hour). `--json` always has them.
     #[arg(long, conflicts_with = "random")]
     pub per_app: bool,
