@@ -1592,6 +1592,11 @@ impl Policy for Auto {
             let idle = self.cannot_pay(view, &copies);
             kinds.retain(|pid, _| !idle.contains_key(pid));
             lone.retain(|(pid, _)| !idle.contains_key(pid));
+            let plans = (kinds.iter())
+                .map(|(&pid, (_, ds))| (pid, ds.clone()))
+                .collect();
+            let losing = self.predicted_to_lose(view, &plans);
+            kinds.retain(|pid, _| !losing.contains(pid));
         }
         for (pid, ds) in lone {
             if age(&pid) >= long_lived || self.predicts_it_pays(view, &ds) {

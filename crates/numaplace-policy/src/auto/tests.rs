@@ -1274,3 +1274,70 @@ fn the_kernels_balancing_is_not_turned_on_where_the_memory_is_local_already() {
     assert!(gain(true).abs() < 1e-3, "local: {}", gain(true));
     assert!(gain(false) > 5.0 * margin, "far: {}", gain(false));
 }
+
+/// A process of `n` memory-bound threads (tids 101..) spread over the
+/// CPUs of a two-node machine of two CPUs a node, its 1 GiB on node 1.
+fn memory_bound_process(n: usize) -> Snapshot {
+    let t = topo();
+    let tids: Vec<i32> = (101..101 + n as i32).collect();
+    let mut s = round(1, t.span(), Some(1_000_000_000));
+    s.tasks = (tids.iter().enumerate())
+        .map(|(i, &tid)| Task {
+            utime: 100,
+            last_cpu: Some(t.cpus()[i % 4].os_id),
+            ..task(tid, 100, t.span())
+        })
+        .collect();
+    s.groups[0].threads = tids.clone();
+    s.counters.clear();
+    for &tid in &tids {
+        s.counters.insert(
+            tid,
+            counters([
+                (Counter::Instructions, 1_000_000_000),
+                (Counter::Cycles, 2_000_000_000),
+                (Counter::LlcMisses, 20_000_000),
+            ]),
+        );
+    }
+    s
+}
+
+/// numad's placement, which sizes a group by the CPU time it used, is
+/// not tried where the model predicts it would crowd the group's threads
+/// onto fewer CPUs than run now: 4 memory-bound threads onto a node of 2
+/// CPUs. 2 such threads onto the node of their memory are predicted to
+/// gain and left to the experiment.
+#[test]
+fn a_placement_the_model_predicts_a_clear_loss_is_not_tried() {
+    let t = topo();
+    let to_node1 = |s: &Snapshot| -> Vec<Decision> {
+        (s.tasks.iter())
+            .map(|x| Decision {
+                action: Action::Pin {
+                    task: x.id(),
+                    tgid: 100,
+                    cpus: node1(&t),
+                },
+                reason: "numad-like".into(),
+            })
+            .collect()
+    };
+    let losing = |n: usize| {
+        let s = memory_bound_process(n);
+        let managed = crate::testutil::all_processes(&s);
+        let view = View {
+            topology: &t,
+            snapshot: &s,
+            managed: &managed,
+        };
+        let mut auto = Auto::new(AutoParams::default());
+        let plans = BTreeMap::from([(100, to_node1(&s))]);
+        auto.predicted_to_lose(&view, &plans)
+    };
+    assert!(losing(4).contains(&100), "4 threads onto 2 CPUs");
+    assert!(
+        losing(2).is_empty(),
+        "2 threads onto the node of their memory"
+    );
+}
