@@ -1223,17 +1223,23 @@ fn kernel_round_counted(seq: u64, local: bool, threads: usize) -> Snapshot {
         s.groups[0].threads.retain(|&tid| tid != 102);
         s.counters.remove(&102);
     }
-    for tid in [101, 102].into_iter().take(threads) {
+    count_misses(&mut s, &[101, 102][..threads], 1.5, 10.0);
+    s
+}
+
+/// Each of `tids` counted retiring 10^9 instructions a second at `cpi`,
+/// missing the LLC `mpki` times per 1000 of them.
+fn count_misses(s: &mut Snapshot, tids: &[i32], cpi: f64, mpki: f64) {
+    for &tid in tids {
         s.counters.insert(
             tid,
             counters([
                 (Counter::Instructions, 1_000_000_000),
-                (Counter::Cycles, 1_500_000_000),
-                (Counter::LlcMisses, 10_000_000),
+                (Counter::Cycles, (cpi * 1e9) as u64),
+                (Counter::LlcMisses, (mpki * 1e6) as u64),
             ]),
         );
     }
-    s
 }
 
 /// Turning the kernel's balancing on is not tried where a one-thread
@@ -1290,16 +1296,7 @@ fn memory_bound_process(n: usize) -> Snapshot {
         .collect();
     s.groups[0].threads = tids.clone();
     s.counters.clear();
-    for &tid in &tids {
-        s.counters.insert(
-            tid,
-            counters([
-                (Counter::Instructions, 1_000_000_000),
-                (Counter::Cycles, 2_000_000_000),
-                (Counter::LlcMisses, 20_000_000),
-            ]),
-        );
-    }
+    count_misses(&mut s, &tids, 2.0, 20.0);
     s
 }
 
