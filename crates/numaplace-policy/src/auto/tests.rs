@@ -1179,14 +1179,8 @@ fn a_kept_model_layout_gives_its_one_cpu_pins_their_node_when_the_machine_is_cro
     let x = s.task(101).unwrap();
     auto.model_pins
         .insert(101, (x.id(), x.allowed_cpus.clone()));
-    let managed = crate::testutil::all_processes(&s);
-    let view = View {
-        topology: &t,
-        snapshot: &s,
-        managed: &managed,
-    };
     let mut plan = Plan::default();
-    auto.model_kept_round(&view, true, &mut plan);
+    crate::testutil::with_view(&t, &s, |view| auto.model_kept_round(view, true, &mut plan));
     let node0 = t.node_by_os_id(0).unwrap().span.clone();
     assert_eq!(
         crate::testutil::pins(&plan),
@@ -1202,13 +1196,10 @@ fn a_kept_model_layout_gives_its_one_cpu_pins_their_node_when_the_machine_is_cro
     // Said once: the next crowded round has nothing to widen.
     let mut next = crowded_round(41);
     next.tasks[0] = widened;
-    let view = View {
-        topology: &t,
-        snapshot: &next,
-        managed: &managed,
-    };
     let mut plan = Plan::default();
-    auto.model_kept_round(&view, true, &mut plan);
+    crate::testutil::with_view(&t, &next, |view| {
+        auto.model_kept_round(view, true, &mut plan)
+    });
     assert!(plan.decisions.is_empty(), "{plan:?}");
 }
 
@@ -1267,14 +1258,8 @@ fn the_kernels_balancing_is_not_turned_on_where_the_memory_is_local_already() {
     // local, much with all of it on the far node.
     let gain = |local: bool| {
         let s = kernel_round_counted(1, local, 1);
-        let managed = crate::testutil::all_processes(&s);
-        let view = View {
-            topology: &t,
-            snapshot: &s,
-            managed: &managed,
-        };
         let mut auto = Auto::new(AutoParams::default());
-        auto.local_memory_gains(&view)[&100]
+        crate::testutil::with_view(&t, &s, |view| auto.local_memory_gains(view)[&100])
     };
     let margin = JudgeParams::default().margin;
     assert!(gain(true).abs() < 1e-3, "local: {}", gain(true));
@@ -1322,15 +1307,9 @@ fn a_placement_the_model_predicts_a_clear_loss_is_not_tried() {
     };
     let losing = |n: usize| {
         let s = memory_bound_process(n);
-        let managed = crate::testutil::all_processes(&s);
-        let view = View {
-            topology: &t,
-            snapshot: &s,
-            managed: &managed,
-        };
         let mut auto = Auto::new(AutoParams::default());
         let plans = BTreeMap::from([(100, to_node1(&s))]);
-        auto.predicted_to_lose(&view, &plans)
+        crate::testutil::with_view(&t, &s, |view| auto.predicted_to_lose(view, &plans))
     };
     assert!(losing(4).contains(&100), "4 threads onto 2 CPUs");
     assert!(
