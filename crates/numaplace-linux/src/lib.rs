@@ -17,6 +17,7 @@ pub mod nodes;
 pub mod numastat;
 pub mod perf;
 pub mod powercap;
+pub mod probe;
 pub mod procfs;
 pub mod record;
 pub mod resctrl;

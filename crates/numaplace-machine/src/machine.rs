@@ -444,7 +444,7 @@ fn westmere_2s() -> Result<Machine, MachineError> {
     Ok(Machine {
         name: "westmere-2s".into(),
         params: MachineParams {
-            ghz: published(2.4, "seed 000 Table 1: Xeon E5620 2.4 GHz"),
+            ghz: published(2.4, "[Rao13] Table 1: Xeon E5620 2.4 GHz"),
             local_latency_ns: published(
                 local,
                 "Sandra: X5570 81 ns (published for Nehalem-EP and Westmere-EP: about 65-87 ns; X5670 87 ns, Anandtech 2978 p.5)",
@@ -501,7 +501,7 @@ fn barcelona_4s() -> Result<Machine, MachineError> {
     Ok(Machine {
         name: "barcelona-4s".into(),
         params: MachineParams {
-            ghz: published(2.3, "seed 004 §2.1: Opteron 8356 2.3 GHz"),
+            ghz: published(2.3, "[Blagodurov11] §2.1: Opteron 8356 2.3 GHz"),
             local_latency_ns: published(local, "McCalpin 2010: local 100 ns on a 4-socket Opteron"),
             latency_ns,
             latency_source: Source::Published(
@@ -513,7 +513,7 @@ fn barcelona_4s() -> Result<Machine, MachineError> {
             ),
             queueing_k_ns: assumed(
                 60.0,
-                "not published: a two-channel DDR2 controller queues far sooner than Cascade Lake's six DDR4 channels; checked against seed 004 Fig. 4 (validation target 6)",
+                "not published: a two-channel DDR2 controller queues far sooner than Cascade Lake's six DDR4 channels; checked against [Blagodurov11] Fig. 4 (validation target 6)",
             ),
             node_bandwidth_gbs: assumed(
                 5.3,
@@ -540,7 +540,7 @@ fn core2duo() -> Result<Machine, MachineError> {
     Ok(Machine {
         name: "core2duo".into(),
         params: MachineParams {
-            ghz: published(2.4, "seed 003 §4.2: 2.34-2.6 GHz"),
+            ghz: published(2.4, "[Symbiosis-Bloom] §4.2: 2.34-2.6 GHz"),
             local_latency_ns: assumed(70.0, "not published: a front-side-bus DDR2 system"),
             latency_ns: vec![70.0],
             latency_source: Source::Assumed("one node".into()),

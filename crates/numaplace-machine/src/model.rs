@@ -97,12 +97,12 @@ impl Default for Constants {
             translation_reach_bytes: p(
                 10.0 * 1024.0 * 1024.0,
                 Derived(
-                    "fitted with walk_ns to seed 000 Fig. 4a: a remote pointer chase is 1.26x local at 16 MiB, 1.44x at 256 MiB".into(),
+                    "fitted with walk_ns to [Rao13] Fig. 4a: a remote pointer chase is 1.26x local at 16 MiB, 1.44x at 256 MiB".into(),
                 ),
             ),
             walk_ns: p(
                 41.6,
-                Derived("fitted with translation_reach_bytes to seed 000 Fig. 4a".into()),
+                Derived("fitted with translation_reach_bytes to [Rao13] Fig. 4a".into()),
             ),
             hitm_smt_ns: p(5.0, Assumed("a line in the shared L1/L2 of the core".into())),
             page_migration_us: p(
@@ -141,7 +141,7 @@ impl Default for Constants {
                      normalized_sysctl_sched_latency = 6000000ULL ns, times \
                      1 + ilog2(min(online CPUs, 8)) (get_update_sysctl_factor, \
                      SCHED_TUNABLESCALING_LOG, the default); earlier CFS kernels, \
-                     the seed's 2.6.2x among them, had 20 ms"
+                     [Symbiosis-Bloom]'s 2.6.2x among them, had 20 ms"
                         .into(),
                 ),
             ),

@@ -30,7 +30,7 @@ impl PowerModel {
         per_core_w: 8.69,
         per_smt_w: 1.62,
         r2: None,
-        source: Some(Cow::Borrowed("seed 002 Fig. 7")),
+        source: Some(Cow::Borrowed("[Bae12] Fig. 7")),
     };
 
     /// Watts with `p` busy cores, `l` of them running two threads.

@@ -215,7 +215,7 @@ impl Policy for AdaptiveMapping {
     fn without(&self, signal: Signal) -> Option<String> {
         match signal {
             Signal::Samples => Some(
-                "measures seed 002 §4.1's page metrics from sampled data addresses, which \
+                "measures [Bae12] §4.1's page metrics from sampled data addresses, which \
                  are not sampled here: it puts every group in the local mapping \
                  (§6.2's start) and never votes"
                     .into(),
@@ -223,7 +223,7 @@ impl Policy for AdaptiveMapping {
             Signal::Energy if self.params.config.objective != Objective::Performance => Some(
                 "fits its power model to the machine's energy readings (RAPL) as it runs, \
                  which are not read here: it keeps the power model of its coefficient file \
-                 (seed 002 Fig. 7's testbed unless `numaplace train` wrote one for this machine)"
+                 ([Bae12] Fig. 7's testbed unless `numaplace train` wrote one for this machine)"
                     .into(),
             ),
             Signal::Cpi => Some(
@@ -489,10 +489,10 @@ impl AdaptiveMapping {
         };
         let why = match aside {
             None => format!(
-                "first seen; seed 002 §6.2 starts every VM in the local mapping, next to its memory{memory}"
+                "first seen; [Bae12] §6.2 starts every VM in the local mapping, next to its memory{memory}"
             ),
             Some(why) => format!(
-                "first seen; seed 002 §6.2 starts every VM in the local mapping, next to its memory{memory}, and it stays there: {why}"
+                "first seen; [Bae12] §6.2 starts every VM in the local mapping, next to its memory{memory}, and it stays there: {why}"
             ),
         };
         gr.pin(plan, Mapping::Local, &why);

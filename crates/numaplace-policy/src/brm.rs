@@ -36,7 +36,8 @@
 //! of one thread pulled the others after it, and an explorer coming back
 //! crossed a follower going out. Four changes bring every one of those
 //! workloads within 3.2 % of the oracle with a run-to-run spread of at most
-//! 1.3 % (docs/policies.md has the table and what each change is worth):
+//! 1.3 % (docs/results/2026-11-22-brm.md has the table and what each
+//! change is worth):
 //! - while a thread explores a node it has not measured since its reset,
 //!   the other threads of its process hold still for
 //!   [`EXPLORATION_ROUNDS`] (keeping their probabilities). §4.4 relies on
@@ -63,8 +64,8 @@
 //! memory, else to a node drawn among those not measured with an idle
 //! CPU (Algorithm 1's first in index order sends every thread of an
 //! eight-node machine to node 0). Needs each process's memory per node;
-//! without it BRM is as above. docs/policies.md has what each rule is
-//! worth over generated mixes.
+//! without it BRM is as above. docs/results/2026-11-22-brm.md has what
+//! each rule is worth over generated mixes.
 //!
 //! **Candidates (§4.3, §8).** In the paper, the guest kernel tags a vCPU
 //! while it runs a thread whose CPU affinity was set explicitly inside the
@@ -264,7 +265,7 @@ impl Policy for Brm {
 
     fn without(&self, signal: Signal) -> Option<String> {
         (signal == Signal::UncorePenalty).then(|| {
-            "ranks nodes by each vCPU thread's uncore penalty (seed 000 §3.1: uncore \
+            "ranks nodes by each vCPU thread's uncore penalty ([Rao13] §3.1: uncore \
              occupancy over requests), which are not counted here: it tracks no thread \
              and leaves every one where it is"
                 .into()

@@ -308,7 +308,7 @@ impl Policy for Symbiosis {
         match signal {
             Signal::Samples => Some(
                 "builds each thread's cache signature from its sampled data addresses \
-                 (seed 003's Bloom filters exist only in the simulator), which are not \
+                 ([Symbiosis-Bloom]'s Bloom filters exist only in the simulator), which are not \
                  sampled here: no thread has a signature, so it leaves every one where it is"
                     .into(),
             ),
@@ -349,7 +349,7 @@ impl Policy for Symbiosis {
         let homes = memory_homes(view);
         if cands.iter().all(|c| thread_home(view, c, &homes).is_none()) {
             // No task's memory ties it to a node: the whole machine is
-            // one pool, as in the seed.
+            // one pool, as in [Symbiosis-Bloom].
             self.place_on_node(view, None, &cands, source, &mut plan);
             return plan;
         }
@@ -589,7 +589,7 @@ impl Symbiosis {
                     format!(
                         "symbiosis: thread {} of {} to {name}'s CPUs {span}, left to Linux \
                          within them: its {} tasks fit its {cores} cores and share one \
-                         cache, so there is nothing to pair (seed 003's premise: tasks that \
+                         cache, so there is nothing to pair ([Symbiosis-Bloom]'s premise: tasks that \
                          take turns on cores)",
                         c.id.tid,
                         c.label,

@@ -101,6 +101,16 @@ pub fn decide(policy: &mut dyn Policy, topology: &Topology, snapshot: &Snapshot)
     })
 }
 
+/// `f` given the view of `snapshot` with every process in scope, as
+/// [`decide`] gives it to a policy: for calling a policy's parts directly.
+pub fn with_view<R>(topology: &Topology, snapshot: &Snapshot, f: impl FnOnce(&View<'_>) -> R) -> R {
+    f(&View {
+        topology,
+        snapshot,
+        managed: &all_processes(snapshot),
+    })
+}
+
 /// The plan's pins, in order: the thread and the CPUs it is pinned to.
 pub fn pins(plan: &Plan) -> Vec<(i32, CpuSet)> {
     plan.decisions

@@ -86,7 +86,7 @@ pub fn fig4_suite() -> Vec<Benchmark> {
                 class,
                 workload: Workload {
                     name: format!("fig4-{name}"),
-                    description: format!("seed 002 Fig. 4 {name} (class {class}), 8 vcores"),
+                    description: format!("[Bae12] Fig. 4 {name} (class {class}), 8 vcores"),
                     apps: vec![app],
                     ..base.clone()
                 },

@@ -322,7 +322,7 @@ pub struct SignatureConfig {
     /// as in a counting Bloom filter: no longer incremented nor
     /// decremented, so its CF bits are never cleared again.
     pub counter_bits: u8,
-    /// Also clear the LF bits when a counter drops to zero. The seed only
+    /// Also clear the LF bits when a counter drops to zero. The paper only
     /// says the CFs are cleared (§3.1); `false` follows it. With `false`,
     /// an entry set in the LF, emptied, then refilled by the new
     /// application is missing from that application's RBV.
@@ -411,7 +411,7 @@ pub struct SwitchOutRecord {
 ///
 /// Only lines in sampled sets reach the filter (§5.5). Sampling leaves
 /// some set-index bits constant in every tracked line, which would waste
-/// filter entries under the address hashes; so, our choice where the seed
+/// filter entries under the address hashes; so, our choice where the paper
 /// is silent, the hash sees the block address with the set index replaced
 /// by the set's rank among the sampled sets (`tag × sampled_sets + rank`).
 /// With every set sampled that is the block address unchanged.

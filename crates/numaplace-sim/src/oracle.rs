@@ -1,6 +1,6 @@
 //! The oracle: the best static placement of threads on CPUs for a cost
-//! the caller gives — the "hand-optimized" or "optimal" placement the seed
-//! papers compare their policies against.
+//! the caller gives — the "hand-optimized" or "optimal" placement the
+//! papers of docs/references.md compare their policies against.
 //!
 //! # What is searched
 //!

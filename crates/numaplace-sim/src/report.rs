@@ -228,7 +228,7 @@ fn per_app_cells(c: &Comparison) -> Vec<(String, Vec<String>)> {
 const PER_APP_TITLE: &str =
     "Per application: mean run time s / moves to another node per thread and hour";
 const PER_APP_NOTE: &str = "Copies of a job (NAME.0, NAME.1, ...) are one row. Under DI-Migrate \
-     and DINO each move to another node takes the thread's memory along: seed 004 Table 1's memory \
+     and DINO each move to another node takes the thread's memory along: [Blagodurov11] Table 1's memory \
      migrations per hour (per process; its processes are single-threaded).";
 
 /// [`per_app_cells`] as text (`compare --per-app`; \[Blagodurov11\] Table 1

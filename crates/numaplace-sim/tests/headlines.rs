@@ -77,7 +77,7 @@ fn seed000() -> &'static [BrmRow] {
         });
         for r in &rows {
             eprintln!(
-                "  seed 000 {:<10} default {:7.2} s, brm {:7.2} s (RSD {:.1} %) {:+.1} %{}",
+                "  [Rao13] {:<10} default {:7.2} s, brm {:7.2} s (RSD {:.1} %) {:+.1} %{}",
                 r.name,
                 r.default,
                 r.brm.0,
@@ -170,7 +170,7 @@ fn mapping_gap(value: impl Fn(&numaplace_sim::adaptive::Measured) -> f64, reduct
         })
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .unwrap();
-    eprintln!("  seed 002: the largest gap is {name}'s, {gap:.1} %");
+    eprintln!("  [Bae12]: the largest gap is {name}'s, {gap:.1} %");
     gap
 }
 
@@ -305,7 +305,7 @@ fn seed003() -> &'static BTreeMap<String, Vec<f64>> {
             })
             .collect();
         eprintln!(
-            "  seed 003, best pairing over the worst, per program max/mean %: {}",
+            "  [Symbiosis-Bloom], best pairing over the worst, per program max/mean %: {}",
             per.join(", ")
         );
         gains
@@ -321,7 +321,7 @@ fn seed003_symbiotic_pairing_up_to_54_percent() {
         .map(|(n, v)| (n, v.iter().copied().fold(f64::MIN, f64::max)))
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .unwrap();
-    eprintln!("  seed 003: the largest gain is {name}'s");
+    eprintln!("  [Symbiosis-Bloom]: the largest gain is {name}'s");
     row(
         "003 pairing gain, max over programs and mixes, %",
         "54",
@@ -412,7 +412,7 @@ fn seed004(name: &str) -> Jobs {
                 format!("{j} {:+.1} % {m:.0}/h", 100.0 * (t / base - 1.0))
             })
             .collect();
-        eprintln!("  seed 004 {name} {p:<10} {}", line.join(", "));
+        eprintln!("  [Blagodurov11] {name} {p:<10} {}", line.join(", "));
     }
     out
 }
@@ -444,7 +444,7 @@ fn up_to(jobs: &Jobs, policy: &str, better: bool) -> f64 {
         })
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .unwrap();
-    eprintln!("  seed 004 {policy}: the largest is {job}'s, {v:.1} %");
+    eprintln!("  [Blagodurov11] {policy}: the largest is {job}'s, {v:.1} %");
     v
 }
 

@@ -173,7 +173,7 @@ fn every_mix_of_four_of_the_pool_on_core2duo() {
     });
     let elapsed = start.elapsed().as_secs_f64();
     eprintln!(
-        "seed 003 §4.2 in the simulator: 495 mixes of 4 of the 12-program pool on core2duo, 3 pairings each ({} runs + 495 signature runs) in {elapsed:.1} s with {WORKERS} workers",
+        "[Symbiosis-Bloom] §4.2 in the simulator: 495 mixes of 4 of the 12-program pool on core2duo, 3 pairings each ({} runs + 495 signature runs) in {elapsed:.1} s with {WORKERS} workers",
         495 * 3
     );
     eprintln!(

@@ -12,7 +12,7 @@ use serde_yaml::Value;
 
 use crate::cli::{Cli, Command};
 use crate::config::Config;
-use crate::metrics::{Listen, MetricsState, parse_listen, render};
+use crate::daemon::metrics::{Listen, MetricsState, parse_listen, render};
 
 fn read(rel: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -14,16 +14,16 @@ use numaplace_linux::{SysRoot, TopologySource, discover};
 use numaplace_model::{CpuSet, Topology};
 use numaplace_policy::preplacement::{self, Advice, NodeRoom, Request};
 
-use crate::commands::InputError;
+use crate::error::InputError;
 
 /// How long each CPU's idle time is sampled. numad sleeps 2 s between its
 /// two reads; libvirt waits for the answer while a domain starts, and a
 /// fifth of a second is 20 clock ticks per CPU, a 5 % resolution.
-pub const SAMPLE: Duration = Duration::from_millis(200);
+pub(crate) const SAMPLE: Duration = Duration::from_millis(200);
 
 /// More CPUs than a request may ask for (libvirt's vCPU count is an
 /// unsigned short).
-pub const MAX_CPUS: f64 = 65_535.0;
+pub(crate) const MAX_CPUS: f64 = 65_535.0;
 
 /// A machine's free room, read once.
 #[derive(Debug, Clone)]

@@ -1,27 +1,16 @@
-//! The numaplace binary: parses the command line and wires the libraries.
+//! The numaplace binary: parses the command line, sets up logging and
+//! hands each subcommand to its module (commands/), which does its work
+//! with numaplace's library (lib.rs).
 
-mod cli;
 mod commands;
-mod config;
-mod daemon_reload;
-mod daemon_settings;
-mod daemon_setup;
-#[cfg(test)]
-mod deploy_tests;
-mod duration;
-mod machine_room;
-mod metrics;
-mod output;
-mod report;
-mod synthetic_counters;
-mod top_state;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::{Cli, Command};
+use numaplace::cli::{self, Cli, Command};
+use numaplace::output;
 
 fn main() -> ExitCode {
     output::stdout_errors_exit_1();
@@ -54,9 +43,7 @@ fn main() -> ExitCode {
         // the failed write. Not the daemon: it writes to metrics clients
         // over UNIX sockets, where a client that hangs up must cost it
         // nothing (Rust's runtime leaves SIGPIPE ignored for that).
-        // SAFETY: at start-up, before any other thread; SIG_DFL is a valid
-        // disposition for SIGPIPE.
-        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+        numaplace_linux::probe::default_sigpipe();
     }
     let result = match cli.command {
         Command::Topology(args) => commands::topology::run(&args),
@@ -69,21 +56,10 @@ fn main() -> ExitCode {
         },
         Command::Record(args) => commands::record::record(&args),
         Command::Replay(args) => commands::record::replay(&args),
-        Command::Run(args) => commands::run::run(&args),
+        Command::Run(args) => numaplace::daemon::run(&args),
         Command::Config(args) => commands::show_config::run(&args),
         Command::Exec(args) => commands::exec::run(&args),
-        Command::Advise(args) => match (&args.numad_w, &args.sysfs_root) {
-            (Some(w), root) => commands::preplacement::run(w, root.as_deref()),
-            // clap's `requires` is not checked where a conflicting flag
-            // (--all, --pid) is given: said here, not ignored.
-            (None, Some(root)) => Err(commands::InputError(format!(
-                "--sysfs-root {}: read only with --numad-w (advise places this host's \
-                 processes; `numaplace topology --sysfs-root` shows another machine)",
-                root.display()
-            ))
-            .into()),
-            (None, None) => commands::run::advise(&args.run),
-        },
+        Command::Advise(args) => commands::advise::run(&args),
         Command::Top(args) => commands::top::run(&args),
         Command::Simulate(args) => commands::simulate::simulate(&args),
         Command::Compare(args) => commands::simulate::compare_cmd(&args),
@@ -98,11 +74,11 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            crate::output::say!("numaplace: error: {e:#}");
+            numaplace::output::say!("numaplace: error: {e:#}");
             ExitCode::from(if exec {
                 commands::exec::exit_code(&e)
             } else {
-                commands::exit_code(&e)
+                numaplace::error::exit_code(&e)
             })
         }
     }

@@ -18,7 +18,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Lines of stderr lost to a failed write.
 static LOST: AtomicU64 = AtomicU64::new(0);
 
-/// Writes one line to stderr; a failure is counted, not raised.
+/// Writes one line to stderr; a failure is counted, not raised. Public
+/// for [`say!`]'s expansion in the binary.
+#[doc(hidden)]
 pub fn stderr_line(args: std::fmt::Arguments<'_>) {
     let mut e = std::io::stderr().lock();
     if writeln!(e, "{args}").is_err() {
@@ -27,7 +29,7 @@ pub fn stderr_line(args: std::fmt::Arguments<'_>) {
 }
 
 /// Lines of stderr lost so far (`/metrics`: numaplace_log_lines_lost_total).
-pub fn lost_lines() -> u64 {
+pub(crate) fn lost_lines() -> u64 {
     LOST.load(Ordering::Relaxed)
 }
 
@@ -49,12 +51,13 @@ impl Write for QuietStderr {
 }
 
 /// `eprintln!` that never panics ([`stderr_line`]).
+#[macro_export]
 macro_rules! say {
     ($($t:tt)*) => {
         $crate::output::stderr_line(format_args!($($t)*))
     };
 }
-pub(crate) use say;
+pub use crate::say;
 
 /// Turns the standard library's panic on a failed write to stdout into
 /// exit status 1 and one line naming the error; any other panic is

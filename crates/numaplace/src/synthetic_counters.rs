@@ -40,7 +40,7 @@ use numaplace_model::task::printable;
 use numaplace_model::world::Telemetry;
 use numaplace_model::{Counter, CounterDeltas, Snapshot, TaskId};
 
-use crate::commands::InputError;
+use crate::error::InputError;
 
 /// The default clock of a rule: cycles per nanosecond of CPU time.
 const DEFAULT_GHZ: f64 = 2.0;
@@ -48,7 +48,7 @@ const DEFAULT_GHZ: f64 = 2.0;
 /// One `[[thread]]` rule.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Rule {
+pub(crate) struct Rule {
     /// Glob (`*`, `?`) on the thread's comm.
     #[serde(deserialize_with = "pattern")]
     pub comm: String,
@@ -141,7 +141,7 @@ fn one_line(e: &toml::de::Error) -> String {
 }
 
 /// Parses the rules; the message is toml's, with the line and column.
-pub fn parse(text: &str) -> Result<Vec<Rule>, String> {
+pub(crate) fn parse(text: &str) -> Result<Vec<Rule>, String> {
     let f: RulesFile = toml::from_str(text).map_err(|e| one_line(&e))?;
     if f.thread.is_empty() {
         return Err("no [[thread]] rule: give at least one, with comm, llc_mpki and ipc".into());
@@ -155,7 +155,7 @@ fn ticks(t: &numaplace_model::Task) -> u64 {
 }
 
 /// The CPU time of every thread of `s`, clock ticks, for the next round.
-pub fn cpu_ticks(s: &Snapshot) -> HashMap<TaskId, u64> {
+pub(crate) fn cpu_ticks(s: &Snapshot) -> HashMap<TaskId, u64> {
     s.tasks.iter().map(|t| (t.id(), ticks(t))).collect()
 }
 
@@ -165,7 +165,7 @@ pub fn cpu_ticks(s: &Snapshot) -> HashMap<TaskId, u64> {
 /// round, [`cpu_ticks`]). Each comes with whatever else was measured for
 /// the thread. Threads with neither (first seen this round), and threads of
 /// kernel processes, are left out. A pure function: `s` is not changed.
-pub fn synthesize(
+pub(crate) fn synthesize(
     rules: &[Rule],
     s: &Snapshot,
     previous: &HashMap<TaskId, u64>,
@@ -503,10 +503,10 @@ mod tests {
             text.contains("rules.toml") && text.contains("line 2"),
             "{text}"
         );
-        assert_eq!(crate::commands::exit_code(&e), 2);
+        assert_eq!(crate::error::exit_code(&e), 2);
         let e = SyntheticCounters::load(&dir.path().join("absent.toml")).unwrap_err();
         assert!(format!("{e:#}").contains("absent.toml"));
-        assert_eq!(crate::commands::exit_code(&e), 2);
+        assert_eq!(crate::error::exit_code(&e), 2);
 
         std::fs::write(&path, HOG).unwrap();
         let s = SyntheticCounters::load(&path).unwrap();

@@ -460,7 +460,7 @@ fn policies_say_what_they_do_without_missing_signals() {
     let out = advise("adaptive-mapping");
     assert!(
         out.contains(
-            "Note: policy adaptive-mapping without sampled data addresses: measures seed 002"
+            "Note: policy adaptive-mapping without sampled data addresses: measures [Bae12]"
         ) && out.contains("never votes"),
         "{out}"
     );

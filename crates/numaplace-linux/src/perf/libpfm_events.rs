@@ -148,7 +148,7 @@ const ZEN2: CpuEvents = CpuEvents {
         name: "MAB_ALLOCATION_BY_PIPE:DATA_PIPE",
         note: "miss-address-buffer allocations by loads (PMCx041 unit mask 01h, perf's \
                ls_mab_alloc.loads in amdzen2/memory.json): L1D load misses, a superset of the \
-               uncore requests as seed 000's super queue is",
+               uncore requests as [Rao13]'s super queue is",
     },
     llc_references: Choice::Absent(ZEN_LLC),
     llc_misses: Choice::Absent(ZEN_LLC),
@@ -163,14 +163,14 @@ const ZEN34_OCCUPANCY: Choice = Choice::Absent(
      counter is merged with it (MergeEvent, AMD PPR \"Large Increment per Cycle Events\"; \
      perf's amdzen3/memory.json and libpfm4's table say so), which perf does not do for it: \
      with cmask=1 it would count the cycles with at least 4 misses in flight, not those with \
-     at least one (seed 000 §3.1's t')",
+     at least one ([Rao13] §3.1's t')",
 );
 const ZEN34_REQUESTS: Choice = Choice::Event {
     name: "MAB_ALLOCATION_BY_TYPE:LS",
     note: "miss-address-buffer allocations by the load-store pipes, without the hardware \
            prefetcher's (PMCx041 unit mask 3Fh, perf's ls_mab_alloc.load_store_allocations in \
            amdzen3/memory.json and amdzen4/cache.json; on Zen 3 it includes the DC \
-           prefetcher's, 08h): L1D misses, a superset of the uncore requests as seed 000's \
+           prefetcher's, 08h): L1D misses, a superset of the uncore requests as [Rao13]'s \
            super queue is; libpfm4 has no loads-only unit mask for Zen 3/4",
 };
 

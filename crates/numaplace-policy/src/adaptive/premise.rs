@@ -60,7 +60,7 @@ pub fn fails(
     if inter.packages.len() > PAPER_SOCKETS {
         return Some(format!(
             "the interleaved mapping would spread its {vcores} vcores over {} sockets, leaving \
-             only 1/{} of them beside memory first touch put on one: seed 002's models were \
+             only 1/{} of them beside memory first touch put on one: [Bae12]'s models were \
              learned on {PAPER_SOCKETS} sockets (§2), where half stay there, so their vote does \
              not apply",
             inter.packages.len(),
@@ -70,7 +70,7 @@ pub fn fails(
     if local.packages.len() > 1 {
         return Some(format!(
             "its {vcores} vcores do not fit one socket's free hardware threads, so the local \
-             mapping already spans {} sockets: seed 002's models learned one socket's hardware \
+             mapping already spans {} sockets: [Bae12]'s models learned one socket's hardware \
              threads against both sockets' cores (§2, §6: 8 vcores on a socket of 4 cores × 2), \
              and neither mapping is that here, so their vote does not apply",
             local.packages.len()
@@ -79,7 +79,7 @@ pub fn fails(
     if local.cores.len() >= inter.cores.len() {
         return Some(format!(
             "the local mapping already gives each of the {vcores} vcores a core of its own \
-             ({} cores either way): seed 002's models learned what interleaving gains by freeing \
+             ({} cores either way): [Bae12]'s models learned what interleaving gains by freeing \
              the cores local shares between hardware threads (§6: 8 vcores on 4 cores × 2), and \
              here it would only move vcores away from their memory, so their vote does not \
              apply",
@@ -169,7 +169,7 @@ pub fn memory_elsewhere(share: Option<f64>, packages: &[usize]) -> Option<String
     (share < LOCAL_MEMORY_SHARE).then(|| {
         format!(
             "only {:.0} % of its memory is on the local mapping's package{} {packages:?} \
-             (at least {:.0} % wanted): seed 002's local mapping is next to memory on one \
+             (at least {:.0} % wanted): [Bae12]'s local mapping is next to memory on one \
              socket and it does not place memory (§7), so neither mapping is next to this \
              group's pages; left to Linux, which keeps threads beside the pages they touched",
             share * 100.0,
@@ -205,7 +205,7 @@ pub fn memory_lopsided(shares: Option<&[f64]>, packages: &[usize]) -> Option<Str
         format!(
             "the local mapping spans packages {packages:?} and package {} holds only {:.0} % of \
              its memory (at least {:.0} % wanted): its vcores there would reach all of it over \
-             one link (seed 002's local mapping is one socket, next to all of the memory); left \
+             one link ([Bae12]'s local mapping is one socket, next to all of the memory); left \
              to Linux",
             packages[i],
             low * 100.0,
@@ -228,7 +228,7 @@ pub fn memory_lopsided(shares: Option<&[f64]>, packages: &[usize]) -> Option<Str
 pub fn crowding(s: &numaplace_model::Snapshot, t: &numaplace_model::Topology) -> Option<String> {
     crate::dino::aside::crowded(s, t).map(|(runnable, cpus)| {
         format!(
-            "{runnable} runnable threads on {cpus} CPUs: seed 002 pins one VM's vcores beside \
+            "{runnable} runnable threads on {cpus} CPUs: [Bae12] pins one VM's vcores beside \
              idle CPUs (§2, §6), and pins on a crowded machine stop the kernel balancing the \
              time-shared CPUs, so the group is left to Linux while it is crowded"
         )

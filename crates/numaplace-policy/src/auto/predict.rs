@@ -622,9 +622,9 @@ impl Predictor {
         let mut best: Option<Layout> = None;
         let mut all_starts: Vec<Vec<usize>> = Vec::new();
         let now: Vec<usize> = fit.threads.iter().map(|t| t.cpu).collect();
-        all_starts.push(self.one_per_cpu(fit, &now, allowed));
+        all_starts.push(self.one_per_cpu(fit, &now, allowed, false));
         for c in starts {
-            all_starts.push(self.one_per_cpu(fit, c, allowed));
+            all_starts.push(self.one_per_cpu(fit, c, allowed, false));
         }
         let share = (budget / all_starts.len()).max(1);
         for mut cpus in all_starts {

@@ -1179,14 +1179,8 @@ fn a_kept_model_layout_gives_its_one_cpu_pins_their_node_when_the_machine_is_cro
     let x = s.task(101).unwrap();
     auto.model_pins
         .insert(101, (x.id(), x.allowed_cpus.clone()));
-    let managed = crate::testutil::all_processes(&s);
-    let view = View {
-        topology: &t,
-        snapshot: &s,
-        managed: &managed,
-    };
     let mut plan = Plan::default();
-    auto.model_kept_round(&view, true, &mut plan);
+    crate::testutil::with_view(&t, &s, |view| auto.model_kept_round(view, true, &mut plan));
     let node0 = t.node_by_os_id(0).unwrap().span.clone();
     assert_eq!(
         crate::testutil::pins(&plan),
@@ -1202,12 +1196,124 @@ fn a_kept_model_layout_gives_its_one_cpu_pins_their_node_when_the_machine_is_cro
     // Said once: the next crowded round has nothing to widen.
     let mut next = crowded_round(41);
     next.tasks[0] = widened;
-    let view = View {
-        topology: &t,
-        snapshot: &next,
-        managed: &managed,
-    };
     let mut plan = Plan::default();
-    auto.model_kept_round(&view, true, &mut plan);
+    crate::testutil::with_view(&t, &next, |view| {
+        auto.model_kept_round(view, true, &mut plan)
+    });
     assert!(plan.decisions.is_empty(), "{plan:?}");
+}
+
+/// [`kernel_round`] with the threads' LLC misses counted (10 per 1000
+/// instructions, each thread memory-bound) and their memory `local` or not:
+/// all of it on node 0 where they run, or all on node 1; with `threads`
+/// 1, thread 102 has ended.
+fn kernel_round_counted(seq: u64, local: bool, threads: usize) -> Snapshot {
+    let mut s = kernel_round_moved(seq, false, 1_000_000_000, if local { 0 } else { GIB });
+    if threads == 1 {
+        s.tasks.retain(|x| x.tid != 102);
+        s.groups[0].threads.retain(|&tid| tid != 102);
+        s.counters.remove(&102);
+    }
+    count_misses(&mut s, &[101, 102][..threads], 1.5, 10.0);
+    s
+}
+
+/// Each of `tids` counted retiring 10^9 instructions a second at `cpi`,
+/// missing the LLC `mpki` times per 1000 of them.
+fn count_misses(s: &mut Snapshot, tids: &[i32], cpi: f64, mpki: f64) {
+    for &tid in tids {
+        s.counters.insert(
+            tid,
+            counters([
+                (Counter::Instructions, 1_000_000_000),
+                (Counter::Cycles, (cpi * 1e9) as u64),
+                (Counter::LlcMisses, (mpki * 1e6) as u64),
+            ]),
+        );
+    }
+}
+
+/// Turning the kernel's balancing on is not tried where a one-thread
+/// process's counted memory is on its node already: the kernel would find
+/// nothing to bring together and charge a hinting fault per page it
+/// scans. Memory-bound threads far from their memory are another matter,
+/// and so are threads of one process (which may share data the kernel
+/// would bring together).
+#[test]
+fn the_kernels_balancing_is_not_turned_on_where_the_memory_is_local_already() {
+    let t = topo();
+    let kernel_tried = |local: bool, threads: usize| {
+        let mut auto = Auto::new(AutoParams::default());
+        (1..=20).any(|seq| {
+            let plan = decide(&mut auto, &t, &kernel_round_counted(seq, local, threads));
+            kernel_action(&plan).is_some()
+        })
+    };
+    assert!(
+        !kernel_tried(true, 1),
+        "memory local: nothing for the kernel"
+    );
+    assert!(kernel_tried(true, 2), "two threads of one process: tried");
+    // What the model bounds the kernel's gain by: nothing with the memory
+    // local, much with all of it on the far node.
+    let gain = |local: bool| {
+        let s = kernel_round_counted(1, local, 1);
+        let mut auto = Auto::new(AutoParams::default());
+        crate::testutil::with_view(&t, &s, |view| auto.local_memory_gains(view)[&100])
+    };
+    let margin = JudgeParams::default().margin;
+    assert!(gain(true).abs() < 1e-3, "local: {}", gain(true));
+    assert!(gain(false) > 5.0 * margin, "far: {}", gain(false));
+}
+
+/// A process of `n` memory-bound threads (tids 101..) spread over the
+/// CPUs of a two-node machine of two CPUs a node, its 1 GiB on node 1.
+fn memory_bound_process(n: usize) -> Snapshot {
+    let t = topo();
+    let tids: Vec<i32> = (101..101 + n as i32).collect();
+    let mut s = round(1, t.span(), Some(1_000_000_000));
+    s.tasks = (tids.iter().enumerate())
+        .map(|(i, &tid)| Task {
+            utime: 100,
+            last_cpu: Some(t.cpus()[i % 4].os_id),
+            ..task(tid, 100, t.span())
+        })
+        .collect();
+    s.groups[0].threads = tids.clone();
+    s.counters.clear();
+    count_misses(&mut s, &tids, 2.0, 20.0);
+    s
+}
+
+/// numad's placement, which sizes a group by the CPU time it used, is
+/// not tried where the model predicts it would crowd the group's threads
+/// onto fewer CPUs than run now: 4 memory-bound threads onto a node of 2
+/// CPUs. 2 such threads onto the node of their memory are predicted to
+/// gain and left to the experiment.
+#[test]
+fn a_placement_the_model_predicts_a_clear_loss_is_not_tried() {
+    let t = topo();
+    let to_node1 = |s: &Snapshot| -> Vec<Decision> {
+        (s.tasks.iter())
+            .map(|x| Decision {
+                action: Action::Pin {
+                    task: x.id(),
+                    tgid: 100,
+                    cpus: node1(&t),
+                },
+                reason: "numad-like".into(),
+            })
+            .collect()
+    };
+    let losing = |n: usize| {
+        let s = memory_bound_process(n);
+        let mut auto = Auto::new(AutoParams::default());
+        let plans = BTreeMap::from([(100, to_node1(&s))]);
+        crate::testutil::with_view(&t, &s, |view| auto.predicted_to_lose(view, &plans))
+    };
+    assert!(losing(4).contains(&100), "4 threads onto 2 CPUs");
+    assert!(
+        losing(2).is_empty(),
+        "2 threads onto the node of their memory"
+    );
 }

@@ -189,7 +189,8 @@ impl ThreadState {
     /// it then is one more exploration: the thread records that node afresh
     /// and comes back if it was worse.
     ///
-    /// One departure, measured in the simulator (docs/policies.md): this
+    /// One departure, measured in the simulator
+    /// (docs/results/2026-11-22-brm.md): this
     /// node's record must exceed another's by more than [`NOISE_MARGIN`]
     /// to count as higher. A record is the whole system's penalty at one
     /// moment; differences of a few percent between two of them are as

@@ -7,7 +7,8 @@
 //! ran, and there a move away from it makes every access remote while the
 //! exploration that finds this out costs a trip (about 14 rounds away on two
 //! nodes). Over generated mixes (`numaplace compare --random`) this was most
-//! of BRM's loss; these rules are measured there (docs/policies.md).
+//! of BRM's loss; these rules are measured there
+//! (docs/results/2026-11-22-brm.md).
 //!
 //! The rules change only explorations (moves to a node not measured since
 //! the thread's last reset); moves to a node measured as better are the

@@ -777,7 +777,7 @@ fn premise_rules_by_hand() {
     assert_eq!(
         stays(&one, 0, 4, 4),
         None,
-        "memory on one node: seed 000's setting"
+        "memory on one node: [Rao13]'s setting"
     );
     let half = BTreeMap::from([(0, 0.5), (1, 0.5)]);
     assert_eq!(home(&half), None);

@@ -42,7 +42,7 @@ pub fn crowded(s: &Snapshot, t: &Topology) -> Option<(usize, usize)> {
 pub fn crowding(s: &Snapshot, t: &Topology) -> Option<String> {
     crowded(s, t).map(|(runnable, cpus)| {
         format!(
-            "{runnable} runnable threads on {cpus} CPUs: seed 004 places one thread per core \
+            "{runnable} runnable threads on {cpus} CPUs: [Blagodurov11] places one thread per core \
              (§3.2), and pinning a crowded machine stops the kernel balancing time-shared \
              CPUs (§3.3.3 leaves that to the kernel), so threads are left to Linux"
         )

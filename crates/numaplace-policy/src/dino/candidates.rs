@@ -12,12 +12,12 @@ use crate::View;
 
 /// What DINO and DI do where LLC misses cannot be counted.
 pub(super) const BLIND_WITHOUT_MPKI: &str = "classifies threads by their LLC misses per 1000 instructions \
-     (seed 004 §3), which are not counted here: it leaves every thread where it is; \
+     ([Blagodurov11] §3), which are not counted here: it leaves every thread where it is; \
      --counters-from FILE feeds made-up counters for testing";
 
 /// What DINO and DI-Migrate do where data addresses cannot be sampled.
 pub(super) const FOLLOW_WITHOUT_SAMPLES: &str = "moves the pages around a migrated thread's sampled data \
-     addresses (seed 004 §4), which are not sampled here: it moves a process's anonymous \
+     addresses ([Blagodurov11] §4), which are not sampled here: it moves a process's anonymous \
      pages on other nodes instead, hot or not, and only once all its threads run on one node";
 
 /// Maps keyed by thread, hashed cheaply: a decision over 10,000 threads

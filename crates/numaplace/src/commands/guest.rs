@@ -13,10 +13,10 @@ use numaplace_linux::guest_hints::protocol::{MAX_INTERVAL_MS, MIN_INTERVAL_MS, r
 use numaplace_linux::procfs::ProcReader;
 use numaplace_model::CpuSet;
 
-use crate::cli::GuestArgs;
-use crate::commands::InputError;
-use crate::commands::tasks::root_of;
-use crate::duration::parse_duration;
+use numaplace::cli::GuestArgs;
+use numaplace::duration::parse_duration;
+use numaplace::error::InputError;
+use numaplace::machine::root_of;
 
 /// Where the messages go.
 enum Out {

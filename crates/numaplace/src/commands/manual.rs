@@ -5,8 +5,9 @@
 use anyhow::{Context as _, Result};
 use clap::CommandFactory as _;
 
-use crate::cli::{Cli, CompletionsArgs, ManpagesArgs};
-use crate::commands::{InputError, write_atomically};
+use numaplace::cli::{Cli, CompletionsArgs, ManpagesArgs};
+use numaplace::error::InputError;
+use numaplace::files::write_atomically;
 
 /// Prints the completion script for `args.shell` on standard output.
 pub fn completions(args: &CompletionsArgs) -> Result<()> {
@@ -59,7 +60,7 @@ fn pages(cmd: &clap::Command) -> Result<Vec<(String, String)>> {
             .clone()
             .name(name.clone())
             .bin_name(format!("numaplace {}", sub.get_name()))
-            .version(crate::cli::VERSION);
+            .version(numaplace::cli::VERSION);
         out.push((name, render(page)?));
     }
     Ok(out)

@@ -1,120 +1,20 @@
-//! One module per subcommand.
+//! The subcommands, a module each (`simulate.rs` also holds `compare`,
+//! `scenarios` and `generate`; `record.rs` `replay`; `manual.rs`
+//! `completions` and `manpages`; `run` is the library's
+//! `numaplace::daemon::run`). Each works on the library alone
+//! (`numaplace::`), none on another command.
 
+pub mod advise;
 pub mod bench;
 pub mod calibrate;
 pub mod doctor;
 pub mod exec;
 pub mod guest;
 pub mod manual;
-pub mod preplacement;
 pub mod record;
-pub mod run;
 pub mod show_config;
 pub mod simulate;
 pub mod tasks;
 pub mod top;
 pub mod topology;
 pub mod train;
-
-use numaplace_linux::{DiscoveryError, RecordError, SysRootError};
-
-/// Something the user gave on the command line is wrong; the message says
-/// what and names it.
-#[derive(Debug)]
-pub struct InputError(pub String);
-
-impl std::fmt::Display for InputError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for InputError {}
-
-/// Exit status: 2 when the input was at fault (a path, file, list or
-/// description the user gave), 1 for anything else.
-pub fn exit_code(e: &anyhow::Error) -> u8 {
-    let input_fault = e.chain().any(|c| {
-        c.is::<SysRootError>()
-            || c.is::<DiscoveryError>()
-            || c.is::<RecordError>()
-            || c.is::<InputError>()
-            || c.is::<numaplace_sim::scenario::ScenarioError>()
-    });
-    if input_fault { 2 } else { 1 }
-}
-
-/// Writes `text` to `path` with numaplace's one atomic write
-/// ([`numaplace_linux::atomic::write_atomic`]: a temporary file beside it,
-/// synced, renamed over it, the directory synced; never through a symlink;
-/// exactly `mode`).
-pub fn write_atomically(path: &std::path::Path, text: &str, mode: u32) -> anyhow::Result<()> {
-    Ok(numaplace_linux::atomic::write_atomic(
-        path,
-        text.as_bytes(),
-        mode,
-    )?)
-}
-
-/// Opens an output file the user named (a journal): never through a
-/// symlink, never a device, FIFO or directory; appended to or truncated.
-pub fn open_output(
-    path: &std::path::Path,
-    what: &str,
-    append: bool,
-    mode: u32,
-) -> anyhow::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let refuse = |why: String| InputError(format!("{what} {}: {why}", path.display()));
-    if let Ok(m) = std::fs::symlink_metadata(path)
-        && !m.is_file()
-    {
-        return Err(refuse(if m.file_type().is_symlink() {
-            "a symbolic link; numaplace never writes through one".into()
-        } else {
-            "not a regular file (a device, FIFO or directory)".into()
-        })
-        .into());
-    }
-    let f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .append(append)
-        .truncate(!append)
-        .mode(mode)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|e| refuse(format!("cannot open it for writing: {e}")))?;
-    if !f.metadata().is_ok_and(|m| m.is_file()) {
-        return Err(refuse("not a regular file".into()).into());
-    }
-    Ok(f)
-}
-
-/// Refuses an output file whose directory does not exist, before any long
-/// work runs.
-pub fn check_output(path: &std::path::Path, what: &str) -> anyhow::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(std::path::Path::new("."));
-    if !dir.is_dir() {
-        return Err(InputError(format!(
-            "{what} {}: the directory {} does not exist",
-            path.display(),
-            dir.display()
-        ))
-        .into());
-    }
-    if let Ok(m) = std::fs::symlink_metadata(path)
-        && !m.is_file()
-    {
-        let why = if m.file_type().is_symlink() {
-            "a symbolic link; numaplace never writes through one"
-        } else {
-            "not a regular file (a directory, device or FIFO is there)"
-        };
-        return Err(InputError(format!("{what} {}: {why}", path.display())).into());
-    }
-    Ok(())
-}

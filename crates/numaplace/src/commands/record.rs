@@ -15,14 +15,15 @@ use numaplace_policy::Signal;
 use numaplace_policy::engine::{Engine, JournalEntry, NoGuard, Observer, RoundReport};
 use numaplace_policy::replay::{ReplayActuator, ReplayWorld};
 
-use crate::cli::ScopeArgs;
-use crate::cli::{RecordArgs, ReplayArgs};
-use crate::commands::InputError;
-use crate::commands::tasks::root_of;
-use crate::config::{Config, describe_policy};
-use crate::daemon_setup::{choose, describe_decision, restrict, without_signals};
-use crate::duration::parse_duration;
-use crate::synthetic_counters::{Synthesized, SyntheticCounters};
+use numaplace::cli::ScopeArgs;
+use numaplace::cli::{RecordArgs, ReplayArgs};
+use numaplace::config::{Config, describe_policy};
+use numaplace::daemon::{choose, restrict};
+use numaplace::duration::parse_duration;
+use numaplace::error::InputError;
+use numaplace::machine::root_of;
+use numaplace::report::engine::{describe_decision, without_signals};
+use numaplace::synthetic_counters::{Synthesized, SyntheticCounters};
 
 pub fn record(args: &RecordArgs) -> Result<()> {
     let interval = parse_duration(&args.interval, "--interval").map_err(InputError)?;
@@ -112,7 +113,7 @@ pub fn record(args: &RecordArgs) -> Result<()> {
         }
     }
     recorder.finish()?;
-    crate::output::say!(
+    numaplace::output::say!(
         "numaplace: recorded {rounds} snapshots to {}",
         args.output.display()
     );
@@ -144,7 +145,7 @@ pub fn replay(args: &ReplayArgs) -> Result<()> {
         let snap = snap?;
         n += 1;
         if args.json {
-            println!("{}", crate::output::json::line(&snap)?);
+            println!("{}", numaplace::output::json::line(&snap)?);
         } else {
             let vms = snap
                 .groups
@@ -216,7 +217,7 @@ impl<W: Write> Observer for Decisions<W> {
             self.pages += p.moved;
         }
         let line = if self.json {
-            crate::output::json::line(e).map_err(std::io::Error::from)
+            numaplace::output::json::line(e).map_err(std::io::Error::from)
         } else {
             let head = if std::mem::take(&mut self.first_of_round) {
                 format!("#{} +{:.3}s\n", snap.seq, snap.interval_ns as f64 / 1e9)
@@ -337,9 +338,9 @@ fn replay_decisions(args: &ReplayArgs) -> Result<()> {
         })
         .collect();
     if args.json {
-        crate::output::say!("numaplace: {summary}");
+        numaplace::output::say!("numaplace: {summary}");
         for n in &notes {
-            crate::output::say!("numaplace: {n}");
+            numaplace::output::say!("numaplace: {n}");
         }
     } else {
         writeln!(out, "{summary}")?;

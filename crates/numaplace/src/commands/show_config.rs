@@ -2,8 +2,8 @@
 
 use anyhow::{Context, Result};
 
-use crate::cli::RunArgs;
-use crate::daemon_settings::settings;
+use numaplace::cli::RunArgs;
+use numaplace::daemon::settings;
 
 /// Checks the configuration as `run` does (the interval, the CPUs, the
 /// machine file, the metrics address), then prints it.

@@ -11,19 +11,19 @@ use numaplace_sim::compare::{CompareOptions, compare};
 use numaplace_sim::run::{Driver, RunOptions, run};
 use numaplace_sim::{Machine, Workload, oracle_search, report, scenario};
 
-use crate::cli::{CompareArgs, SimArgs, SimulateArgs};
-use crate::commands::InputError;
-use crate::commands::topology;
-use crate::duration::parse_duration;
+use numaplace::cli::{CompareArgs, SimArgs, SimulateArgs};
+use numaplace::duration::parse_duration;
+use numaplace::error::InputError;
+use numaplace::machine;
 
 /// The scenario and the machine it runs on.
 fn setup(args: &SimArgs) -> Result<(Workload, Machine, Option<std::time::Duration>)> {
     if let Some(p) = &args.report {
-        super::check_output(p, "--report")?;
+        numaplace::files::check_output(p, "--report")?;
     }
     let workload = scenario::resolve(&args.scenario)?;
     let machine = if args.machine.as_deref() == Some("host") {
-        let t = topology::load(&crate::cli::MachineArgs::default())?;
+        let t = machine::load(&numaplace::cli::MachineArgs::default())?;
         Machine::generic("host", t)
     } else if let Some(name) = args
         .machine
@@ -41,7 +41,7 @@ fn setup(args: &SimArgs) -> Result<(Workload, Machine, Option<std::time::Duratio
         || args.topology.xml.is_some()
         || args.topology.synthetic.is_some()
     {
-        let t = topology::load(&args.topology)?;
+        let t = machine::load(&args.topology)?;
         let name = t.source().to_string();
         Machine::generic(&name, t)
     } else {
@@ -104,8 +104,8 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
     )?;
     let mut journal = match &args.journal {
         Some(p) => {
-            super::check_output(p, "--journal")?;
-            let f = super::open_output(p, "--journal", false, 0o644)?;
+            numaplace::files::check_output(p, "--journal")?;
+            let f = numaplace::files::open_output(p, "--journal", false, 0o644)?;
             Some(std::io::BufWriter::new(f))
         }
         None => None,
@@ -129,7 +129,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
         &mut |e| {
             if let Some(j) = journal.as_mut()
                 && journal_error.is_none()
-                && let Err(err) = crate::output::json::to_writer(&mut *j, e)
+                && let Err(err) = numaplace::output::json::to_writer(&mut *j, e)
                     .map_err(std::io::Error::from)
                     .and_then(|_| j.write_all(b"\n"))
             {
@@ -144,13 +144,17 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
         j.flush().context("writing the journal")?;
     }
     if let Some(path) = &args.sim.report {
-        super::write_atomically(path, &report::run_html(&r, &workload.description), 0o644)?;
-        crate::output::say!("report: {}", path.display());
+        numaplace::files::write_atomically(
+            path,
+            &report::run_html(&r, &workload.description),
+            0o644,
+        )?;
+        numaplace::output::say!("report: {}", path.display());
     }
     if args.sim.json {
         let mut r = r;
         r.trace = None;
-        println!("{}", crate::output::json::pretty(&r)?);
+        println!("{}", numaplace::output::json::pretty(&r)?);
         return Ok(());
     }
     println!(
@@ -260,23 +264,23 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
         (None, false) => Some(std::path::PathBuf::from("numaplace-report.html")),
     };
     if let Some(path) = &report_path {
-        super::write_atomically(path, &report::html(&c), 0o644)?;
+        numaplace::files::write_atomically(path, &report::html(&c), 0o644)?;
     }
     if args.sim.json {
         let mut c = c;
         for r in &mut c.examples {
             r.trace = None;
         }
-        println!("{}", crate::output::json::pretty(&c)?);
+        println!("{}", numaplace::output::json::pretty(&c)?);
     } else {
         print!("{}", report::table(&c));
         if args.per_app {
             print!("{}", report::per_app_table(&c));
         }
-        crate::output::say!("({:.1} s of wall time)", took.as_secs_f64());
+        numaplace::output::say!("({:.1} s of wall time)", took.as_secs_f64());
     }
     if let Some(path) = &report_path {
-        crate::output::say!("report: {}", path.display());
+        numaplace::output::say!("report: {}", path.display());
     }
     Ok(())
 }
@@ -394,19 +398,19 @@ fn sweep_cmd(args: &CompareArgs, n: u64) -> Result<()> {
         written = write_worst(&args.worst_dir, &cases, &report)?;
     }
     if args.sim.json {
-        println!("{}", crate::output::json::pretty(&report)?);
+        println!("{}", numaplace::output::json::pretty(&report)?);
     } else {
         print!("{}", report.table());
     }
     // The sweep's speed, the number its benchmark reads.
     let runs = cases.len() * opts.policies.len() * opts.seeds.len();
-    crate::output::say!(
+    numaplace::output::say!(
         "({:.1} s of wall time on {workers} workers: {runs} runs, {:.1} cases a minute)",
         took.as_secs_f64(),
         60.0 * cases.len() as f64 / took.as_secs_f64().max(1e-9)
     );
     if !written.is_empty() {
-        crate::output::say!(
+        numaplace::output::say!(
             "worst mixes: {} files in {} (run one with --scenario FILE)",
             written.len(),
             args.worst_dir.display()
@@ -462,7 +466,7 @@ fn write_worst(
                 report.seeds,
                 env!("CARGO_PKG_VERSION")
             );
-            super::write_atomically(&file, &(head + text), 0o644)?;
+            numaplace::files::write_atomically(&file, &(head + text), 0o644)?;
             written.push(file);
         }
     }
@@ -522,13 +526,13 @@ impl Progress {
 }
 
 /// `numaplace generate SEED`: a generated mix's scenario file.
-pub fn generate(args: &crate::cli::GenerateArgs) -> Result<()> {
+pub fn generate(args: &numaplace::cli::GenerateArgs) -> Result<()> {
     let m = numaplace_sim::generate::mix(args.seed);
     match &args.out {
         Some(path) => {
-            super::check_output(path, "--out")?;
-            super::write_atomically(path, &m.text, 0o644)?;
-            crate::output::say!("{}: {}", path.display(), m.name);
+            numaplace::files::check_output(path, "--out")?;
+            numaplace::files::write_atomically(path, &m.text, 0o644)?;
+            numaplace::output::say!("{}: {}", path.display(), m.name);
         }
         None => print!("{}", m.text),
     }

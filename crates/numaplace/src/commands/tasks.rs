@@ -9,26 +9,18 @@ use numaplace_linux::{CollectOptions, Collector, SysRoot};
 use numaplace_model::scope::{glob, in_subtree};
 use numaplace_model::{GroupKind, Snapshot, TaskGroup};
 
-use crate::cli::{TaskFilterArgs, TasksArgs};
-use crate::commands::InputError;
-use crate::config::Config;
-use crate::duration::parse_duration;
-use crate::report;
-
-/// The root to read tasks under: `/`, or a snapshot directory.
-pub fn root_of(dir: Option<&std::path::Path>) -> Result<SysRoot> {
-    Ok(match dir {
-        Some(d) => SysRoot::new(d)?,
-        None => SysRoot::host(),
-    })
-}
+use numaplace::cli::{TaskFilterArgs, TasksArgs};
+use numaplace::config::Config;
+use numaplace::duration::parse_duration;
+use numaplace::error::InputError;
+use numaplace::report;
 
 pub fn run(args: &TasksArgs) -> Result<()> {
     let interval = parse_duration(&args.interval, "--interval").map_err(InputError)?;
     validate(&args.filter)?;
     numaplace_linux::guest_hints::validate_patterns(&args.guest_hints)
         .map_err(|e| InputError(e.replace("[guest_hints] sockets", "--guest-hints")))?;
-    let root = root_of(args.root.as_deref())?;
+    let root = numaplace::machine::root_of(args.root.as_deref())?;
     let rates = !interval.is_zero() && root.is_host();
     // While the kernel balances between nodes, its hinting faults say per
     // thread which node its memory accesses go to (the ACCESSES column).
@@ -101,7 +93,10 @@ pub fn run(args: &TasksArgs) -> Result<()> {
         .collect();
     if args.json {
         let pids: Vec<i32> = groups.iter().map(|g| g.pid).collect();
-        println!("{}", crate::output::json::pretty(&select(&snap, &pids))?);
+        println!(
+            "{}",
+            numaplace::output::json::pretty(&select(&snap, &pids))?
+        );
         return Ok(());
     }
     let mut notes: Vec<String> = collector.missing_signals().to_vec();
@@ -113,8 +108,7 @@ pub fn run(args: &TasksArgs) -> Result<()> {
     }
     let gaps = collector.gaps();
     if gaps.denied > 0 {
-        // SAFETY: geteuid has no preconditions.
-        let what_to_do = if unsafe { libc::geteuid() } == 0 {
+        let what_to_do = if numaplace_linux::probe::is_root() {
             // Root is refused too where a security module or a mount
             // option (hidepid, a user namespace's /proc) says so.
             "even as root: a security module, /proc's hidepid or another namespace's tasks"
@@ -150,14 +144,14 @@ fn left_alone(root: &SysRoot, snap: &Snapshot, groups: &[&TaskGroup]) -> String 
         .map(|k| k.build())
         .expect("the static policy is registered");
     let engine = numaplace_policy::engine::Engine::new(policy, scope, Default::default());
-    crate::daemon_setup::describe_left_alone(&engine.left_alone(&topology, snap))
+    numaplace::report::engine::describe_left_alone(&engine.left_alone(&topology, snap))
 }
 
 fn validate(f: &TaskFilterArgs) -> Result<()> {
-    if let Some(bad) = f.pid.iter().find(|&&p| p <= 0) {
+    if let Some(bad) = f.select.pid.iter().find(|&&p| p <= 0) {
         return Err(InputError(format!("--pid {bad}: process ids are positive")).into());
     }
-    if let Some(bad) = f.cgroup.iter().find(|c| !c.starts_with('/')) {
+    if let Some(bad) = f.select.cgroup.iter().find(|c| !c.starts_with('/')) {
         return Err(InputError(format!(
             "--cgroup {bad:?}: give a cgroup v2 path from the hierarchy's root, like /system.slice"
         ))
@@ -238,13 +232,13 @@ pub fn keep(f: &TaskFilterArgs, g: &TaskGroup, s: &Snapshot) -> bool {
     if !f.kernel && g.is_kernel() {
         return false;
     }
-    if f.vms && !matches!(g.kind, GroupKind::Vm { .. }) {
+    if f.select.vms && !matches!(g.kind, GroupKind::Vm { .. }) {
         return false;
     }
-    if !f.pid.is_empty() && !f.pid.contains(&g.pid) {
+    if !f.select.pid.is_empty() && !f.select.pid.contains(&g.pid) {
         return false;
     }
-    if !f.comm.is_empty() {
+    if !f.select.comm.is_empty() {
         let names = std::iter::once(g.comm.as_str()).chain(
             g.threads
                 .iter()
@@ -252,13 +246,13 @@ pub fn keep(f: &TaskFilterArgs, g: &TaskGroup, s: &Snapshot) -> bool {
                 .map(|t| t.comm.as_str()),
         );
         let mut names = names;
-        if !names.any(|n| f.comm.iter().any(|p| glob(p, n))) {
+        if !names.any(|n| f.select.comm.iter().any(|p| glob(p, n))) {
             return false;
         }
     }
-    if !f.cgroup.is_empty() {
+    if !f.select.cgroup.is_empty() {
         let Some(cg) = &g.cgroup else { return false };
-        if !f.cgroup.iter().any(|p| in_subtree(p, cg)) {
+        if !f.select.cgroup.iter().any(|p| in_subtree(p, cg)) {
             return false;
         }
     }

@@ -6,11 +6,11 @@ use numaplace_policy::adaptive::{Class, Mapping};
 use numaplace_sim::Machine;
 use numaplace_sim::adaptive::{Suite, fig4_suite, measure_pairs, train};
 
-use crate::cli::TrainArgs;
-use crate::commands::InputError;
+use numaplace::cli::TrainArgs;
+use numaplace::error::InputError;
 
 pub fn run(args: &TrainArgs) -> Result<()> {
-    super::check_output(&args.out, "--out")?;
+    numaplace::files::check_output(&args.out, "--out")?;
     let machine = Machine::preset(&args.machine)
         .map_err(|e| InputError(format!("--machine {}: {e}", args.machine)))?;
     let suite: Option<Suite> = match args.suite.as_str() {
@@ -79,7 +79,7 @@ pub fn run(args: &TrainArgs) -> Result<()> {
         "\npower: {:.2} + {:.2} p + {:.2} l W (the {} preset's model)",
         p.idle_w, p.per_core_w, p.per_smt_w, machine.name
     );
-    super::write_atomically(&args.out, &models.to_json(), 0o600)?;
+    numaplace::files::write_atomically(&args.out, &models.to_json(), 0o600)?;
     println!("wrote {}", args.out.display());
     Ok(())
 }

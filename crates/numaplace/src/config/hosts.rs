@@ -77,7 +77,7 @@ impl VmsSection {
     }
 
     /// The client numaplace pins libvirt's domains with.
-    pub fn virsh(&self) -> numaplace_linux::vm::virsh::Virsh {
+    pub(crate) fn virsh(&self) -> numaplace_linux::vm::virsh::Virsh {
         numaplace_linux::vm::virsh::Virsh::new(
             &self.virsh,
             &self.libvirt_uri,
@@ -169,7 +169,7 @@ impl KubernetesSection {
     }
 
     /// The CPU manager's checkpoint to read, if any.
-    pub fn cpu_manager_state(&self) -> Option<PathBuf> {
+    pub(crate) fn cpu_manager_state(&self) -> Option<PathBuf> {
         named(&self.cpu_manager_state)
     }
 

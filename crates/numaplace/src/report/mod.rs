@@ -1,4 +1,5 @@
 //! What numaplace prints for people.
 
+pub mod engine;
 pub mod tasks;
 pub mod topology;

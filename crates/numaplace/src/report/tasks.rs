@@ -135,7 +135,7 @@ pub fn render(s: &Snapshot, groups: &[&TaskGroup], notes: &[String]) -> String {
             };
             let _ = writeln!(
                 out,
-                "{:<22} guest hints (seed 000 §4.3 tags, BRM's candidates): {list}",
+                "{:<22} guest hints ([Rao13] §4.3 tags, BRM's candidates): {list}",
                 ""
             );
         }

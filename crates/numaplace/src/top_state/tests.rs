@@ -1,6 +1,10 @@
+//! Tests of the state `numaplace top` shows: the frame built from a round's
+//! snapshot and journal entries, its lists and texts bounded.
+
 use super::*;
 use numaplace_model::snapshot::{NodeMeminfo, ResctrlSample};
-use numaplace_model::{Action, CpuSet, NodeMemory, Task, TaskGroup};
+use numaplace_model::world::Current;
+use numaplace_model::{Action, CpuSet, NodeMemory, Outcome, Task, TaskGroup};
 
 /// Two nodes of two CPUs each (CPUs 0-1 on node 0, 2-3 on node 1).
 fn machine() -> Topology {
@@ -319,58 +323,4 @@ fn kernel_threads_are_left_out() {
     let f =
         StateBuilder::default().round(&watch(&topo, Scope::default(), READS, false), &s, &|_| None);
     assert!(f.groups.iter().all(|g| g.pid != 2));
-}
-
-/// Each kind of action in words with what it changes as it was, and
-/// without it where the entry has none (journals written before, a task
-/// gone).
-#[test]
-fn actions_are_described_from_what_they_change_to_what_they_propose() {
-    let task = TaskId {
-        tid: 11,
-        start_time: 7,
-    };
-    let pin = Action::Pin {
-        task,
-        tgid: 10,
-        cpus: "2-3".parse().unwrap(),
-    };
-    assert_eq!(describe_action(&pin, None), "pin thread 11 to CPUs 2-3");
-    let memory = Current {
-        memory: Some([(0, 512 << 20), (1, 0), (2, 3 << 30)].into()),
-        ..Current::default()
-    };
-    let to_1 = Action::MoveMemory {
-        process: task,
-        to_node: 1,
-        max_pages: None,
-    };
-    assert_eq!(
-        describe_action(&to_1, Some(&memory)),
-        "move memory to node 1 (now: node 0 512 MiB, node 2 3 GiB)"
-    );
-    let window = Action::MoveWindow {
-        process: task,
-        address: 0x7f00,
-        pages_before: 1,
-        pages_after: 1,
-        to_node: 1,
-    };
-    assert_eq!(
-        describe_action(&window, Some(&memory)),
-        "move pages around 0x7f00 to node 1 (now: node 0 512 MiB, node 2 3 GiB)"
-    );
-    let off = Action::KernelBalancing { on: false };
-    let on_now = Current {
-        on: Some(true),
-        ..Current::default()
-    };
-    assert_eq!(
-        describe_action(&off, Some(&on_now)),
-        "turn the kernel's automatic NUMA balancing off (now on)"
-    );
-    assert_eq!(
-        describe_action(&off, None),
-        "turn the kernel's automatic NUMA balancing off"
-    );
 }

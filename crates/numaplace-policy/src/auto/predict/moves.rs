@@ -121,9 +121,16 @@ impl Predictor {
     /// `want` made one movable thread per CPU: threads sharing a CPU (or
     /// on one not allowed) moved to a free allowed CPU of the same node
     /// (on an idle core first, as Linux's balancing spreads threads over
-    /// the cores of the CPUs they may use), else of any node; fixed
-    /// threads stay.
-    pub fn one_per_cpu(&self, fit: &Fit, want: &[usize], allowed: &[bool]) -> Vec<usize> {
+    /// the cores of the CPUs they may use), else of any node unless
+    /// `pinned` (the threads are pinned to their nodes: a thread with no
+    /// free CPU left on its node shares one there); fixed threads stay.
+    pub fn one_per_cpu(
+        &self,
+        fit: &Fit,
+        want: &[usize],
+        allowed: &[bool],
+        pinned: bool,
+    ) -> Vec<usize> {
         let mut cpus = want.to_vec();
         let mut taken = vec![false; self.node_of_cpu.len()];
         let mut busy_core = vec![0u32; self.core_of_cpu.iter().max().map_or(0, |m| m + 1)];
@@ -151,8 +158,14 @@ impl Predictor {
         }
         for i in clash {
             let n = self.node_of_cpu[cpus[i]];
+            // Pinned to its node, within it only: a thread pinned to a
+            // node's CPUs cannot leave them, and where they are all taken
+            // it time-shares one (spilled to another node, 12 threads
+            // pinned to a node of 6 CPUs looked like 6 there and 6
+            // elsewhere).
             let pick = (0..taken.len())
                 .filter(|&c| allowed[c] && !taken[c])
+                .filter(|&c| !pinned || self.node_of_cpu[c] == n)
                 .min_by_key(|&c| (self.node_of_cpu[c] != n, busy_core[self.core_of_cpu[c]], c));
             if let Some(c) = pick {
                 taken[c] = true;
@@ -219,7 +232,7 @@ mod tests {
         let fit = predictor.fit(&t, &s, &|_| true).expect("a fit");
         assert_eq!(fit.threads.len(), 3);
         let allowed = vec![true; t.cpus().len()];
-        let cpus = predictor.one_per_cpu(&fit, &[0, 0, 0], &allowed);
+        let cpus = predictor.one_per_cpu(&fit, &[0, 0, 0], &allowed, false);
         let core = |c: usize| predictor.core_of_cpu[c];
         let node = |c: usize| predictor.node_of_cpu[c];
         assert_eq!(cpus[0], 0);

@@ -228,7 +228,7 @@ fn locality(l: &Layout, mibs: Vec<u64>) -> Plan {
     Plan {
         name: "fig4a",
         title: format!(
-            "data locality (seed 000 §2.2.1, Fig. 4a): 1 thread, memory bound to node {}, no sharing",
+            "data locality ([Rao13] §2.2.1, Fig. 4a): 1 thread, memory bound to node {}, no sharing",
             l.home.os_id
         ),
         labels: ["Local", "Remote"],
@@ -279,7 +279,7 @@ fn llc(l: &Layout, mibs: Vec<u64>) -> Plan {
     Plan {
         name: "fig4b",
         title: format!(
-            "LLC contention (seed 000 §2.2.1, Fig. 4b): {n} threads, memory local to each, no sharing"
+            "LLC contention ([Rao13] §2.2.1, Fig. 4b): {n} threads, memory local to each, no sharing"
         ),
         labels: ["sharing LLC", "separate LLC"],
         x_label: "aggregate WS",
@@ -332,7 +332,7 @@ fn sharing(l: &Layout, counts: Vec<u64>) -> Plan {
     Plan {
         name: "fig4c",
         title: format!(
-            "data sharing (seed 000 §2.2.1, Fig. 4c): no private data, one shared cache line on node {}",
+            "data sharing ([Rao13] §2.2.1, Fig. 4c): no private data, one shared cache line on node {}",
             l.home.os_id
         ),
         labels: ["within socket", "across sockets"],
@@ -431,7 +431,7 @@ fn sockets(fig: Fig, l: &Layout, quick: bool) -> Plan {
     Plan {
         name,
         title: format!(
-            "{what} (seed 000 §2.2.2, Fig. {}): {n} threads, memory bound to node {}",
+            "{what} ([Rao13] §2.2.2, Fig. {}): {n} threads, memory bound to node {}",
             &name[3..],
             l.home.os_id
         ),
@@ -534,7 +534,7 @@ pub fn run(name: &str, args: &BenchArgs, topo: &Topology) -> Result<()> {
             notes: &plan.notes,
             points: rows,
         };
-        println!("{}", crate::output::json::pretty(&out)?);
+        println!("{}", numaplace::output::json::pretty(&out)?);
     }
     Ok(())
 }
@@ -583,7 +583,7 @@ fn print_header(plan: &Plan, budget: f64) {
     println!("{}: {}", plan.name, plan.title);
     println!("placements: {}", plan.placements);
     println!(
-        "work per thread and point: about {budget:.0} list hops and shared adds (seed 000: \
+        "work per thread and point: about {budget:.0} list hops and shared adds ([Rao13]: \
          1000 loops); time: the mean of the threads' run times; ratio: {b} / {a}"
     );
     for n in &plan.notes {

@@ -7,43 +7,22 @@
 use std::collections::BTreeMap;
 
 use anyhow::Result;
-use numaplace_linux::actuate::thread_affinity;
 use numaplace_linux::microbench::{self, Config, ENTRY_BYTES, Length, MemoryPolicy, WORD_BYTES};
-use numaplace_linux::{SysRoot, TopologySource, discover};
 use numaplace_model::{CpuSet, Node, Topology};
 use serde::Serialize;
 
-use crate::cli::BenchArgs;
-use crate::commands::InputError;
-use crate::report::topology::bytes;
+use numaplace::cli::BenchArgs;
+use numaplace::error::InputError;
+use numaplace::machine::{Usable, core_order};
+use numaplace::report::topology::bytes;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 /// Loops per thread when neither --loops nor --seconds is given.
 const DEFAULT_LOOPS: u64 = 100;
 
-/// The machine as this process may use it.
-pub(crate) struct Machine {
-    /// The topology restricted to the CPUs this process may run on.
-    pub(crate) topo: Topology,
-    /// Every CPU numaplace sees on the machine.
-    pub(crate) all: CpuSet,
-}
-
-impl Machine {
-    pub(crate) fn host() -> Result<Machine> {
-        let full = discover(&TopologySource::Sysfs(SysRoot::host()))?;
-        let allowed = thread_affinity(0, 1024)?;
-        let topo = full.restrict(&allowed).map_err(|e| InputError(e.0))?;
-        Ok(Machine {
-            all: full.span().clone(),
-            topo,
-        })
-    }
-}
-
 pub fn run(args: &BenchArgs) -> Result<()> {
-    let machine = Machine::host()?;
+    let machine = Usable::host()?;
     match &args.experiment {
         Some(name) => experiment::run(name, args, &machine.topo),
         None => single(args, &machine),
@@ -60,7 +39,7 @@ struct SingleJson<'a> {
     report: &'a microbench::Report,
 }
 
-fn single(args: &BenchArgs, m: &Machine) -> Result<()> {
+fn single(args: &BenchArgs, m: &Usable) -> Result<()> {
     let cfg = config(args, m)?;
     let report = microbench::run(&cfg)?;
     if args.json {
@@ -70,7 +49,7 @@ fn single(args: &BenchArgs, m: &Machine) -> Result<()> {
             memory: describe_memory(&cfg.memory),
             report: &report,
         };
-        println!("{}", crate::output::json::pretty(&out)?);
+        println!("{}", numaplace::output::json::pretty(&out)?);
     } else {
         print!("{}", render_single(&cfg, &report));
     }
@@ -78,7 +57,7 @@ fn single(args: &BenchArgs, m: &Machine) -> Result<()> {
 }
 
 /// Checks the arguments against the machine and makes the run's config.
-fn config(args: &BenchArgs, m: &Machine) -> Result<Config, InputError> {
+fn config(args: &BenchArgs, m: &Usable) -> Result<Config, InputError> {
     let working_set = size_arg("--working-set", &args.working_set, ENTRY_BYTES)?;
     let shared = size_arg("--shared", &args.shared, WORD_BYTES)?;
     let memory = memory_arg(&args.memory_node, &m.topo)?;
@@ -179,7 +158,7 @@ fn check_fits(topo: &Topology, memory: &MemoryPolicy, need: u64) -> Result<(), I
 }
 
 /// One CPU per thread: from --cpus, --nodes, or the first allowed CPUs.
-fn thread_cpus(args: &BenchArgs, m: &Machine) -> Result<Vec<u32>, InputError> {
+fn thread_cpus(args: &BenchArgs, m: &Usable) -> Result<Vec<u32>, InputError> {
     if args.threads == Some(0) {
         return Err(InputError("--threads 0: at least one thread".into()));
     }
@@ -202,7 +181,7 @@ fn thread_cpus(args: &BenchArgs, m: &Machine) -> Result<Vec<u32>, InputError> {
 }
 
 /// `--cpus`: CPUs of the machine this process may run on, one per thread.
-fn listed_cpus(list: &str, threads: Option<usize>, m: &Machine) -> Result<Vec<u32>, InputError> {
+fn listed_cpus(list: &str, threads: Option<usize>, m: &Usable) -> Result<Vec<u32>, InputError> {
     let set: CpuSet = list
         .parse()
         .map_err(|e| InputError(format!("--cpus: {e}")))?;
@@ -254,25 +233,6 @@ fn node_cpus(list: &str, pack: bool, topo: &Topology) -> Result<Vec<u32>, InputE
         .collect())
 }
 
-/// The CPUs of `set` ordered so that separate cores come before second
-/// hardware threads of a core already used.
-pub(crate) fn core_order(topo: &Topology, set: &CpuSet) -> Vec<u32> {
-    let mut ranked: Vec<(usize, u32)> = set
-        .iter()
-        .filter_map(|c| {
-            let core = &topo.cores()[topo.cpu_by_os_id(c)?.core];
-            let rank = core
-                .span
-                .iter()
-                .filter(|&s| s < c && set.contains(s))
-                .count();
-            Some((rank, c))
-        })
-        .collect();
-    ranked.sort_unstable();
-    ranked.into_iter().map(|(_, c)| c).collect()
-}
-
 pub(crate) fn describe_memory(m: &MemoryPolicy) -> String {
     match m {
         MemoryPolicy::Node(n) => format!("node {n}"),
@@ -297,7 +257,7 @@ fn render_single(cfg: &Config, r: &microbench::Report) -> String {
         Length::Seconds(s) => format!("{s} s"),
     };
     let mut out = format!(
-        "seed 000 micro-benchmark (Fig. 3): {} thread(s), {} list each ({} entries), \
+        "[Rao13] micro-benchmark (Fig. 3): {} thread(s), {} list each ({} entries), \
          {} shared ({} words), memory {}, {length}\n",
         cfg.cpus.len(),
         bytes(cfg.working_set),

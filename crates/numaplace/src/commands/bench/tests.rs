@@ -1,13 +1,17 @@
+//! Tests of `numaplace bench`: its arguments checked against a synthetic
+//! machine, and the experiments' plans and fits.
+
 use super::experiment::{Fig, fit, loops_for, parse, plan};
 use super::*;
+use numaplace_linux::{TopologySource, discover};
 
 fn synthetic(desc: &str) -> Topology {
     discover(&TopologySource::Synthetic(desc.into())).unwrap()
 }
 
-fn machine(desc: &str) -> Machine {
+fn machine(desc: &str) -> Usable {
     let topo = synthetic(desc);
-    Machine {
+    Usable {
         all: topo.span().clone(),
         topo,
     }
@@ -17,13 +21,13 @@ fn args(extra: &[&str]) -> BenchArgs {
     use clap::Parser;
     let mut argv = vec!["numaplace", "bench"];
     argv.extend_from_slice(extra);
-    match crate::cli::Cli::try_parse_from(argv).unwrap().command {
-        crate::cli::Command::Bench(a) => a,
+    match numaplace::cli::Cli::try_parse_from(argv).unwrap().command {
+        numaplace::cli::Command::Bench(a) => a,
         other => panic!("{other:?}"),
     }
 }
 
-fn err(extra: &[&str], m: &Machine) -> String {
+fn err(extra: &[&str], m: &Usable) -> String {
     config(&args(extra), m).unwrap_err().0
 }
 
@@ -80,7 +84,7 @@ fn cpus_are_one_per_thread_and_on_the_machine() {
     assert!(err(&["--threads", "0"], &m).contains("at least one thread"));
     assert!(err(&["--threads", "17"], &m).contains("16 CPUs"));
     assert!(err(&["--cpus", "x"], &m).contains("--cpus"));
-    let narrow = Machine {
+    let narrow = Usable {
         topo: m.topo.restrict(&"0-3".parse().unwrap()).unwrap(),
         all: m.all.clone(),
     };

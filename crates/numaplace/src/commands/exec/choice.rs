@@ -7,8 +7,8 @@ use numaplace_model::{CpuSet, Topology};
 use numaplace_policy::preplacement::Request;
 use serde::Serialize;
 
-use crate::commands::InputError;
-use crate::machine_room::Advised;
+use numaplace::error::InputError;
+use numaplace::machine_room::Advised;
 
 /// How the command's memory is placed on the chosen nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -286,7 +286,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::machine_room::MachineRoom;
+    use numaplace::machine_room::MachineRoom;
 
     /// Two nodes: node 0 CPUs 0-1, node 1 CPUs 2-3, 1 GiB each.
     fn two() -> Topology {

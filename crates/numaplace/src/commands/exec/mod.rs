@@ -25,9 +25,9 @@ use numaplace_policy::preplacement::Request;
 use serde::Serialize;
 
 use self::choice::{Allowed, Choice, MemoryMode, Source, choose, parse_nodes};
-use crate::cli::ExecArgs;
-use crate::commands::InputError;
-use crate::machine_room::{BadCpuCount, MachineRoom, parse_cpu_count};
+use numaplace::cli::ExecArgs;
+use numaplace::error::InputError;
+use numaplace::machine_room::{BadCpuCount, MachineRoom, parse_cpu_count};
 
 /// numaplace's own failure, before the command ran.
 pub const FAILED: u8 = 125;
@@ -72,7 +72,7 @@ pub fn run(args: &ExecArgs) -> Result<()> {
         apply(&choice)?;
     }
     if !args.quiet {
-        crate::output::say!("numaplace: exec {name}: {}", choice.reason);
+        numaplace::output::say!("numaplace: exec {name}: {}", choice.reason);
     }
     let e = launch::exec(program, &args.command[1..]);
     Err(e.into())
@@ -182,7 +182,7 @@ fn print_choice(args: &ExecArgs, choice: &Choice) -> Result<()> {
             #[serde(flatten)]
             choice: &'a Choice,
         }
-        let text = crate::output::json::pretty(&DryRun {
+        let text = numaplace::output::json::pretty(&DryRun {
             command: &command,
             choice,
         })?;

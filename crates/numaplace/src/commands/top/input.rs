@@ -2,7 +2,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
-use crate::top_state::{GroupRow, TopState};
+use numaplace::top_state::{GroupRow, TopState};
 
 /// The pane under the nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -18,20 +18,21 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use crossterm::event::{self, Event};
 use numaplace_linux::balancing::NumaBalancing;
+use numaplace_linux::probe::Input;
 use numaplace_linux::{LiveTelemetry, SysRoot, TopologySource, discover_repaired};
 use numaplace_policy::engine::{Engine, NoGuard, Pair, RecordingActuator};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
-use crate::cli::TopArgs;
-use crate::commands::InputError;
-use crate::config::Config;
-use crate::duration::parse_duration;
-use crate::metrics::{Listen, parse_listen};
-use crate::synthetic_counters::{Synthesized, SyntheticCounters};
-use crate::top_state::{Feed, Reads, TopState, Watch};
 use data::{Latest, LocalObserver, Shared};
 use input::App;
+use numaplace::cli::TopArgs;
+use numaplace::config::Config;
+use numaplace::daemon::metrics::{Listen, parse_listen};
+use numaplace::duration::parse_duration;
+use numaplace::error::InputError;
+use numaplace::synthetic_counters::{Synthesized, SyntheticCounters};
+use numaplace::top_state::{Feed, Reads, TopState, Watch};
 use render::Status;
 
 pub fn run(args: &TopArgs) -> Result<()> {
@@ -170,7 +171,7 @@ fn interactive(latest: &Shared, stop: &AtomicBool, source: &str, daemon: bool) -
         // A hung-up terminal ends the view (crossterm's poll would spin on
         // it); otherwise keys, and a resize crossterm noted, without
         // waiting again.
-        if terminal::wait_for_input(Duration::from_millis(200)) == terminal::Input::Gone {
+        if terminal::wait_for_input(Duration::from_millis(200)) == Input::Gone {
             break;
         }
         if event::poll(Duration::ZERO).context("reading the keyboard")? {
@@ -223,22 +224,22 @@ struct Local {
 impl Local {
     fn new(args: &TopArgs, interval: Duration) -> Result<Local> {
         let mut config = Config::load(args.choice.config.as_deref())?;
-        crate::daemon_setup::choose(&mut config, &args.choice, &args.scope)?;
+        numaplace::daemon::choose(&mut config, &args.choice, &args.scope)?;
         if config.scope.is_empty() {
             config.scope.all = true;
         }
         let found = discover_repaired(&TopologySource::Sysfs(SysRoot::host()))?;
-        let topology = crate::daemon_setup::restrict(found.topology, &config)?;
+        let topology = numaplace::daemon::restrict(found.topology, &config)?;
         let balancing = NumaBalancing::read(&SysRoot::host());
         let mut engine = Engine::new(
             config.policy.build(),
             config.scope.clone(),
-            crate::daemon_setup::engine_config(&config, balancing),
+            numaplace::daemon::engine_config(&config, balancing),
         );
         engine.report_classes(true);
         // As a dry-run daemon: each change proposed once, in the decisions.
         engine.as_if_applied(true);
-        let mut collector = crate::daemon_setup::collector_for(&engine, &config);
+        let mut collector = numaplace::daemon::collector_for(&engine, &config);
         collector.set_numa_faults(balancing.balances_between_nodes());
         // numa_maps only where the policy may act: reading every process's
         // each round would cost more than the view is worth.

@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Wrap};
 
 use super::input::{App, KEYS, Pane};
-use crate::top_state::{DecisionRow, GroupRow, TopState};
+use numaplace::top_state::{DecisionRow, GroupRow, TopState};
 
 /// The smallest terminal the view fits in.
 pub const MIN_WIDTH: u16 = 60;
@@ -93,7 +93,7 @@ fn header<'a>(app: &App, state: Option<&TopState>, status: &Status) -> Paragraph
 /// Bytes as the topology report writes them, without its space, to fit
 /// a column: `15.6GiB`, `300MiB`.
 pub fn bytes(b: u64) -> String {
-    crate::report::topology::bytes(b).replace(' ', "")
+    numaplace::report::topology::bytes(b).replace(' ', "")
 }
 
 fn opt_bytes(b: Option<u64>) -> String {

@@ -4,6 +4,7 @@
 //! SIGHUP (flags the loop checks between frames, so it returns normally).
 
 use std::io::{Stdout, stdout};
+use std::os::fd::AsFd as _;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -13,6 +14,7 @@ use crossterm::execute;
 use crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
+use numaplace_linux::probe::{self, Input};
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 
@@ -69,41 +71,10 @@ pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
-/// What the keyboard has for the view.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Input {
-    /// Nothing within the wait.
-    Idle,
-    /// Something to read.
-    Ready,
-    /// The terminal hung up (its window closed, its tmux server killed):
-    /// nothing to draw on, nobody to read from.
-    Gone,
-}
-
 /// Waits up to `timeout` for input on stdin, the terminal the view reads.
 /// Asked before crossterm's own poll, which on a hung-up terminal reads
 /// end-of-file over and over without returning (the view then spun at a
 /// whole CPU, its SIGHUP flag never looked at).
 pub fn wait_for_input(timeout: std::time::Duration) -> Input {
-    let mut fds = [libc::pollfd {
-        fd: libc::STDIN_FILENO,
-        events: libc::POLLIN,
-        revents: 0,
-    }];
-    let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
-    // SAFETY: one valid pollfd, its count 1.
-    let n = unsafe { libc::poll(fds.as_mut_ptr(), 1, ms) };
-    if n < 0 {
-        // Interrupted by a signal: the loop checks its flags.
-        return Input::Idle;
-    }
-    let r = fds[0].revents;
-    if r & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0 {
-        Input::Gone
-    } else if r & libc::POLLIN != 0 {
-        Input::Ready
-    } else {
-        Input::Idle
-    }
+    probe::wait_for_input(std::io::stdin().as_fd(), timeout)
 }

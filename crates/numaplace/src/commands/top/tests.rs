@@ -1,10 +1,13 @@
+//! Tests of `top`'s frame: the panes drawn from a state, and what the view
+//! says before a frame and in a small terminal.
+
 use super::*;
-use crate::top_state::{DecisionRow, GroupRow, NodeRow};
+use numaplace::top_state::{DecisionRow, GroupRow, NodeRow};
 use std::collections::BTreeMap;
 
 fn state() -> TopState {
     TopState {
-        format: crate::top_state::FORMAT,
+        format: numaplace::top_state::FORMAT,
         policy: "static".into(),
         applies: false,
         round: 4,
@@ -16,7 +19,7 @@ fn state() -> TopState {
                 busy_cpus: Some(1.5),
                 mem_total: Some(8 << 30),
                 mem_free: Some(2 << 30),
-                allocations: Some(crate::top_state::NodeAllocations {
+                allocations: Some(numaplace::top_state::NodeAllocations {
                     local_per_s: 5120.4,
                     remote_per_s: 37.0,
                     turned_away_per_s: 12.0,

@@ -14,8 +14,8 @@ use numaplace_model::Snapshot;
 use numaplace_model::world::JournalEntry;
 use numaplace_policy::engine::{Observer, RoundReport};
 
-use crate::metrics::Listen;
-use crate::top_state::{Feed, TopState};
+use numaplace::daemon::metrics::Listen;
+use numaplace::top_state::{Feed, TopState};
 pub use numaplace_view::parse_answer;
 
 pub use numaplace_view::MAX_ANSWER_BYTES;

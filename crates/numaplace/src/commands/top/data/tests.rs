@@ -1,5 +1,8 @@
+//! Tests of `top --connect`'s reader: an answer read as a frame of this
+//! format only, and a fetch that ends whatever the peer does.
+
 use super::*;
-use crate::top_state::FORMAT;
+use numaplace::top_state::FORMAT;
 use std::os::unix::net::UnixListener;
 use std::path::Path;
 
@@ -114,11 +117,11 @@ fn a_fetch_ends_whatever_the_peer_does() {
 fn the_reader_keeps_the_last_frame_and_says_why_a_try_failed() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("d.sock");
-    let shared = Arc::new(Mutex::new(crate::metrics::MetricsState {
+    let shared = Arc::new(Mutex::new(numaplace::daemon::metrics::MetricsState {
         state_json: Arc::new(serde_json::to_string(&frame()).unwrap()),
         ..Default::default()
     }));
-    crate::metrics::serve(&Listen::Unix(sock.clone()), shared, false).unwrap();
+    numaplace::daemon::metrics::serve(&Listen::Unix(sock.clone()), shared, false).unwrap();
     let latest: Shared = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     spawn_daemon_reader(
@@ -182,7 +185,7 @@ fn a_peers_strings_are_escaped_and_its_lists_cut() {
     let mut f = frame();
     f.policy = evil.into();
     f.decisions = (0..500)
-        .map(|i| crate::top_state::DecisionRow {
+        .map(|i| numaplace::top_state::DecisionRow {
             round: i,
             label: evil.into(),
             reason: "r".repeat(100_000),
@@ -190,7 +193,7 @@ fn a_peers_strings_are_escaped_and_its_lists_cut() {
         })
         .collect();
     f.groups = (0..25_000)
-        .map(|pid| crate::top_state::GroupRow {
+        .map(|pid| numaplace::top_state::GroupRow {
             pid,
             label: format!("ok\\x1b{evil}"),
             ..Default::default()
@@ -206,7 +209,7 @@ fn a_peers_strings_are_escaped_and_its_lists_cut() {
             "{t:?}"
         );
         assert!(
-            t.chars().count() <= crate::top_state::MAX_REASON,
+            t.chars().count() <= numaplace::top_state::MAX_REASON,
             "{}",
             t.len()
         );
@@ -218,7 +221,7 @@ fn a_peers_strings_are_escaped_and_its_lists_cut() {
         "{}",
         s.groups[0].label
     );
-    assert_eq!(s.groups.len(), crate::top_state::MAX_GROUPS);
-    assert_eq!(s.decisions.len(), crate::top_state::MAX_DECISIONS);
+    assert_eq!(s.groups.len(), numaplace::top_state::MAX_GROUPS);
+    assert_eq!(s.decisions.len(), numaplace::top_state::MAX_DECISIONS);
     assert_eq!(s.decisions.last().unwrap().round, 499);
 }

@@ -16,8 +16,8 @@ use numaplace_model::{NumaStat, NumaStatRates, VmNumaStat};
 use serde::Serialize;
 
 use super::{Check, Row, Status};
-use crate::commands::InputError;
 use crate::duration::parse_duration;
+use crate::error::InputError;
 
 /// The row's id, which the JSON's `numastat` object goes with.
 const ID: &str = "numastat";
@@ -28,7 +28,7 @@ fn used_by() -> Vec<String> {
 }
 
 /// The row: whether every online node's `numastat` reads, from where.
-pub fn check(root: &SysRoot) -> Check {
+pub(crate) fn check(root: &SysRoot) -> Check {
     let dir = root.join("sys/devices/system/node");
     match read_numastat(root) {
         Ok(nodes) => {

@@ -12,13 +12,13 @@ use numaplace_policy::auto::AutoParams;
 use numaplace_policy::engine::EngineConfig;
 use numaplace_policy::{PolicyKind, Scope};
 
-use crate::commands::InputError;
+use crate::error::InputError;
 
 mod hosts;
 pub use hosts::{KubernetesSection, VmsSection};
 
 /// Where `numaplace run` looks when no `--config` is given.
-pub const DEFAULT_PATH: &str = "/etc/numaplace/numaplace.toml";
+pub(crate) const DEFAULT_PATH: &str = "/etc/numaplace/numaplace.toml";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -78,7 +78,7 @@ impl Default for Config {
 /// `--policy` nor the config's `[policy]` names one: `auto`, which keeps a
 /// move only if the processes in scope got faster (`docs/policies.md`).
 /// `default` (Linux's placement left alone) must be named.
-pub fn default_policy() -> PolicyKind {
+pub(crate) fn default_policy() -> PolicyKind {
     PolicyKind::Auto(AutoParams::default())
 }
 
@@ -151,7 +151,7 @@ impl PerfSection {
     }
 
     /// The encodings, for the collector.
-    pub fn encodings(&self) -> numaplace_linux::perf::UncoreEncodings {
+    pub(crate) fn encodings(&self) -> numaplace_linux::perf::UncoreEncodings {
         numaplace_linux::perf::UncoreEncodings {
             occupancy: self.uncore_occupancy.clone(),
             requests: self.uncore_requests.clone(),
@@ -186,8 +186,8 @@ impl GuestHintsSection {
 /// `[machine]`: the machine file `numaplace calibrate` wrote on this host
 /// (its latencies, bandwidths and clock, measured), which `auto`'s
 /// predictor fits its model with; unset, the model runs on generic
-/// parameters for the topology it reads (docs/policies.md, "auto predicts
-/// before it tries").
+/// parameters for the topology it reads (docs/policies.md, "auto", "The
+/// predictor").
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MachineSection {
@@ -734,7 +734,7 @@ mod tests {
                         let _ = c.policy.build();
                     }
                     Err(e) => {
-                        prop_assert_eq!(crate::commands::exit_code(&e), 2);
+                        prop_assert_eq!(crate::error::exit_code(&e), 2);
                         prop_assert!(!format!("{e:#}").contains('\n'), "{e:#}");
                     }
                 }

@@ -68,7 +68,7 @@ pub fn render(rows: &[Row], reads: &Reads, details: &str) -> String {
 /// `texts` with every clause (text between `; `) of at least
 /// [`NOTE_MIN_CHARS`] that occurs more than once replaced by a reference
 /// ` [N]` to the N-th of the notes returned. Longest first.
-pub fn say_once(mut texts: Vec<String>) -> (Vec<String>, Vec<String>) {
+pub(crate) fn say_once(mut texts: Vec<String>) -> (Vec<String>, Vec<String>) {
     let mut notes: Vec<String> = Vec::new();
     loop {
         let mut best: Option<&str> = None;

@@ -104,8 +104,7 @@ pub(super) fn reading_threads(root: &SysRoot) -> Check {
             None,
         );
     }
-    let hz = numaplace_linux::sysconf::clock_ticks();
-    match numaplace_linux::taskiter::TaskIterator::open(hz) {
+    match numaplace_linux::probe::task_iterator() {
         Ok(_) => check(
             Status::Ok,
             "BPF task iterator (bpf_iter_task; task_struct offsets from /sys/kernel/btf/vmlinux): \

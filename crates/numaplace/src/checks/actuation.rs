@@ -6,7 +6,7 @@
 use std::io;
 
 use numaplace_linux::SysRoot;
-use numaplace_linux::balancing;
+use numaplace_linux::{balancing, probe};
 
 use super::caps::{self, Cap};
 use super::{Check, Status};
@@ -33,14 +33,8 @@ fn scope_note(others: bool) -> &'static str {
 
 /// Pinning: this thread's affinity set to what it is.
 fn pinning(others: bool) -> Check {
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let size = std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: `set` is a valid cpu_set_t of `size` bytes; pid 0 is this thread.
-    let got = unsafe { libc::sched_getaffinity(0, size, &mut set) };
-    // SAFETY: as above; the mask is the one just read, so nothing changes.
-    let put = (got == 0).then(|| unsafe { libc::sched_setaffinity(0, size, &set) });
-    match put {
-        Some(0) => Check {
+    match probe::rewrite_own_affinity() {
+        Ok(()) => Check {
             id: "pinning".into(),
             name: "pinning threads".into(),
             status: if others { Status::Ok } else { Status::Partial },
@@ -48,14 +42,11 @@ fn pinning(others: bool) -> Check {
             fix: None,
             used_by: Vec::new(),
         },
-        _ => Check {
+        Err(e) => Check {
             id: "pinning".into(),
             name: "pinning threads".into(),
             status: Status::Missing,
-            source: format!(
-                "sched_setaffinity(2) on numaplace's own thread failed: {}",
-                io::Error::last_os_error()
-            ),
+            source: format!("sched_setaffinity(2) on numaplace's own thread failed: {e}"),
             fix: Some(
                 "a seccomp profile or container runtime forbids it: allow sched_setaffinity".into(),
             ),
@@ -66,44 +57,27 @@ fn pinning(others: bool) -> Check {
 
 /// Moving memory: move_pages(2) asked where one of our pages is.
 fn moving_memory(others: bool) -> Check {
-    let probe = Box::new(0u64);
-    let mut pages = [(&*probe as *const u64).cast::<libc::c_void>().cast_mut()];
-    let mut status = [-1i32];
-    // SAFETY: one page pointer (a live heap address of ours), no target
-    // nodes (a query), one status slot; pid 0 is this process.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_move_pages,
-            0,
-            1usize,
-            pages.as_mut_ptr(),
-            std::ptr::null::<i32>(),
-            status.as_mut_ptr(),
-            0,
-        )
-    };
-    if rc == 0 {
-        Check {
+    match probe::own_page_node() {
+        Ok(node) => Check {
             id: "moving-memory".into(),
             name: "moving memory".into(),
             status: if others { Status::Ok } else { Status::Partial },
             source: format!(
                 "move_pages(2) (numaplace's own page is on node {}): {}",
-                status[0],
+                node,
                 scope_note(others)
             ),
             fix: None,
             used_by: Vec::new(),
-        }
-    } else {
-        Check {
+        },
+        Err(e) => Check {
             id: "moving-memory".into(),
             name: "moving memory".into(),
             status: Status::Missing,
-            source: format!("move_pages(2) failed: {}", io::Error::last_os_error()),
+            source: format!("move_pages(2) failed: {e}"),
             fix: Some("a kernel built with CONFIG_NUMA and CONFIG_MIGRATION; in a container, allow move_pages".into()),
             used_by: Vec::new(),
-        }
+        },
     }
 }
 

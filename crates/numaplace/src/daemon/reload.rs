@@ -10,32 +10,33 @@
 //! are said to need one and kept as they were.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use numaplace_linux::balancing::NumaBalancing;
 use numaplace_linux::live::LiveControl;
 use numaplace_policy::engine::Reconfigure;
 
+use super::settings::{Settings, engine_config, settings};
+use super::signals::Signals;
 use crate::cli::RunArgs;
 use crate::config::Config;
-use crate::daemon_settings::{Settings, settings};
-use crate::daemon_setup::{describe_scope, engine_config};
+use crate::report::engine::describe_scope;
 
 /// What the running daemon was started with, and what it reloads.
-pub(crate) struct Reloader<'a> {
+pub(super) struct Reloader<'a> {
     args: &'a RunArgs,
     /// The configuration running now (the reloadable parts as last
     /// reloaded, the others as at start).
-    pub(crate) config: Config,
-    pub(crate) interval: Duration,
+    pub(super) config: Config,
+    pub(super) interval: Duration,
     balancing: NumaBalancing,
     /// Where the live reading takes a new interval and memory scope.
-    pub(crate) control: Option<Arc<LiveControl>>,
+    pub(super) control: Option<Arc<LiveControl>>,
 }
 
 impl<'a> Reloader<'a> {
-    pub(crate) fn new(args: &'a RunArgs, s: &Settings, balancing: NumaBalancing) -> Reloader<'a> {
+    pub(super) fn new(args: &'a RunArgs, s: &Settings, balancing: NumaBalancing) -> Reloader<'a> {
         Reloader {
             args,
             config: s.config.clone(),
@@ -56,7 +57,7 @@ impl<'a> Reloader<'a> {
     /// Reads the configuration again: what the engine goes on with, or
     /// `None` where nothing it runs with changed or the new one does not
     /// load (each said in the log).
-    pub(crate) fn reload(&mut self) -> Option<Reconfigure> {
+    pub(super) fn reload(&mut self) -> Option<Reconfigure> {
         let file = self.file();
         let new = match settings(self.args) {
             Ok(new) => new,
@@ -164,7 +165,7 @@ fn needs_restart(old: &Config, new: &Config) -> Vec<String> {
 }
 
 /// How the wait of a service whose scope names nothing ended.
-pub(crate) enum Waited {
+pub(super) enum Waited {
     /// SIGTERM or SIGINT.
     Stopped,
     /// SIGHUP with a configuration whose scope names something: the
@@ -177,11 +178,8 @@ pub(crate) enum Waited {
 /// runs yet, so the new configuration is taken whole, except what the
 /// start has set up already (the state file, the dry run, the metrics
 /// listener, libvirt's access), which only a restart changes.
-pub(crate) fn wait_for_a_scope(
-    reloader: &Reloader<'_>,
-    stop: &AtomicBool,
-    hup: &AtomicBool,
-) -> Waited {
+pub(super) fn wait_for_a_scope(reloader: &Reloader<'_>, signals: &Signals) -> Waited {
+    let (stop, hup) = (&signals.stop, &signals.hup);
     let file = reloader.file();
     tracing::warn!(
         "{file}: the [scope] table names nothing, so numaplace places nothing: name processes, \

@@ -52,7 +52,7 @@ impl Reads {
 }
 
 /// The rows the policy needs that do not work here.
-pub fn not_ready(rows: &[Row]) -> Vec<&Row> {
+pub(crate) fn not_ready(rows: &[Row]) -> Vec<&Row> {
     rows.iter()
         .filter(|r| r.needed && r.check.status != Status::Ok)
         .collect()
@@ -69,7 +69,7 @@ pub fn exit_status(rows: &[Row]) -> u8 {
 
 /// The report's last line: whether the policy has what it reads, and the
 /// exit status that says it.
-pub fn verdict(rows: &[Row], reads: &Reads) -> String {
+pub(crate) fn verdict(rows: &[Row], reads: &Reads) -> String {
     let not = not_ready(rows);
     if not.is_empty() {
         format!(

@@ -68,7 +68,7 @@ impl Cap {
 
 /// A process's effective and bounding capability sets, as bit masks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CapSets {
+pub(crate) struct CapSets {
     pub effective: u64,
     pub bounding: u64,
 }
@@ -77,7 +77,7 @@ impl CapSets {
     /// From the text of `/proc/PID/status`: its `CapEff:` and `CapBnd:`
     /// lines, each a hexadecimal mask. The error names the line that is
     /// missing or not a mask.
-    pub fn parse(status: &str) -> Result<CapSets, String> {
+    pub(crate) fn parse(status: &str) -> Result<CapSets, String> {
         let mask = |key: &str| -> Result<u64, String> {
             let value = status
                 .lines()
@@ -96,18 +96,18 @@ impl CapSets {
         })
     }
 
-    pub fn has(&self, cap: Cap) -> bool {
+    pub(crate) fn has(&self, cap: Cap) -> bool {
         self.effective & (1 << cap.bit()) != 0
     }
 
-    pub fn may_have(&self, cap: Cap) -> bool {
+    pub(crate) fn may_have(&self, cap: Cap) -> bool {
         self.bounding & (1 << cap.bit()) != 0
     }
 }
 
 /// What a feature needs: all the capabilities of any one of `any_of`.
 #[derive(Debug, Clone, Copy)]
-pub struct Need {
+pub(crate) struct Need {
     /// What they are for, as the row says it ("loading the task iterator").
     pub feature: &'static str,
     pub any_of: &'static [&'static [Cap]],
@@ -115,7 +115,7 @@ pub struct Need {
 
 impl Need {
     /// `CAP_BPF and CAP_PERFMON, or CAP_SYS_ADMIN`.
-    pub fn words(&self) -> String {
+    pub(crate) fn words(&self) -> String {
         self.any_of
             .iter()
             .map(|set| {
@@ -130,7 +130,7 @@ impl Need {
 
     /// The verdict against `sets`: the first alternative held in full, or
     /// the one that misses the fewest (the first of those).
-    pub fn check(&self, sets: &CapSets) -> CapCheck {
+    pub(crate) fn check(&self, sets: &CapSets) -> CapCheck {
         let missing =
             |set: &[Cap]| -> Vec<Cap> { set.iter().copied().filter(|&c| !sets.has(c)).collect() };
         let best = self
@@ -222,52 +222,52 @@ impl CapCheck {
 }
 
 /// The BPF task iterator: a tracing program (`bpf_iter_task`).
-pub const TASK_ITERATOR: Need = Need {
+pub(crate) const TASK_ITERATOR: Need = Need {
     feature: "loading the task iterator",
     any_of: &[&[Cap::Bpf, Cap::Perfmon], &[Cap::SysAdmin]],
 };
 
 /// `sched_setaffinity` on another user's task.
-pub const PINNING_OTHERS: Need = Need {
+pub(crate) const PINNING_OTHERS: Need = Need {
     feature: "pinning other users' tasks",
     any_of: &[&[Cap::SysNice]],
 };
 
 /// `move_pages`/`migrate_pages` on another user's process.
-pub const MOVING_OTHERS: Need = Need {
+pub(crate) const MOVING_OTHERS: Need = Need {
     feature: "moving other users' pages",
     any_of: &[&[Cap::SysPtrace]],
 };
 
 /// Other users' `/proc/PID/numa_maps` and fd links.
-pub const READING_OTHERS: Need = Need {
+pub(crate) const READING_OTHERS: Need = Need {
     feature: "reading other users' /proc files",
     any_of: &[&[Cap::SysPtrace, Cap::DacReadSearch]],
 };
 
 /// Per-thread counters of other users' threads, where
 /// `perf_event_paranoid` is above 1.
-pub const COUNTING_OTHERS: Need = Need {
+pub(crate) const COUNTING_OTHERS: Need = Need {
     feature: "counting other users' threads",
     any_of: &[&[Cap::Perfmon, Cap::SysPtrace], &[Cap::SysAdmin]],
 };
 
 /// The same where `perf_event_paranoid` is 1 or less: only the ptrace
 /// check remains.
-pub const COUNTING_OTHERS_PERMISSIVE: Need = Need {
+pub(crate) const COUNTING_OTHERS_PERMISSIVE: Need = Need {
     feature: "counting other users' threads",
     any_of: &[&[Cap::SysPtrace], &[Cap::SysAdmin]],
 };
 
 /// Writing `kernel.numa_balancing`.
-pub const SYSCTL_WRITE: Need = Need {
+pub(crate) const SYSCTL_WRITE: Need = Need {
     feature: "writing kernel.numa_balancing",
     any_of: &[&[Cap::SysAdmin]],
 };
 
 /// The capability a row's feature needs, by the row's id: `None` for a
 /// row that needs none. `paranoid` is `kernel.perf_event_paranoid`.
-pub fn need_of(id: &str, paranoid: Option<i32>) -> Option<Need> {
+pub(crate) fn need_of(id: &str, paranoid: Option<i32>) -> Option<Need> {
     Some(match id {
         "task-iterator" => TASK_ITERATOR,
         "pinning" => PINNING_OTHERS,
@@ -283,7 +283,7 @@ pub fn need_of(id: &str, paranoid: Option<i32>) -> Option<Need> {
 }
 
 /// This process's sets, from `proc/self/status` under `root`.
-pub fn sets(root: &SysRoot) -> Result<CapSets, String> {
+pub(crate) fn sets(root: &SysRoot) -> Result<CapSets, String> {
     let status = root
         .read("proc/self/status")
         .map_err(|e| format!("cannot read /proc/self/status: {e}"))?;
@@ -291,7 +291,7 @@ pub fn sets(root: &SysRoot) -> Result<CapSets, String> {
 }
 
 /// `kernel.perf_event_paranoid` under `root` (`None`: absent).
-pub fn paranoid(root: &SysRoot) -> Option<i32> {
+pub(crate) fn paranoid(root: &SysRoot) -> Option<i32> {
     root.read("proc/sys/kernel/perf_event_paranoid")
         .ok()?
         .trim()

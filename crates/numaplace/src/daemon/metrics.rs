@@ -15,7 +15,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use numaplace_policy::engine::EngineTotals;
 
-use crate::commands::InputError;
+use crate::error::InputError;
 
 /// What the endpoint reports; the daemon updates it every round.
 #[derive(Debug, Clone, Default)]
@@ -198,7 +198,7 @@ pub fn render(m: &MetricsState) -> String {
 /// The most connections held open at once. One more evicts the oldest: a
 /// local user holding connections open cannot keep a scrape out, since the
 /// scraper's connection is the newest and sends its request at once.
-pub const MAX_CONNECTIONS: usize = 32;
+pub(crate) const MAX_CONNECTIONS: usize = 32;
 /// The longest a connection may take to send its request and read the
 /// answer, in all.
 const CONNECTION_TIME: Duration = Duration::from_secs(2);
@@ -211,7 +211,7 @@ const MAX_REQUEST_BYTES: usize = 4096;
 /// the operator said so (`[metrics] state_over_tcp`), since any local user
 /// can connect there and `/state` names the processes in scope.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StateAccess {
+pub(crate) enum StateAccess {
     Served,
     Refused,
 }
@@ -737,6 +737,6 @@ mod tests {
         let shared: Shared = Arc::new(Mutex::new(MetricsState::default()));
         let e = serve(&Listen::Tcp(addr), shared, false).unwrap_err();
         assert!(e.downcast_ref::<InputError>().is_some(), "{e}");
-        assert_eq!(crate::commands::exit_code(&e), 2);
+        assert_eq!(crate::error::exit_code(&e), 2);
     }
 }

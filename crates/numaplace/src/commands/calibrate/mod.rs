@@ -24,10 +24,10 @@ use numaplace_model::Topology;
 use numaplace_sim::Machine;
 use numaplace_sim::machine::{Param, Source};
 
-use crate::cli::{CalibrateArgs, MachineArgs};
-use crate::commands::InputError;
-use crate::commands::bench::{self, core_order};
-use crate::report::topology::bytes;
+use numaplace::cli::{CalibrateArgs, MachineArgs};
+use numaplace::error::InputError;
+use numaplace::machine::{Usable, core_order};
+use numaplace::report::topology::bytes;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -164,7 +164,7 @@ pub(crate) fn check_output(path: &Path, force: bool) -> Result<(), InputError> {
             path.display()
         )));
     }
-    super::check_output(path, "-o").map_err(|e| InputError(format!("{e:#}")))
+    numaplace::files::check_output(path, "-o").map_err(|e| InputError(format!("{e:#}")))
 }
 
 /// The DRAM chase's working set: 8 × the largest LLC, at least 256 MiB
@@ -234,8 +234,8 @@ fn host_name() -> String {
 
 pub fn run(args: &CalibrateArgs) -> Result<()> {
     check_output(&args.output, args.force)?;
-    let full = crate::commands::topology::load(&MachineArgs::default())?;
-    let host = bench::Machine::host()?;
+    let full = numaplace::machine::load(&MachineArgs::default())?;
+    let host = Usable::host()?;
     let name = host_name();
     let q = if args.quick { " (--quick)" } else { "" };
     println!(
@@ -247,7 +247,7 @@ pub fn run(args: &CalibrateArgs) -> Result<()> {
     let m = measure(&full, &host.topo, args.quick)?;
     let machine = build_machine(&name, full, &m);
     print!("{}", render(&machine, &m));
-    super::write_atomically(&args.output, &machine.to_file_text(), 0o644)
+    numaplace::files::write_atomically(&args.output, &machine.to_file_text(), 0o644)
         .context("writing the machine file")?;
     let shown = args.output.display().to_string();
     let arg = if shown.ends_with(".json") || shown.contains('/') {

@@ -1,32 +1,36 @@
 //! The settings `numaplace run` starts with (and reloads on SIGHUP): the
 //! config file, the command line's flags on top, then what they name read
 //! and checked (the interval, the CPUs, the machine file, the metrics
-//! address, the made-up counters).
+//! address, the made-up counters), in one pass; and the pieces of it that
+//! `top` and `replay` take too (the policy, CPUs and scope the command
+//! line gives, the topology cut to the CPUs, the engine's config).
 
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Result;
+use numaplace_linux::balancing::NumaBalancing;
 use numaplace_linux::{SysRoot, TopologySource, discover_repaired};
-use numaplace_model::Topology;
-use numaplace_policy::PolicyKind;
+use numaplace_model::{CpuSet, Topology};
+use numaplace_policy::engine::EngineConfig;
+use numaplace_policy::{PolicyKind, Scope};
 use numaplace_sim::Machine;
 use numaplace_sim::machine::Source;
 
-use crate::cli::RunArgs;
-use crate::commands::InputError;
+use super::metrics;
+use crate::cli::{PolicyArgs, RunArgs, ScopeArgs};
 use crate::config::Config;
-use crate::daemon_setup::{choose, load_machine, restrict};
 use crate::duration::parse_duration;
-use crate::metrics;
+use crate::error::InputError;
 use crate::synthetic_counters::SyntheticCounters;
 
 /// The settings of a run, from the config file with the command line on top.
-pub(crate) struct Settings {
-    pub(crate) config: Config,
-    pub(crate) interval: Duration,
-    pub(crate) topology: Topology,
+pub struct Settings {
+    pub config: Config,
+    pub interval: Duration,
+    pub topology: Topology,
     /// `--counters-from`: counters made up for threads that match its rules.
-    pub(crate) synthetic: Option<SyntheticCounters>,
+    pub synthetic: Option<SyntheticCounters>,
     /// `[machine] file`: this host as `numaplace calibrate` measured it,
     /// on the topology numaplace places onto.
     pub(crate) machine: Option<Machine>,
@@ -34,7 +38,7 @@ pub(crate) struct Settings {
 
 impl Settings {
     /// The config's policy, told the machine where a file gives it.
-    pub(crate) fn policy(&self) -> Box<dyn numaplace_policy::Policy> {
+    pub fn policy(&self) -> Box<dyn numaplace_policy::Policy> {
         let mut p = self.config.policy.build();
         if let Some(m) = &self.machine {
             p.told(m);
@@ -78,7 +82,7 @@ impl Settings {
 
 /// The configuration `run` would use: the file (or the default one), the
 /// command line's flags on top.
-pub(crate) fn effective_config(args: &RunArgs) -> Result<Config> {
+fn effective_config(args: &RunArgs) -> Result<Config> {
     let mut config = Config::load(args.choice.config.as_deref())?;
     choose(&mut config, &args.choice, &args.scope)?;
     if let Some(i) = &args.interval {
@@ -102,7 +106,7 @@ pub(crate) fn effective_config(args: &RunArgs) -> Result<Config> {
     Ok(config)
 }
 
-pub(crate) fn settings(args: &RunArgs) -> Result<Settings> {
+pub fn settings(args: &RunArgs) -> Result<Settings> {
     let config = effective_config(args)?;
     let interval = match &config.interval {
         Some(text) => {
@@ -144,4 +148,90 @@ pub(crate) fn settings(args: &RunArgs) -> Result<Settings> {
         synthetic,
         machine,
     })
+}
+
+/// `n` nodes, in words.
+fn nodes_text(n: usize) -> String {
+    if n == 1 {
+        "1 node".into()
+    } else {
+        format!("{n} nodes")
+    }
+}
+
+/// The machine file `path`, checked against this host's `host` topology
+/// (every CPU and node, before `cpus` cuts it down) and given `placed`,
+/// the topology numaplace places onto: a file of another machine is an
+/// error, not a model of the wrong machine.
+fn load_machine(path: &Path, host: &Topology, placed: &Topology) -> Result<Machine> {
+    let m = Machine::load(path).map_err(|e| {
+        InputError(format!(
+            "[machine] file: {e}; write it on this host with `numaplace calibrate -o {}`",
+            path.display()
+        ))
+    })?;
+    let (cpus, nodes) = (m.topology.cpus().len(), m.topology.nodes().len());
+    let (host_cpus, host_nodes) = (host.cpus().len(), host.nodes().len());
+    if (cpus, nodes) != (host_cpus, host_nodes) {
+        return Err(InputError(format!(
+            "[machine] file {}: it describes a machine of {cpus} CPUs in {} ({}), this host has \
+             {host_cpus} CPUs in {}: it was written on another \
+             machine, or before CPUs or nodes went on- or offline; run `numaplace calibrate -o {}` \
+             on this host",
+            path.display(),
+            nodes_text(nodes),
+            m.name,
+            nodes_text(host_nodes),
+            path.display()
+        ))
+        .into());
+    }
+    Ok(Machine {
+        topology: placed.clone(),
+        ..m
+    })
+}
+
+/// `config` with the policy, CPUs and scope the command line gives on
+/// top, checked.
+pub fn choose(config: &mut Config, choice: &PolicyArgs, scope: &ScopeArgs) -> Result<()> {
+    if let Some(p) = &choice.policy {
+        config.policy =
+            PolicyKind::from_name(p).map_err(|e| InputError(format!("--policy: {e}")))?;
+        config.policy_named = true;
+    }
+    if let Some(c) = &choice.cpus {
+        config.cpus = Some(c.clone());
+    }
+    merge_scope(&mut config.scope, scope);
+    config.scope.validate().map_err(InputError)?;
+    Ok(())
+}
+
+/// `topology` cut down to the config's `cpus`, if it names some.
+pub fn restrict(topology: Topology, config: &Config) -> Result<Topology> {
+    let Some(list) = &config.cpus else {
+        return Ok(topology);
+    };
+    let cpus: CpuSet = list.parse().map_err(|e| InputError(format!("cpus: {e}")))?;
+    Ok(topology
+        .restrict(&cpus)
+        .map_err(|e| InputError(format!("cpus {list}: {}", e.0)))?)
+}
+
+pub(super) fn merge_scope(scope: &mut Scope, args: &ScopeArgs) {
+    scope.all |= args.all;
+    scope.vms |= args.select.vms;
+    scope.pids.extend(&args.select.pid);
+    scope.comms.extend(args.select.comm.iter().cloned());
+    scope.cgroups.extend(args.select.cgroup.iter().cloned());
+}
+
+/// The engine's config for this host: the kernel's balancing as read at
+/// start.
+pub fn engine_config(c: &Config, balancing: NumaBalancing) -> EngineConfig {
+    EngineConfig {
+        kernel_balancing: balancing.balances_between_nodes(),
+        ..c.engine.clone()
+    }
 }

@@ -18,8 +18,8 @@ use anyhow::{Context as _, Result};
 use numaplace_linux::SysRoot;
 use numaplace_policy::preplacement::Request;
 
-use crate::commands::InputError;
-use crate::machine_room::{BadCpuCount, MachineRoom, parse_cpu_count};
+use numaplace::error::InputError;
+use numaplace::machine_room::{BadCpuCount, MachineRoom, parse_cpu_count};
 
 pub fn run(w: &str, sysfs_root: Option<&Path>) -> Result<()> {
     let req = parse_request(w)?;
@@ -29,7 +29,7 @@ pub fn run(w: &str, sysfs_root: Option<&Path>) -> Result<()> {
     };
     let advised = MachineRoom::read(&root)?.advise(&req);
     if !advised.advice.fits {
-        crate::output::say!(
+        numaplace::output::say!(
             "numaplace: warning: {w}: more than the machine has free ({}); advising every \
              node, as numad does",
             advised.free_in_words()

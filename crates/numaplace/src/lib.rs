@@ -1,0 +1,24 @@
+//! numaplace's library: what the commands of the `numaplace` binary
+//! (main.rs, commands/) share, so that none borrows from another. The
+//! daemon's wiring ([`daemon`]), the command line ([`cli`]), the config
+//! file ([`config`]), what works on this machine ([`checks`]), what
+//! numaplace prints for people ([`report`], [`output`]) and the machine a
+//! command reads ([`machine`], [`machine_room`]). The policies, the
+//! simulator and the operating system are the other crates'.
+
+pub mod checks;
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod duration;
+pub mod error;
+pub mod files;
+pub mod machine;
+pub mod machine_room;
+pub mod output;
+pub mod report;
+pub mod synthetic_counters;
+pub mod top_state;
+
+#[cfg(test)]
+mod deploy_tests;
