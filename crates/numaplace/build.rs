@@ -50,8 +50,8 @@ fn from_git(dir: &Path) -> Option<String> {
             watch(path);
         }
     }
-    if let Some(r) = git(dir, &["symbolic-ref", "-q", "HEAD"])
-        && let Some(path) = git(dir, &["rev-parse", "--git-path", &r])
+    if let Some(path) = git(dir, &["symbolic-ref", "-q", "HEAD"])
+        .and_then(|r| git(dir, &["rev-parse", "--git-path", &r]))
     {
         watch(path);
     }

@@ -540,9 +540,7 @@ impl Collector {
         if let Some(c) = &mut self.carry {
             c.new_round();
         }
-        if let Some(i) = &mut self.iterated
-            && let Err(e) = i.refresh()
-        {
+        if let Some(Err(e)) = self.iterated.as_mut().map(|i| i.refresh()) {
             tracing::warn!(
                 "the BPF task iterator failed ({e}): threads are read from /proc from now on"
             );

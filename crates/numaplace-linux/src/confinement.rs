@@ -227,14 +227,10 @@ impl Confinements {
     /// narrower than the whole machine does; `None` if none does or none
     /// could be read (the whole machine, as before cgroups).
     pub fn cpus(&mut self, cgroups: &Cgroups) -> Option<CpuSet> {
-        if let Some(path) = &cgroups.unified
-            && let Some(found) = self.lookup(false, path)
-        {
+        if let Some(found) = (cgroups.unified.as_ref()).and_then(|path| self.lookup(false, path)) {
             return found;
         }
-        if let Some(path) = &cgroups.cpuset_v1
-            && let Some(found) = self.lookup(true, path)
-        {
+        if let Some(found) = (cgroups.cpuset_v1.as_ref()).and_then(|path| self.lookup(true, path)) {
             return found;
         }
         None

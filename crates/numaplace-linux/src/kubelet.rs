@@ -129,10 +129,10 @@ fn policy_and<'a>(obj: &'a Object, key: &str) -> Result<(&'a str, Option<&'a Obj
                 .ok_or_else(|| format!("{key} is not an object"))?,
         ),
     };
-    if let Some(e) = entries
-        && e.len() > MAX_PODS
-    {
-        return Err(format!("more than {MAX_PODS} pods"));
+    if let Some(e) = entries {
+        if e.len() > MAX_PODS {
+            return Err(format!("more than {MAX_PODS} pods"));
+        }
     }
     Ok((policy, entries))
 }
@@ -295,10 +295,10 @@ impl<T: Clone> Checkpoint<T> {
             ));
         }
         let version = (m.ino(), m.mtime(), m.mtime_nsec(), m.size());
-        if let Some((v, said)) = &self.last
-            && *v == version
-        {
-            return said.clone().map(Some);
+        if let Some((v, said)) = &self.last {
+            if *v == version {
+                return said.clone().map(Some);
+            }
         }
         let mut bytes = Vec::new();
         f.take(MAX_BYTES + 1)

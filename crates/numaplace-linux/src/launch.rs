@@ -211,8 +211,10 @@ pub fn preferred_many_supported(nodes: &CpuSet) -> bool {
         return false;
     };
     let ok = set_memory_policy(&MemoryPolicy::PreferredMany(nodes.clone())).is_ok();
-    if ok && let Err(e) = set_memory_policy(&before) {
-        tracing::warn!("putting back this thread's memory policy: {e}");
+    if ok {
+        if let Err(e) = set_memory_policy(&before) {
+            tracing::warn!("putting back this thread's memory policy: {e}");
+        }
     }
     ok
 }

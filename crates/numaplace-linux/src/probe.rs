@@ -132,7 +132,7 @@ pub fn wait_for_input(fd: BorrowedFd<'_>, timeout: Duration) -> Input {
 #[cfg(test)]
 mod tests {
     use std::io::Write as _;
-    use std::os::fd::AsFd as _;
+    use std::os::fd::{AsFd as _, FromRawFd as _};
 
     use super::*;
 
@@ -172,7 +172,18 @@ mod tests {
 
     #[test]
     fn a_pipe_is_idle_ready_then_gone() {
-        let (reader, mut writer) = std::io::pipe().unwrap();
+        let mut ends = [0; 2];
+        // SAFETY: pipe(2) writes two descriptors into the array of two it
+        // is given.
+        assert_eq!(unsafe { libc::pipe(ends.as_mut_ptr()) }, 0);
+        // SAFETY: both descriptors were just opened and nothing else owns
+        // them.
+        let (reader, mut writer) = unsafe {
+            (
+                std::os::fd::OwnedFd::from_raw_fd(ends[0]),
+                std::fs::File::from_raw_fd(ends[1]),
+            )
+        };
         let wait = Duration::from_millis(10);
         assert_eq!(wait_for_input(reader.as_fd(), wait), Input::Idle);
         writer.write_all(b"x").unwrap();

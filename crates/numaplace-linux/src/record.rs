@@ -273,15 +273,15 @@ fn agrees(_header: &RecordHeader, s: &Snapshot) -> Result<(), String> {
                 t.tid
             ));
         }
-        if let Some(cpu) = t.last_cpu
-            && cpu > numaplace_model::cpuset::MAX_CPU_ID
-        {
-            return Err(format!(
-                "thread {} last ran on CPU {cpu}, beyond Linux's CPU numbers (0 to {}); give \
-                 a recording numaplace wrote",
-                t.tid,
-                numaplace_model::cpuset::MAX_CPU_ID
-            ));
+        if let Some(cpu) = t.last_cpu {
+            if cpu > numaplace_model::cpuset::MAX_CPU_ID {
+                return Err(format!(
+                    "thread {} last ran on CPU {cpu}, beyond Linux's CPU numbers (0 to {}); give \
+                     a recording numaplace wrote",
+                    t.tid,
+                    numaplace_model::cpuset::MAX_CPU_ID
+                ));
+            }
         }
     }
     Ok(())

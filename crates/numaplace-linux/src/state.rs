@@ -527,10 +527,9 @@ fn parse(bytes: &[u8]) -> Result<Contents, Unusable> {
         });
     }
     // The version first, so a newer file is refused rather than moved aside.
-    if let Ok(v) = serde_json::from_str::<serde_json::Value>(text)
-        && let Some(found) = v.get("version").and_then(|v| v.as_u64())
-        && found > VERSION as u64
-    {
+    let version = (serde_json::from_str::<serde_json::Value>(text).ok())
+        .and_then(|v| v.get("version").and_then(|v| v.as_u64()));
+    if let Some(found) = version.filter(|&found| found > VERSION as u64) {
         return Err(Unusable::Newer(found));
     }
     let c: Contents =

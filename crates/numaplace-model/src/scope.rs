@@ -66,15 +66,15 @@ impl Exclude {
         if self.pids.contains(&g.pid) {
             return true;
         }
-        if let GroupKind::Vm { name: Some(n), .. } = &g.kind
-            && self.vms.iter().any(|p| glob(p, n))
-        {
-            return true;
+        if let GroupKind::Vm { name: Some(n), .. } = &g.kind {
+            if self.vms.iter().any(|p| glob(p, n)) {
+                return true;
+            }
         }
-        if let Some(cg) = &g.cgroup
-            && self.cgroups.iter().any(|p| cgroup_matches(p, cg))
-        {
-            return true;
+        if let Some(cg) = &g.cgroup {
+            if self.cgroups.iter().any(|p| cgroup_matches(p, cg)) {
+                return true;
+            }
         }
         !self.comms.is_empty() && names(g, s).any(|n| self.comms.iter().any(|p| glob(p, n)))
     }
@@ -189,10 +189,10 @@ impl Scope {
         if self.vms && matches!(g.kind, GroupKind::Vm { .. }) {
             return true;
         }
-        if let Some(cg) = &g.cgroup
-            && self.cgroups.iter().any(|p| in_subtree(p, cg))
-        {
-            return true;
+        if let Some(cg) = &g.cgroup {
+            if self.cgroups.iter().any(|p| in_subtree(p, cg)) {
+                return true;
+            }
         }
         !self.comms.is_empty() && names(g, s).any(|n| self.comms.iter().any(|p| glob(p, n)))
     }

@@ -422,11 +422,10 @@ impl Brm {
         let cpus = r.view.confine(c.task, &doms[bias].cpus)?;
         // While one thread of a process explores, the others hold.
         let explore = st.unc[bias].is_none();
-        if let Some(&(who, until)) = self.explorers.get(&c.task.tgid)
-            && who != id
-            && until > round
-        {
-            return None;
+        if let Some(&(who, until)) = self.explorers.get(&c.task.tgid) {
+            if who != id && until > round {
+                return None;
+            }
         }
         if explore {
             self.explorers
@@ -660,11 +659,12 @@ fn runnable_per_domain(
 ) -> Vec<usize> {
     let mut runnable = vec![0usize; domains];
     for t in &s.tasks {
-        if t.state == 'R'
-            && let Some(d) = t
-                .last_cpu
-                .and_then(|c| topo.cpu_by_os_id(c))
-                .and_then(|c| by_node[c.node])
+        if t.state != 'R' {
+            continue;
+        }
+        if let Some(d) = (t.last_cpu)
+            .and_then(|c| topo.cpu_by_os_id(c))
+            .and_then(|c| by_node[c.node])
         {
             runnable[d] += 1;
         }

@@ -450,13 +450,12 @@ impl Engine {
             };
             self.back_off(key, &mut outcome, s.seq);
             report.count(&outcome);
-            if taken_as_applied
-                && outcome == Outcome::NotApplied
-                && let Action::Pin { task, cpus, .. } = &d.action
-            {
-                // Its affinity is numaplace's, as if set (the overlay
-                // shows it so), not one the thread chose.
-                self.applied.insert(*task, cpus.clone());
+            if taken_as_applied && outcome == Outcome::NotApplied {
+                if let Action::Pin { task, cpus, .. } = &d.action {
+                    // Its affinity is numaplace's, as if set (the overlay
+                    // shows it so), not one the thread chose.
+                    self.applied.insert(*task, cpus.clone());
+                }
             }
             journal(&JournalEntry {
                 round: s.seq,
@@ -512,21 +511,23 @@ impl Engine {
                 self.config.migrate_mib_per_sec
             ),
         };
+        if let Action::Pin { task, tgid, cpus } = action {
+            return self.pin(topology, s, *task, *tgid, cpus, actuator, guard);
+        }
+        if let Some(why) = outside_mems(s, action) {
+            return Outcome::Skipped { why };
+        }
+        // Memory a manager binds (libvirt's cpuset.mems) the kernel's
+        // balancing cannot move off its nodes: like memory under an
+        // explicit policy, it is numaplace's to move.
+        if let Some(why) = self.config.memory_mover.leaves_to_kernel(
+            kernel_balancing,
+            s.explicit_mempolicy.contains(&action.pid()) || nodes_set_by_manager(s, action),
+        ) {
+            return Outcome::Skipped { why };
+        }
         let outcome = match action {
-            Action::Pin { task, tgid, cpus } => {
-                return self.pin(topology, s, *task, *tgid, cpus, actuator, guard);
-            }
-            _ if let Some(why) = outside_mems(s, action) => return Outcome::Skipped { why },
-            // Memory a manager binds (libvirt's cpuset.mems) the kernel's
-            // balancing cannot move off its nodes: like memory under an
-            // explicit policy, it is numaplace's to move.
-            _ if let Some(why) = self.config.memory_mover.leaves_to_kernel(
-                kernel_balancing,
-                s.explicit_mempolicy.contains(&action.pid()) || nodes_set_by_manager(s, action),
-            ) =>
-            {
-                return Outcome::Skipped { why };
-            }
+            Action::Pin { .. } => unreachable!("a pin returned above"),
             Action::MoveMemory {
                 process,
                 to_node,
@@ -704,15 +705,15 @@ impl Engine {
         // Confinement is not a choice, and not to be crossed: a pin stays
         // within the CPUs the thread's cgroup leaves it (the kernel would
         // narrow it there, or refuse it with EINVAL).
-        if let Some(c) = &t.confined_cpus
-            && !cpus.is_subset(c)
-        {
-            return Outcome::Skipped {
-                why: format!(
-                    "CPUs {cpus} are not all within the CPUs its cgroup confines it to ({c}): \
-                     not pinned"
-                ),
-            };
+        if let Some(c) = &t.confined_cpus {
+            if !cpus.is_subset(c) {
+                return Outcome::Skipped {
+                    why: format!(
+                        "CPUs {cpus} are not all within the CPUs its cgroup confines it to ({c}): \
+                         not pinned"
+                    ),
+                };
+            }
         }
         if t.allowed_cpus == *cpus {
             return Outcome::Skipped {

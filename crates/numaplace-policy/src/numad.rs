@@ -89,10 +89,10 @@ impl NumadLike {
         let mut next = HashMap::new();
         for t in &s.tasks {
             let ticks = t.utime + t.stime;
-            if let Some(&prev) = self.prev_ticks.get(&t.id())
-                && secs > 0.0
-            {
-                out.insert(t.tid, ticks.saturating_sub(prev) as f64 / hz / secs);
+            if let Some(&prev) = self.prev_ticks.get(&t.id()) {
+                if secs > 0.0 {
+                    out.insert(t.tid, ticks.saturating_sub(prev) as f64 / hz / secs);
+                }
             }
             next.insert(t.id(), ticks);
         }
@@ -153,11 +153,11 @@ impl Policy for NumadLike {
         let spills = spill::turned_away(t, s, self.params.prefer_quiet_node);
 
         for (g, cpus, mem) in self.big_enough(view, &usage) {
-            if let Some(&(at, node)) = self.placed.get(&g.id())
-                && s.time_unix_ns.saturating_sub(at) < self.params.cooldown_secs * 1_000_000_000
-            {
-                self.follow_memory(view, g, &mem, node, &mut plan);
-                continue;
+            if let Some(&(at, node)) = self.placed.get(&g.id()) {
+                if s.time_unix_ns.saturating_sub(at) < self.params.cooldown_secs * 1_000_000_000 {
+                    self.follow_memory(view, g, &mem, node, &mut plan);
+                    continue;
+                }
             }
             let p = Process::new(view, g, cpus, mem, &room, &usage);
             if let Some(left) = self.place(view, p, runnable, &spills, &mut plan) {
@@ -211,9 +211,10 @@ impl<'s> Process<'s> {
             }
         }
         for tid in &g.threads {
-            if let (Some(task), Some(u)) = (s.task(*tid), usage.get(tid))
-                && let Some(c) = task.last_cpu.and_then(|c| t.cpu_by_os_id(c))
-            {
+            let (Some(task), Some(u)) = (s.task(*tid), usage.get(tid)) else {
+                continue;
+            };
+            if let Some(c) = task.last_cpu.and_then(|c| t.cpu_by_os_id(c)) {
                 room_for[c.node].cpus += u;
             }
         }

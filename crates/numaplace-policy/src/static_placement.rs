@@ -139,9 +139,7 @@ impl Policy for StaticPlacement {
             let entry = (self.params.memory.iter())
                 .find(|m| names(g, &m.process) && t.node_by_os_id(m.node).is_some());
             // Memory per node unknown: nothing to compare, nothing asked.
-            if let Some(m) = entry
-                && let Some(mem) = g.memory_total()
-            {
+            if let Some((m, mem)) = entry.and_then(|m| Some((m, g.memory_total()?))) {
                 let total: u64 = mem.values().sum();
                 let elsewhere: u64 = (mem.iter())
                     .filter(|&(&n, _)| n != m.node)

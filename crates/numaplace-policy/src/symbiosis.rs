@@ -466,11 +466,11 @@ fn memory_homes(view: &View<'_>) -> BTreeMap<i32, usize> {
             continue;
         };
         let total: u64 = mem.values().sum();
-        if let Some((&os, _)) = mem.iter().find(|(_, b)| **b * 2 > total)
-            && let Some(n) = t.node_by_os_id(os)
-            && !n.span.intersection(t.span()).is_empty()
-        {
-            out.insert(g.pid, n.id);
+        let majority = mem.iter().find(|(_, b)| **b * 2 > total);
+        if let Some(n) = majority.and_then(|(&os, _)| t.node_by_os_id(os)) {
+            if !n.span.intersection(t.span()).is_empty() {
+                out.insert(g.pid, n.id);
+            }
         }
     }
     out
@@ -520,15 +520,16 @@ impl Symbiosis {
             .map(|m| m.now.filter(|&(_, k)| k != usize::MAX))
             .collect();
         let old_cost = now.as_ref().map(|n| place::co_run_cost(&g, n));
-        if let Some(old) = old_cost
-            && !idle_while_shared(now.as_deref(), &cores)
-            && new_cost >= old * (1.0 - p.min_gain_percent / 100.0)
-        {
-            // Keep the present placement: not enough to gain.
-            for c in cands {
-                self.ours.insert(c.id, c.allowed.clone());
+        if let Some(old) = old_cost {
+            if !idle_while_shared(now.as_deref(), &cores)
+                && new_cost >= old * (1.0 - p.min_gain_percent / 100.0)
+            {
+                // Keep the present placement: not enough to gain.
+                for c in cands {
+                    self.ours.insert(c.id, c.allowed.clone());
+                }
+                return;
             }
-            return;
         }
         let change = match old_cost {
             Some(old) => {

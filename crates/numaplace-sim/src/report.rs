@@ -536,10 +536,10 @@ fn progress_svg(t: &Trace) -> String {
             let v = (f64::from(*v) * 100.0).clamp(0.0, 100.0);
             let v = if v.is_finite() { v } else { 0.0 };
             let x = p.x(t.times[k]);
-            if let Some(prev) = last
-                && gap
-            {
-                pts.push((x, p.y(prev)));
+            if let Some(prev) = last {
+                if gap {
+                    pts.push((x, p.y(prev)));
+                }
             }
             pts.push((x, p.y(v)));
             (last, gap) = (Some(v), false);
@@ -567,10 +567,10 @@ fn placement_svg(t: &Trace) -> String {
     for th in &t.threads {
         let a = apps.iter().position(|x| *x == th.app).unwrap_or(0);
         for (j, &k) in idx.iter().enumerate() {
-            if let Some(Some(cpu)) = th.cpu.get(k)
-                && let Some(cell) = grid.get_mut(*cpu as usize)
-            {
-                cell[j].get_or_insert(a);
+            if let Some(Some(cpu)) = th.cpu.get(k) {
+                if let Some(cell) = grid.get_mut(*cpu as usize) {
+                    cell[j].get_or_insert(a);
+                }
             }
         }
     }

@@ -188,10 +188,10 @@ pub fn run(
         world.enable_page_sets(cfg);
     }
     let mut warnings = Vec::new();
-    if let Some((config, accesses)) = &opts.signatures
-        && let Err(e) = world.enable_signatures(config.clone(), *accesses)
-    {
-        warnings.push(format!("no cache signatures: {e}"));
+    if let Some((config, accesses)) = &opts.signatures {
+        if let Err(e) = world.enable_signatures(config.clone(), *accesses) {
+            warnings.push(format!("no cache signatures: {e}"));
+        }
     }
     let built = |mut policy: Box<dyn numaplace_policy::Policy>| {
         policy.told(machine);

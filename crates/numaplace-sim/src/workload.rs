@@ -225,15 +225,15 @@ impl Workload {
         let cpus = t.cpus().len() as u32;
         let nodes = t.nodes().len() as u32;
         for a in &self.apps {
-            if let MemoryPlacement::Node(n) = a.memory
-                && n >= nodes
-            {
-                return Err(format!(
-                    "application {:?} binds its memory to node {n}, but {} has nodes 0-{}",
-                    a.name,
-                    machine.name,
-                    nodes - 1
-                ));
+            if let MemoryPlacement::Node(n) = a.memory {
+                if n >= nodes {
+                    return Err(format!(
+                        "application {:?} binds its memory to node {n}, but {} has nodes 0-{}",
+                        a.name,
+                        machine.name,
+                        nodes - 1
+                    ));
+                }
             }
             if let Some(set) = &a.cpus {
                 if let Some(bad) = set.iter().find(|&c| c >= cpus) {

@@ -42,11 +42,12 @@ fn runs(w: &Workload, policy: &str) -> Runs {
             ..RunOptions::default()
         };
         let r = run(&m, w, Driver::Policy(&kind), &opts, &mut |e| {
-            if let (Action::Pin { task, cpus, .. }, Outcome::Done) = (&e.action, &e.outcome)
-                && let Some(n) = node_of(cpus)
-                && node.insert(*task, n).is_some_and(|old| old != n)
-            {
-                moves += 1;
+            if let (Action::Pin { task, cpus, .. }, Outcome::Done) = (&e.action, &e.outcome) {
+                if let Some(n) = node_of(cpus) {
+                    if node.insert(*task, n).is_some_and(|old| old != n) {
+                        moves += 1;
+                    }
+                }
             }
         });
         assert!(r.finished, "{policy} seed {seed} did not finish");

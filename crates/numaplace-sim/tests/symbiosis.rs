@@ -323,9 +323,11 @@ fn cache_hogs_end_in_different_llc_domains_on_barcelona() {
             let mut last: BTreeMap<i32, usize> = BTreeMap::new();
             let mut tid_app: BTreeMap<i32, String> = BTreeMap::new();
             let r = run(&m, &w, Driver::Policy(&kind), &opts, &mut |e| {
-                if let (Action::Pin { task, cpus, .. }, Outcome::Done) = (&e.action, &e.outcome)
-                    && let Some(l) = llc_of(cpus)
-                {
+                let (Action::Pin { task, cpus, .. }, Outcome::Done) = (&e.action, &e.outcome)
+                else {
+                    return;
+                };
+                if let Some(l) = llc_of(cpus) {
                     last.insert(task.tid, l);
                     let app = e
                         .reason

@@ -26,15 +26,15 @@ pub fn open_output(
 ) -> anyhow::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let refuse = |why: String| InputError(format!("{what} {}: {why}", path.display()));
-    if let Ok(m) = std::fs::symlink_metadata(path)
-        && !m.is_file()
-    {
-        return Err(refuse(if m.file_type().is_symlink() {
-            "a symbolic link; numaplace never writes through one".into()
-        } else {
-            "not a regular file (a device, FIFO or directory)".into()
-        })
-        .into());
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.is_file() {
+            return Err(refuse(if m.file_type().is_symlink() {
+                "a symbolic link; numaplace never writes through one".into()
+            } else {
+                "not a regular file (a device, FIFO or directory)".into()
+            })
+            .into());
+        }
     }
     let f = std::fs::OpenOptions::new()
         .write(true)
@@ -66,15 +66,15 @@ pub fn check_output(path: &std::path::Path, what: &str) -> anyhow::Result<()> {
         ))
         .into());
     }
-    if let Ok(m) = std::fs::symlink_metadata(path)
-        && !m.is_file()
-    {
-        let why = if m.file_type().is_symlink() {
-            "a symbolic link; numaplace never writes through one"
-        } else {
-            "not a regular file (a directory, device or FIFO is there)"
-        };
-        return Err(InputError(format!("{what} {}: {why}", path.display())).into());
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.is_file() {
+            let why = if m.file_type().is_symlink() {
+                "a symbolic link; numaplace never writes through one"
+            } else {
+                "not a regular file (a directory, device or FIFO is there)"
+            };
+            return Err(InputError(format!("{what} {}: {why}", path.display())).into());
+        }
     }
     Ok(())
 }

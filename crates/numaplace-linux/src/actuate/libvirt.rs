@@ -222,10 +222,10 @@ impl<A: Actuator> ThroughLibvirt<A> {
         let saved = state.keep_libvirt_nodesets(kept);
         let mut report = restore_all(&mut state, self);
         report.libvirt_nodesets = done;
-        if let Err(e) = saved
-            && report.save_error.is_none()
-        {
-            report.save_error = Some(e.to_string());
+        if let Err(e) = saved {
+            if report.save_error.is_none() {
+                report.save_error = Some(e.to_string());
+            }
         }
         report
     }
@@ -301,17 +301,17 @@ impl<A: Actuator> Actuator for ThroughLibvirt<A> {
             | Action::MoveWindow {
                 process, to_node, ..
             } => {
-                if let Some(d) = self.domain(process.tid)
-                    && d.start_time == process.start_time
-                    && let Some(mode) = &d.memory_bound
-                {
-                    return if mode == "restrictive" {
-                        self.move_memory(&d, *to_node)
-                    } else {
-                        Outcome::Skipped {
-                            why: strict_reason(&d.name, mode),
-                        }
-                    };
+                let d = (self.domain(process.tid)).filter(|d| d.start_time == process.start_time);
+                if let Some(d) = d {
+                    if let Some(mode) = &d.memory_bound {
+                        return if mode == "restrictive" {
+                            self.move_memory(&d, *to_node)
+                        } else {
+                            Outcome::Skipped {
+                                why: strict_reason(&d.name, mode),
+                            }
+                        };
+                    }
                 }
             }
             Action::KernelBalancing { .. } => {}

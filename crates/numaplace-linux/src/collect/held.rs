@@ -95,9 +95,8 @@ impl HeldStats {
         new: &mut Vec<(i32, File)>,
         bufs: &mut TaskBuffers,
     ) -> Result<TaskStat, ProcError> {
-        if let Ok(i) = old.binary_search_by_key(&tid, |(t, _)| *t)
-            && let Some(file) = old[i].1.take()
-        {
+        let kept = (old.binary_search_by_key(&tid, |(t, _)| *t).ok()).and_then(|i| old[i].1.take());
+        if let Some(file) = kept {
             match dir.read_stat(&file, tid, bufs) {
                 Ok(s) => {
                     new.push((tid, file));

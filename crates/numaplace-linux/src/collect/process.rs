@@ -95,10 +95,10 @@ impl Collector {
                         Cgroups::default()
                     }
                 };
-                if let Some(i) = &mut self.iterated
-                    && whole
-                {
-                    i.store_meta(pid, &cmdline, &cgroups, now);
+                if let Some(i) = &mut self.iterated {
+                    if whole {
+                        i.store_meta(pid, &cmdline, &cgroups, now);
+                    }
                 }
                 (cmdline, cgroups)
             }
@@ -381,11 +381,11 @@ impl Collector {
             return Some(m.clone());
         }
         let key = self.memory_key(pid);
-        if let (Some(key), Some(kept)) = (&key, &self.kept)
-            && let Some(m) = kept.get(pid, key, now)
-        {
-            self.memory_kept.push(pid);
-            return Some(m.clone());
+        if let (Some(key), Some(kept)) = (&key, &self.kept) {
+            if let Some(m) = kept.get(pid, key, now) {
+                self.memory_kept.push(pid);
+                return Some(m.clone());
+            }
         }
         match self.proc.numa_maps(pid) {
             Ok(m) => {

@@ -108,10 +108,10 @@ fn walk(at: PathBuf, parts: &[&str], out: &mut Vec<PathBuf>, budget: &mut usize,
         }
         *budget -= 1;
         let name = entry.file_name();
-        if let Some(n) = name.to_str()
-            && glob(first, n)
-        {
-            names.push(n.to_string());
+        if let Some(n) = name.to_str() {
+            if glob(first, n) {
+                names.push(n.to_string());
+            }
         }
     }
     names.sort();

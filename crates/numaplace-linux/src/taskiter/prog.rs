@@ -331,13 +331,13 @@ impl Layout {
                 }
             }
         }
-        if let Some(c) = self.cpus
-            && c.offset + 8 * c.words > i16::MAX as u32
-        {
-            return Err(BtfError::Missing(format!(
-                "task_struct.cpus_mask where numaplace can read it (offset {})",
-                c.offset
-            )));
+        if let Some(c) = self.cpus {
+            if c.offset + 8 * c.words > i16::MAX as u32 {
+                return Err(BtfError::Missing(format!(
+                    "task_struct.cpus_mask where numaplace can read it (offset {})",
+                    c.offset
+                )));
+            }
         }
         let far = |o: u32| o + 8 > i16::MAX as u32;
         if self.mems.is_some_and(|(o, _)| far(o))

@@ -393,10 +393,10 @@ fn apply(snapshot: &mut Snapshot, f: &Found) {
         evidence: f.evidence(),
     };
     for &(index, tid) in &f.vcpus {
-        if let Ok(i) = snapshot.tasks.binary_search_by_key(&tid, |t| t.tid)
-            && snapshot.tasks[i].tgid == f.pid
-        {
-            snapshot.tasks[i].vcpu = Some(index);
+        if let Ok(i) = snapshot.tasks.binary_search_by_key(&tid, |t| t.tid) {
+            if snapshot.tasks[i].tgid == f.pid {
+                snapshot.tasks[i].vcpu = Some(index);
+            }
         }
     }
     let Some(m) = &f.managed else { return };

@@ -472,13 +472,13 @@ fn nodes_of(
         })
         .collect();
     for n in node_desc {
-        if let Some(os) = n.package
-            && !pkg_desc.iter().any(|p| p.os_id == os)
-        {
-            bail!(
-                "node {} names package {os}, which the machine lacks",
-                n.os_id
-            );
+        if let Some(os) = n.package {
+            if !pkg_desc.iter().any(|p| p.os_id == os) {
+                bail!(
+                    "node {} names package {os}, which the machine lacks",
+                    n.os_id
+                );
+            }
         }
         if n.memory > MAX_NODE_MEMORY {
             bail!(

@@ -53,9 +53,10 @@ pub fn parse_vmstat_page_moves(text: &str) -> Option<u64> {
         let (Some(name), Some(value)) = (w.next(), w.next()) else {
             continue;
         };
-        if PAGE_MOVES.contains(&name)
-            && let Ok(v) = value.parse::<u64>()
-        {
+        if !PAGE_MOVES.contains(&name) {
+            continue;
+        }
+        if let Ok(v) = value.parse::<u64>() {
             sum = Some(sum.unwrap_or(0).wrapping_add(v));
         }
     }

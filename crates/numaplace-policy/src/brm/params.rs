@@ -83,12 +83,12 @@ impl crate::Params for BrmParams {
                 self.reset_max_rounds,
             )
             .map_err(|e| format!("{e} (at most reset-max-rounds)"))?;
-            if let Some(r) = self.min_uncore_requests_per_s
-                && !(r.is_finite() && r >= 0.0)
-            {
-                return Err(format!(
-                    "min-uncore-requests-per-s = {r}: must be a finite number, 0 or more"
-                ));
+            if let Some(r) = self.min_uncore_requests_per_s {
+                if !(r.is_finite() && r >= 0.0) {
+                    return Err(format!(
+                        "min-uncore-requests-per-s = {r}: must be a finite number, 0 or more"
+                    ));
+                }
             }
             if self.comms.len() > MAX_COMMS {
                 return Err(format!(

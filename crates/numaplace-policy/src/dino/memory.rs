@@ -191,8 +191,7 @@ impl MemoryFollower {
                     continue;
                 }
                 if self.detect_ping_pong
-                    && let Some(r) = self.regions.get(&key)
-                    && r.bounces >= self.ping_pong_limit
+                    && (self.regions.get(&key)).is_some_and(|r| r.bounces >= self.ping_pong_limit)
                 {
                     continue;
                 }

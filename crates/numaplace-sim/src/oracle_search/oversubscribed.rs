@@ -192,11 +192,12 @@ fn search_sets(
                     .into_iter()
                     .zip(tries)
                     .min_by(|x, y| x.0.total_cmp(&y.0))
-                    && c < here
                 {
-                    here = c;
-                    choice = q;
-                    changed = true;
+                    if c < here {
+                        here = c;
+                        choice = q;
+                        changed = true;
+                    }
                 }
             }
             if !changed || left(judge) == 0 {

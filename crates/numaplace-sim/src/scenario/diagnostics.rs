@@ -104,10 +104,10 @@ impl Ctx<'_> {
                 return (format!("app[{i}]"), Table::App);
             }
         }
-        if let Some(l) = &outline.linux
-            && l.span().contains(&at)
-        {
-            return ("linux".to_string(), Table::Linux);
+        if let Some(l) = &outline.linux {
+            if l.span().contains(&at) {
+                return ("linux".to_string(), Table::Linux);
+            }
         }
         (String::new(), Table::Top)
     }

@@ -96,11 +96,10 @@ pub(super) fn partial_model<'a>(
         });
     }
     // Checks between keys of the same table.
-    if let Some(pat) = &m.pattern
-        && pat.value == PatternKind::Uniform
-    {
-        if let Some(g) = m.llc_mpki.as_ref().or(m.alpha.as_ref()) {
-            return Err(cx.bad(
+    if let Some(pat) = &m.pattern {
+        if pat.value == PatternKind::Uniform {
+            if let Some(g) = m.llc_mpki.as_ref().or(m.alpha.as_ref()) {
+                return Err(cx.bad(
                 g.raw,
                 &g.path,
                 format!(
@@ -108,12 +107,13 @@ pub(super) fn partial_model<'a>(
                     pat.path
                 ),
             ));
+            }
         }
     }
-    if let (Some(l), Some(u)) = (&m.llc_mpki, &m.uncore_pki)
-        && l.value > u.value
-    {
-        return Err(too_many_llc_misses(cx, l, u));
+    if let (Some(l), Some(u)) = (&m.llc_mpki, &m.uncore_pki) {
+        if l.value > u.value {
+            return Err(too_many_llc_misses(cx, l, u));
+        }
     }
     Ok(m)
 }
@@ -242,17 +242,16 @@ pub(super) fn thread_model(
         .shared_writes_pki
         .clone()
         .or_else(|| app.shared_writes_pki.clone());
-    if let Some(g) = &shared_writes_pki
-        && g.value > 0.0
-        && shared_bytes == 0
-    {
-        return Err(cx.bad(
+    if let Some(g) = &shared_writes_pki {
+        if g.value > 0.0 && shared_bytes == 0 {
+            return Err(cx.bad(
             g.raw,
             &g.path,
             format!(
                 "writes to the shared area need one: set {shared_path} to its size (like shared = \"128KiB\") or shared_writes_pki = 0"
             ),
         ));
+        }
     }
     Ok(ThreadModel {
         cpi_core: pick(&phase.cpi, &app.cpi).unwrap_or(1.0),

@@ -9,11 +9,10 @@ impl World {
     pub(super) fn cpu_load(&self) -> Vec<u32> {
         let mut load = vec![0u32; self.machine.topology.cpus().len()];
         for t in &self.threads {
-            if t.alive
-                && !t.done
-                && let Some(c) = t.cpu
-            {
-                load[c] += 1;
+            if t.alive && !t.done {
+                if let Some(c) = t.cpu {
+                    load[c] += 1;
+                }
             }
         }
         load

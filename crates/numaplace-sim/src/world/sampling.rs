@@ -142,11 +142,10 @@ impl World {
                 }
                 let (t, rate) = v[tick * v.len() / TICKS_PER_STEP];
                 let (l, core) = sig.slot[c];
-                if let Some(prev) = sig.last_on_cpu[c]
-                    && prev != t
-                    && let Some(s) = sig.caches[l].signatures_mut()
-                {
-                    sig.records.insert(prev, (c, s.switch_out_record(core)));
+                if let Some(prev) = sig.last_on_cpu[c].filter(|&prev| prev != t) {
+                    if let Some(s) = sig.caches[l].signatures_mut() {
+                        sig.records.insert(prev, (c, s.switch_out_record(core)));
+                    }
                 }
                 sig.last_on_cpu[c] = Some(t);
                 let want = sig.accesses_per_step as f64 * rate

@@ -13,10 +13,10 @@ impl World {
             return;
         };
         let every = (self.workload.max_seconds / 2000.0).max(self.step);
-        if let Some(&last) = trace.times.last()
-            && self.time - last < every - 1e-9
-        {
-            return;
+        if let Some(&last) = trace.times.last() {
+            if self.time - last < every - 1e-9 {
+                return;
+            }
         }
         let n = trace.times.len();
         trace.times.push(self.time);

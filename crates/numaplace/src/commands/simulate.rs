@@ -127,11 +127,12 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
         Driver::Policy(&kind),
         &opts,
         &mut |e| {
-            if let Some(j) = journal.as_mut()
-                && journal_error.is_none()
-                && let Err(err) = numaplace::output::json::to_writer(&mut *j, e)
-                    .map_err(std::io::Error::from)
-                    .and_then(|_| j.write_all(b"\n"))
+            let Some(j) = journal.as_mut().filter(|_| journal_error.is_none()) else {
+                return;
+            };
+            if let Err(err) = numaplace::output::json::to_writer(&mut *j, e)
+                .map_err(std::io::Error::from)
+                .and_then(|_| j.write_all(b"\n"))
             {
                 journal_error = Some(err);
             }

@@ -135,16 +135,17 @@ impl PerfSection {
             ("uncore_occupancy", &self.uncore_occupancy),
             ("uncore_requests", &self.uncore_requests),
         ] {
-            if let Some(v) = v
-                && (v.trim().is_empty()
+            if let Some(v) = v {
+                if v.trim().is_empty()
                     || v.len() > MAX_ENCODING_BYTES
-                    || !v.chars().all(|c| c.is_ascii_graphic()))
-            {
-                return Err(format!(
-                    "[perf] {key} = {v:?}: give a raw event as perf writes it, at most \
-                     {MAX_ENCODING_BYTES} printable ASCII characters without spaces, like \
-                     \"event=0x60,umask=0x01,cmask=1\""
-                ));
+                    || !v.chars().all(|c| c.is_ascii_graphic())
+                {
+                    return Err(format!(
+                        "[perf] {key} = {v:?}: give a raw event as perf writes it, at most \
+                         {MAX_ENCODING_BYTES} printable ASCII characters without spaces, like \
+                         \"event=0x60,umask=0x01,cmask=1\""
+                    ));
+                }
             }
         }
         Ok(())

@@ -417,14 +417,14 @@ pub fn serve(listen: &Listen, shared: Shared, state_over_tcp: bool) -> Result<()
             )
         }
         Listen::Unix(path) => {
-            if let Ok(meta) = std::fs::symlink_metadata(path)
-                && !meta.file_type().is_socket()
-            {
-                return Err(InputError(format!(
+            if let Ok(meta) = std::fs::symlink_metadata(path) {
+                if !meta.file_type().is_socket() {
+                    return Err(InputError(format!(
                     "metrics socket {}: something that is not a socket is there; remove it or choose another path",
                     path.display()
                 ))
                 .into());
+                }
             }
             // A socket a live process listens on is not taken over (its
             // owner could no longer be reached); a stale one is replaced.

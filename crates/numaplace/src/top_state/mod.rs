@@ -87,10 +87,10 @@ impl StateBuilder {
         for t in &snap.tasks {
             let total = t.utime.saturating_add(t.stime);
             now.insert(t.id(), total);
-            if secs > 0.0
-                && let Some(&before) = self.cpu_ticks.get(&t.id())
-            {
-                busy_of.insert(t.tid, total.saturating_sub(before) as f64 / ticks / secs);
+            if secs > 0.0 {
+                if let Some(&before) = self.cpu_ticks.get(&t.id()) {
+                    busy_of.insert(t.tid, total.saturating_sub(before) as f64 / ticks / secs);
+                }
             }
         }
         self.cpu_ticks = now;
@@ -234,9 +234,10 @@ fn node_rows(
 ) -> Vec<NodeRow> {
     let mut node_busy: BTreeMap<u32, f64> = BTreeMap::new();
     for t in &snap.tasks {
-        if let (Some(cpu), Some(b)) = (t.last_cpu, busy_of.get(&t.tid))
-            && let Some(n) = node_of_cpu(topology, cpu)
-        {
+        let Some(b) = busy_of.get(&t.tid) else {
+            continue;
+        };
+        if let Some(n) = t.last_cpu.and_then(|cpu| node_of_cpu(topology, cpu)) {
             *node_busy.entry(n).or_default() += b;
         }
     }

@@ -453,10 +453,10 @@ fn same_socket_pair(t: &Topology) -> Result<(u32, u32), String> {
     for p in t.packages() {
         let cpus = core_order(t, &p.span);
         let core = |c: u32| t.cpu_by_os_id(c).map(|c| c.core);
-        if let [a, b, ..] = cpus[..]
-            && core(a) != core(b)
-        {
-            return Ok((a, b));
+        if let [a, b, ..] = cpus[..] {
+            if core(a) != core(b) {
+                return Ok((a, b));
+            }
         }
     }
     Err("needs two cores of one socket this process may use".into())

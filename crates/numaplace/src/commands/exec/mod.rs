@@ -157,11 +157,11 @@ fn source(
 
 /// Sets the choice on this thread: the memory policy, then the affinity.
 fn apply(choice: &Choice) -> Result<()> {
-    if let Some(policy) = &choice.memory_policy
-        && *policy != MemoryPolicy::Default
-    {
-        launch::set_memory_policy(policy)
-            .context("setting the command's memory policy (the nodes may have gone offline)")?;
+    if let Some(policy) = &choice.memory_policy {
+        if *policy != MemoryPolicy::Default {
+            launch::set_memory_policy(policy)
+                .context("setting the command's memory policy (the nodes may have gone offline)")?;
+        }
     }
     launch::set_cpu_affinity(&choice.cpus)
         .context("setting the command's CPUs (they may have gone offline)")?;

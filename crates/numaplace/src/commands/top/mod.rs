@@ -193,13 +193,13 @@ fn problem(l: &Latest, daemon: bool) -> Option<String> {
     } else {
         "reading the machine"
     };
-    if let Some(since) = l.asking_since
-        && since.elapsed() > data::DEADLINE
-    {
-        return Some(format!(
-            "{who}: no answer for {}s (connecting or waiting); retrying",
-            since.elapsed().as_secs()
-        ));
+    if let Some(since) = l.asking_since {
+        if since.elapsed() > data::DEADLINE {
+            return Some(format!(
+                "{who}: no answer for {}s (connecting or waiting); retrying",
+                since.elapsed().as_secs()
+            ));
+        }
     }
     let e = l.error.as_ref()?;
     let age = l
