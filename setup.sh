@@ -145,14 +145,18 @@ test_suite() {
     need_rust
     need_components
     install_missing "${build_packages[@]}" "${test_packages[@]}"
-    local status=0 s
+    local status=0 s failed_steps=()
     log=$(mktemp)
     trap 'rm -f "$log"' EXIT
 
     say "rustfmt"
     cargo fmt --all -- --check
+    say "sizes (scripts/size-check: files at most 800 non-test lines, functions 150)"
+    scripts/size-check
     say "clippy"
     cargo clippy --workspace --all-targets --locked -- -D warnings
+    say "rustdoc (cargo doc --no-deps, warnings are errors)"
+    RUSTDOCFLAGS="${RUSTDOCFLAGS:+$RUSTDOCFLAGS }-D warnings" cargo doc --workspace --no-deps --locked
 
     say "tests"
     set +e
@@ -164,13 +168,24 @@ test_suite() {
     # Ignored by the plain run: they boot QEMU (2- and 4-node guests, a VM
     # on this host) or run for 30 s (the daemon under thread churn). One at
     # a time: two guests at once on a small machine only slow each other.
-    # The fuzzers build meanwhile, one job at a time and niced: the QEMU
-    # guests run on one host thread (tcg-single) and the host side mostly
-    # waits, so a CPU is idle there (about 4 minutes of building saved).
-    local fuzz_log fuzz_build
-    fuzz_log=$(mktemp)
-    CARGO_BUILD_JOBS=1 nice -n 10 fuzz/run.sh --build >"$fuzz_log" 2>&1 &
-    fuzz_build=$!
+    # Meanwhile, one job at a time and niced, the fuzzers build (a target
+    # that does not compile fails the run) and then the MSRV check runs
+    # (scripts/msrv-check: the workspace checked by Debian 13's Rust 1.85 in
+    # a trixie chroot): the QEMU guests run on one host thread (tcg-single)
+    # and the host side mostly waits, so a CPU is idle there (about 4
+    # minutes of building and 3 of the MSRV check saved).
+    local side_log side_status side_jobs
+    side_log=$(mktemp)
+    side_status=$(mktemp)
+    (
+        s=0
+        CARGO_BUILD_JOBS=1 nice -n 10 fuzz/run.sh --build || s=$?
+        echo "fuzz $s" >>"$side_status"
+        s=0
+        CARGO_BUILD_JOBS=1 nice -n 10 scripts/msrv-check || s=$?
+        echo "msrv $s" >>"$side_status"
+    ) >"$side_log" 2>&1 &
+    side_jobs=$!
     say "QEMU and long tests"
     set +e
     # --workspace, as above: `-p numaplace` alone resolves the dependencies'
@@ -203,12 +218,19 @@ test_suite() {
     set -e
     [ "$status" -ne 0 ] || status=$s
 
-    say "fuzz (the parsers of numaplace-parse, bounded)"
+    say "the fuzzers' build and the MSRV check (Rust 1.85), run meanwhile"
     set +e
-    wait "$fuzz_build"
-    s=$?
-    cat "$fuzz_log"
-    rm -f "$fuzz_log"
+    wait "$side_jobs"
+    cat "$side_log"
+    s=$(awk '$1 == "msrv" { print $2 }' "$side_status")
+    s=${s:-1}
+    [ "$s" -eq 0 ] || failed_steps+=("the MSRV check (scripts/msrv-check, exit $s)")
+    [ "$status" -ne 0 ] || status=$s
+    say "fuzz (the parsers of numaplace-parse, bounded)"
+    s=$(awk '$1 == "fuzz" { print $2 }' "$side_status")
+    s=${s:-1}
+    [ "$s" -eq 0 ] || failed_steps+=("the fuzzers' build (fuzz/run.sh --build, exit $s)")
+    rm -f "$side_log" "$side_status"
     if [ "$s" -eq 0 ]; then
         fuzz/run.sh "${NUMAPLACE_FUZZ_SECONDS:-12}"
         s=$?
@@ -226,6 +248,10 @@ test_suite() {
                printf "tests: %d passed, %d failed, %d skipped\n", tp, tf, ti }' "$log"
     # The fuzzers print thousands of lines after the tests: name the failures
     # again at the very end, where a reader of a cut log still sees them.
+    if [ ${#failed_steps[@]} -gt 0 ]; then
+        echo "failed steps:"
+        printf '  %s\n' "${failed_steps[@]}"
+    fi
     if grep -q -E '^test .* FAILED$|^error: test failed' "$log"; then
         echo "failed tests:"
         grep -E '^test .* FAILED$' "$log" | sed 's/^/  /' || true
