@@ -6,10 +6,15 @@
 #                         those missing), builds, and runs the main job:
 #                         `numaplace compare` on the built-in default scenario
 #   ./setup.sh test       installs what the tests need (only what is missing)
-#                         and runs the whole test suite: formatting, clippy,
-#                         the unit and integration tests, the QEMU guests and
-#                         long tests, the fuzzers for a bounded time, and the
-#                         Debian package's file list. CI runs exactly this.
+#                         and runs the whole test suite: formatting, the
+#                         size check (scripts/size-check), clippy with the
+#                         workspace's lints, cargo doc with warnings as
+#                         errors, the unit and integration tests, the QEMU
+#                         guests and long tests, meanwhile the fuzzers' build
+#                         and the MSRV check (scripts/msrv-check: Rust 1.85,
+#                         Debian 13's, in a trixie chroot), the Debian
+#                         package's file list and unit, and the fuzzers for
+#                         a bounded time. CI runs exactly this.
 #   ./setup.sh deb        builds the Debian package into target/debian/
 #
 # Each can run again: packages already installed are not touched, cargo
@@ -31,19 +36,19 @@ build_packages=(gcc libc6-dev pkg-config libhwloc-dev libudev-dev ca-certificate
 # built by cargo-fuzz), dpkg-dev (dpkg-shlibdeps, for the package's
 # dependencies), python3 (the clients of tests/host/hostile.sh and soak.sh),
 # libpfm4 (libpfm.so.4, which numaplace loads at run time for model-specific
-# events; crates/numaplace-linux/tests/libpfm_cpus.rs checks its encodings for
+# events; crates/numaplace-linux/tests/it/libpfm_cpus.rs checks its encodings for
 # each CPU numaplace knows and fails without it; no -dev package: nothing
-# links it), tmux (crates/numaplace/tests/cli_top.rs drives `numaplace top`
+# links it), tmux (crates/numaplace/tests/it/cli_top.rs drives `numaplace top`
 # in a detached tmux session with send-keys and capture-pane; it skips,
 # saying so, without tmux), libvirt-daemon-driver-qemu (virt-qemu-run:
 # libvirt starting a domain with placement='auto', which asks numaplace as
-# numad, crates/numaplace/tests/qemu_libvirt_numad.rs), libvirt-daemon and
+# numad, crates/numaplace/tests/long/qemu_libvirt_numad.rs), libvirt-daemon and
 # libvirt-clients (libvirtd and virsh, run inside the 2-node guest from the
 # host's /usr: numaplace placing libvirt's domains through libvirt,
-# crates/numaplace/tests/qemu_libvirt_daemon.rs, tests/vm/guest-libvirt-bed.sh),
+# crates/numaplace/tests/long/qemu_libvirt_daemon.rs, tests/vm/guest-libvirt-bed.sh),
 # mmdebstrap (the Debian root file system, systemd and all, that the boot
 # test's guest runs the package's unit in, built once from a Debian mirror
-# and kept in tests/vm/work/: crates/numaplace/tests/qemu_guest_systemd.rs,
+# and kept in tests/vm/work/: crates/numaplace/tests/deb/qemu_guest_systemd.rs,
 # tests/vm/guest-systemd-test.sh).
 test_packages=(hwloc bzip2 xz-utils tar qemu-system-x86 busybox-static cpio numactl g++ dpkg-dev python3 libpfm4 tmux libvirt-daemon-driver-qemu libvirt-daemon libvirt-clients mmdebstrap)
 
@@ -83,7 +88,8 @@ install_missing() {
     "${as[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
-# A Rust toolchain new enough for the workspace (edition 2024: 1.85).
+# A Rust toolchain new enough for the workspace: its rust-version, 1.85
+# (Debian 13's own rustc; scripts/msrv-check builds with it).
 need_rust() {
     command -v cargo >/dev/null 2>&1 && command -v rustc >/dev/null 2>&1 ||
         fail "no Rust toolchain: cargo and rustc are not on PATH; install Rust 1.85 or later (rustup, or Debian 13's 'apt-get install cargo'), add it to PATH (rustup: . ~/.cargo/env), and run this again"
@@ -190,14 +196,9 @@ test_suite() {
     set +e
     # --workspace, as above: `-p numaplace` alone resolves the dependencies'
     # features differently and rebuilds them (2 minutes on 2 CPUs).
-    cargo test --workspace --locked --test qemu_guest_memory --test qemu_host_vm \
-        --test qemu_host_qmp \
-        --test qemu_guest_daemon --test qemu_guest_dino --test qemu_guest_bench \
-        --test qemu_guest_exec \
-        --test qemu_guest_balancing --test qemu_libvirt_numad --test numad_divert \
-        --test qemu_libvirt_daemon \
-        --test qemu_guest_hints \
-        --test daemon_churn --no-fail-fast -- --ignored --test-threads=1 2>&1 |
+    # crates/numaplace/tests/long/: the qemu_* modules, numad_divert and
+    # daemon_churn, every test of them #[ignore]d.
+    cargo test --workspace --locked --test long --no-fail-fast -- --ignored --test-threads=1 2>&1 |
         tee -a "$log"
     s=${PIPESTATUS[0]}
     set -e
@@ -211,7 +212,8 @@ test_suite() {
     (build_deb)
     s=$?
     if [ "$s" -eq 0 ]; then
-        cargo test --workspace --locked --test package --test qemu_guest_systemd \
+        # crates/numaplace/tests/deb/: package and qemu_guest_systemd.
+        cargo test --workspace --locked --test deb \
             -- --ignored --test-threads=1 2>&1 | tee -a "$log"
         s=${PIPESTATUS[0]}
     fi

@@ -43,7 +43,7 @@
 #      "journal", the daemon's stderr as "daemon_stderr", the recording's
 #      lines, header and snapshots, as "recorded").
 # The checks are made by the qemu_guest_balancing test
-# (crates/numaplace/tests/qemu_guest_balancing.rs).
+# (crates/numaplace/tests/long/qemu_guest_balancing.rs).
 #
 # Exit status: 0 with the JSON written (whatever it says); otherwise non-zero
 # with the reason on stderr.

@@ -18,7 +18,7 @@
 # Boots `boot.sh --nodes 2` and writes the JSON found between the markers
 # (`\r` stripped) to OUT.json, or to stdout. The guest console goes to
 # stderr. The checks are made by the qemu_guest_bench test
-# (crates/numaplace/tests/qemu_guest_bench.rs).
+# (crates/numaplace/tests/long/qemu_guest_bench.rs).
 #
 # Exit status: 0 with the JSON written; otherwise non-zero with the reason on
 # stderr (build failure, guest failure: boot.sh's status, no JSON on the

@@ -36,7 +36,7 @@
 #      between @@NUMAPLACE-GUEST-JOURNAL-BEGIN@@ / -END@@ lines.
 # The JSON found between the markers (`\r` stripped) goes to OUT.json, or to
 # stdout. The guest console goes to stderr. The checks are made by the
-# qemu_guest_dino test (crates/numaplace/tests/qemu_guest_dino.rs).
+# qemu_guest_dino test (crates/numaplace/tests/long/qemu_guest_dino.rs).
 #
 # Exit status: 0 with the JSON written (whatever it says); otherwise non-zero
 # with the reason on stderr (build failure, guest failure: boot.sh's status,

@@ -45,7 +45,7 @@
 #   e. `systemctl stop numaplace`: touch_memory's affinity back to 0-3;
 #      the unit's journal.
 # Prints it all as one object between @@NUMAPLACE-GUEST-SYSTEMD-JSON-BEGIN@@
-# / -END@@ lines; checked by crates/numaplace/tests/qemu_guest_systemd.rs.
+# / -END@@ lines; checked by crates/numaplace/tests/deb/qemu_guest_systemd.rs.
 #
 # Exit status: 0 with the JSON written; otherwise non-zero with the reason on
 # stderr.

@@ -3,7 +3,7 @@
 //! `lib/pfmlib_intel_*.c`, `lib/pfmlib_amd64_*.c`); the event strings are
 //! those of its tables (`lib/events/*.h`). The encodings they give are
 //! checked against the vendors' published values by
-//! `tests/libpfm_cpus.rs`, one forced PMU per process.
+//! `tests/it/libpfm_cpus.rs`, one forced PMU per process.
 //!
 //! The uncore-penalty pair (\[Rao13\] §3.1): `t'` is the cycles with at
 //! least one outstanding offcore demand data read, `λ` the number of such

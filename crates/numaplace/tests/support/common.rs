@@ -1,5 +1,7 @@
-//! Helpers the `numaplace` binary's integration tests share; each test file
-//! includes this with `#[path = "support/common.rs"] mod common;`.
+//! Helpers the `numaplace` binary's integration tests share; each test
+//! binary's main.rs (tests/it, long, deb) includes this with
+//! `#[path = "../support/common.rs"] mod common;`, its modules `use
+//! crate::common`.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};

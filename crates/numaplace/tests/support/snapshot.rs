@@ -1,7 +1,7 @@
 //! A real machine's sysfs snapshot extracted for a test, with what the
 //! snapshot lacks to be read as a live machine: a `proc/stat` and each
-//! node's free memory. Test files include it with
-//! `#[path = "support/snapshot.rs"] mod snapshot;` beside `common`.
+//! node's free memory. A test binary's main.rs includes it with
+//! `#[path = "../support/snapshot.rs"] mod snapshot;` beside `common`.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
