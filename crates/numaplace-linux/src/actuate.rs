@@ -47,7 +47,11 @@ use crate::sysroot::SysRoot;
 /// 4096-page `move_pages` calls moved 256 MiB in 0.36 s, where
 /// `migratepages` took 2.2 s.
 pub const BATCH_PAGES: usize = 4096;
+// 2 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod libvirt;
+// 3 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 mod memory;
 #[cfg(test)]
 pub(crate) mod testing;

@@ -40,6 +40,8 @@ use numaplace_model::{CpuSet, TaskId};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
+// 4 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 mod restore;
 pub use restore::{Restore, RestoreReport, restore_all};
 

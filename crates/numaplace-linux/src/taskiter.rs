@@ -29,6 +29,8 @@
 //! another namespace numbers tasks differently). Where any is missing,
 //! [`TaskIterator::open`] says which and the collector reads `/proc`.
 
+// 3 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 mod btf;
 mod prog;
 

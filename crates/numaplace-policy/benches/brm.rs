@@ -3,6 +3,8 @@
 //! 50 warm-up rounds so every thread has a state and a per-node table.
 //!
 //! `cargo bench -p numaplace-policy --bench brm`
+// criterion_group! defines `pub fn benches`, which no doc comment can reach.
+#![allow(missing_docs)]
 
 use std::hint::black_box;
 

@@ -32,14 +32,26 @@
 //! apply: the group holds the local mapping, next to its memory, and is
 //! not probed; the reason goes with the pins.
 
+// 1 public item here still lacks docs (issue 35): document it, then drop this.
+#[allow(missing_docs)]
 pub mod classify;
+// 5 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod fit;
+// 1 public item here still lacks docs (issue 35): document it, then drop this.
+#[allow(missing_docs)]
 pub mod mapping;
 pub mod metrics;
+// 15 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod models;
+// 2 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod params;
 pub mod power_fit;
 pub mod premise;
+// 8 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 mod vote;
 
 use std::collections::BTreeMap;

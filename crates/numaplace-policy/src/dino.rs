@@ -19,10 +19,16 @@
 
 pub mod aside;
 mod candidates;
+// 2 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod classes;
+// 2 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 mod distributed_intensity;
 pub mod layout;
 mod machine;
+// 6 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod memory;
 
 use std::collections::BTreeMap;

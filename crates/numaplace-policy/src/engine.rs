@@ -42,7 +42,11 @@ use numaplace_model::{Action, CpuSet, Outcome, Snapshot, TaskId, Topology};
 use crate::as_if_applied::{AsIfApplied, Proposing};
 use crate::{Policy, Scope, View};
 
+// 1 public item here still lacks docs (issue 35): document it, then drop this.
+#[allow(missing_docs)]
 mod config;
+// 3 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 mod left_alone;
 mod memory_checks;
 

@@ -33,17 +33,42 @@ macro_rules! checked_params {
     };
 }
 
+// 8 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod adaptive;
 pub mod as_if_applied;
+// auto/ is being split along its moves (issue 35, item 3); until that lands
+// the workspace's lints are off here: its undocumented public items, `pub`
+// items no other crate reaches and doc links to private items (`GATHER`,
+// `sight`, ...) are fixed in the split, then this goes.
+#[allow(missing_docs, unreachable_pub, rustdoc::private_intra_doc_links)]
 pub mod auto;
+// 1 public item here still lacks docs (issue 35): document it, then drop this.
+#[allow(missing_docs)]
 pub mod brm;
+// 2 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod dino;
+// 24 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod engine;
+// 3 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod numad;
+// 4 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod preplacement;
+// 1 public item here still lacks docs (issue 35): document it, then drop this.
+#[allow(missing_docs)]
 pub mod registry;
+// 6 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod replay;
+// 1 public item here still lacks docs (issue 35): document it, then drop this.
+#[allow(missing_docs)]
 pub mod static_placement;
+// 4 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod symbiosis;
 #[cfg(any(test, feature = "testutil"))]
 pub mod testutil;
@@ -60,7 +85,10 @@ pub use registry::{PolicyKind, UnknownPolicy};
 
 /// What a policy sees in one round.
 pub struct View<'a> {
+    /// The machine: its packages, nodes, caches, cores and CPUs.
     pub topology: &'a Topology,
+    /// The round's readings: every process and thread with its counters,
+    /// memory per node and affinity.
     pub snapshot: &'a Snapshot,
     /// Processes (pids) the policy may act on; anything else it must leave
     /// alone (the engine also refuses actions outside it).
@@ -162,6 +190,7 @@ pub enum LeftAlone {
     /// Its affinity is narrower than the CPUs it may be placed on: it,
     /// its launcher (`taskset`, `numactl`) or its runtime chose its CPUs.
     ChoseCpus {
+        /// The CPUs its affinity allows.
         affinity: CpuSet,
         /// The CPUs it may be placed on ([`View::room`]).
         room: CpuSet,
@@ -169,16 +198,29 @@ pub enum LeftAlone {
         confined: bool,
     },
     /// Its cgroup confines it to CPUs numaplace may not place onto.
-    NoRoom { confined: CpuSet, span: CpuSet },
+    NoRoom {
+        /// The CPUs its cgroup's cpuset allows.
+        confined: CpuSet,
+        /// The CPUs numaplace may place onto (its scope's machine).
+        span: CpuSet,
+    },
     /// It changed its affinity after numaplace had set it: it is its own
     /// from then on.
-    TookItBack { affinity: CpuSet },
+    TookItBack {
+        /// The affinity it set itself.
+        affinity: CpuSet,
+    },
     /// A kernel thread.
     Kernel,
     /// Its manager holds its placement and numaplace leaves it there
     /// (libvirt, for a domain its owner pinned; or libvirt cannot be
     /// reached): `who` and `why` from [`numaplace_model::Manager`].
-    Managed { who: String, why: String },
+    Managed {
+        /// The manager (`libvirt`).
+        who: String,
+        /// Why it holds the placement, in its manager's terms.
+        why: String,
+    },
 }
 
 impl LeftAlone {
@@ -282,6 +324,8 @@ pub struct Needs {
 /// impls that check (DINO's, BRM's, symbiosis', made by `checked_params!`)
 /// call it, as does [`crate::PolicyKind::validate`].
 pub trait Params {
+    /// `Ok` where every value is within its range; otherwise one line
+    /// naming the key, the value and the range. The default accepts all.
     fn validate(&self) -> Result<(), String> {
         Ok(())
     }
@@ -376,6 +420,7 @@ pub enum Signal {
 }
 
 impl Signal {
+    /// Every signal, in the order declared above.
     pub const ALL: [Signal; 6] = [
         Signal::LlcMissRate,
         Signal::Cpi,
@@ -396,6 +441,8 @@ impl Signal {
         }
     }
 
+    /// What it is, in words, for messages (`LLC misses per 1000
+    /// instructions`).
     pub fn name(self) -> &'static str {
         match self {
             Signal::LlcMissRate => "LLC misses per 1000 instructions",

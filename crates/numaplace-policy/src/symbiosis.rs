@@ -42,8 +42,14 @@
 //! **Left alone.** Threads outside the scope, threads that chose their own
 //! CPUs (as the engine requires), threads without a signature.
 
+// 4 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod live;
+// 3 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod partition;
+// 4 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod place;
 
 use std::collections::{BTreeMap, HashMap};

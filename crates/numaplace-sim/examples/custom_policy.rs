@@ -23,7 +23,7 @@ use numaplace_sim::run::{Driver, RunOptions, mean_rsd, run};
 /// The policy's state: what it pinned, so that it knows its own pins
 /// from a thread's own choice ([`View::placeable`]).
 #[derive(Default)]
-pub struct MemoryHome {
+pub(crate) struct MemoryHome {
     ours: HashMap<TaskId, CpuSet>,
 }
 
@@ -104,7 +104,7 @@ impl Policy for MemoryHome {
 }
 
 /// Mean application run time of `policy` on `scenario` over `seeds`.
-pub fn mean_runtime(
+pub(crate) fn mean_runtime(
     machine: &Machine,
     scenario: &numaplace_sim::workload::Workload,
     policy: &dyn Fn() -> Driver<'static>,

@@ -231,7 +231,7 @@ const PER_APP_NOTE: &str = "Copies of a job (NAME.0, NAME.1, ...) are one row. U
      and DINO each move to another node takes the thread's memory along: [Blagodurov11] Table 1's memory \
      migrations per hour (per process; its processes are single-threaded).";
 
-/// [`per_app_cells`] as text (`compare --per-app`; \[Blagodurov11\] Table 1
+/// `per_app_cells` as text (`compare --per-app`; \[Blagodurov11\] Table 1
 /// reads off the `di-migrate` and `dino` columns).
 pub fn per_app_table(c: &Comparison) -> String {
     let rows = per_app_cells(c);

@@ -30,24 +30,34 @@ pub const MAX_REASON: usize = 600;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TopState {
+    /// [`FORMAT`], the version of this layout.
     pub format: u32,
+    /// The name of the policy the daemon runs (`auto`, `dino`, ...).
     pub policy: String,
     /// Whether actions are carried out (`false`: a dry run, or `top`'s own
     /// advice, which applies nothing).
     pub applies: bool,
+    /// The daemon's round number, counted from 1 at its start.
     pub round: u64,
+    /// When the round's snapshot was taken, in nanoseconds since the Unix
+    /// epoch.
     pub time_unix_ns: u64,
     /// Nanoseconds the round's CPU times cover; 0 in the first round.
     pub interval_ns: u64,
+    /// One row per NUMA node the daemon sees, by node number.
     pub nodes: Vec<NodeRow>,
     /// Memory bandwidth per resctrl L3 domain, where resctrl measures it.
     pub bandwidth: Vec<BandwidthRow>,
+    /// Processes and VMs, at most [`MAX_GROUPS`] of them.
     pub groups: Vec<GroupRow>,
     /// Groups seen but left out ([`MAX_GROUPS`]).
     pub groups_left_out: usize,
+    /// The latest decisions of the policy, at most [`MAX_DECISIONS`], newest
+    /// last.
     pub decisions: Vec<DecisionRow>,
 }
 
+/// One NUMA node in a frame: its CPUs, how busy they were, its memory.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeRow {
@@ -55,12 +65,15 @@ pub struct NodeRow {
     pub id: u32,
     /// Its CPUs, as a list (`0-3,8-11`).
     pub cpus: String,
+    /// How many CPUs that list holds.
     pub cpu_count: usize,
     /// CPUs' worth of time the threads seen ran on it over the interval;
     /// `None` in the first round (no interval yet).
     pub busy_cpus: Option<f64>,
     /// Bytes, from the node's meminfo; `None` where it was not read.
     pub mem_total: Option<u64>,
+    /// Bytes free on the node, from the same meminfo; `None` where it was
+    /// not read.
     pub mem_free: Option<u64>,
     /// Page allocations per second over the interval, from the node's
     /// `numastat`; `None` in the first round and where not read.
@@ -82,6 +95,7 @@ pub struct NodeAllocations {
     pub turned_away_per_s: f64,
 }
 
+/// Memory bandwidth measured in one resctrl L3 domain over a round.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BandwidthRow {
@@ -91,9 +105,12 @@ pub struct BandwidthRow {
     pub bytes_per_s: f64,
 }
 
+/// One process or VM in a frame: where its threads ran, its memory, how
+/// the policy sees it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GroupRow {
+    /// Its process id (a VM's: its QEMU process's).
     pub pid: i32,
     /// The process's or VM's name, escaped and cut. Untrusted.
     pub label: String,
@@ -101,6 +118,7 @@ pub struct GroupRow {
     pub kind: String,
     /// Whether the policy may act on it.
     pub in_scope: bool,
+    /// How many threads it had in the round's snapshot.
     pub threads: usize,
     /// Threads by the node of the CPU they last ran on.
     pub running: BTreeMap<u32, usize>,
@@ -121,15 +139,22 @@ pub struct GroupRow {
     pub left_alone: Vec<String>,
 }
 
+/// One decision of the policy, as the daemon's journal records it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionRow {
+    /// The round it was made in.
     pub round: u64,
+    /// That round's snapshot time, in nanoseconds since the Unix epoch.
     pub time_unix_ns: u64,
+    /// The process (or VM's QEMU process) it acts on.
     pub pid: i32,
+    /// That process's or VM's name, escaped and cut. Untrusted.
     pub label: String,
     /// The action, in words (`pin thread 12 from CPUs 0-7 to CPUs 0-3`).
     pub action: String,
+    /// Why the policy decided it, in its own words, escaped and cut to
+    /// [`MAX_REASON`] characters.
     pub reason: String,
     /// What became of it (`done`, `not applied`, `refused: ...`).
     pub outcome: String,

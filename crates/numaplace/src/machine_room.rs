@@ -60,7 +60,7 @@ impl Advised {
 
 impl MachineRoom {
     /// Reads the machine under `root`: its topology (hwloc), each CPU's
-    /// idle share over [`SAMPLE`] and each node's free memory.
+    /// idle share over `SAMPLE` and each node's free memory.
     pub fn read(root: &SysRoot) -> Result<MachineRoom> {
         let topology = discover(&TopologySource::Sysfs(root.clone()))?;
         MachineRoom::of(root, topology)
@@ -116,12 +116,12 @@ impl MachineRoom {
 pub enum BadCpuCount {
     NotANumber,
     Zero,
-    /// More than [`MAX_CPUS`].
+    /// More than `MAX_CPUS`.
     TooMany,
 }
 
 /// A number of CPUs as numad takes it (`-w NCPUS`, in hundredths: `2.5`):
-/// a positive decimal number, at most [`MAX_CPUS`].
+/// a positive decimal number, at most `MAX_CPUS`.
 pub fn parse_cpu_count(text: &str) -> Result<f64, BadCpuCount> {
     let (int, frac) = text.split_once('.').unwrap_or((text, "0"));
     let decimal = !int.is_empty()

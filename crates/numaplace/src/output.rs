@@ -106,7 +106,7 @@ pub mod json {
         Ok(String::from_utf8(out).expect("serde_json writes UTF-8"))
     }
 
-    /// [`line`], straight into a writer.
+    /// [`line()`], straight into a writer.
     pub fn to_writer<W: io::Write, T: Serialize + ?Sized>(
         w: W,
         value: &T,

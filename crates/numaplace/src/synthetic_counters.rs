@@ -237,7 +237,7 @@ impl SyntheticCounters {
     }
 
     /// Replaces the counters of matching threads in `s` with synthetic
-    /// ones (see [`synthesize`]) and remembers its CPU times for the next
+    /// ones (see `synthesize`) and remembers its CPU times for the next
     /// round. Returns how many threads got synthetic counters.
     pub fn apply(&mut self, s: &mut Snapshot) -> usize {
         let made = synthesize(&self.rules, s, &self.previous);

@@ -4,7 +4,7 @@
 
 /// Parses a MIB argument: a whole, positive number of MiB whose bytes fit
 /// a `usize`.
-pub fn parse_mib(mib: &str) -> Result<usize, String> {
+pub(crate) fn parse_mib(mib: &str) -> Result<usize, String> {
     let mib: usize = mib
         .parse()
         .map_err(|_| format!("MIB '{mib}' is not a whole number of MiB"))?;
@@ -18,7 +18,7 @@ pub fn parse_mib(mib: &str) -> Result<usize, String> {
 }
 
 /// A fresh private anonymous read-write mapping of `len` bytes.
-pub fn map_anonymous(len: usize) -> std::io::Result<*mut libc::c_void> {
+pub(crate) fn map_anonymous(len: usize) -> std::io::Result<*mut libc::c_void> {
     // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
     let addr = unsafe {
         libc::mmap(
@@ -39,7 +39,7 @@ pub fn map_anonymous(len: usize) -> std::io::Result<*mut libc::c_void> {
 
 /// Writes one byte in every page of `len` bytes at `addr`, so the kernel
 /// allocates them all (under the memory policy in force).
-pub fn touch_pages(addr: *mut libc::c_void, len: usize) {
+pub(crate) fn touch_pages(addr: *mut libc::c_void, len: usize) {
     let page = numaplace_linux::sysconf::page_size() as usize;
     let base = addr.cast::<u8>();
     for off in (0..len).step_by(page) {
@@ -50,7 +50,7 @@ pub fn touch_pages(addr: *mut libc::c_void, len: usize) {
 
 /// Prints `ready <pid>` on stdout and sleeps until a signal ends the
 /// process; returns (status 1) only when stdout cannot be written.
-pub fn announce_ready_and_wait() -> std::process::ExitCode {
+pub(crate) fn announce_ready_and_wait() -> std::process::ExitCode {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     if writeln!(out, "ready {}", std::process::id())
@@ -69,7 +69,7 @@ pub fn announce_ready_and_wait() -> std::process::ExitCode {
 
 /// [`map_anonymous`] of `mib` MiB, the address and length; a failure is
 /// said on stderr in `program`'s name and is exit status 1.
-pub fn map_mib(
+pub(crate) fn map_mib(
     program: &str,
     mib: usize,
 ) -> Result<(*mut libc::c_void, usize), std::process::ExitCode> {

@@ -10,7 +10,7 @@ use crate::procfs::ProcReader;
 use crate::sysroot::SysRoot;
 
 /// The identity of a live thread of a process.
-pub fn task_id(tgid: i32, tid: i32) -> TaskId {
+pub(crate) fn task_id(tgid: i32, tid: i32) -> TaskId {
     let stat = ProcReader::new(SysRoot::host()).stat(tgid, tid).unwrap();
     TaskId {
         tid,
@@ -18,12 +18,12 @@ pub fn task_id(tgid: i32, tid: i32) -> TaskId {
     }
 }
 
-pub fn pid() -> i32 {
+pub(crate) fn pid() -> i32 {
     std::process::id() as i32
 }
 
 /// The CPUs this test process may use.
-pub fn allowed() -> CpuSet {
+pub(crate) fn allowed() -> CpuSet {
     // SAFETY: a zeroed cpu_set_t is valid; the kernel fills it.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: a valid cpu_set_t of the size given.
@@ -41,7 +41,7 @@ enum Cmd {
 }
 
 /// A thread of this process that waits to be told what to do.
-pub struct Parked {
+pub(crate) struct Parked {
     pub id: TaskId,
     cmd: mpsc::Sender<Cmd>,
     done: mpsc::Receiver<()>,
@@ -49,12 +49,14 @@ pub struct Parked {
 }
 
 impl Parked {
-    pub fn spawn() -> Parked {
+    pub(crate) fn spawn() -> Parked {
         let (tid_tx, tid_rx) = mpsc::channel();
         let (cmd, cmd_rx) = mpsc::channel();
         let (done_tx, done) = mpsc::channel();
         let handle = std::thread::spawn(move || {
-            tid_tx.send(unsafe { libc::gettid() }).unwrap();
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            tid_tx.send(tid).unwrap();
             while let Ok(c) = cmd_rx.recv() {
                 match c {
                     Cmd::PinSelf(cpu) => {
@@ -83,13 +85,13 @@ impl Parked {
     }
 
     /// The thread sets its own affinity to one CPU.
-    pub fn pin_self(&self, cpu: u32) {
+    pub(crate) fn pin_self(&self, cpu: u32) {
         self.cmd.send(Cmd::PinSelf(cpu)).unwrap();
         self.done.recv().unwrap();
     }
 
     /// Ends the thread and waits until it is gone.
-    pub fn exit(mut self) -> TaskId {
+    pub(crate) fn exit(mut self) -> TaskId {
         self.stop();
         self.id
     }

@@ -76,11 +76,11 @@ pub(super) struct CarryOver {
 
 impl CarryOver {
     /// The longest a reading is carried.
-    pub fn max_age(&self) -> Duration {
+    pub(super) fn max_age(&self) -> Duration {
         self.max_age
     }
 
-    pub fn new(max_age: Duration) -> CarryOver {
+    pub(super) fn new(max_age: Duration) -> CarryOver {
         CarryOver {
             max_age,
             processes: HashMap::new(),
@@ -89,7 +89,7 @@ impl CarryOver {
 
     /// Starts a round: no process is quiet until [`CarryOver::quiet`] says
     /// so this round.
-    pub fn new_round(&mut self) {
+    pub(super) fn new_round(&mut self) {
         for c in self.processes.values_mut() {
             c.quiet = false;
         }
@@ -100,7 +100,7 @@ impl CarryOver {
     /// it), its main thread's fresh `stat` is the one carried (same start
     /// time, fields, and a thread count that is the number carried), none
     /// of its threads was `R`, and it was read less than `max_age` ago.
-    pub fn quiet(
+    pub(super) fn quiet(
         &mut self,
         pid: i32,
         cpu_ns: u64,
@@ -126,7 +126,7 @@ impl CarryOver {
 
     /// Keeps a full read of a process, taken after its CPU clock read
     /// `cpu_ns`: every thread listed, each read.
-    pub fn store(&mut self, pid: i32, cpu_ns: u64, tasks: Vec<Task>, now: Instant) {
+    pub(super) fn store(&mut self, pid: i32, cpu_ns: u64, tasks: Vec<Task>, now: Instant) {
         self.processes.insert(
             pid,
             Carried {
@@ -140,28 +140,33 @@ impl CarryOver {
     }
 
     /// A quiet process's memory per node, if read less than `max_age` ago.
-    pub fn memory(&self, pid: i32, now: Instant) -> Option<&BTreeMap<u32, NodeMemory>> {
+    pub(super) fn memory(&self, pid: i32, now: Instant) -> Option<&BTreeMap<u32, NodeMemory>> {
         let c = self.processes.get(&pid).filter(|c| c.quiet)?;
         let (at, m) = c.memory.as_ref()?;
         (now.saturating_duration_since(*at) < self.max_age).then_some(m)
     }
 
     /// Keeps a process's memory, read this round (after its CPU clock).
-    pub fn store_memory(&mut self, pid: i32, memory: BTreeMap<u32, NodeMemory>, now: Instant) {
+    pub(super) fn store_memory(
+        &mut self,
+        pid: i32,
+        memory: BTreeMap<u32, NodeMemory>,
+        now: Instant,
+    ) {
         if let Some(c) = self.processes.get_mut(&pid) {
             c.memory = Some((now, memory));
         }
     }
 
     /// Drops what is kept of a process: it is read in full next round.
-    pub fn forget(&mut self, pid: i32) {
+    pub(super) fn forget(&mut self, pid: i32) {
         self.processes.remove(&pid);
     }
 
     /// Drops the processes not seen this round (exited: their pids may
     /// come back as other processes, which the start time would tell, but
     /// there is no need to keep them).
-    pub fn retain_seen(&mut self, seen: impl Fn(i32) -> bool) {
+    pub(super) fn retain_seen(&mut self, seen: impl Fn(i32) -> bool) {
         self.processes.retain(|&pid, _| seen(pid));
     }
 }

@@ -48,13 +48,13 @@ pub(super) struct FaultCounts {
 
 impl FaultCounts {
     /// A thread of the process being read.
-    pub fn thread(&mut self, t: ThreadFaults) {
+    pub(super) fn thread(&mut self, t: ThreadFaults) {
         self.pending.push(t);
     }
 
     /// The process whose threads were just given ([`FaultCounts::thread`])
     /// is read; `complete` if every thread listed was.
-    pub fn read(&mut self, pid: i32, start_time: u64, complete: bool) {
+    pub(super) fn read(&mut self, pid: i32, start_time: u64, complete: bool) {
         let mut threads = std::mem::take(&mut self.pending);
         threads.sort_unstable_by_key(|t| t.tid);
         let now = Reading {
@@ -70,7 +70,7 @@ impl FaultCounts {
 
     /// The process was carried over from the last round (nothing of it
     /// ran): no faults, and the last reading stands.
-    pub fn carried(&mut self, pid: i32, start_time: u64) {
+    pub(super) fn carried(&mut self, pid: i32, start_time: u64) {
         if let Some(r) = self
             .last
             .remove(&pid)
@@ -82,7 +82,7 @@ impl FaultCounts {
     }
 
     /// This round's counts, by pid; what was read becomes the last round.
-    pub fn finish(&mut self) -> BTreeMap<i32, PageFaults> {
+    pub(super) fn finish(&mut self) -> BTreeMap<i32, PageFaults> {
         self.last = std::mem::take(&mut self.now);
         self.pending.clear();
         std::mem::take(&mut self.counts)

@@ -32,7 +32,7 @@ pub(super) struct HeldStats {
 
 impl HeldStats {
     /// Holds up to half the fd limit (raised first).
-    pub fn new() -> HeldStats {
+    pub(super) fn new() -> HeldStats {
         let soft = crate::perf::sampling::raise_fd_limit().soft;
         let budget = usize::try_from(soft / 2)
             .unwrap_or(usize::MAX)
@@ -40,7 +40,7 @@ impl HeldStats {
         HeldStats::with_budget(budget)
     }
 
-    pub fn with_budget(budget: usize) -> HeldStats {
+    pub(super) fn with_budget(budget: usize) -> HeldStats {
         HeldStats {
             processes: HashMap::new(),
             held: 0,
@@ -50,14 +50,14 @@ impl HeldStats {
 
     /// Takes a process's held files out, for a round over its threads
     /// ([`HeldStats::put`] gives back those still wanted).
-    pub fn take(&mut self, pid: i32) -> Vec<(i32, File)> {
+    pub(super) fn take(&mut self, pid: i32) -> Vec<(i32, File)> {
         let files = self.processes.remove(&pid).unwrap_or_default();
         self.held -= files.len();
         files
     }
 
     /// Gives back a process's files after a round over its threads.
-    pub fn put(&mut self, pid: i32, files: Vec<(i32, File)>) {
+    pub(super) fn put(&mut self, pid: i32, files: Vec<(i32, File)>) {
         self.held += files.len();
         if !files.is_empty() {
             self.processes.insert(pid, files);
@@ -70,14 +70,14 @@ impl HeldStats {
     }
 
     /// Closes the files of processes not seen this round.
-    pub fn retain_seen(&mut self, seen: impl Fn(i32) -> bool) {
+    pub(super) fn retain_seen(&mut self, seen: impl Fn(i32) -> bool) {
         self.processes.retain(|&pid, _| seen(pid));
         self.held = self.processes.values().map(Vec::len).sum();
     }
 
     /// The tids whose files are held for a process, increasing.
     #[cfg(test)]
-    pub fn tids(&self, pid: i32) -> Vec<i32> {
+    pub(super) fn tids(&self, pid: i32) -> Vec<i32> {
         self.processes
             .get(&pid)
             .map_or(Vec::new(), |f| f.iter().map(|(t, _)| *t).collect())
@@ -87,7 +87,7 @@ impl HeldStats {
     /// tid, what [`HeldStats::take`] gave) if there is one and its thread
     /// is alive, else opened afresh; the file goes into `new` (tid order
     /// kept) if there is room.
-    pub fn stat(
+    pub(super) fn stat(
         &self,
         dir: &TaskDir,
         tid: i32,

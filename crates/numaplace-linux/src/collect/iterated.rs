@@ -49,7 +49,7 @@ struct Meta {
 }
 
 impl Iterated {
-    pub fn open(user_hz: u64, max_age: Duration) -> Result<Iterated, TaskIterError> {
+    pub(super) fn open(user_hz: u64, max_age: Duration) -> Result<Iterated, TaskIterError> {
         Ok(Iterated {
             it: TaskIterator::open(user_hz)?,
             records: Vec::new(),
@@ -60,7 +60,7 @@ impl Iterated {
     }
 
     /// A thread's record in the last pass.
-    pub fn record(&self, tgid: i32, tid: i32) -> Option<&TaskRecord> {
+    pub(super) fn record(&self, tgid: i32, tid: i32) -> Option<&TaskRecord> {
         let threads = self.threads(tgid)?;
         let i = threads.binary_search_by_key(&tid, |r| r.tid).ok()?;
         Some(&threads[i])
@@ -75,7 +75,7 @@ impl Iterated {
     }
 
     /// The process's command line and cgroup path, if kept.
-    pub fn meta(&self, pid: i32, now: Instant) -> Option<(Vec<String>, Cgroups)> {
+    pub(super) fn meta(&self, pid: i32, now: Instant) -> Option<(Vec<String>, Cgroups)> {
         let key = self.key(pid)?;
         let m = self.meta.get(&pid)?;
         (m.key == key && now.saturating_duration_since(m.read_at) < self.max_age)
@@ -83,7 +83,13 @@ impl Iterated {
     }
 
     /// Keeps what was read of a process this round.
-    pub fn store_meta(&mut self, pid: i32, cmdline: &[String], cgroups: &Cgroups, now: Instant) {
+    pub(super) fn store_meta(
+        &mut self,
+        pid: i32,
+        cmdline: &[String],
+        cgroups: &Cgroups,
+        now: Instant,
+    ) {
         match self.key(pid) {
             Some(key) => {
                 self.meta.insert(
@@ -103,12 +109,12 @@ impl Iterated {
     }
 
     /// Forgets the processes not seen this round.
-    pub fn retain_seen(&mut self, seen: impl Fn(i32) -> bool) {
+    pub(super) fn retain_seen(&mut self, seen: impl Fn(i32) -> bool) {
         self.meta.retain(|&pid, _| seen(pid));
     }
 
     /// A new pass.
-    pub fn refresh(&mut self) -> Result<(), TaskIterError> {
+    pub(super) fn refresh(&mut self) -> Result<(), TaskIterError> {
         self.by_tgid.clear();
         if let Err(e) = self.it.read(&mut self.records) {
             self.records.clear();
@@ -131,13 +137,13 @@ impl Iterated {
 
     /// A process's threads in the last pass, by tid; `None` if the pass
     /// did not see it.
-    pub fn threads(&self, tgid: i32) -> Option<&[TaskRecord]> {
+    pub(super) fn threads(&self, tgid: i32) -> Option<&[TaskRecord]> {
         let &(start, end) = self.by_tgid.get(&tgid)?;
         Some(&self.records[start..end])
     }
 
     /// A thread's fields as `stat` gives them.
-    pub fn stat(&self, tgid: i32, tid: i32) -> Option<TaskStat> {
+    pub(super) fn stat(&self, tgid: i32, tid: i32) -> Option<TaskStat> {
         let threads = self.threads(tgid)?;
         Some(as_stat(self.record(tgid, tid)?, threads.len()))
     }

@@ -57,7 +57,7 @@ pub(super) struct KeptMemory {
 }
 
 impl KeptMemory {
-    pub fn new(max_age: Duration) -> KeptMemory {
+    pub(super) fn new(max_age: Duration) -> KeptMemory {
         KeptMemory {
             max_age,
             kept: HashMap::new(),
@@ -65,7 +65,7 @@ impl KeptMemory {
     }
 
     /// The memory read under the same key, if less than `max_age` ago.
-    pub fn get(
+    pub(super) fn get(
         &self,
         pid: i32,
         key: &MemoryKey,
@@ -76,7 +76,7 @@ impl KeptMemory {
             .then_some(&k.memory)
     }
 
-    pub fn store(
+    pub(super) fn store(
         &mut self,
         pid: i32,
         key: MemoryKey,
@@ -93,11 +93,11 @@ impl KeptMemory {
         );
     }
 
-    pub fn forget(&mut self, pid: i32) {
+    pub(super) fn forget(&mut self, pid: i32) {
         self.kept.remove(&pid);
     }
 
-    pub fn retain_seen(&mut self, seen: impl Fn(i32) -> bool) {
+    pub(super) fn retain_seen(&mut self, seen: impl Fn(i32) -> bool) {
         self.kept.retain(|&pid, _| seen(pid));
     }
 }

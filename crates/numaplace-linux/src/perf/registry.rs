@@ -62,7 +62,7 @@ impl<T> ThreadSet<T> {
     /// no longer listed, opens events for new ones with `open` (when
     /// `can_open`), at most `max_threads` at a time. `first_starved` runs
     /// when a thread is the first to find no room.
-    pub fn sync(
+    pub(super) fn sync(
         &mut self,
         tids: &[i32],
         max_threads: usize,
@@ -134,14 +134,14 @@ impl<T> ThreadSet<T> {
 
     /// Forgets a thread whose events failed or whose thread exited, and
     /// says why while it stays listed; its fds are free for starved ones.
-    pub fn drop_thread(&mut self, tid: i32, why: String) {
+    pub(super) fn drop_thread(&mut self, tid: i32, why: String) {
         self.threads.remove(&tid);
         self.fds_freed = true;
         self.refused.insert(tid, why);
     }
 
     /// Listed threads not watched, and why; starved ones with `starved_why`.
-    pub fn unwatched(&self, starved_why: &str) -> BTreeMap<i32, String> {
+    pub(super) fn unwatched(&self, starved_why: &str) -> BTreeMap<i32, String> {
         let mut out = self.refused.clone();
         for &tid in &self.starved {
             out.insert(tid, starved_why.to_owned());

@@ -18,7 +18,7 @@ use super::btf::{Btf, BtfError, Field};
 /// One `struct bpf_insn`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
-pub struct Insn {
+pub(super) struct Insn {
     code: u8,
     regs: u8,
     off: i16,
@@ -89,7 +89,7 @@ fn add_imm(dst: u8, imm: i32) -> Insn {
 
 /// A record's slots, in order: (name, the `task_struct` field path or
 /// paths tried in order, bytes kept in the record).
-pub const SLOTS: &[(&str, &[&str], u32)] = &[
+pub(super) const SLOTS: &[(&str, &[&str], u32)] = &[
     ("tid", &["pid"], 4),
     ("tgid", &["tgid"], 4),
     // Linux 5.5 renamed real_start_time.
@@ -119,12 +119,12 @@ const OPTIONAL: &[&str] = &["prev_utime", "prev_stime", "exec_id"];
 
 /// The most words of a task's allowed CPUs a record holds (1,024 CPUs);
 /// on a machine with more, the collector asks `sched_getaffinity`.
-pub const MAX_CPU_WORDS: u32 = 16;
+pub(super) const MAX_CPU_WORDS: u32 = 16;
 
 /// Where each slot's field is in this kernel's `task_struct`, and where
 /// it goes in the record.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Layout {
+pub(super) struct Layout {
     /// Per slot: the field (`None` for an optional one this kernel lacks)
     /// and the slot's offset in the record.
     pub fields: Vec<(Option<Field>, u32)>,
@@ -146,7 +146,7 @@ pub struct Layout {
 /// The first `words` 64-bit words of `cpus_mask` at `offset` in
 /// `task_struct`, copied to `slot` in the record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CpuWords {
+pub(super) struct CpuWords {
     pub offset: u32,
     pub words: u32,
     pub slot: u32,
@@ -156,7 +156,7 @@ impl Layout {
     /// The layout for this kernel, with the first `cpu_words` words of each
     /// task's allowed CPUs where that is at most [`MAX_CPU_WORDS`] and the
     /// kernel's mask has them (Linux 5.3+: `cpus_mask`).
-    pub fn from_btf(btf: &Btf, cpu_words: u32, node_words: u32) -> Result<Layout, BtfError> {
+    pub(super) fn from_btf(btf: &Btf, cpu_words: u32, node_words: u32) -> Result<Layout, BtfError> {
         let mut fields = Vec::new();
         let mut at = 0u32;
         for &(name, paths, keep) in SLOTS {
@@ -232,13 +232,13 @@ impl Layout {
     }
 
     /// The slot's offset in a record.
-    pub fn slot(&self, name: &str) -> Option<u32> {
+    pub(super) fn slot(&self, name: &str) -> Option<u32> {
         let i = SLOTS.iter().position(|s| s.0 == name)?;
         Some(self.fields[i].1)
     }
 
     /// The program: `ctx` in r1 is `struct bpf_iter__task { meta; task; }`.
-    pub fn program(&self) -> Vec<Insn> {
+    pub(super) fn program(&self) -> Vec<Insn> {
         let rec = -(self.record_size as i16);
         let mut p = vec![
             mov_reg(R6, R1),
@@ -315,7 +315,7 @@ impl Layout {
 
     /// Checks the fields fit the program's encodings: offsets within an
     /// instruction's 16-bit displacement, sizes the loads can take.
-    pub fn check(&self) -> Result<(), BtfError> {
+    pub(super) fn check(&self) -> Result<(), BtfError> {
         for (&(name, paths, keep), &(field, _)) in SLOTS.iter().zip(&self.fields) {
             if let Some(f) = field {
                 let widths_ok = if keep > 8 {

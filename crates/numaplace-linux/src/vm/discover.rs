@@ -1,6 +1,6 @@
 //! Finding VMs whose vCPU threads carry no names: each collection round,
 //! the QMP sockets the configuration names ([`qmp`](super::qmp)) and
-//! libvirt's status files ([`libvirt`](super::libvirt)) say which process
+//! libvirt's status files ([`libvirt`]) say which process
 //! is a VM, its name, and which of its threads runs which vCPU; the round's
 //! snapshot is amended (`GroupKind::Vm`, `Task::vcpu`). The thread-name
 //! path ([`classify`](super::classify)) stays; where both speak, these

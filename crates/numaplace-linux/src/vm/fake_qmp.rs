@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 /// How the fake server behaves.
 #[derive(Clone)]
-pub enum Behaviour {
+pub(super) enum Behaviour {
     /// A well-behaved QEMU with these vCPUs `(index, tid, node)`, this
     /// name and accelerator; an event comes before each reply.
     Good {
@@ -32,16 +32,16 @@ pub enum Behaviour {
     FloodEvents,
 }
 
-pub const GREETING: &str = r#"{"QMP": {"version": {"qemu": {"micro": 0, "minor": 2, "major": 7}, "package": ""}, "capabilities": ["oob"]}}"#;
+pub(super) const GREETING: &str = r#"{"QMP": {"version": {"qemu": {"micro": 0, "minor": 2, "major": 7}, "package": ""}, "capabilities": ["oob"]}}"#;
 
 /// A fake QMP server on `dir/name`, serving one client.
-pub struct FakeQmp {
+pub(super) struct FakeQmp {
     pub path: PathBuf,
     handle: Option<JoinHandle<()>>,
 }
 
 impl FakeQmp {
-    pub fn start(dir: &Path, name: &str, behaviour: Behaviour) -> FakeQmp {
+    pub(super) fn start(dir: &Path, name: &str, behaviour: Behaviour) -> FakeQmp {
         let path = dir.join(name);
         let listener = UnixListener::bind(&path).unwrap();
         let handle = std::thread::spawn(move || {

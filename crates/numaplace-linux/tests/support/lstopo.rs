@@ -45,11 +45,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The lstopo binary used by this module.
-pub const LSTOPO: &str = "lstopo-no-graphics";
+pub(crate) const LSTOPO: &str = "lstopo-no-graphics";
 
 /// A reduced view of an hwloc topology, as exported by `lstopo --of xml`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LstopoView {
+pub(crate) struct LstopoView {
     /// Number of `Package` objects (including ones with an empty cpuset).
     pub packages: usize,
     /// Number of `Core` objects.
@@ -78,7 +78,7 @@ pub struct LstopoView {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeView {
+pub(crate) struct NodeView {
     pub os_index: u32,
     /// hwloc `cpuset` of the node (see module docs for CPU-less nodes).
     pub cpus: Vec<u32>,
@@ -87,7 +87,7 @@ pub struct NodeView {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Distances {
+pub(crate) struct Distances {
     /// NUMA node os indexes, in matrix order.
     pub nodes: Vec<u32>,
     /// Row-major `n * n` matrix.
@@ -96,7 +96,7 @@ pub struct Distances {
 
 impl Distances {
     /// Distance between NUMA nodes with os indexes `from` and `to`.
-    pub fn get(&self, from: u32, to: u32) -> Option<u64> {
+    pub(crate) fn get(&self, from: u32, to: u32) -> Option<u64> {
         let n = self.nodes.len();
         let i = self.nodes.iter().position(|&x| x == from)?;
         let j = self.nodes.iter().position(|&x| x == to)?;
@@ -104,7 +104,7 @@ impl Distances {
     }
 
     /// The matrix re-ordered so that `nodes` is sorted ascending.
-    pub fn sorted_by_os_index(&self) -> Distances {
+    pub(crate) fn sorted_by_os_index(&self) -> Distances {
         let n = self.nodes.len();
         let mut order: Vec<usize> = (0..n).collect();
         order.sort_by_key(|&i| self.nodes[i]);
@@ -125,7 +125,7 @@ impl Distances {
 /// single wrapper directory inside it, whose name may differ from the
 /// tarball's). An empty `proc/` is created beside `sys/` if absent (hwloc's
 /// fsroot backend wants one). Panics with a clear message on failure.
-pub fn extract_fixture(tarball: &Path, dir: &Path) -> PathBuf {
+pub(crate) fn extract_fixture(tarball: &Path, dir: &Path) -> PathBuf {
     assert!(
         tarball.is_file(),
         "fixture tarball {} does not exist",
@@ -184,7 +184,7 @@ pub fn extract_fixture(tarball: &Path, dir: &Path) -> PathBuf {
 }
 
 /// Runs `lstopo-no-graphics --if fsroot -i ROOT --of xml` and returns the XML.
-pub fn lstopo_xml(root: &Path) -> String {
+pub(crate) fn lstopo_xml(root: &Path) -> String {
     assert!(
         root.join("sys").is_dir(),
         "{} does not look like an fsroot (no sys/ directory)",
@@ -197,13 +197,13 @@ pub fn lstopo_xml(root: &Path) -> String {
 }
 
 /// Runs lstopo on a fsroot and parses the XML into an [`LstopoView`].
-pub fn lstopo_view(root: &Path) -> LstopoView {
+pub(crate) fn lstopo_view(root: &Path) -> LstopoView {
     parse_lstopo_xml(&lstopo_xml(root))
 }
 
 /// Like [`lstopo_view`] but passing `--disallowed`, so that PUs / NUMA nodes
 /// excluded by the fixture's cgroup are kept.
-pub fn lstopo_view_disallowed(root: &Path) -> LstopoView {
+pub(crate) fn lstopo_view_disallowed(root: &Path) -> LstopoView {
     let root_str = root.to_str().expect("UTF-8 fsroot path");
     parse_lstopo_xml(&run_lstopo(&[
         "--if",
@@ -218,7 +218,7 @@ pub fn lstopo_view_disallowed(root: &Path) -> LstopoView {
 
 /// Same for a synthetic description, e.g. `"pack:2 l3:1 core:4 pu:2"`
 /// (run as `lstopo-no-graphics --if synthetic -i INPUT --of xml`).
-pub fn lstopo_view_input(input: &str) -> LstopoView {
+pub(crate) fn lstopo_view_input(input: &str) -> LstopoView {
     parse_lstopo_xml(&run_lstopo(&[
         "--if",
         "synthetic",
@@ -231,7 +231,7 @@ pub fn lstopo_view_input(input: &str) -> LstopoView {
 
 /// Runs lstopo with `args` in a clean (`HWLOC_*`-free) environment and
 /// returns its stdout. Panics with a clear message on failure.
-pub fn run_lstopo(args: &[&str]) -> String {
+pub(crate) fn run_lstopo(args: &[&str]) -> String {
     let mut cmd = Command::new(LSTOPO);
     cmd.args(args);
     for (k, _) in std::env::vars_os() {
@@ -278,7 +278,7 @@ fn cpus_of(node: roxmltree::Node) -> Vec<u32> {
 }
 
 /// Parses hwloc 2.x XML (as produced by `lstopo --of xml`) into a view.
-pub fn parse_lstopo_xml(xml: &str) -> LstopoView {
+pub(crate) fn parse_lstopo_xml(xml: &str) -> LstopoView {
     // roxmltree refuses DTDs unless allowed.
     let opts = roxmltree::ParsingOptions {
         allow_dtd: true,
@@ -374,7 +374,7 @@ impl LstopoView {
     /// each once), and the PUs that no cache holds. On a machine whose
     /// caches are all of one depth this is `llc`; where some CPUs have a
     /// deeper cache than others it is not.
-    pub fn outermost_caches(&self) -> (Vec<Vec<u32>>, Vec<u32>) {
+    pub(crate) fn outermost_caches(&self) -> (Vec<Vec<u32>>, Vec<u32>) {
         let mut domains: Vec<Vec<u32>> = Vec::new();
         let mut uncached = Vec::new();
         for &pu in &self.pus {
@@ -477,7 +477,7 @@ fn parse_distances(topo: roxmltree::Node, gp_to_os: &HashMap<u64, u32>) -> Optio
 /// chunks are set too") cannot be represented as a list: this function
 /// PANICS on them. Use [`parse_hwloc_bitmap_ext`] to get the finite part and
 /// an "infinite" flag instead.
-pub fn parse_hwloc_bitmap(s: &str) -> Vec<u32> {
+pub(crate) fn parse_hwloc_bitmap(s: &str) -> Vec<u32> {
     let (bits, infinite) = parse_hwloc_bitmap_ext(s);
     assert!(
         !infinite,
@@ -490,7 +490,7 @@ pub fn parse_hwloc_bitmap(s: &str) -> Vec<u32> {
 /// bits among the explicitly listed chunks, plus `true` if the bitmap has a
 /// `0xf...f` prefix (every bit at index `>= 32 * listed_chunks` is also set).
 /// `"0xf...f"` alone is the full bitmap: `(vec![], true)`.
-pub fn parse_hwloc_bitmap_ext(s: &str) -> (Vec<u32>, bool) {
+pub(crate) fn parse_hwloc_bitmap_ext(s: &str) -> (Vec<u32>, bool) {
     let s = s.trim();
     assert!(!s.is_empty(), "empty hwloc bitmap string");
     let mut chunks: Vec<&str> = s.split(',').map(str::trim).collect();
@@ -529,7 +529,7 @@ pub fn parse_hwloc_bitmap_ext(s: &str) -> (Vec<u32>, bool) {
 }
 
 /// Formats a sorted index list compactly, e.g. `0-3,8,10-11` (for messages).
-pub fn fmt_list(v: &[u32]) -> String {
+pub(crate) fn fmt_list(v: &[u32]) -> String {
     let mut out = Vec::new();
     let mut i = 0;
     while i < v.len() {
@@ -596,7 +596,7 @@ impl std::fmt::Display for LstopoView {
 
 /// Where the real-machine snapshots are: `tests/fixtures/sysfs/` in this
 /// repository, or `NUMAPLACE_SYSFS_FIXTURES`.
-pub fn fixtures_dir() -> PathBuf {
+pub(crate) fn fixtures_dir() -> PathBuf {
     let dir = std::env::var_os("NUMAPLACE_SYSFS_FIXTURES")
         .map(PathBuf::from)
         .unwrap_or_else(|| own_fixtures_dir().join("sysfs"));
@@ -612,13 +612,13 @@ pub fn fixtures_dir() -> PathBuf {
 /// More snapshots where a directory of them is given
 /// (`NUMAPLACE_EXTRA_SYSFS_FIXTURES`, laid out as `tests/fixtures/sysfs`).
 /// They may add machines; the tests never need them.
-pub fn extra_fixtures_dir() -> Option<PathBuf> {
+pub(crate) fn extra_fixtures_dir() -> Option<PathBuf> {
     let dir = PathBuf::from(std::env::var_os("NUMAPLACE_EXTRA_SYSFS_FIXTURES")?);
     dir.is_dir().then_some(dir)
 }
 
 /// The snapshot tarballs directly in `dir`, sorted by path.
-pub fn tarballs_in(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn tarballs_in(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .map(|e| e.unwrap().path())
@@ -633,12 +633,12 @@ pub fn tarballs_in(dir: &Path) -> Vec<PathBuf> {
 
 /// The folders of snapshots inside a fixture directory: the directory
 /// itself and its `hwloc-linux/` (the rest of hwloc's Linux test trees).
-pub const SNAPSHOT_SUBDIRS: [&str; 2] = ["", "hwloc-linux"];
+pub(crate) const SNAPSHOT_SUBDIRS: [&str; 2] = ["", "hwloc-linux"];
 
 /// Every snapshot tarball: the repository's (`tests/fixtures/sysfs/` and
 /// its `hwloc-linux/`), then those of `extra_fixtures_dir()` (and its
 /// `hwloc-linux/`) whose file name the repository lacks.
-pub fn all_fixture_tarballs() -> Vec<PathBuf> {
+pub(crate) fn all_fixture_tarballs() -> Vec<PathBuf> {
     let mut all = Vec::new();
     let dirs = std::iter::once(fixtures_dir()).chain(extra_fixtures_dir());
     for dir in dirs {
@@ -658,13 +658,13 @@ pub fn all_fixture_tarballs() -> Vec<PathBuf> {
 }
 
 /// This repository's own captures: `tests/fixtures/` at its top.
-pub fn own_fixtures_dir() -> PathBuf {
+pub(crate) fn own_fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
 }
 
 /// Fails the test, saying what to install, if lstopo is missing: a
 /// comparison that silently skips would prove nothing.
-pub fn require_lstopo() {
+pub(crate) fn require_lstopo() {
     let ok = Command::new(LSTOPO)
         .arg("--version")
         .output()

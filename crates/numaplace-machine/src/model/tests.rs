@@ -4,7 +4,7 @@ use super::llc::{water_fill, water_fill_all, water_fill_in};
 use super::*;
 use crate::thread::ThreadModel;
 
-pub fn chase(ws: u64) -> ThreadModel {
+pub(super) fn chase(ws: u64) -> ThreadModel {
     ThreadModel {
         cpi_core: 4.8,
         uncore_pki: 250.0,

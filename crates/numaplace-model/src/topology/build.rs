@@ -424,7 +424,7 @@ fn llcs_of(llc_keys: &[(usize, u32, LlcKey)], cores: &[Core]) -> Vec<Llc> {
 
 /// The most memory one node may have: 1 PiB, about 100 times today's
 /// largest nodes (a few TiB), far below a wrapped `-1`.
-pub const MAX_NODE_MEMORY: u64 = 1 << 50;
+pub(super) const MAX_NODE_MEMORY: u64 = 1 << 50;
 
 /// The nodes with their locality, package, cores and LLC domains; a node
 /// may name only a package the machine has, and a locality of its CPUs.

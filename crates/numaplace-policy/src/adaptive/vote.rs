@@ -12,7 +12,7 @@ use super::params::{AdaptiveConfig, AdaptiveParams, Objective};
 /// One probe of a group: §4.1's metrics, its CPI, each vcore's
 /// utilisation (vcoreUtil), and what the probe cost.
 #[derive(Debug, Clone)]
-pub struct Probe {
+pub(super) struct Probe {
     pub metrics: PageMetrics,
     pub cpi: Option<f64>,
     pub util: Vec<f64>,
@@ -24,7 +24,7 @@ pub struct Probe {
 
 /// Probing: page sets from the snapshot's page model where it has one for
 /// every vcore, else from sampled addresses; nothing if neither.
-pub fn probe(
+pub(super) fn probe(
     s: &Snapshot,
     tasks: &[&Task],
     params: &AdaptiveParams,
@@ -133,7 +133,7 @@ fn layout_watts(power: &PowerModel, layout: &Layout, util: &[f64]) -> f64 {
 }
 
 /// §5.3 Voting.
-pub fn vote(
+pub(super) fn vote(
     p: &Probe,
     current: Mapping,
     local: &Layout,
@@ -181,7 +181,7 @@ pub fn vote(
 /// the CPI is weighted by the modelled power of its mapping (energy per
 /// instruction ∝ CPI · watts), for power the modelled watts alone decide:
 /// CPI says nothing about power (our extension; the paper uses CPI only).
-pub fn settle(
+pub(super) fn settle(
     first: &Vote,
     from: Mapping,
     second: &Vote,

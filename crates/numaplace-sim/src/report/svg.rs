@@ -11,14 +11,14 @@ const PALETTE: [&str; 12] = [
 ];
 
 /// Width of a character of the 12 px sans-serif text, for layout.
-pub const CHAR_W: f64 = 6.8;
+pub(super) const CHAR_W: f64 = 6.8;
 
-pub fn color(i: usize) -> &'static str {
+pub(super) fn color(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
 
 /// Escapes text for HTML and XML (element content and quoted attributes).
-pub fn esc(s: &str) -> String {
+pub(super) fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -36,7 +36,7 @@ pub fn esc(s: &str) -> String {
 }
 
 /// A coordinate: one decimal, no trailing `.0`, `0` for NaN or infinity.
-pub fn num(v: f64) -> String {
+pub(super) fn num(v: f64) -> String {
     if !v.is_finite() {
         return "0".into();
     }
@@ -46,7 +46,7 @@ pub fn num(v: f64) -> String {
 }
 
 /// Text shortened to `max` characters with an ellipsis.
-pub fn clip(s: &str, max: usize) -> String {
+pub(super) fn clip(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         s.to_string()
     } else {
@@ -57,7 +57,7 @@ pub fn clip(s: &str, max: usize) -> String {
 }
 
 /// Round tick values covering `[lo, hi]`, about `n` of them.
-pub fn ticks(lo: f64, hi: f64, n: usize) -> (Vec<f64>, f64) {
+pub(super) fn ticks(lo: f64, hi: f64, n: usize) -> (Vec<f64>, f64) {
     if !(lo.is_finite() && hi.is_finite()) || hi <= lo {
         return (vec![if lo.is_finite() { lo } else { 0.0 }], 1.0);
     }
@@ -74,7 +74,7 @@ pub fn ticks(lo: f64, hi: f64, n: usize) -> (Vec<f64>, f64) {
 }
 
 /// A tick label with as many decimals as the step needs.
-pub fn tick_label(v: f64, step: f64) -> String {
+pub(super) fn tick_label(v: f64, step: f64) -> String {
     if !v.is_finite() {
         return String::new();
     }
@@ -96,7 +96,7 @@ pub fn tick_label(v: f64, step: f64) -> String {
 }
 
 /// Largest finite value, at least `floor`.
-pub fn max_finite(vals: impl IntoIterator<Item = f64>, floor: f64) -> f64 {
+pub(super) fn max_finite(vals: impl IntoIterator<Item = f64>, floor: f64) -> f64 {
     vals.into_iter()
         .filter(|v| v.is_finite())
         .fold(floor, f64::max)
@@ -104,7 +104,7 @@ pub fn max_finite(vals: impl IntoIterator<Item = f64>, floor: f64) -> f64 {
 
 /// Which samples to plot: all if there are at most `max`, otherwise about
 /// `max` evenly spaced ones, always with the first and the last.
-pub fn sample_indices(n: usize, max: usize) -> Vec<usize> {
+pub(super) fn sample_indices(n: usize, max: usize) -> Vec<usize> {
     if n <= max || max < 2 {
         return (0..n).collect();
     }
@@ -117,7 +117,7 @@ pub fn sample_indices(n: usize, max: usize) -> Vec<usize> {
 
 /// A plot area inside an SVG: data ranges mapped to pixels.
 #[derive(Debug, Clone, Copy)]
-pub struct Plot {
+pub(super) struct Plot {
     pub left: f64,
     pub top: f64,
     pub w: f64,
@@ -129,7 +129,7 @@ pub struct Plot {
 }
 
 impl Plot {
-    pub fn x(&self, v: f64) -> f64 {
+    pub(super) fn x(&self, v: f64) -> f64 {
         let span = if self.x1 > self.x0 {
             self.x1 - self.x0
         } else {
@@ -138,7 +138,7 @@ impl Plot {
         self.left + (v - self.x0) / span * self.w
     }
 
-    pub fn y(&self, v: f64) -> f64 {
+    pub(super) fn y(&self, v: f64) -> f64 {
         let span = if self.y1 > self.y0 {
             self.y1 - self.y0
         } else {
@@ -147,27 +147,27 @@ impl Plot {
         self.top + self.h - (v - self.y0) / span * self.h
     }
 
-    pub fn bottom(&self) -> f64 {
+    pub(super) fn bottom(&self) -> f64 {
         self.top + self.h
     }
 }
 
 /// An SVG document being written.
-pub struct Svg {
+pub(super) struct Svg {
     buf: String,
     pub width: f64,
 }
 
 impl Svg {
     /// Starts an SVG of the given size; `label` is its accessible title.
-    pub fn new(width: f64, label: &str) -> Svg {
+    pub(super) fn new(width: f64, label: &str) -> Svg {
         let mut buf = String::new();
         let _ = writeln!(buf, "<title>{}</title>", esc(label));
         Svg { buf, width }
     }
 
     /// The finished element, `height` pixels tall.
-    pub fn finish(self, height: f64) -> String {
+    pub(super) fn finish(self, height: f64) -> String {
         format!(
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" \
              font-family=\"sans-serif\" font-size=\"12\">\n{}</svg>\n",
@@ -177,11 +177,11 @@ impl Svg {
         )
     }
 
-    pub fn raw(&mut self, s: &str) {
+    pub(super) fn raw(&mut self, s: &str) {
         self.buf.push_str(s);
     }
 
-    pub fn line(&mut self, x1: f64, y1: f64, x2: f64, y2: f64, stroke: &str) {
+    pub(super) fn line(&mut self, x1: f64, y1: f64, x2: f64, y2: f64, stroke: &str) {
         let _ = writeln!(
             self.buf,
             "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{stroke}\"/>",
@@ -193,7 +193,7 @@ impl Svg {
     }
 
     /// A rectangle; `tip` becomes a hover title.
-    pub fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, fill: &str, tip: Option<&str>) {
+    pub(super) fn rect(&mut self, x: f64, y: f64, w: f64, h: f64, fill: &str, tip: Option<&str>) {
         let _ = write!(
             self.buf,
             "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{fill}\"",
@@ -211,7 +211,7 @@ impl Svg {
     }
 
     /// Text; `anchor` is `start`, `middle` or `end`; `extra` more attributes.
-    pub fn text(&mut self, x: f64, y: f64, anchor: &str, extra: &str, s: &str) {
+    pub(super) fn text(&mut self, x: f64, y: f64, anchor: &str, extra: &str, s: &str) {
         let _ = writeln!(
             self.buf,
             "<text x=\"{}\" y=\"{}\" text-anchor=\"{anchor}\"{}{extra}>{}</text>",
@@ -223,7 +223,7 @@ impl Svg {
     }
 
     /// An open line through `pts`; `tip` becomes a hover title.
-    pub fn polyline(&mut self, pts: &[(f64, f64)], stroke: &str, tip: &str) {
+    pub(super) fn polyline(&mut self, pts: &[(f64, f64)], stroke: &str, tip: &str) {
         let _ = write!(
             self.buf,
             "<polyline fill=\"none\" stroke=\"{stroke}\" stroke-width=\"1.5\" stroke-linejoin=\"round\" points=\""
@@ -233,7 +233,7 @@ impl Svg {
     }
 
     /// A filled shape through `pts`.
-    pub fn polygon(&mut self, pts: &[(f64, f64)], fill: &str, tip: &str) {
+    pub(super) fn polygon(&mut self, pts: &[(f64, f64)], fill: &str, tip: &str) {
         let _ = write!(
             self.buf,
             "<polygon fill=\"{fill}\" fill-opacity=\"0.85\" points=\""
@@ -251,7 +251,7 @@ impl Svg {
 
     /// Frame, grid, ticks and labels of a plot with numeric axes; `y_ticks`
     /// false leaves the y axis to the caller.
-    pub fn axes(&mut self, p: &Plot, x_title: &str, y_title: &str, y_ticks: bool) {
+    pub(super) fn axes(&mut self, p: &Plot, x_title: &str, y_title: &str, y_ticks: bool) {
         let (xt, xs) = ticks(p.x0, p.x1, ((p.w / 80.0) as usize).max(2));
         for v in xt {
             let x = p.x(v);
@@ -286,7 +286,7 @@ impl Svg {
 
     /// A legend flowing in rows from (`x`, `y`) within `width`; returns the
     /// y below it.
-    pub fn legend(&mut self, x: f64, y: f64, width: f64, items: &[(String, &str)]) -> f64 {
+    pub(super) fn legend(&mut self, x: f64, y: f64, width: f64, items: &[(String, &str)]) -> f64 {
         let (mut cx, mut cy) = (x, y);
         for (label, colour) in items {
             let label = clip(label, 40);

@@ -50,7 +50,7 @@ pub(super) struct MemoryEvents {
 }
 
 impl MemoryEvents {
-    pub fn new(nodes: usize) -> MemoryEvents {
+    pub(super) fn new(nodes: usize) -> MemoryEvents {
         MemoryEvents {
             nodes: vec![NodeCounts::default(); nodes],
             ..MemoryEvents::default()
@@ -60,7 +60,7 @@ impl MemoryEvents {
     /// Process `pid` first touched `pages` (per dense node, where they were
     /// placed) from a CPU of node `cpu_node`, under an interleaving policy
     /// or not.
-    pub fn touched(&mut self, pid: i32, pages: &[f64], cpu_node: usize, interleaved: bool) {
+    pub(super) fn touched(&mut self, pid: i32, pages: &[f64], cpu_node: usize, interleaved: bool) {
         for (n, (c, &p)) in self.nodes.iter_mut().zip(pages).enumerate() {
             if p <= 0.0 {
                 continue;
@@ -82,7 +82,7 @@ impl MemoryEvents {
     /// by pid (of the processes in `running`), and vmstat's from `totals`;
     /// the counting starts again. `first`: the world's first snapshot,
     /// which has none, as a live collector's first round.
-    pub fn take(
+    pub(super) fn take(
         &mut self,
         topo: &Topology,
         totals: &Totals,

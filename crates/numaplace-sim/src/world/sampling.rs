@@ -28,7 +28,7 @@ use numaplace_model::{AddressSample, CacheSignature};
 /// Ticks a step is cut into for interleaving co-running streams.
 const TICKS_PER_STEP: usize = 32;
 /// Lines of the scaled-down cache model at most.
-pub const MODEL_LINES: u64 = 8192;
+pub(super) const MODEL_LINES: u64 = 8192;
 
 pub(super) struct SignatureModel {
     caches: Vec<SharedCache>,

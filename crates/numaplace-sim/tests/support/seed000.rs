@@ -12,7 +12,7 @@ use numaplace_sim::{AppSpec, Machine, Workload, scenario};
 /// aggregate (4 threads, 128 KiB shared), each NPB-like job alone, and
 /// each SPEC-like workload (the apps of spec-westmere that start together)
 /// alone, every one starting at 0.
-pub fn workloads() -> Vec<(String, bool, Workload)> {
+pub(crate) fn workloads() -> Vec<(String, bool, Workload)> {
     let mut jobs = Vec::new();
     let micro = scenario::builtin("microbench-westmere").unwrap().unwrap();
     for mib in [4u64, 8, 16, 32, 64, 128] {
@@ -61,7 +61,7 @@ pub fn workloads() -> Vec<(String, bool, Workload)> {
 
 /// BRM with its own draws seeded from the run's seed: the spread over
 /// seeds is then BRM's as well as the simulated Linux's.
-pub fn brm(seed: u64) -> PolicyKind {
+pub(crate) fn brm(seed: u64) -> PolicyKind {
     PolicyKind::Brm(BrmParams {
         seed: 1000 + seed,
         ..BrmParams::default()
@@ -70,7 +70,7 @@ pub fn brm(seed: u64) -> PolicyKind {
 
 /// Mean run time of the workload's application runs over seeds `0..seeds`,
 /// mean and RSD; `kind` gives the policy for a seed.
-pub fn measure(
+pub(crate) fn measure(
     m: &Machine,
     w: &Workload,
     seeds: u64,

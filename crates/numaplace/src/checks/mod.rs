@@ -10,7 +10,11 @@
 
 mod actuation;
 mod caps;
+// 5 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 pub mod numastat;
+// 1 public item here still lacks docs (issue 35): document it, then drop this.
+#[allow(missing_docs)]
 mod readiness;
 mod render;
 mod signals;

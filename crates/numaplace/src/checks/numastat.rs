@@ -72,7 +72,7 @@ pub(crate) fn check(root: &SysRoot) -> Check {
 /// The most `--interval` may be.
 const MAX_INTERVAL: Duration = Duration::from_secs(60);
 
-/// `--interval`, checked: 0 to [`MAX_INTERVAL`].
+/// `--interval`, checked: 0 to `MAX_INTERVAL`.
 pub fn interval(text: &str) -> Result<Duration, InputError> {
     let d = parse_duration(text, "--interval").map_err(InputError)?;
     if d > MAX_INTERVAL {

@@ -1,10 +1,19 @@
 //! The command line: the subcommands, here, and their arguments, in a
 //! module per kind of command; the argument groups several share (the
 //! policy, the processes in scope, the machine to read) are declared once.
+// The doc comments here are the commands' --help text, where `[scope]` is a
+// table of the config file and `[::1]` an address, not links to items.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 mod bench;
+// 9 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 mod daemon;
+// 7 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 mod machine;
+// 5 public items here still lack docs (issue 35): document them, then drop this.
+#[allow(missing_docs)]
 mod simulator;
 
 use std::path::PathBuf;

@@ -12,7 +12,7 @@ use numaplace_policy::registry::PolicyKind;
 
 /// `numaplace doctor`: the report, then the exit status the rows give
 /// (0, or [`checks::NOT_READY`]).
-pub fn run(args: &DoctorArgs) -> Result<u8> {
+pub(crate) fn run(args: &DoctorArgs) -> Result<u8> {
     let interval = numastat::interval(&args.interval)?;
     let mut config = Config::load(args.config.as_deref())?;
     if let Some(p) = &args.policy {

@@ -38,7 +38,7 @@ impl Out {
     }
 }
 
-pub fn run(args: &GuestArgs) -> Result<()> {
+pub(crate) fn run(args: &GuestArgs) -> Result<()> {
     let interval = parse_duration(&args.interval, "--interval").map_err(InputError)?;
     let ms = u32::try_from(interval.as_millis()).unwrap_or(u32::MAX);
     if !(MIN_INTERVAL_MS..=MAX_INTERVAL_MS).contains(&ms) {

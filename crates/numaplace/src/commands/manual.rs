@@ -10,7 +10,7 @@ use numaplace::error::InputError;
 use numaplace::files::write_atomically;
 
 /// Prints the completion script for `args.shell` on standard output.
-pub fn completions(args: &CompletionsArgs) -> Result<()> {
+pub(crate) fn completions(args: &CompletionsArgs) -> Result<()> {
     use std::io::Write as _;
     let mut cmd = Cli::command();
     // Into memory first: clap_complete panics on a failed write, and a
@@ -28,7 +28,7 @@ pub fn completions(args: &CompletionsArgs) -> Result<()> {
 
 /// Writes `numaplace.1` and one `numaplace-COMMAND.1` per visible command
 /// into `args.dir`, each replaced atomically (mode 0644).
-pub fn manpages(args: &ManpagesArgs) -> Result<()> {
+pub(crate) fn manpages(args: &ManpagesArgs) -> Result<()> {
     let dir = &args.dir;
     if dir.exists() && !dir.is_dir() {
         return Err(InputError(format!("{}: not a directory", dir.display())).into());

@@ -4,17 +4,17 @@
 //! `numaplace::daemon::run`). Each works on the library alone
 //! (`numaplace::`), none on another command.
 
-pub mod advise;
-pub mod bench;
-pub mod calibrate;
-pub mod doctor;
-pub mod exec;
-pub mod guest;
-pub mod manual;
-pub mod record;
-pub mod show_config;
-pub mod simulate;
-pub mod tasks;
-pub mod top;
-pub mod topology;
-pub mod train;
+pub(crate) mod advise;
+pub(crate) mod bench;
+pub(crate) mod calibrate;
+pub(crate) mod doctor;
+pub(crate) mod exec;
+pub(crate) mod guest;
+pub(crate) mod manual;
+pub(crate) mod record;
+pub(crate) mod show_config;
+pub(crate) mod simulate;
+pub(crate) mod tasks;
+pub(crate) mod top;
+pub(crate) mod topology;
+pub(crate) mod train;

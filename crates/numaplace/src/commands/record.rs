@@ -25,7 +25,7 @@ use numaplace::machine::root_of;
 use numaplace::report::engine::{describe_decision, without_signals};
 use numaplace::synthetic_counters::{Synthesized, SyntheticCounters};
 
-pub fn record(args: &RecordArgs) -> Result<()> {
+pub(crate) fn record(args: &RecordArgs) -> Result<()> {
     let interval = parse_duration(&args.interval, "--interval").map_err(InputError)?;
     if interval < Duration::from_millis(10) {
         return Err(InputError(format!("--interval {}: at least 10ms", args.interval)).into());
@@ -120,7 +120,7 @@ pub fn record(args: &RecordArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn replay(args: &ReplayArgs) -> Result<()> {
+pub(crate) fn replay(args: &ReplayArgs) -> Result<()> {
     if args.choice.policy.is_some() || args.choice.config.is_some() {
         return replay_decisions(args);
     }

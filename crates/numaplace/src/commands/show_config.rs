@@ -7,7 +7,7 @@ use numaplace::daemon::settings;
 
 /// Checks the configuration as `run` does (the interval, the CPUs, the
 /// machine file, the metrics address), then prints it.
-pub fn run(args: &RunArgs) -> Result<()> {
+pub(crate) fn run(args: &RunArgs) -> Result<()> {
     let s = settings(args)?;
     let text = toml::to_string_pretty(&s.config).context("writing the configuration as TOML")?;
     print!("{text}");

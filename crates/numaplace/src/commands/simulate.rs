@@ -88,7 +88,7 @@ fn policy(
     })
 }
 
-pub fn simulate(args: &SimulateArgs) -> Result<()> {
+pub(crate) fn simulate(args: &SimulateArgs) -> Result<()> {
     let (workload, machine, interval) = setup(&args.sim)?;
     let world = RunOptions {
         seed: args.seed,
@@ -211,7 +211,7 @@ pub fn simulate(args: &SimulateArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
+pub(crate) fn compare_cmd(args: &CompareArgs) -> Result<()> {
     if let Some(n) = args.random {
         return sweep_cmd(args, n);
     }
@@ -286,7 +286,7 @@ pub fn compare_cmd(args: &CompareArgs) -> Result<()> {
     Ok(())
 }
 
-pub fn scenarios() -> Result<()> {
+pub(crate) fn scenarios() -> Result<()> {
     println!("{:<22} {:<24} description", "scenario", "machine");
     for name in scenario::BUILTIN {
         let w = scenario::builtin(name)
@@ -527,7 +527,7 @@ impl Progress {
 }
 
 /// `numaplace generate SEED`: a generated mix's scenario file.
-pub fn generate(args: &numaplace::cli::GenerateArgs) -> Result<()> {
+pub(crate) fn generate(args: &numaplace::cli::GenerateArgs) -> Result<()> {
     let m = numaplace_sim::generate::mix(args.seed);
     match &args.out {
         Some(path) => {

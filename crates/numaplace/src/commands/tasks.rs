@@ -15,7 +15,7 @@ use numaplace::duration::parse_duration;
 use numaplace::error::InputError;
 use numaplace::report;
 
-pub fn run(args: &TasksArgs) -> Result<()> {
+pub(crate) fn run(args: &TasksArgs) -> Result<()> {
     let interval = parse_duration(&args.interval, "--interval").map_err(InputError)?;
     validate(&args.filter)?;
     numaplace_linux::guest_hints::validate_patterns(&args.guest_hints)
@@ -228,7 +228,7 @@ fn select(s: &Snapshot, pids: &[i32]) -> Snapshot {
 
 /// Whether a group passes the filter. Each kind of filter given must
 /// match (pid, name, cgroup); within a kind, any value may.
-pub fn keep(f: &TaskFilterArgs, g: &TaskGroup, s: &Snapshot) -> bool {
+pub(crate) fn keep(f: &TaskFilterArgs, g: &TaskGroup, s: &Snapshot) -> bool {
     if !f.kernel && g.is_kernel() {
         return false;
     }

@@ -7,7 +7,7 @@ use numaplace::cli::TopologyArgs;
 use numaplace::error::InputError;
 use numaplace::report;
 
-pub fn run(args: &TopologyArgs) -> Result<()> {
+pub(crate) fn run(args: &TopologyArgs) -> Result<()> {
     let mut topo = numaplace::machine::load(&args.machine)?;
     if let Some(list) = &args.cpus {
         let cpus: CpuSet = list

@@ -9,7 +9,7 @@ use numaplace_sim::adaptive::{Suite, fig4_suite, measure_pairs, train};
 use numaplace::cli::TrainArgs;
 use numaplace::error::InputError;
 
-pub fn run(args: &TrainArgs) -> Result<()> {
+pub(crate) fn run(args: &TrainArgs) -> Result<()> {
     numaplace::files::check_output(&args.out, "--out")?;
     let machine = Machine::preset(&args.machine)
         .map_err(|e| InputError(format!("--machine {}: {e}", args.machine)))?;

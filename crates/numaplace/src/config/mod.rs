@@ -34,7 +34,7 @@ pub struct Config {
     pub journal: Option<PathBuf>,
     /// Where original affinities are kept until they are restored.
     pub state: PathBuf,
-    /// The policy; [`default_policy`] (`auto`) when the file has no
+    /// The policy; `default_policy()` (`auto`) when the file has no
     /// `[policy]` table.
     pub policy: PolicyKind,
     /// Whether the policy was named (a `[policy]` table, or `--policy` on

@@ -5,7 +5,7 @@
 //! `top` without a daemon builds the same from its own collection rounds.
 //!
 //! Everything a process chose (names, VM names) is escaped with
-//! [`printable`] and cut to [`MAX_LABEL`] characters when it enters here,
+//! [`numaplace_model::task::printable`] and cut to [`MAX_LABEL`] characters when it enters here,
 //! and the lists are capped ([`MAX_GROUPS`], [`MAX_DECISIONS`]), so the
 //! JSON stays small whatever runs on the machine.
 

@@ -182,7 +182,7 @@ fn restores_on_sigterm_and_after_kill_9() {
         "the original affinity is written before the pin"
     );
     // SAFETY: kill with a valid pid and signal.
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    common::signal(daemon.id(), libc::SIGTERM);
     let out = daemon.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(affinity(pid), original, "SIGTERM restores");
@@ -656,7 +656,7 @@ fn a_dry_run_journals_each_proposal_once_from_current_to_proposed() {
         metric(&scrape(&sock), "numaplace_rounds_total").is_some_and(|n| n >= 10)
     });
     let metrics = scrape(&sock);
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    common::signal(daemon.id(), libc::SIGTERM);
     let status = daemon.wait().unwrap();
     let said = std::fs::read_to_string(&log).unwrap();
     assert!(status.success(), "{said}");
@@ -706,7 +706,7 @@ fn service_with_the_packaged_config_places_nothing_and_waits() {
         said().contains("names nothing")
     });
     assert!(daemon.try_wait().unwrap().is_none(), "it waits: {}", said());
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    common::signal(daemon.id(), libc::SIGTERM);
     let status = daemon.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{}", said());
     assert!(said().contains("nothing was changed"), "{}", said());
@@ -941,7 +941,7 @@ impl std::ops::DerefMut for Service {
 impl Drop for Service {
     fn drop(&mut self) {
         if matches!(self.0.try_wait(), Ok(None)) {
-            unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+            common::signal(self.0.id(), libc::SIGTERM);
             let _ = self.0.wait();
         }
     }
@@ -971,7 +971,7 @@ fn sighup_reloads_the_scope_and_a_broken_config_changes_nothing() {
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(affinity(pid), before, "{}", said());
     std::fs::write(&config, with_scope(pid)).unwrap();
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
+    common::signal(daemon.id(), libc::SIGHUP);
     wait_for("the pin after the reload", || affinity(pid) == "0");
     assert!(
         said().contains("reloaded, from the next round: scope"),
@@ -979,12 +979,12 @@ fn sighup_reloads_the_scope_and_a_broken_config_changes_nothing() {
         said()
     );
     std::fs::write(&config, "interval = [\n").unwrap();
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
+    common::signal(daemon.id(), libc::SIGHUP);
     wait_for("the refusal", || said().contains("not reloaded"));
     std::thread::sleep(Duration::from_millis(300));
     assert!(daemon.try_wait().unwrap().is_none(), "{}", said());
     assert_eq!(affinity(pid), "0", "nothing put back: {}", said());
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    common::signal(daemon.id(), libc::SIGTERM);
     let status = daemon.wait().unwrap();
     assert_eq!(status.code(), Some(0), "{}", said());
     assert_eq!(affinity(pid), before, "{}", said());
@@ -1009,9 +1009,9 @@ fn a_service_waiting_for_a_scope_takes_one_on_sighup() {
     });
     let scoped = format!("interval = \"100ms\"\n[scope]\npids = [{pid}]\n{PIN_SH_TO_CPU_0}");
     std::fs::write(&config, scoped).unwrap();
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGHUP) };
+    common::signal(daemon.id(), libc::SIGHUP);
     wait_for("the pin", || affinity(pid) == "0");
-    unsafe { libc::kill(daemon.id() as i32, libc::SIGTERM) };
+    common::signal(daemon.id(), libc::SIGTERM);
     assert_eq!(daemon.wait().unwrap().code(), Some(0), "{}", said());
     assert_ne!(affinity(pid), "0", "{}", said());
 }

@@ -68,11 +68,8 @@ fn the_documented_divert_serves_libvirt_keeps_numad_and_is_undone_by_postrm() {
     require_program("unshare", "util-linux");
     require_program("dpkg-divert", "dpkg");
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "needs root (mount namespaces)"
-    );
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "needs root (mount namespaces)");
     let commands = documented_commands();
     assert_eq!(commands.len(), 2, "{commands:?}");
     assert!(

@@ -65,11 +65,8 @@ fn run_domain(answer: &str) -> tempfile::TempDir {
     require_program("qemu-system-x86_64", "qemu-system-x86");
     require_program("unshare", "util-linux");
     // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "needs root (mount namespaces)"
-    );
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "needs root (mount namespaces)");
     let d = tempfile::tempdir().unwrap();
     let p = d.path();
     let write = |rel: &str, body: &str, mode: u32| {

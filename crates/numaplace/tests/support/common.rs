@@ -7,8 +7,16 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Sends `signal` to process `pid` (a child's `id()`), as `kill -SIGNAL`
+/// would: SIGTERM and SIGHUP to a daemon under test.
+pub(crate) fn signal(pid: u32, signal: i32) {
+    // SAFETY: kill(2) takes any pid and signal number and only sends; an
+    // error (the process gone) is the caller's to notice.
+    unsafe { libc::kill(pid as i32, signal) };
+}
+
 /// Runs the numaplace binary with `args`, without the caller's RUST_LOG.
-pub fn numaplace(args: &[&str]) -> Output {
+pub(crate) fn numaplace(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_numaplace"))
         .args(args)
         .env_remove("RUST_LOG")
@@ -16,12 +24,12 @@ pub fn numaplace(args: &[&str]) -> Output {
         .expect("run numaplace")
 }
 
-pub fn text(b: &[u8]) -> String {
+pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
 /// The repository's top directory.
-pub fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
@@ -29,7 +37,7 @@ pub fn repo_root() -> PathBuf {
 }
 
 /// Fails the test (never skips it) when a program it needs is missing.
-pub fn require_program(name: &str, package: &str) {
+pub(crate) fn require_program(name: &str, package: &str) {
     let found = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).any(|d| d.join(name).is_file()))
         .unwrap_or(false);
@@ -42,7 +50,7 @@ pub fn require_program(name: &str, package: &str) {
 /// Runs a QEMU test-bed script of `tests/vm/` (after checking QEMU is
 /// there) with `envs`, the path of its JSON result as its argument, and
 /// returns that JSON text; its log goes to stderr, a failure fails the test.
-pub fn run_guest_script(script: &str, envs: &[(&str, &std::ffi::OsStr)]) -> String {
+pub(crate) fn run_guest_script(script: &str, envs: &[(&str, &std::ffi::OsStr)]) -> String {
     require_program("qemu-system-x86_64", "qemu-system-x86");
     let root = repo_root();
     let script = root.join("tests/vm").join(script);
@@ -72,7 +80,7 @@ pub fn run_guest_script(script: &str, envs: &[(&str, &std::ffi::OsStr)]) -> Stri
 /// The lines of a test-bed script's log that say what went wrong (its
 /// checks' `FAILED`, errors, a panic), at most 25, then its last 15 lines:
 /// a failure's message carries them, so a cut CI log still shows why.
-pub fn what_failed(log: &str) -> String {
+pub(crate) fn what_failed(log: &str) -> String {
     let lines: Vec<&str> = log.lines().collect();
     let telling = |l: &&str| {
         let l = l.to_ascii_lowercase();
@@ -97,7 +105,7 @@ pub fn what_failed(log: &str) -> String {
 }
 
 /// Kills and reaps a child (QEMU) when dropped, also when the test panics.
-pub struct KillOnDrop(pub std::process::Child);
+pub(crate) struct KillOnDrop(pub std::process::Child);
 
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
@@ -107,7 +115,7 @@ impl Drop for KillOnDrop {
 }
 
 /// `tid -> comm` of a process's threads, from /proc (empty once it is gone).
-pub fn thread_names(pid: u32) -> std::collections::BTreeMap<i32, String> {
+pub(crate) fn thread_names(pid: u32) -> std::collections::BTreeMap<i32, String> {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return std::collections::BTreeMap::new();
     };

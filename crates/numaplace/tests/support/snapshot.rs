@@ -11,13 +11,13 @@ use crate::common::text;
 /// A machine's sysfs snapshot extracted into a temporary directory, given
 /// what the snapshot lacks: a `proc/stat` (every CPU idle: the file does
 /// not change, so no CPU counts as busy) and each node's free memory.
-pub struct Machine {
+pub(crate) struct Machine {
     _dir: tempfile::TempDir,
     pub root: PathBuf,
 }
 
 impl Machine {
-    pub fn new(tarball: &Path, free_mib: &[u64]) -> Machine {
+    pub(crate) fn new(tarball: &Path, free_mib: &[u64]) -> Machine {
         assert!(tarball.is_file(), "{} is missing", tarball.display());
         let dir = tempfile::tempdir().unwrap();
         let o = std::process::Command::new("tar")
@@ -72,7 +72,7 @@ impl Machine {
     }
 
     /// The distance from node `a` to node `b`, as the snapshot says.
-    pub fn distance(&self, a: usize, b: usize) -> u32 {
+    pub(crate) fn distance(&self, a: usize, b: usize) -> u32 {
         let row = std::fs::read_to_string(
             self.root
                 .join(format!("sys/devices/system/node/node{a}/distance")),

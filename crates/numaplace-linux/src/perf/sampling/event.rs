@@ -10,7 +10,7 @@ use crate::perf::raw_event::EventOrigin;
 /// The load-latency threshold the kernel's `mem-loads` descriptions give
 /// (`ldlat=3`, linux `arch/x86/events/intel/core.c`), used for libpfm4's
 /// event too when none is configured.
-pub const SYSFS_LDLAT: u64 = 3;
+pub(super) const SYSFS_LDLAT: u64 = 3;
 
 /// Whether the PMUs include a core PMU (Intel, AMD or ARM).
 pub(super) fn has_core_pmu(host: &HostFacts) -> bool {

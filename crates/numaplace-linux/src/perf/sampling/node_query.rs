@@ -4,7 +4,7 @@
 use super::*;
 
 /// The soft `RLIMIT_NOFILE` once raised to the hard limit (where finite):
-/// what [`raise_fd_limit`] and [`super::PerfMonitor::new`] leave.
+/// what [`raise_fd_limit`] and [`crate::perf::PerfMonitor::new`] leave.
 pub fn fd_limit_after_raise() -> u64 {
     let mut r = libc::rlimit {
         rlim_cur: 0,

@@ -27,7 +27,7 @@ use numaplace_policy::engine::{
 
 /// `numaplace advise`: with `--numad-w`, numad's pre-placement query;
 /// otherwise one round of the daemon's policy.
-pub fn run(args: &AdviseArgs) -> Result<()> {
+pub(crate) fn run(args: &AdviseArgs) -> Result<()> {
     match (&args.numad_w, &args.sysfs_root) {
         (Some(w), root) => numad_w::run(w, root.as_deref()),
         // clap's `requires` is not checked where a conflicting flag

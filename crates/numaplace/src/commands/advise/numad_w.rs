@@ -21,7 +21,7 @@ use numaplace_policy::preplacement::Request;
 use numaplace::error::InputError;
 use numaplace::machine_room::{BadCpuCount, MachineRoom, parse_cpu_count};
 
-pub fn run(w: &str, sysfs_root: Option<&Path>) -> Result<()> {
+pub(super) fn run(w: &str, sysfs_root: Option<&Path>) -> Result<()> {
     let req = parse_request(w)?;
     let root = match sysfs_root {
         Some(dir) => SysRoot::new(dir)?,
@@ -44,7 +44,7 @@ pub fn run(w: &str, sysfs_root: Option<&Path>) -> Result<()> {
 /// numad's `-w` argument: `NCPUS[:MB]`, NCPUS a positive number of CPUs
 /// (numad takes hundredths: `2.5`), MB MiB of memory (0 or absent: CPUs
 /// only, as numad).
-pub fn parse_request(w: &str) -> Result<Request, InputError> {
+pub(super) fn parse_request(w: &str) -> Result<Request, InputError> {
     let bad = |why: &str| {
         InputError(format!(
             "--numad-w {w:?}: {why}; give NCPUS[:MB], e.g. 4:8192 for 4 vCPUs and 8192 MiB, \

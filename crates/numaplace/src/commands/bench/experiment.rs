@@ -500,7 +500,7 @@ struct Json<'p> {
     points: Vec<Row<'p>>,
 }
 
-pub fn run(name: &str, args: &BenchArgs, topo: &Topology) -> Result<()> {
+pub(super) fn run(name: &str, args: &BenchArgs, topo: &Topology) -> Result<()> {
     let fig = parse(name)?;
     let scale = match args.scale {
         Some(s) if !(s.is_finite() && s > 0.0) => {

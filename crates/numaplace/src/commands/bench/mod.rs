@@ -21,7 +21,7 @@ const MIB: u64 = 1 << 20;
 /// Loops per thread when neither --loops nor --seconds is given.
 const DEFAULT_LOOPS: u64 = 100;
 
-pub fn run(args: &BenchArgs) -> Result<()> {
+pub(crate) fn run(args: &BenchArgs) -> Result<()> {
     let machine = Usable::host()?;
     match &args.experiment {
         Some(name) => experiment::run(name, args, &machine.topo),

@@ -232,7 +232,7 @@ fn host_name() -> String {
         .unwrap_or_else(|| "host".into())
 }
 
-pub fn run(args: &CalibrateArgs) -> Result<()> {
+pub(crate) fn run(args: &CalibrateArgs) -> Result<()> {
     check_output(&args.output, args.force)?;
     let full = numaplace::machine::load(&MachineArgs::default())?;
     let host = Usable::host()?;

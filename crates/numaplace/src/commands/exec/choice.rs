@@ -12,7 +12,7 @@ use numaplace::machine_room::Advised;
 
 /// How the command's memory is placed on the chosen nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MemoryMode {
+pub(crate) enum MemoryMode {
     /// Preferred there, anywhere when they are full (numactl --preferred,
     /// --preferred-many): the default.
     Preferred,
@@ -24,7 +24,7 @@ pub enum MemoryMode {
 
 /// What the caller of `exec` may use: the command never gets more.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Allowed {
+pub(crate) struct Allowed {
     /// Its CPU affinity (within its cgroup's cpuset).
     pub cpus: CpuSet,
     /// The nodes its cpuset lets it allocate from (`Mems_allowed`).
@@ -33,7 +33,7 @@ pub struct Allowed {
 
 /// Where the nodes come from.
 #[derive(Debug, Clone)]
-pub enum Source {
+pub(crate) enum Source {
     /// `--nodes LIST`, parsed ([`parse_nodes`]).
     Given { list: String, nodes: CpuSet },
     /// The pre-placement advice for `req` (`--policy NAME`).
@@ -48,7 +48,7 @@ pub enum Source {
 
 /// What `exec` sets before it runs the command.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Choice {
+pub(crate) struct Choice {
     /// Whether anything is set (not on a one-node machine without --nodes).
     pub placed: bool,
     /// The chosen nodes (kernel ids).
@@ -77,7 +77,7 @@ fn policy_word<S: serde::Serializer>(p: &Option<MemoryPolicy>, s: S) -> Result<S
 
 /// `--nodes LIST`: kernel node ids in list syntax, each a node of
 /// `topology` (the nodes this process may use).
-pub fn parse_nodes(list: &str, topology: &Topology) -> Result<CpuSet, InputError> {
+pub(crate) fn parse_nodes(list: &str, topology: &Topology) -> Result<CpuSet, InputError> {
     let have: CpuSet = topology.nodes().iter().map(|n| n.os_id).collect();
     let nodes = CpuSet::parse_list(list).map_err(|e| {
         InputError(format!(
@@ -109,7 +109,7 @@ pub fn parse_nodes(list: &str, topology: &Topology) -> Result<CpuSet, InputError
 /// The choice (module documentation). `preferred_many`: whether the
 /// kernel takes `MPOL_PREFERRED_MANY` (Linux 5.15+) on these nodes, asked
 /// only where memory is preferred on several.
-pub fn choose(
+pub(crate) fn choose(
     topology: &Topology,
     source: &Source,
     allowed: &Allowed,

@@ -10,7 +10,7 @@
 //! refused (a bad argument) or failed before running it, so that a batch
 //! script can tell numaplace's failure from its job's.
 
-pub mod choice;
+pub(crate) mod choice;
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt as _;
@@ -30,13 +30,13 @@ use numaplace::error::InputError;
 use numaplace::machine_room::{BadCpuCount, MachineRoom, parse_cpu_count};
 
 /// numaplace's own failure, before the command ran.
-pub const FAILED: u8 = 125;
+pub(crate) const FAILED: u8 = 125;
 
 /// The policies whose advice `exec` follows: for a process not yet
 /// started, both are numad's pre-placement.
 const POLICIES: [&str; 2] = ["auto", "numad-like"];
 
-pub fn run(args: &ExecArgs) -> Result<()> {
+pub(crate) fn run(args: &ExecArgs) -> Result<()> {
     let program = args.command.first().ok_or_else(|| {
         InputError("no command given: numaplace exec [OPTIONS] -- COMMAND [ARGS]".into())
     })?;
@@ -195,7 +195,7 @@ fn print_choice(args: &ExecArgs, choice: &Choice) -> Result<()> {
 }
 
 /// The exit status of `numaplace exec` that failed with `e`.
-pub fn exit_code(e: &anyhow::Error) -> u8 {
+pub(crate) fn exit_code(e: &anyhow::Error) -> u8 {
     match e.downcast_ref::<ExecError>() {
         Some(e) => e.status,
         None => FAILED,
@@ -204,7 +204,7 @@ pub fn exit_code(e: &anyhow::Error) -> u8 {
 
 /// The arguments name `exec` as the command (options before it are
 /// global flags such as -v, which take no value).
-pub fn is_exec(args: &[OsString]) -> bool {
+pub(crate) fn is_exec(args: &[OsString]) -> bool {
     args.iter()
         .skip(1)
         .find(|a| !a.as_bytes().starts_with(b"-"))

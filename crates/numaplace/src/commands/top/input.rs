@@ -6,14 +6,14 @@ use numaplace::top_state::{GroupRow, TopState};
 
 /// The pane under the nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Pane {
+pub(crate) enum Pane {
     Groups,
     Decisions,
 }
 
 /// What the groups are sorted by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SortKey {
+pub(crate) enum SortKey {
     Cpu,
     Memory,
     Threads,
@@ -22,7 +22,7 @@ pub enum SortKey {
 }
 
 impl SortKey {
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             SortKey::Cpu => "CPU",
             SortKey::Memory => "memory",
@@ -45,7 +45,7 @@ impl SortKey {
 
 /// What the operator chose: pane, order, pause, scroll.
 #[derive(Debug, Clone)]
-pub struct App {
+pub(crate) struct App {
     pub pane: Pane,
     pub sort: SortKey,
     /// Smallest first instead of largest first.
@@ -71,12 +71,12 @@ impl Default for App {
 }
 
 /// The keys, for the footer and `--help`.
-pub const KEYS: &str =
+pub(crate) const KEYS: &str =
     "q quit  Tab/g/d pane  s sort  c m t p n sort by  r reverse  space pause  ↑↓ scroll";
 
 impl App {
     /// What a key does; `live` is the latest frame (what a pause freezes).
-    pub fn on_key(&mut self, key: KeyEvent, live: Option<&TopState>) {
+    pub(crate) fn on_key(&mut self, key: KeyEvent, live: Option<&TopState>) {
         if key.kind == KeyEventKind::Release {
             return;
         }
@@ -124,7 +124,7 @@ impl App {
 
     /// The groups in the chosen order: largest first unless reversed; in
     /// scope before the others.
-    pub fn sorted<'a>(&self, groups: &'a [GroupRow]) -> Vec<&'a GroupRow> {
+    pub(crate) fn sorted<'a>(&self, groups: &'a [GroupRow]) -> Vec<&'a GroupRow> {
         let mut v: Vec<&GroupRow> = groups.iter().collect();
         let mem = |g: &GroupRow| g.memory.as_ref().map_or(0, |m| m.values().sum::<u64>());
         v.sort_by(|a, b| {

@@ -5,10 +5,10 @@
 //! keys into the operator's choices, `terminal` puts the terminal back on
 //! every way out.
 
-pub mod data;
-pub mod input;
-pub mod render;
-pub mod terminal;
+pub(crate) mod data;
+pub(crate) mod input;
+pub(crate) mod render;
+pub(crate) mod terminal;
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,7 +35,7 @@ use numaplace::synthetic_counters::{Synthesized, SyntheticCounters};
 use numaplace::top_state::{Feed, Reads, TopState, Watch};
 use render::Status;
 
-pub fn run(args: &TopArgs) -> Result<()> {
+pub(crate) fn run(args: &TopArgs) -> Result<()> {
     let interval = parse_duration(&args.interval, "interval").map_err(InputError)?;
     if interval < Duration::from_millis(100) {
         return Err(InputError(format!(
@@ -115,7 +115,7 @@ fn parse_size(text: &str) -> Result<(u16, u16)> {
 }
 
 /// The frame as text, one line per terminal row, trailing blanks cut.
-pub fn frame_text(
+pub(crate) fn frame_text(
     app: &App,
     state: Option<&TopState>,
     status: &Status,

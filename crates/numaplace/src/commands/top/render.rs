@@ -11,18 +11,18 @@ use super::input::{App, KEYS, Pane};
 use numaplace::top_state::{DecisionRow, GroupRow, TopState};
 
 /// The smallest terminal the view fits in.
-pub const MIN_WIDTH: u16 = 60;
-pub const MIN_HEIGHT: u16 = 14;
+pub(crate) const MIN_WIDTH: u16 = 60;
+pub(crate) const MIN_HEIGHT: u16 = 14;
 
 /// What the view shows besides the frame.
-pub struct Status<'a> {
+pub(crate) struct Status<'a> {
     /// Where the frames come from (`daemon unix:/run/...`, `this machine`).
     pub source: &'a str,
     /// Why the latest try failed (`daemon not answering: ...`).
     pub problem: Option<String>,
 }
 
-pub fn draw(f: &mut Frame, app: &App, state: Option<&TopState>, status: &Status) {
+pub(crate) fn draw(f: &mut Frame, app: &App, state: Option<&TopState>, status: &Status) {
     let area = f.area();
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         let msg = format!(
@@ -92,7 +92,7 @@ fn header<'a>(app: &App, state: Option<&TopState>, status: &Status) -> Paragraph
 
 /// Bytes as the topology report writes them, without its space, to fit
 /// a column: `15.6GiB`, `300MiB`.
-pub fn bytes(b: u64) -> String {
+pub(crate) fn bytes(b: u64) -> String {
     numaplace::report::topology::bytes(b).replace(' ', "")
 }
 

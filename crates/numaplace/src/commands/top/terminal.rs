@@ -19,18 +19,18 @@ use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 
 /// Puts the terminal back; safe to call more than once.
-pub fn restore() {
+pub(crate) fn restore() {
     let _ = disable_raw_mode();
     let _ = execute!(stdout(), LeaveAlternateScreen, Show);
 }
 
 /// The terminal in the view's mode; dropped, it is put back.
-pub struct Screen {
+pub(crate) struct Screen {
     pub terminal: Terminal<CrosstermBackend<Stdout>>,
 }
 
 impl Screen {
-    pub fn enter() -> Result<Screen> {
+    pub(crate) fn enter() -> Result<Screen> {
         // A panic anywhere (a bug in the view, a thread) leaves the
         // terminal usable and its message readable.
         let previous = std::panic::take_hook();
@@ -58,7 +58,7 @@ impl Drop for Screen {
 
 /// A flag SIGINT, SIGTERM and SIGHUP set. In raw mode a typed Ctrl-C is a
 /// key, not a signal; these come from `kill` or a closed terminal.
-pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+pub(crate) fn stop_on_signals() -> Result<Arc<AtomicBool>> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [
         signal_hook::consts::SIGINT,
@@ -75,6 +75,6 @@ pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
 /// Asked before crossterm's own poll, which on a hung-up terminal reads
 /// end-of-file over and over without returning (the view then spun at a
 /// whole CPU, its SIGHUP flag never looked at).
-pub fn wait_for_input(timeout: std::time::Duration) -> Input {
+pub(crate) fn wait_for_input(timeout: std::time::Duration) -> Input {
     probe::wait_for_input(std::io::stdin().as_fd(), timeout)
 }

@@ -16,15 +16,15 @@ use numaplace_policy::engine::{Observer, RoundReport};
 
 use numaplace::daemon::metrics::Listen;
 use numaplace::top_state::{Feed, TopState};
-pub use numaplace_view::parse_answer;
+pub(crate) use numaplace_view::parse_answer;
 
-pub use numaplace_view::MAX_ANSWER_BYTES;
+pub(crate) use numaplace_view::MAX_ANSWER_BYTES;
 /// The longest one request to the daemon may take, connecting included.
-pub const DEADLINE: Duration = Duration::from_secs(2);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(2);
 
 /// The latest frame, or why there is none.
 #[derive(Debug, Default)]
-pub struct Latest {
+pub(crate) struct Latest {
     pub state: Option<TopState>,
     /// The last try failed: why (the frame, if any, is older).
     pub error: Option<String>,
@@ -35,14 +35,14 @@ pub struct Latest {
     pub asking_since: Option<Instant>,
 }
 
-pub type Shared = Arc<Mutex<Latest>>;
+pub(crate) type Shared = Arc<Mutex<Latest>>;
 
 fn lock(s: &Shared) -> std::sync::MutexGuard<'_, Latest> {
     s.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Asks the daemon at `listen` every `interval` until `stop`.
-pub fn spawn_daemon_reader(
+pub(crate) fn spawn_daemon_reader(
     listen: Listen,
     interval: Duration,
     latest: Shared,
@@ -71,7 +71,7 @@ pub fn spawn_daemon_reader(
 }
 
 /// Sleeps `d` in short steps, ending early once `stop` is set.
-pub fn sleep_unless(stop: &AtomicBool, d: Duration) {
+pub(crate) fn sleep_unless(stop: &AtomicBool, d: Duration) {
     let end = Instant::now() + d;
     while !stop.load(Ordering::Relaxed) && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(50).min(end - Instant::now()));
@@ -98,7 +98,7 @@ impl Stream for std::os::unix::net::UnixStream {
 
 /// One `GET /state`: the whole exchange within `deadline`, at most
 /// [`MAX_ANSWER_BYTES`] read; what went wrong in one line.
-pub fn fetch(listen: &Listen, deadline: Duration) -> Result<TopState, String> {
+pub(crate) fn fetch(listen: &Listen, deadline: Duration) -> Result<TopState, String> {
     let start = Instant::now();
     let mut s: Box<dyn Stream> = match listen {
         Listen::Tcp(addr) => Box::new(
@@ -153,7 +153,7 @@ pub fn fetch(listen: &Listen, deadline: Duration) -> Result<TopState, String> {
 /// second more: a connect that blocks (the connecting side of a UNIX socket
 /// whose listener's backlog is full waits for room, and no deadline of
 /// `std` bounds it) ends the wait, not the program (`--once`).
-pub fn fetch_within(listen: &Listen, deadline: Duration) -> Result<TopState, String> {
+pub(crate) fn fetch_within(listen: &Listen, deadline: Duration) -> Result<TopState, String> {
     let (tx, rx) = std::sync::mpsc::channel();
     let l = listen.clone();
     std::thread::Builder::new()
@@ -171,7 +171,7 @@ pub fn fetch_within(listen: &Listen, deadline: Duration) -> Result<TopState, Str
 }
 
 /// `top`'s own loop: each round's frame into `latest`, until `stop`.
-pub struct LocalObserver<'a> {
+pub(crate) struct LocalObserver<'a> {
     pub feed: Feed<'a>,
     pub latest: Shared,
     pub stop: Arc<AtomicBool>,
