@@ -12,17 +12,9 @@
 //!   where each running thread is and where its memory lives, how fast
 //!   each goes.
 
-// 11 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod machine;
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 pub mod machine_file;
-// 11 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod model;
-// 3 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod thread;
 
 pub use machine::{Machine, MachineError, MachineParams, PRESETS, Param, Source};

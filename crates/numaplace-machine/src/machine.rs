@@ -31,7 +31,9 @@ pub enum Source {
 /// A number and its source.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Param {
+    /// The number, in the unit its field names.
     pub value: f64,
+    /// Where it comes from: published, derived, assumed or measured.
     pub source: Source,
 }
 
@@ -84,6 +86,7 @@ pub struct MachineParams {
     /// Cache-to-cache transfer of a modified line (HITM) within a socket
     /// and across sockets, ns.
     pub hitm_same_socket_ns: Param,
+    /// The same transfer from a core of another socket, ns.
     pub hitm_cross_socket_ns: Param,
     /// Power model, where it was measured.
     pub power: Option<PowerModel>,
@@ -109,8 +112,11 @@ impl MachineParams {
 /// A machine to simulate.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
+    /// Its name: a preset's (`westmere-2s`) or a machine file's.
     pub name: String,
+    /// Its packages, nodes, caches, cores and CPUs.
     pub topology: Topology,
+    /// The numbers the model needs: latencies, bandwidths, caches, power.
     pub params: MachineParams,
 }
 
@@ -123,13 +129,18 @@ pub const PRESETS: [&str; 5] = [
     "sapphirerapids-2s-snc4",
 ];
 
+/// Why a machine could not be had.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MachineError {
+    /// No preset has this name (see [`PRESETS`]).
     UnknownPreset(String),
+    /// Its topology is not one the model can use.
     Topology(TopologyError),
     /// A machine file that cannot be read or used: which, and why.
     File {
+        /// The file, as given.
         path: String,
+        /// What is wrong with it.
         message: String,
     },
 }

@@ -10,6 +10,7 @@ use crate::machine::{Machine, MachineError, MachineParams, Param};
 
 /// What the file says it is.
 pub const FORMAT: &str = "numaplace-machine";
+/// The version of the file's layout this numaplace writes and reads.
 pub const VERSION: u32 = 1;
 
 #[derive(Serialize, Deserialize)]

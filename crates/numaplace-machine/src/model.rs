@@ -51,6 +51,7 @@ impl Default for Mechanisms {
 /// Constants of the model that no preset publishes, with their sources.
 #[derive(Debug, Clone, Serialize)]
 pub struct Constants {
+    /// The contention mechanisms applied (all, but in a study).
     pub mechanisms: Mechanisms,
     /// Utilisation at which the curve is capped (M3).
     pub utilisation_cap: f64,
@@ -59,6 +60,7 @@ pub struct Constants {
     /// Address translation of a uniformly random walk (M5): the cost per
     /// access is `walk_ns · max(0, 1 − reach / W)`.
     pub translation_reach_bytes: Param,
+    /// The cost of one page walk beyond that reach, ns (`walk_ns` above).
     pub walk_ns: Param,
     /// A modified line taken from the SMT sibling (M4).
     pub hitm_smt_ns: Param,
@@ -164,6 +166,7 @@ pub struct Runner<'a> {
     pub cpu: usize,
     /// Fraction of the CPU it gets (1/k when k threads share it).
     pub share: f64,
+    /// How it computes and touches memory in its current phase.
     pub model: &'a ThreadModel,
     /// Fraction of its private pages on each node (dense ids; sums to 1).
     pub pages: &'a [f64],
@@ -191,6 +194,7 @@ pub struct Speed {
     /// misses averaged over its instructions in its co-runner
     /// combinations, M2).
     pub uncore_per_instr: f64,
+    /// LLC misses per instruction, averaged the same way.
     pub llc_miss_per_instr: f64,
     /// Its LLC share, bytes (averaged over its running time in its
     /// co-runner combinations, M2).
@@ -211,6 +215,7 @@ pub struct Load {
     pub node_utilisation: Vec<f64>,
     /// Interconnect utilisation per ordered package pair (row-major).
     pub link_utilisation: Vec<f64>,
+    /// Fixed-point iterations the step's solve took.
     pub iterations: u32,
 }
 
@@ -218,13 +223,16 @@ pub struct Load {
 /// migrations (M7), bytes per second per node and per ordered package pair.
 #[derive(Debug, Clone, Default)]
 pub struct Background {
+    /// Bytes per second on each node's memory controller (dense ids).
     pub node_bytes_per_s: Vec<f64>,
+    /// Bytes per second on each ordered package pair's link (row-major).
     pub link_bytes_per_s: Vec<f64>,
 }
 
 /// Solves steps; keeps its buffers between calls.
 #[derive(Debug)]
 pub struct Solver {
+    /// The model's constants it solves with.
     pub constants: Constants,
     ghz: f64,
     l2_bytes: Vec<f64>,
@@ -267,6 +275,7 @@ pub struct Solver {
 }
 
 impl Solver {
+    /// A solver for machine `m` with `constants`.
     pub fn new(m: &Machine, constants: Constants) -> Solver {
         let t = &m.topology;
         let l2_bytes = t
@@ -314,10 +323,12 @@ impl Solver {
         }
     }
 
+    /// The machine's clock, GHz (cycles per ns).
     pub fn ghz(&self) -> f64 {
         self.ghz
     }
 
+    /// The dense id of the node dense CPU `cpu` belongs to.
     pub fn cpu_node(&self, cpu: usize) -> usize {
         self.cpu_node[cpu]
     }

@@ -20,7 +20,12 @@ pub enum Pattern {
     /// where `llc_mpki` is the thread's LLC misses per 1000 instructions
     /// when it has the whole LLC (`C_llc`) to itself; flat once `W` fits,
     /// never more than the uncore requests.
-    PowerLaw { llc_mpki: f64, alpha: f64 },
+    PowerLaw {
+        /// LLC misses per 1000 instructions with the whole LLC.
+        llc_mpki: f64,
+        /// How steeply misses grow as its cache share shrinks.
+        alpha: f64,
+    },
 }
 
 /// A thread's behaviour during one phase of its run.
@@ -35,6 +40,7 @@ pub struct ThreadModel {
     pub uncore_pki: f64,
     /// Private working set, bytes.
     pub working_set: u64,
+    /// How its accesses spread over that working set.
     pub pattern: Pattern,
     /// Memory-level parallelism: outstanding misses the core overlaps (1
     /// for a pointer chase).

@@ -42,6 +42,7 @@ pub const VERSION: u32 = 1;
 pub const MAX_LINE_BYTES: usize = 4096;
 /// The shortest and longest interval a guest may announce, milliseconds.
 pub const MIN_INTERVAL_MS: u32 = 100;
+/// See [`MIN_INTERVAL_MS`].
 pub const MAX_INTERVAL_MS: u32 = 60_000;
 /// The default name of the port (`/dev/virtio-ports/NAME` in the guest,
 /// `<target ... name='NAME'/>` in libvirt's channel).
@@ -52,6 +53,7 @@ pub const DEFAULT_PORT_NAME: &str = "org.numaplace.hints.0";
 pub enum Message {
     /// The full current state, and the heartbeat.
     Set {
+        /// The message's sequence number: one more than the guest's last.
         seq: u64,
         /// How often the guest sends a `set`.
         interval_ms: u32,
@@ -63,12 +65,23 @@ pub enum Message {
         tagged: CpuSet,
     },
     /// vCPUs newly tagged since the last `set`.
-    Tag { seq: u64, vcpus: CpuSet },
+    Tag {
+        /// The message's sequence number.
+        seq: u64,
+        /// The vCPUs, by the guest's numbering.
+        vcpus: CpuSet,
+    },
     /// vCPUs no longer tagged since the last `set`.
-    Clear { seq: u64, vcpus: CpuSet },
+    Clear {
+        /// The message's sequence number.
+        seq: u64,
+        /// The vCPUs, by the guest's numbering.
+        vcpus: CpuSet,
+    },
 }
 
 impl Message {
+    /// Its sequence number, whichever kind it is.
     pub fn seq(&self) -> u64 {
         match self {
             Message::Set { seq, .. } | Message::Tag { seq, .. } | Message::Clear { seq, .. } => {

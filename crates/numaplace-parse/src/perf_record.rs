@@ -2,29 +2,52 @@
 //! `PERF_SAMPLE_TID | PERF_SAMPLE_ADDR`, optionally `DATA_SRC`), parsed
 //! from the bytes the ring buffer holds.
 
+/// `perf_event_header.type` of a record saying samples were lost (the ring
+/// buffer was full).
 pub const PERF_RECORD_LOST: u32 = 2;
+/// `perf_event_header.type` of a record saying the kernel throttled the
+/// event (too many samples a second).
 pub const PERF_RECORD_THROTTLE: u32 = 5;
+/// `perf_event_header.type` of a sample.
 pub const PERF_RECORD_SAMPLE: u32 = 9;
 
 /// `PERF_SAMPLE_*` bits, as the kernel's `perf_event_sample_format`.
 pub mod bits {
+    /// The record holds the instruction pointer.
     pub const IP: u64 = 1 << 0;
+    /// The record holds the process and thread ids.
     pub const TID: u64 = 1 << 1;
+    /// The record holds the timestamp.
     pub const TIME: u64 = 1 << 2;
+    /// The record holds the data address.
     pub const ADDR: u64 = 1 << 3;
+    /// The record holds the counter values (variable length).
     pub const READ: u64 = 1 << 4;
+    /// The record holds the call chain (variable length).
     pub const CALLCHAIN: u64 = 1 << 5;
+    /// The record holds the event id.
     pub const ID: u64 = 1 << 6;
+    /// The record holds the CPU and a reserved word.
     pub const CPU: u64 = 1 << 7;
+    /// The record holds the sample period.
     pub const PERIOD: u64 = 1 << 8;
+    /// The record holds the stream id.
     pub const STREAM_ID: u64 = 1 << 9;
+    /// The record holds raw tracepoint data (variable length).
     pub const RAW: u64 = 1 << 10;
+    /// The record holds the last branch records (variable length).
     pub const BRANCH_STACK: u64 = 1 << 11;
+    /// The record holds the user registers (variable length).
     pub const REGS_USER: u64 = 1 << 12;
+    /// The record holds a copy of the user stack (variable length).
     pub const STACK_USER: u64 = 1 << 13;
+    /// The record holds the access's weight (its latency, in cycles).
     pub const WEIGHT: u64 = 1 << 14;
+    /// The record holds where the data came from (`perf_mem_data_src`).
     pub const DATA_SRC: u64 = 1 << 15;
+    /// The record holds the event id, first in the record.
     pub const IDENTIFIER: u64 = 1 << 16;
+    /// The record holds the weight as a structure of 3 parts.
     pub const WEIGHT_STRUCT: u64 = 1 << 24;
     /// Variable-length fields before `DATA_SRC`, which [`super::parse_sample`]
     /// does not walk.
@@ -39,6 +62,7 @@ pub const PERF_MEM_OP_STORE: u64 = 0x04;
 pub struct ParsedSample {
     /// Process (tgid) and thread, if `PERF_SAMPLE_TID`.
     pub pid: u32,
+    /// The thread that took the sample, if `PERF_SAMPLE_TID`.
     pub tid: u32,
     /// The data address (0: none recorded).
     pub addr: u64,
@@ -54,10 +78,12 @@ impl ParsedSample {
     }
 }
 
+/// The native-endian `u64` at byte `at` of `b`; `None` past its end.
 pub fn read_u64(b: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(b.get(at..at + 8)?.try_into().ok()?))
 }
 
+/// The native-endian `u32` at byte `at` of `b`; `None` past its end.
 pub fn read_u32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
 }

@@ -8,23 +8,11 @@
 mod cgroup;
 mod cmdline;
 mod cpu_times;
-// 16 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod error;
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 mod numa_maps;
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 mod sched;
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 mod stat;
-// 3 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod statm;
-// 3 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod status;
 
 #[cfg(test)]

@@ -9,7 +9,12 @@ use thiserror::Error;
 pub enum ParseError {
     /// The text does not have the file's shape at all.
     #[error("{file}: {what}")]
-    Malformed { file: &'static str, what: String },
+    Malformed {
+        /// The kind of file (`stat`, `status`).
+        file: &'static str,
+        /// What is wrong with it.
+        what: String,
+    },
     /// Fewer fields than the kernel has always written: a cut-off read or
     /// not the file it claims to be.
     #[error(
@@ -17,40 +22,56 @@ pub enum ParseError {
          (up to {field})"
     )]
     Truncated {
+        /// The kind of file (`stat`, `status`).
         file: &'static str,
+        /// Fields found after the command name.
         found: usize,
+        /// Fields needed.
         needed: usize,
+        /// The last field needed.
         field: &'static str,
     },
     /// The text does not end with the newline the kernel always writes:
     /// the read was cut short, possibly inside a number.
     #[error("{file}: no newline at the end: the read was cut short")]
-    Unterminated { file: &'static str },
+    Unterminated {
+        /// The kind of file (`stat`, `status`).
+        file: &'static str,
+    },
     /// A field every kernel writes is missing.
     #[error("{file}: no {field} line")]
     MissingField {
+        /// The kind of file (`stat`, `status`).
         file: &'static str,
+        /// The field (`Tgid`, `Cpus_allowed_list`).
         field: &'static str,
     },
     /// A field is there but its value is not what the kernel writes.
     #[error("{file}: {field}: {value:?} is not {expected}")]
     InvalidField {
+        /// The kind of file (`stat`, `status`).
         file: &'static str,
+        /// The field.
         field: &'static str,
         /// The offending value, cut to a readable length.
         value: String,
+        /// What the kernel writes there (`a number`).
         expected: &'static str,
     },
     /// A CPU or node list field failed to parse.
     #[error("{file}: {field}: {source}")]
     List {
+        /// The kind of file (`stat`, `status`).
         file: &'static str,
+        /// The field.
         field: &'static str,
+        /// Why the list did not parse.
         source: CpuSetParseError,
     },
 }
 
 impl ParseError {
+    /// [`ParseError::InvalidField`], with `value` cut to a readable length.
     pub fn invalid(
         file: &'static str,
         field: &'static str,

@@ -64,6 +64,7 @@ pub struct NumaMapping {
     /// The `file=` path, still escaped as the kernel wrote it (`\040` for
     /// a space).
     pub file: Option<String>,
+    /// How its pages are counted: anonymous, file-backed or hugetlb.
     pub kind: MappingKind,
     /// The kernel page size in bytes; 0 when no pages are resident.
     pub page_size: u64,

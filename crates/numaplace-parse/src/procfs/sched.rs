@@ -40,6 +40,7 @@ pub struct NodeFaults {
     pub task_shared: u64,
     /// The same for the task's NUMA group.
     pub group_private: u64,
+    /// The group's faults on pages other tasks touched too.
     pub group_shared: u64,
 }
 

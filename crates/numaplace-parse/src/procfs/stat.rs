@@ -27,6 +27,7 @@ pub struct TaskStat {
     /// (10, 12) Minor and major page faults of this task (of the whole
     /// process in `/proc/<pid>/stat`).
     pub min_flt: u64,
+    /// See `min_flt`: the major ones, which read from disk.
     pub maj_flt: u64,
     /// (14) User time, clock ticks.
     pub utime: u64,

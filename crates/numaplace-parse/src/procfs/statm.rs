@@ -9,10 +9,13 @@ use super::error::ParseError;
 /// in pages (proc(5)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Statm {
+    /// Total program size, pages.
     pub size: u64,
+    /// Resident set, pages.
     pub resident: u64,
 }
 
+/// Parses `statm`'s first two fields.
 pub fn parse_statm(text: &str) -> Result<Statm, ParseError> {
     let mut fields = text.split_ascii_whitespace();
     let mut next = |field: &'static str| {

@@ -16,6 +16,7 @@ pub struct TaskStatus {
     pub tgid: i32,
     /// The task's own id (the tid for a thread).
     pub pid: i32,
+    /// The parent's process id (`PPid`).
     pub ppid: i32,
     /// CPUs the task may run on (`Cpus_allowed_list`).
     pub cpus_allowed: CpuSet,
@@ -23,7 +24,9 @@ pub struct TaskStatus {
     pub mems_allowed: CpuSet,
     /// Resident set size in KiB; `None` for kernel threads (no `VmRSS`).
     pub vm_rss_kb: Option<u64>,
+    /// Times it gave up its CPU to wait; `None` where not written.
     pub voluntary_ctxt_switches: Option<u64>,
+    /// Times it was switched out while runnable; `None` where not written.
     pub nonvoluntary_ctxt_switches: Option<u64>,
 }
 
