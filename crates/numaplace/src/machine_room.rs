@@ -28,6 +28,7 @@ pub(crate) const MAX_CPUS: f64 = 65_535.0;
 /// A machine's free room, read once.
 #[derive(Debug, Clone)]
 pub struct MachineRoom {
+    /// The machine.
     pub topology: Topology,
     /// Each CPU's idle share (kernel CPU id -> 0..1; `None`: its counters
     /// did not move).
@@ -39,6 +40,7 @@ pub struct MachineRoom {
 /// The advice and what it was given.
 #[derive(Debug, Clone)]
 pub struct Advised {
+    /// The nodes advised, or why none.
     pub advice: Advice,
     /// Each node's room, by dense node id.
     pub rooms: Vec<NodeRoom>,
@@ -114,7 +116,9 @@ impl MachineRoom {
 /// What is wrong with a number of CPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BadCpuCount {
+    /// Not a positive decimal number.
     NotANumber,
+    /// Zero CPUs.
     Zero,
     /// More than `MAX_CPUS`.
     TooMany,

@@ -277,7 +277,9 @@ impl SyntheticCounters {
 /// match (`--counters-from` over the live host or a recording); with no
 /// rules, the telemetry as it is.
 pub struct Synthesized<T> {
+    /// The world's own telemetry.
     pub inner: T,
+    /// The rules; `None`: none.
     pub synthetic: Option<SyntheticCounters>,
 }
 

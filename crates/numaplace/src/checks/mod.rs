@@ -10,11 +10,7 @@
 
 mod actuation;
 mod caps;
-// 5 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod numastat;
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 mod readiness;
 mod render;
 mod signals;
@@ -66,6 +62,7 @@ pub struct Check {
     pub id: String,
     /// What: a signal a policy reads, or an interface the engine uses.
     pub name: String,
+    /// Whether it works here: ok, partly, switched off or missing.
     pub status: Status,
     /// Where it comes from here: events and their encodings, files,
     /// syscalls; or why it is not there.
@@ -81,6 +78,7 @@ pub struct Check {
 /// needs, and whether the configured policy needs it.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row {
+    /// The check itself.
     #[serde(flatten)]
     pub check: Check,
     /// The capabilities the feature needs and whether numaplace has them.

@@ -87,7 +87,9 @@ pub fn interval(text: &str) -> Result<Duration, InputError> {
 /// The counters since boot and, where read twice, per second between.
 #[derive(Debug, Clone, Serialize)]
 pub struct Counted<C, R> {
+    /// The counters as read, counted since boot.
     pub since_boot: C,
+    /// Their rates between the two readings; absent where read once.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub per_second: Option<R>,
 }
@@ -101,6 +103,7 @@ pub struct Report {
     pub interval_s: Option<f64>,
     /// By node (kernel id).
     pub nodes: BTreeMap<u32, Counted<NumaStat, NumaStatRates>>,
+    /// The machine-wide NUMA counters of `/proc/vmstat`, where read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vmstat: Option<Counted<VmNumaStat, VmNumaRates>>,
     /// Why the nodes' counters, or their second reading, could not be read.
@@ -118,6 +121,7 @@ pub struct Sampling {
 }
 
 impl Sampling {
+    /// Takes the first reading under `root`, now.
     pub fn start(root: &SysRoot) -> Sampling {
         Sampling {
             root: root.clone(),
@@ -199,6 +203,8 @@ pub fn json_rows<'a>(rows: &'a [Row], report: &'a Report) -> Vec<JsonRow<'a>> {
         .collect()
 }
 
+/// A row of `doctor --json`: the row, and for the numastat row what was
+/// read of the counters.
 #[derive(Serialize)]
 pub struct JsonRow<'a> {
     #[serde(flatten)]

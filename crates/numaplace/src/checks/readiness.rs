@@ -24,6 +24,7 @@ pub struct Reads {
 }
 
 impl Reads {
+    /// What the policy `config` names reads and does.
     pub fn of(config: &Config) -> Reads {
         let policy = config.policy.name();
         Reads {

@@ -6,14 +6,8 @@
 #![allow(rustdoc::broken_intra_doc_links)]
 
 mod bench;
-// 9 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod daemon;
-// 7 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod machine;
-// 5 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod simulator;
 
 use std::path::PathBuf;

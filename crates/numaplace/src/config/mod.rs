@@ -20,6 +20,8 @@ pub use hosts::{KubernetesSection, VmsSection};
 /// Where `numaplace run` looks when no `--config` is given.
 pub(crate) const DEFAULT_PATH: &str = "/etc/numaplace/numaplace.toml";
 
+/// The config file (`/etc/numaplace/numaplace.toml`): its top-level keys
+/// and one field per table; every key has a default.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
@@ -42,13 +44,21 @@ pub struct Config {
     /// which policy runs and why.
     #[serde(skip)]
     pub policy_named: bool,
+    /// `[scope]`: the processes numaplace may touch (none by default).
     pub scope: Scope,
+    /// `[engine]`: limits and rules of the loop that applies decisions.
     pub engine: EngineConfig,
+    /// `[metrics]`: the Prometheus endpoint.
     pub metrics: MetricsConfig,
+    /// `[perf]`: raw event encodings for counters perf has no name for.
     pub perf: PerfSection,
+    /// `[vms]`: where libvirt's and QEMU's state is found.
     pub vms: VmsSection,
+    /// `[guest_hints]`: the guests' hint channels.
     pub guest_hints: GuestHintsSection,
+    /// `[machine]`: a machine file `numaplace calibrate` wrote.
     pub machine: MachineSection,
+    /// `[kubernetes]`: the kubelet's checkpoint files.
     pub kubernetes: KubernetesSection,
 }
 
@@ -96,6 +106,7 @@ pub fn describe_policy(c: &Config) -> String {
     }
 }
 
+/// `[metrics]`: the endpoint serving `/metrics` and `/state`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MetricsConfig {

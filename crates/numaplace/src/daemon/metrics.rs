@@ -20,27 +20,37 @@ use crate::error::InputError;
 /// What the endpoint reports; the daemon updates it every round.
 #[derive(Debug, Clone, Default)]
 pub struct MetricsState {
+    /// The policy's name.
     pub policy: String,
+    /// Whether decisions are only journaled.
     pub dry_run: bool,
+    /// The engine's counts since the start: rounds, decisions, outcomes.
     pub totals: EngineTotals,
+    /// Processes in scope at the last round.
     pub managed_processes: usize,
+    /// Threads the last round saw.
     pub threads_seen: usize,
     /// Threads in scope no policy may place at the last round, by the
     /// kind of reason ([`numaplace_policy::LeftAlone::kind`]).
     pub left_alone: std::collections::BTreeMap<String, usize>,
+    /// How long the last round's collection took, ns.
     pub collect_ns: u64,
+    /// When the last round ended, seconds since the Unix epoch.
     pub last_round_unix_s: f64,
     /// `GET /state`'s body: the last round's [`crate::top_state::TopState`]
     /// as JSON, serialized once per round (empty before the first).
     pub state_json: Arc<String>,
 }
 
+/// The state as the daemon's loop and the endpoint's thread share it.
 pub type Shared = Arc<Mutex<MetricsState>>;
 
 /// Where to listen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Listen {
+    /// A loopback TCP address.
     Tcp(SocketAddr),
+    /// A Unix socket at this path.
     Unix(PathBuf),
 }
 

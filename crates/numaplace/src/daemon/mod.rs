@@ -11,13 +11,9 @@
 
 mod actuator;
 mod collector;
-// 10 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod metrics;
 mod observer;
 mod reload;
-// 4 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod settings;
 mod signals;
 mod state;

@@ -26,8 +26,11 @@ use crate::synthetic_counters::SyntheticCounters;
 
 /// The settings of a run, from the config file with the command line on top.
 pub struct Settings {
+    /// The config, with the command line's options written into it.
     pub config: Config,
+    /// Time between rounds: the config's, or the policy's default.
     pub interval: Duration,
+    /// The machine numaplace places onto (`cpus` applied).
     pub topology: Topology,
     /// `--counters-from`: counters made up for threads that match its rules.
     pub synthetic: Option<SyntheticCounters>,
@@ -106,6 +109,8 @@ fn effective_config(args: &RunArgs) -> Result<Config> {
     Ok(config)
 }
 
+/// The settings of `run` (and `advise`) with `args`: the config read,
+/// checked and merged with the command line, the machine discovered.
 pub fn settings(args: &RunArgs) -> Result<Settings> {
     let config = effective_config(args)?;
     let interval = match &config.interval {

@@ -54,6 +54,8 @@ fn private_caches(t: &Topology, core: usize) -> String {
 
 const WIDTH: usize = 100;
 
+/// `numaplace topology`'s tree of `t`: packages, nodes, caches, cores,
+/// and the node distances.
 pub fn render(t: &Topology) -> String {
     let mut out = String::new();
     let cpu_nodes = t.cpu_nodes().count();

@@ -25,8 +25,11 @@ pub use numaplace_view::{
 /// which of them the round had.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Reads {
+    /// Per-thread hardware or software counters.
     pub counters: bool,
+    /// Each process's memory per node (`numa_maps`).
     pub memory: bool,
+    /// Sampled data addresses.
     pub samples: bool,
 }
 
@@ -266,9 +269,13 @@ fn node_rows(
 
 /// What the frames are of: the machine, the scope, what the policy reads.
 pub struct Watch<'a> {
+    /// The machine.
     pub topology: &'a Topology,
+    /// The processes the policy may act on.
     pub scope: Scope,
+    /// The signals the policy reads.
     pub reads: Reads,
+    /// The policy's name.
     pub policy: String,
     /// Whether actions are carried out (not a dry run, not `top`'s own).
     pub applies: bool,
@@ -277,7 +284,9 @@ pub struct Watch<'a> {
 /// What a loop (the daemon's, or `top`'s own) keeps to build each round's
 /// frame.
 pub struct Feed<'a> {
+    /// What carries over from round to round (CPU times, decisions).
     pub builder: StateBuilder,
+    /// What the frames are of.
     pub watch: Watch<'a>,
 }
 
