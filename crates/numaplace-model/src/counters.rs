@@ -38,13 +38,17 @@ pub enum Counter {
 }
 
 impl Counter {
+    /// The hardware events counted per thread (perf's generic events).
     pub const HARDWARE: [Counter; 4] = [
         Counter::Instructions,
         Counter::Cycles,
         Counter::LlcReferences,
         Counter::LlcMisses,
     ];
+    /// The uncore events of BRM's penalty (\[Rao13\] §3.1), model-specific.
     pub const UNCORE: [Counter; 2] = [Counter::UncoreOccupancy, Counter::UncoreRequests];
+    /// The kernel's software events, counted where hardware counters are
+    /// not (a VM's virtual PMU).
     pub const SOFTWARE: [Counter; 4] = [
         Counter::TaskClock,
         Counter::ContextSwitches,
@@ -83,6 +87,7 @@ pub struct CounterDeltas {
 }
 
 impl CounterDeltas {
+    /// The delta of counter `c`; `None` where it was not counted.
     pub fn get(&self, c: Counter) -> Option<u64> {
         self.values.get(&c).copied()
     }

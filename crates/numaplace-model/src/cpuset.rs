@@ -28,7 +28,9 @@ pub struct CpuSet {
 /// Why a cpuset text was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CpuSetParseError {
+    /// The text, cut to a readable length.
     pub input: String,
+    /// What is wrong with it.
     pub reason: String,
 }
 
@@ -45,6 +47,7 @@ impl fmt::Display for CpuSetParseError {
 impl std::error::Error for CpuSetParseError {}
 
 impl CpuSet {
+    /// The empty set.
     pub fn new() -> Self {
         Self::default()
     }
@@ -54,6 +57,7 @@ impl CpuSet {
         (0..n).collect()
     }
 
+    /// Adds `cpu`.
     pub fn insert(&mut self, cpu: u32) {
         let (w, b) = (cpu as usize / 64, cpu % 64);
         if self.words.len() <= w {
@@ -62,6 +66,7 @@ impl CpuSet {
         self.words[w] |= 1 << b;
     }
 
+    /// Takes `cpu` out, if it is there.
     pub fn remove(&mut self, cpu: u32) {
         let (w, b) = (cpu as usize / 64, cpu % 64);
         if let Some(word) = self.words.get_mut(w) {
@@ -70,15 +75,18 @@ impl CpuSet {
         self.trim();
     }
 
+    /// Whether `cpu` is in the set.
     pub fn contains(&self, cpu: u32) -> bool {
         let (w, b) = (cpu as usize / 64, cpu % 64);
         self.words.get(w).is_some_and(|word| word & (1 << b) != 0)
     }
 
+    /// How many CPUs the set holds.
     pub fn len(&self) -> usize {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
 
+    /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }
@@ -109,18 +117,21 @@ impl CpuSet {
         })
     }
 
+    /// The CPUs in either set.
     pub fn union(&self, other: &CpuSet) -> CpuSet {
         let n = self.words.len().max(other.words.len());
         let words = (0..n).map(|i| self.word(i) | other.word(i)).collect();
         CpuSet::from_words(words)
     }
 
+    /// The CPUs in both sets.
     pub fn intersection(&self, other: &CpuSet) -> CpuSet {
         let n = self.words.len().min(other.words.len());
         let words = (0..n).map(|i| self.word(i) & other.word(i)).collect();
         CpuSet::from_words(words)
     }
 
+    /// The CPUs in this set and not in `other`.
     pub fn difference(&self, other: &CpuSet) -> CpuSet {
         let words = (0..self.words.len())
             .map(|i| self.word(i) & !other.word(i))
@@ -128,10 +139,12 @@ impl CpuSet {
         CpuSet::from_words(words)
     }
 
+    /// Whether every CPU of this set is in `other`.
     pub fn is_subset(&self, other: &CpuSet) -> bool {
         (0..self.words.len()).all(|i| self.word(i) & !other.word(i) == 0)
     }
 
+    /// Whether the sets share a CPU.
     pub fn intersects(&self, other: &CpuSet) -> bool {
         let n = self.words.len().min(other.words.len());
         (0..n).any(|i| self.word(i) & other.word(i) != 0)

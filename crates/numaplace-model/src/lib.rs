@@ -4,39 +4,17 @@
 //! `numaplace-linux` and the simulator's presets build these values, and
 //! the policies read them.
 
-// 4 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod counters;
-// 13 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod cpuset;
-// 10 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod memory_events;
 pub mod metrics;
-// 18 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod plan;
-// 3 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod power;
-// 3 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod rng;
-// 2 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod scope;
-// 16 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod snapshot;
-// 10 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod task;
-// 66 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod topology;
-// 12 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod world;
 
 pub use counters::{Counter, CounterDeltas};

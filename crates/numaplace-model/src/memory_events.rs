@@ -71,11 +71,17 @@ impl NumaStat {
 /// A node's [`NumaStat`] as allocations per second.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct NumaStatRates {
+    /// Allocations per second of `numa_hit` (see [`NumaStat`]).
     pub numa_hit: f64,
+    /// Allocations per second of `numa_miss` (see [`NumaStat`]).
     pub numa_miss: f64,
+    /// Allocations per second of `numa_foreign` (see [`NumaStat`]).
     pub numa_foreign: f64,
+    /// Allocations per second of `interleave_hit` (see [`NumaStat`]).
     pub interleave_hit: f64,
+    /// Allocations per second of `local_node` (see [`NumaStat`]).
     pub local_node: f64,
+    /// Allocations per second of `other_node` (see [`NumaStat`]).
     pub other_node: f64,
 }
 
@@ -125,12 +131,16 @@ impl VmNumaStat {
 /// [`VmNumaStat`] per second.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct VmNumaRates {
+    /// `numa_hint_faults` per second; absent where this kernel has no such counter.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub numa_hint_faults: Option<f64>,
+    /// `numa_hint_faults_local` per second; absent where this kernel has no such counter.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub numa_hint_faults_local: Option<f64>,
+    /// `numa_pages_migrated` per second; absent where this kernel has no such counter.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub numa_pages_migrated: Option<f64>,
+    /// `pgmigrate_success` per second; absent where this kernel has no such counter.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pgmigrate_success: Option<f64>,
 }

@@ -16,14 +16,18 @@ pub const DEFAULT_WINDOW_PAGES: u64 = 4096;
 pub enum Action {
     /// Restrict a thread to CPUs (`sched_setaffinity`).
     Pin {
+        /// The thread.
         task: TaskId,
         /// Its process, for the journal and for scope checks.
         tgid: i32,
+        /// The CPUs it may run on from now on (kernel ids).
         cpus: CpuSet,
     },
     /// Move a process's resident pages that are not on `to_node` there.
     MoveMemory {
+        /// The process whose memory moves.
         process: TaskId,
+        /// The node the pages go to (kernel id).
         to_node: u32,
         /// At most this many pages this round (the migration rate limit).
         max_pages: Option<u64>,
@@ -31,17 +35,25 @@ pub enum Action {
     /// Move the pages within `pages_before` / `pages_after` pages of a hot
     /// address to `to_node` (\[Blagodurov11\] §4).
     MoveWindow {
+        /// The process whose memory moves.
         process: TaskId,
+        /// The hot address, in the process's address space.
         address: u64,
+        /// Pages below the address that go with it.
         pages_before: u64,
+        /// Pages above the address that go with it.
         pages_after: u64,
+        /// The node the pages go to (kernel id).
         to_node: u32,
     },
     /// Turn the kernel's automatic NUMA balancing between nodes on or off
     /// (bit 0x1 of `kernel.numa_balancing`; the memory-tiering bit 0x2 is
     /// kept as it is). Machine-wide: it touches every process, so the
     /// engine carries it out only when its scope is the whole machine.
-    KernelBalancing { on: bool },
+    KernelBalancing {
+        /// On (`true`) or off.
+        on: bool,
+    },
 }
 
 impl Action {
@@ -70,17 +82,21 @@ impl Action {
 /// An action and why the policy wants it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
+    /// What to change.
     pub action: Action,
+    /// Why, in the policy's words, for the journal and the log.
     pub reason: String,
 }
 
 /// A round's decisions, in the order they are to be carried out.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
+    /// The decisions, first to be carried out first.
     pub decisions: Vec<Decision>,
 }
 
 impl Plan {
+    /// Adds `action`, with `reason`, at the end.
     pub fn push(&mut self, action: Action, reason: impl Into<String>) {
         self.decisions.push(Decision {
             action,
@@ -88,6 +104,7 @@ impl Plan {
         });
     }
 
+    /// Whether it decides nothing.
     pub fn is_empty(&self) -> bool {
         self.decisions.is_empty()
     }
@@ -121,8 +138,16 @@ pub enum Outcome {
     Gone,
     /// The kernel refused (`EPERM`, `EINVAL` from a cpuset the task may
     /// not use, ...): `errno` names it, `why` explains.
-    Refused { errno: String, why: String },
+    Refused {
+        /// The error's name (`EPERM`).
+        errno: String,
+        /// What it means here.
+        why: String,
+    },
     /// numaplace declined: out of scope, rate limit, the task set its own
     /// affinity.
-    Skipped { why: String },
+    Skipped {
+        /// Why numaplace declined.
+        why: String,
+    },
 }

@@ -12,8 +12,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PowerModel {
+    /// Watts with every core idle (`idle` above).
     pub idle_w: f64,
+    /// Watts each core with a busy thread adds (`per_core`).
     pub per_core_w: f64,
+    /// Watts each core with two busy threads adds on top (`per_smt`).
     pub per_smt_w: f64,
     /// R² of the fit, where the coefficients were fitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]

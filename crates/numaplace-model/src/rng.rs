@@ -3,6 +3,7 @@
 //! machine and with every version of every dependency. The simulator's
 //! world and BRM's draws both use it.
 
+/// The generator: xoshiro256** (see the module documentation).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rng {
     s: [u64; 4],
@@ -20,6 +21,7 @@ pub fn splitmix64(x: &mut u64) -> u64 {
 }
 
 impl Rng {
+    /// A generator seeded with `seed`; the same seed, the same numbers.
     pub fn new(seed: u64) -> Rng {
         let mut x = seed;
         Rng {
@@ -37,6 +39,7 @@ impl Rng {
         Rng { s }
     }
 
+    /// The next number, uniform over all of `u64`.
     pub fn next_u64(&mut self) -> u64 {
         let r = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
         let t = self.s[1] << 17;

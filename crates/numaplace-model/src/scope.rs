@@ -11,6 +11,8 @@ pub const MAX_RULES: usize = 1024;
 /// The longest comm pattern (a comm is at most 15 bytes; `*` and `?` add).
 pub const MAX_PATTERN_BYTES: usize = 256;
 
+/// The config's `[scope]`: which processes numaplace may act on. Empty
+/// (the default), it names none.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Scope {
@@ -51,6 +53,7 @@ pub struct Exclude {
 }
 
 impl Exclude {
+    /// Whether it excludes nothing.
     pub fn is_empty(&self) -> bool {
         self.pids.is_empty()
             && self.comms.is_empty()

@@ -21,10 +21,14 @@ pub struct Snapshot {
     pub time_unix_ns: u64,
     /// Nanoseconds the deltas cover (monotonic clock); 0 in the first round.
     pub interval_ns: u64,
+    /// Every thread seen, in tid order once sorted ([`Snapshot::sort_tasks`]).
     pub tasks: Vec<Task>,
+    /// Every process (an application or a VM) seen, with its threads.
     pub groups: Vec<TaskGroup>,
     /// Counter deltas over the interval, by tid (tasks in `tasks` only).
     pub counters: BTreeMap<i32, CounterDeltas>,
+    /// Machine-wide readings: nodes' memory, energy, the kernel's NUMA
+    /// settings.
     pub machine: MachineReadings,
     /// Data addresses sampled per thread over the interval (perf sampling
     /// with data addresses on a live host where the PMU has it; the page
@@ -78,14 +82,18 @@ pub struct Snapshot {
 /// operations (`accessed_per_store_i`, `written_per_store_i`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageSets {
+    /// Over a window of memory operations.
     pub per_mem: PageWindow,
+    /// Over a window of store operations.
     pub per_store: PageWindow,
 }
 
 /// Pages accessed and written in one window, sorted, without repeats.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageWindow {
+    /// Pages accessed (page numbers).
     pub accessed: Vec<u64>,
+    /// Pages written (page numbers).
     pub written: Vec<u64>,
 }
 
@@ -142,6 +150,7 @@ impl Snapshot {
         self.tasks.sort_unstable_by_key(|t| t.tid);
     }
 
+    /// The process `pid`, if the round saw it.
     pub fn group(&self, pid: i32) -> Option<&TaskGroup> {
         self.groups.iter().find(|g| g.pid == pid)
     }
@@ -189,9 +198,12 @@ fn default_clock_ticks() -> u64 {
     100
 }
 
+/// A node's memory, from its `meminfo`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeMeminfo {
+    /// Bytes of memory on the node.
     pub total: u64,
+    /// Bytes free on the node.
     pub free: u64,
 }
 
@@ -211,11 +223,13 @@ pub struct EnergyDelta {
 pub struct ResctrlSample {
     /// The monitoring group's path under `/sys/fs/resctrl` (`` for the root).
     pub group: String,
+    /// The L3 domain (resctrl's `mon_L3_NN`).
     pub domain: u32,
     /// LLC occupancy now, bytes.
     pub llc_occupancy: Option<u64>,
     /// Memory bandwidth over the interval, bytes (total and local).
     pub mbm_total_bytes: Option<u64>,
+    /// Of which to the domain's local memory, bytes.
     pub mbm_local_bytes: Option<u64>,
 }
 
@@ -230,6 +244,7 @@ pub struct RecordHeader {
     pub writer: String,
     /// The interval asked for, nanoseconds.
     pub interval_ns: u64,
+    /// The recorded machine.
     pub topology: Topology,
     /// What could not be measured on the recording machine, and why.
     #[serde(default)]
@@ -237,7 +252,9 @@ pub struct RecordHeader {
 }
 
 impl RecordHeader {
+    /// What a recording's first line says it is.
     pub const FORMAT: &'static str = "numaplace-record";
+    /// The layout version this numaplace writes and reads.
     pub const VERSION: u32 = 1;
 }
 

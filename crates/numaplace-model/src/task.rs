@@ -23,13 +23,16 @@ pub type NodeSet = CpuSet;
 /// since boot, `/proc/<pid>/task/<tid>/stat` field 22).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TaskId {
+    /// The thread id.
     pub tid: i32,
+    /// Clock ticks since boot when it started: tells a reused tid apart.
     pub start_time: u64,
 }
 
 /// One thread.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Task {
+    /// Its thread id.
     pub tid: i32,
     /// The process (thread group) it belongs to.
     pub tgid: i32,
@@ -64,12 +67,14 @@ pub struct Task {
     pub manager: Option<Manager>,
     /// Cumulative user and system CPU time, clock ticks.
     pub utime: u64,
+    /// See `utime`: the system part.
     pub stime: u64,
     /// The vCPU index, if this is a virtual machine's vCPU thread.
     pub vcpu: Option<u32>,
 }
 
 impl Task {
+    /// Its identity across rounds.
     pub fn id(&self) -> TaskId {
         TaskId {
             tid: self.tid,
@@ -138,6 +143,7 @@ pub struct NodeMemory {
 }
 
 impl NodeMemory {
+    /// Bytes of every kind together.
     pub fn total(&self) -> u64 {
         self.anon
             .saturating_add(self.file)
@@ -206,7 +212,9 @@ pub enum GroupKind {
 /// A process (an application, or a VM), with its threads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskGroup {
+    /// Its process id.
     pub pid: i32,
+    /// Clock ticks since boot when it started.
     pub start_time: u64,
     /// The main thread's `comm`. Untrusted.
     pub comm: String,
@@ -215,6 +223,7 @@ pub struct TaskGroup {
     /// cgroup v2 path (`/system.slice/foo.service`), if the process is in
     /// the unified hierarchy.
     pub cgroup: Option<String>,
+    /// An application, or a VM (and how it was found to be one).
     pub kind: GroupKind,
     /// Its threads' tids, in increasing order.
     pub threads: Vec<i32>,
@@ -223,6 +232,7 @@ pub struct TaskGroup {
 }
 
 impl TaskGroup {
+    /// Its identity across rounds (its main thread's).
     pub fn id(&self) -> TaskId {
         TaskId {
             tid: self.pid,

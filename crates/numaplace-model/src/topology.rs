@@ -33,6 +33,7 @@ use crate::cpuset::CpuSet;
 /// when the firmware gives no table (`LOCAL_DISTANCE` / `REMOTE_DISTANCE`,
 /// include/linux/topology.h).
 pub const LOCAL_DISTANCE: u32 = 10;
+/// See [`LOCAL_DISTANCE`].
 pub const REMOTE_DISTANCE: u32 = 20;
 
 /// Raw description of a machine from a discovery backend, in kernel ids.
@@ -41,9 +42,13 @@ pub const REMOTE_DISTANCE: u32 = 20;
 pub struct TopologyDesc {
     /// Where the description came from, for people: `host`, `sysfs:/path`, ...
     pub source: String,
+    /// The packages (sockets), with their CPUs.
     pub packages: Vec<PackageDesc>,
+    /// The cores, with their hardware threads.
     pub cores: Vec<CoreDesc>,
+    /// The NUMA nodes, with their memory and CPUs.
     pub nodes: Vec<NodeDesc>,
+    /// Every cache the backend reports, all levels.
     pub caches: Vec<CacheDesc>,
     /// Row-major `nodes.len()²` distances in the order of `nodes`, if the
     /// machine reports them.
@@ -57,19 +62,25 @@ pub struct TopologyDesc {
 /// some of its memory: it then holds only CPU-less nodes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PackageDesc {
+    /// The kernel's `physical_package_id`.
     pub os_id: u32,
+    /// Its CPUs (kernel ids); empty when a cgroup leaves us none.
     pub cpus: CpuSet,
 }
 
+/// One core as a backend reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CoreDesc {
     /// The kernel's `core_id`: unique only within a package (or die).
     pub os_id: u32,
+    /// Its hardware threads (kernel ids).
     pub cpus: CpuSet,
 }
 
+/// One NUMA node as a backend reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeDesc {
+    /// The kernel's node number.
     pub os_id: u32,
     /// Bytes of memory local to the node.
     pub memory: u64,
@@ -87,30 +98,41 @@ pub struct NodeDesc {
     pub package: Option<u32>,
 }
 
+/// What a cache holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum CacheKind {
+    /// Data only (L1d).
     Data,
+    /// Instructions only (L1i).
     Instruction,
+    /// Both (L2, L3).
     Unified,
 }
 
+/// One cache as a backend reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheDesc {
+    /// 1 for L1, 2 for L2, ...
     pub level: u8,
+    /// What it holds.
     pub kind: CacheKind,
     /// Bytes; 0 when unknown.
     pub size: u64,
+    /// Bytes per line; 0 when unknown.
     pub line_size: u32,
     /// Ways of associativity; 0 when unknown, -1 for fully associative.
     pub ways: i32,
+    /// The CPUs that share it (kernel ids).
     pub cpus: CpuSet,
 }
 
+/// One kind of CPU of a hybrid machine, as a backend reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuKindDesc {
     /// e.g. `IntelCore`, `IntelAtom`, or the hwloc info `CoreType`; empty if unnamed.
     pub name: String,
+    /// The CPUs of this kind (kernel ids).
     pub cpus: CpuSet,
 }
 
@@ -121,18 +143,23 @@ pub struct Cpu {
     pub id: usize,
     /// The kernel's CPU number, what `sched_setaffinity` takes.
     pub os_id: u32,
+    /// Dense id: index into [`Topology::cores`]. Its core.
     pub core: usize,
+    /// Dense id: index into [`Topology::llcs`]. Its last-level-cache domain.
     pub llc: usize,
     /// Home node (dense id).
     pub node: usize,
+    /// Dense id: index into [`Topology::packages`]. Its package.
     pub package: usize,
     /// Index into [`Topology::cpu_kinds`] (most power-efficient first);
     /// `None` when the machine is not hybrid.
     pub kind: Option<usize>,
 }
 
+/// One core of the validated machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Core {
+    /// Dense id: index into [`Topology::cores`].
     pub id: usize,
     /// The kernel's `core_id`: unique only within a package (or die).
     pub os_id: u32,
@@ -140,8 +167,11 @@ pub struct Core {
     pub span: CpuSet,
     /// The same CPUs as dense ids, in increasing kernel id.
     pub cpus: Vec<usize>,
+    /// Its last-level-cache domain (dense id).
     pub llc: usize,
+    /// The home node of its CPUs (dense id).
     pub node: usize,
+    /// Its package (dense id).
     pub package: usize,
     /// Indexes into [`Topology::caches`] of the data and unified caches
     /// covering this core, innermost level first.
@@ -151,21 +181,30 @@ pub struct Core {
 /// A last-level-cache domain: the CPUs that share the outermost cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Llc {
+    /// Dense id: index into [`Topology::llcs`].
     pub id: usize,
     /// Index into [`Topology::caches`]; `None` when the machine reports no
     /// cache for these CPUs and the domain stands for the package.
     pub cache: Option<usize>,
+    /// Its CPUs, kernel ids.
     pub span: CpuSet,
+    /// Its cores (dense ids).
     pub cores: Vec<usize>,
+    /// Its package (dense id).
     pub package: usize,
     /// Home nodes of the domain's CPUs (dense ids).
     pub nodes: Vec<usize>,
 }
 
+/// One NUMA node of the validated machine: its memory and the CPUs
+/// whose home it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Node {
+    /// Dense id: index into [`Topology::nodes`].
     pub id: usize,
+    /// The kernel's node number, what `mbind` and `numa_maps` use.
     pub os_id: u32,
+    /// Bytes of memory local to the node.
     pub memory: u64,
     /// CPUs whose home node this is; empty for a CPU-less node.
     pub span: CpuSet,
@@ -173,7 +212,9 @@ pub struct Node {
     /// for an ordinary node, empty-spanned for a CPU-less one, narrower when
     /// the node adopted CPUs whose own node is offline.
     pub locality: CpuSet,
+    /// Cores whose CPUs have this node as home (dense ids).
     pub cores: Vec<usize>,
+    /// Last-level-cache domains with CPUs here (dense ids).
     pub llcs: Vec<usize>,
     /// Its package: the one the description names (hwloc's, the node's
     /// ancestor), else the one holding its CPUs (or its locality, for a
@@ -183,32 +224,50 @@ pub struct Node {
     pub package: Option<usize>,
 }
 
+/// One package (socket) of the validated machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Package {
+    /// Dense id: index into [`Topology::packages`].
     pub id: usize,
+    /// The kernel's `physical_package_id`.
     pub os_id: u32,
+    /// Its CPUs, kernel ids.
     pub span: CpuSet,
+    /// Its cores (dense ids).
     pub cores: Vec<usize>,
+    /// Its last-level-cache domains (dense ids).
     pub llcs: Vec<usize>,
     /// Nodes whose CPUs (or, CPU-less, whose locality) lie in this package.
     pub nodes: Vec<usize>,
 }
 
+/// One cache of the validated machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cache {
+    /// Dense id: index into [`Topology::caches`].
     pub id: usize,
+    /// 1 for L1, 2 for L2, ...
     pub level: u8,
+    /// What it holds.
     pub kind: CacheKind,
+    /// Bytes; 0 when unknown.
     pub size: u64,
+    /// Bytes per line; 0 when unknown.
     pub line_size: u32,
+    /// Ways of associativity; 0 when unknown, -1 for fully associative.
     pub ways: i32,
+    /// The CPUs that share it, kernel ids.
     pub span: CpuSet,
 }
 
+/// One kind of CPU of a hybrid machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CpuKind {
+    /// Dense id: index into [`Topology::cpu_kinds`]. 0 is the most power-efficient.
     pub id: usize,
+    /// `IntelCore`, `IntelAtom`, or hwloc's `CoreType`; empty if unnamed.
     pub name: String,
+    /// The CPUs of this kind, kernel ids.
     pub span: CpuSet,
 }
 
@@ -238,6 +297,7 @@ pub struct Topology {
 }
 
 impl Topology {
+    /// Where the description came from, for people: `host`, `sysfs:/path`, ...
     pub fn source(&self) -> &str {
         &self.source
     }
@@ -245,24 +305,32 @@ impl Topology {
     pub fn span(&self) -> &CpuSet {
         &self.span
     }
+    /// Every CPU, by dense id.
     pub fn cpus(&self) -> &[Cpu] {
         &self.cpus
     }
+    /// Every core, by dense id.
     pub fn cores(&self) -> &[Core] {
         &self.cores
     }
+    /// Every last-level-cache domain, by dense id.
     pub fn llcs(&self) -> &[Llc] {
         &self.llcs
     }
+    /// Every NUMA node, by dense id.
     pub fn nodes(&self) -> &[Node] {
         &self.nodes
     }
+    /// Every package, by dense id.
     pub fn packages(&self) -> &[Package] {
         &self.packages
     }
+    /// Every cache, by the index [`Core::caches`] and [`Llc::cache`] hold.
     pub fn caches(&self) -> &[Cache] {
         &self.caches
     }
+    /// The CPU kinds of a hybrid machine, most power-efficient first;
+    /// empty when all CPUs are alike.
     pub fn cpu_kinds(&self) -> &[CpuKind] {
         &self.cpu_kinds
     }

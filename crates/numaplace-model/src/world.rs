@@ -15,6 +15,7 @@ use crate::{Action, CpuSet, Outcome, Snapshot, TaskId};
 
 /// Where snapshots come from: the live host, a recording, the simulator.
 pub trait Telemetry {
+    /// What ends the loop when reading fails.
     type Error: std::error::Error + Send + Sync + 'static;
 
     /// The next round's snapshot once that round is due: the live host
@@ -33,7 +34,9 @@ pub trait Telemetry {
 /// A world whose telemetry and actuator are two objects (the live host: a
 /// collector that reads, an actuator that acts): the pair is both.
 pub struct Pair<T, A> {
+    /// What reads.
     pub telemetry: T,
+    /// What acts.
     pub actuator: A,
 }
 
@@ -87,6 +90,7 @@ impl std::error::Error for AffinityError {}
 /// What carries actions out: the live host, a recorder that applies
 /// nothing, a replay, the simulator.
 pub trait Actuator {
+    /// Carries `action` out and says what became of it.
     fn apply(&mut self, action: &Action) -> Outcome;
 
     /// A thread's affinity now, after checking it is still the same task:
@@ -109,6 +113,7 @@ pub trait Actuator {
 /// Called before a pin is applied, to record the thread's original
 /// affinity durably; an error cancels the pin.
 pub trait PinGuard {
+    /// Records `task`'s `original` affinity before it becomes `new`.
     fn before_pin(
         &mut self,
         task: TaskId,
@@ -140,14 +145,20 @@ impl PinGuard for NoGuard {
 pub struct JournalEntry {
     /// The snapshot's round.
     pub round: u64,
+    /// That round's time, nanoseconds since the Unix epoch.
     pub time_unix_ns: u64,
+    /// The policy that decided.
     pub policy: String,
+    /// The process the action touches (0: machine-wide).
     pub pid: i32,
     /// The process's label (VM name or program name). Untrusted.
     pub label: String,
+    /// What was decided.
     #[serde(flatten)]
     pub action: Action,
+    /// Why, in the policy's words.
     pub reason: String,
+    /// What became of it.
     #[serde(flatten)]
     pub outcome: Outcome,
     /// What the action changes, as the snapshot the policy decided on
@@ -216,6 +227,7 @@ pub struct RecordingActuator {
 }
 
 impl RecordingActuator {
+    /// One that has recorded nothing yet.
     pub fn new() -> Self {
         Self::default()
     }

@@ -15,9 +15,12 @@ use std::fmt;
 
 use super::*;
 
+/// Why a synthetic description (`pack:2 numa:2 core:4 pu:2`) was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyntheticError {
+    /// The description as given.
     pub input: String,
+    /// What is wrong with it.
     pub reason: String,
 }
 
