@@ -23,17 +23,22 @@ use crate::world::pages::PageSetConfig;
 /// Which suite a benchmark is from (§2.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Suite {
+    /// SPEC CPU2006.
     Spec,
+    /// PARSEC.
     Parsec,
 }
 
 /// One Fig. 4 benchmark as a one-VM workload.
 #[derive(Debug, Clone)]
 pub struct Benchmark {
+    /// Its name in \[Bae12\]'s figures.
     pub name: &'static str,
+    /// The suite it comes from.
     pub suite: Suite,
     /// Its class in Fig. 4.
     pub class: u8,
+    /// The scenario that runs it.
     pub workload: Workload,
 }
 
@@ -98,8 +103,11 @@ pub fn fig4_suite() -> Vec<Benchmark> {
 /// One run of a benchmark bound in one mapping.
 #[derive(Debug, Clone)]
 pub struct Measured {
+    /// Mean run time, simulated seconds.
     pub runtime_s: f64,
+    /// Energy, joules, from the machine's power model.
     pub energy_j: f64,
+    /// Mean power, watts.
     pub power_w: f64,
     /// Mean of the probes taken every 2 s.
     pub metrics: PageMetrics,
@@ -174,9 +182,13 @@ pub fn measure(m: &Machine, w: &Workload, mapping: Mapping, seed: u64) -> Measur
 /// A benchmark measured in both mappings.
 #[derive(Debug, Clone)]
 pub struct Pair {
+    /// The benchmark.
     pub name: &'static str,
+    /// The seed of both runs.
     pub seed: u64,
+    /// Under the local mapping.
     pub local: Measured,
+    /// Under the interleaved mapping.
     pub interleaved: Measured,
 }
 

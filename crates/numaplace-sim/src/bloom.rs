@@ -29,8 +29,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-// 7 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod cache;
 
 pub use cache::{Access, SharedCache};
@@ -84,24 +82,29 @@ impl BitVec {
         )
     }
 
+    /// Bits it holds.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether it holds no bits.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
+    /// Bit `i`.
     pub fn get(&self, i: usize) -> bool {
         assert!(i < self.len, "bit {i} out of range {}", self.len);
         self.words[i / 64] >> (i % 64) & 1 == 1
     }
 
+    /// Sets bit `i`.
     pub fn set(&mut self, i: usize) {
         assert!(i < self.len, "bit {i} out of range {}", self.len);
         self.words[i / 64] |= 1 << (i % 64);
     }
 
+    /// Clears bit `i`.
     pub fn clear(&mut self, i: usize) {
         assert!(i < self.len, "bit {i} out of range {}", self.len);
         self.words[i / 64] &= !(1 << (i % 64));
@@ -252,7 +255,9 @@ impl HashKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheGeometry {
+    /// Sets of the cache (a power of two).
     pub sets: u32,
+    /// Ways of each set.
     pub ways: u32,
     /// Line size, bytes.
     pub line: u32,
@@ -285,6 +290,7 @@ impl CacheGeometry {
         Self::new((size / per_set) as u32, ways, line)
     }
 
+    /// `Ok` where the geometry is one the signatures can be built for.
     pub fn validate(&self) -> Result<(), BloomError> {
         if !self.sets.is_power_of_two() || !self.line.is_power_of_two() || self.ways == 0 {
             return Err(BloomError::Geometry(format!(
@@ -310,6 +316,7 @@ impl CacheGeometry {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SignatureConfig {
+    /// How a line's address picks its filter entry.
     pub hash: HashKind,
     /// Fraction of the cache sets tracked, in `(0, 1]`: 1 tracks every
     /// set, 0.25 is the paper's option to cut the hardware to a quarter
@@ -346,12 +353,23 @@ impl Default for SignatureConfig {
 /// A cache or signature configuration that cannot be built.
 #[derive(Clone, Debug, PartialEq)]
 pub enum BloomError {
+    /// The cache's geometry, and why.
     Geometry(String),
+    /// A number of cores the signatures cannot hold.
     Cores(usize),
+    /// A share of sampled sets outside (0, 1].
     SampleFraction(f64),
+    /// A filter index width out of range.
     IndexBits(u32),
+    /// A counter width out of range.
     CounterBits(u8),
-    PresenceBitsTooFew { entries: u64, tracked_lines: u64 },
+    /// Fewer filter entries than lines tracked.
+    PresenceBitsTooFew {
+        /// Filter entries.
+        entries: u64,
+        /// Lines of the sampled sets.
+        tracked_lines: u64,
+    },
 }
 
 impl fmt::Display for BloomError {
@@ -389,7 +407,9 @@ const NOT_SAMPLED: u32 = u32::MAX;
 /// the bit vectors themselves.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwitchOutRecord {
+    /// The core it left.
     pub core: usize,
+    /// Its occupancy weight: the ones in its running bit vector (§3.1).
     pub occupancy_weight: u32,
     /// Indexed by core, the application's own core included (§3.3.2 uses
     /// that one too).
@@ -494,14 +514,17 @@ impl CacheSignatures {
         })
     }
 
+    /// The configuration it was built with.
     pub fn config(&self) -> &SignatureConfig {
         &self.config
     }
 
+    /// The cache it watches.
     pub fn geometry(&self) -> CacheGeometry {
         self.geometry
     }
 
+    /// Cores sharing the cache, one core filter each.
     pub fn cores(&self) -> usize {
         self.core_filters.len()
     }
@@ -511,14 +534,17 @@ impl CacheSignatures {
         self.counters.len()
     }
 
+    /// Bits of a filter index.
     pub fn index_bits(&self) -> u32 {
         self.index_bits
     }
 
+    /// Sets whose lines the filters track.
     pub fn sampled_sets(&self) -> u32 {
         self.sampled_sets
     }
 
+    /// Whether set `set` is one of them.
     pub fn is_sampled(&self, set: u32) -> bool {
         self.set_rank[set as usize] != NOT_SAMPLED
     }
@@ -620,14 +646,17 @@ impl CacheSignatures {
         }
     }
 
+    /// Core `core`'s filter (CF).
     pub fn core_filter(&self, core: usize) -> &BitVec {
         &self.core_filters[core]
     }
 
+    /// Core `core`'s last filter (LF).
     pub fn last_filter(&self, core: usize) -> &BitVec {
         &self.last_filters[core]
     }
 
+    /// The counter of filter entry `index`.
     pub fn counter(&self, index: usize) -> u8 {
         self.counters[index]
     }

@@ -15,13 +15,17 @@ use crate::workload::Workload;
 /// How to compare.
 #[derive(Debug, Clone)]
 pub struct CompareOptions {
+    /// The policies compared, each run on every seed.
     pub policies: Vec<PolicyKind>,
+    /// The seeds.
     pub seeds: Vec<u64>,
     /// Run the oracle's static placement as one more row.
     pub oracle: bool,
     /// Evaluations the oracle may spend.
     pub oracle_budget: usize,
+    /// Time between rounds; each policy's default when `None`.
     pub interval: Option<Duration>,
+    /// Runs at once (threads).
     pub workers: usize,
     /// The kernel the policies other than the two yardsticks run on
     /// ([`crate::run::numa_balancing`]).

@@ -45,8 +45,11 @@ const MAX_THREADS: usize = 96;
 /// One generated mix: its name (`mix:SEED`) and scenario text.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Mix {
+    /// The seed it was generated from.
     pub seed: u64,
+    /// Its name: `mix:SEED`.
     pub name: String,
+    /// The scenario file, as TOML.
     pub text: String,
 }
 

@@ -76,6 +76,7 @@ use symmetry::*;
 /// symmetries the cost respects.
 #[derive(Debug, Clone)]
 pub struct OracleProblem<'a> {
+    /// The machine.
     pub topology: &'a Topology,
     /// Per thread an equivalence class: threads of one class are
     /// interchangeable (identical copies).
@@ -114,6 +115,7 @@ impl<'a> OracleProblem<'a> {
 pub struct OracleResult {
     /// Dense CPU id per thread.
     pub placement: Vec<u32>,
+    /// The placement's cost, by the caller's cost function (lower is better).
     pub cost: f64,
     /// How many placements the cost function was called on.
     pub evaluated: usize,
@@ -129,9 +131,19 @@ pub struct OracleResult {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OracleError {
     /// More threads than the machine has CPUs.
-    TooManyThreads { threads: usize, cpus: usize },
+    TooManyThreads {
+        /// Threads to place.
+        threads: usize,
+        /// CPUs the machine has.
+        cpus: usize,
+    },
     /// `allowed` does not have one entry per thread.
-    AllowedLength { threads: usize, allowed: usize },
+    AllowedLength {
+        /// Threads to place.
+        threads: usize,
+        /// Entries of `allowed`.
+        allowed: usize,
+    },
     /// The allowed CPUs leave no way to give every thread its own CPU.
     Infeasible,
 }

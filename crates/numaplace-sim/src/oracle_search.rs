@@ -13,8 +13,6 @@
 //! outnumber CPUs the search is over CPU sets and balanced assignments
 //! instead (`oversubscribed.rs`).
 
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 mod judge;
 mod oversubscribed;
 

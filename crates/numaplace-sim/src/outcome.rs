@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 /// to back).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AppRun {
+    /// The application (its name in the scenario).
     pub app: String,
     /// Which run of the application, from 0.
     pub run: u32,
+    /// When the run started, simulated seconds.
     pub start_s: f64,
     /// When its last thread finished; `None` if the simulation stopped first.
     pub end_s: Option<f64>,
@@ -52,6 +54,7 @@ impl AppRun {
 pub struct Trace {
     /// Sample times, simulated seconds.
     pub times: Vec<f64>,
+    /// One trace per thread.
     pub threads: Vec<ThreadTrace>,
     /// Per application: MiB on each node (dense id) at each sample.
     pub memory: Vec<MemoryTrace>,
@@ -61,10 +64,12 @@ pub struct Trace {
     pub cpus: usize,
 }
 
+/// One thread's progress and CPU over time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ThreadTrace {
     /// `app/thread-index`.
     pub label: String,
+    /// Its application.
     pub app: String,
     /// Fraction of the current run done, 0-1, per sample (resets when the
     /// application restarts); `None` while it is not running.
@@ -74,8 +79,10 @@ pub struct ThreadTrace {
     pub cpu: Vec<Option<u32>>,
 }
 
+/// One application's memory per node over time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemoryTrace {
+    /// The application.
     pub app: String,
     /// `mib[sample][node]`.
     pub mib: Vec<Vec<f64>>,
@@ -84,21 +91,27 @@ pub struct MemoryTrace {
 /// One simulated run: one scenario, one policy, one seed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunResult {
+    /// The scenario's name.
     pub scenario: String,
+    /// The machine's name.
     pub machine: String,
+    /// The policy's name (or the oracle's).
     pub policy: String,
+    /// The seed.
     pub seed: u64,
     /// Simulated seconds until the last application finished (or the
     /// limit).
     pub makespan_s: f64,
     /// Whether every application finished all its runs.
     pub finished: bool,
+    /// Every run of every application, in the order they ended.
     pub runs: Vec<AppRun>,
     /// Threads moved to another CPU, by the policy and by the simulated
     /// Linux scheduler.
     pub thread_migrations: u64,
     /// Threads moved to another node (the costly ones).
     pub node_migrations: u64,
+    /// Pages moved between nodes, by the policy or the kernel.
     pub pages_migrated: u64,
     /// The kernel it ran on: automatic NUMA balancing on or off at the
     /// start.
@@ -108,22 +121,27 @@ pub struct RunResult {
     /// `numa_balancing_changes` times.
     #[serde(default)]
     pub numa_balancing_end: bool,
+    /// Times the policy switched the kernel's NUMA balancing.
     #[serde(default)]
     pub numa_balancing_changes: u64,
     /// Automatic NUMA balancing's hinting faults and the threads it moved
     /// toward their memory (0 when it was off).
     #[serde(default)]
     pub hinting_faults: u64,
+    /// Threads the kernel's NUMA balancing moved to another node.
     #[serde(default)]
     pub numa_task_moves: u64,
     /// Over the whole run and all threads: the uncore penalty (cycles an
     /// uncore request is outstanding, divided by the memory-level
     /// parallelism; \[Rao13\] §3.1) and LLC misses per 1000 instructions.
     pub uncore_penalty_cycles: f64,
+    /// LLC misses per 1000 instructions, over the whole run.
     pub llc_mpki: f64,
     /// Joules and mean watts, where the machine has a power model.
     pub energy_j: Option<f64>,
+    /// See `energy_j`: the mean watts.
     pub mean_power_w: Option<f64>,
+    /// Placement and progress over time, where asked for (the report).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<Trace>,
     /// What the run could not do as asked (a signal it could not model).
@@ -162,6 +180,7 @@ impl RunResult {
 /// One policy's results over the seeds of a comparison.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicySummary {
+    /// The policy's name.
     pub policy: String,
     /// The kernel the policy ran on: automatic NUMA balancing on
     /// (`autonuma`, or a scenario or `--numa-balancing on` that asks for
@@ -172,6 +191,7 @@ pub struct PolicySummary {
     /// (`auto`'s experiment), and of those how many ended with it on.
     #[serde(default)]
     pub numa_balancing_changed_runs: u32,
+    /// Of those, runs that ended with it on.
     #[serde(default)]
     pub numa_balancing_on_at_end_runs: u32,
     /// Mean over seeds of the run's mean runtime, seconds.
@@ -183,10 +203,16 @@ pub struct PolicySummary {
     /// Change of the mean runtime against `default` and against the
     /// oracle's static placement, percent (negative is faster).
     pub vs_default_percent: Option<f64>,
+    /// The same against the oracle's placement.
     pub vs_oracle_percent: Option<f64>,
+    /// Threads moved between CPUs per simulated hour.
     pub thread_migrations_per_hour: f64,
+    /// Pages moved between nodes per simulated hour.
     pub pages_migrated_per_hour: f64,
+    /// Mean energy over the seeds, joules, where the machine has a power
+    /// model.
     pub energy_j: Option<f64>,
+    /// Mean power, watts, likewise.
     pub mean_power_w: Option<f64>,
     /// Seeds whose run did not finish in the scenario's time limit.
     pub unfinished: u32,
@@ -245,10 +271,15 @@ pub fn per_app(runs: &[RunResult]) -> Vec<AppSummary> {
 /// A comparison: every policy on one scenario over the same seeds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
+    /// The scenario's name.
     pub scenario: String,
+    /// What the scenario is, in its own words.
     pub description: String,
+    /// The machine's name.
     pub machine: String,
+    /// The seeds every policy ran on.
     pub seeds: Vec<u64>,
+    /// One summary per policy, in the order asked.
     pub policies: Vec<PolicySummary>,
     /// How the oracle's placement was found (exhaustive, or the search
     /// used), if it ran.

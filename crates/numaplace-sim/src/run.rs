@@ -27,6 +27,7 @@ use crate::world::pages::PageSetConfig;
 /// How to run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// The seed of the simulated Linux's random choices.
     pub seed: u64,
     /// Time between policy rounds; the policy's own default if `None`.
     pub interval: Option<Duration>,
@@ -128,21 +129,28 @@ pub fn numa_balancing(policy: &str, workload: &Workload, opts: &RunOptions) -> b
 /// What a run is driven by: a policy through the engine, or a fixed
 /// binding at launch (the oracle's placement).
 pub enum Driver<'a> {
+    /// A policy of the registry, through the engine.
     Policy(&'a PolicyKind),
+    /// Each thread bound at launch to its CPUs, never moved.
     Binding {
+        /// The name the results carry (`oracle`).
         name: &'a str,
+        /// Per application, per thread: the dense CPU ids it may run on.
         cpus: Vec<Vec<usize>>,
     },
     /// No policy and no binding: the simulated Linux places the threads,
     /// each within its application's `cpus` (the oracle's CPU-set
     /// placements).
     Confined {
+        /// The name the results carry.
         name: &'a str,
     },
     /// A policy built by the caller (who may keep a handle on its
     /// reports), run through the engine like `Policy`.
     Built {
+        /// The name the results carry.
         name: &'a str,
+        /// The policy.
         policy: Box<dyn numaplace_policy::Policy>,
     },
 }

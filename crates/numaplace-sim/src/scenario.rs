@@ -120,12 +120,19 @@ use crate::workload::{
 /// 64 threads on 16-core machines, runs of minutes), small enough that a
 /// hostile file can neither exhaust memory nor run for ever.
 pub const MAX_THREADS: u32 = 4096;
+/// Copies of an application at most.
 pub const MAX_COPIES: u32 = 1024;
+/// Applications at most, copies counted.
 pub const MAX_APPS: usize = 4096;
+/// Runs of one application at most.
 pub const MAX_RUNS: u32 = 10_000;
+/// The shortest simulation step, ms.
 pub const MIN_STEP_MS: f64 = 0.01;
+/// The longest simulation step, ms.
 pub const MAX_STEP_MS: f64 = 10_000.0;
+/// The longest simulated time, seconds (30 days).
 pub const MAX_SECONDS: f64 = 30.0 * 86_400.0;
+/// Simulation steps at most (time over step).
 pub const MAX_STEPS: f64 = 1e7;
 
 /// The built-in scenario a run uses when none is named.
@@ -237,10 +244,12 @@ pub struct ScenarioError {
     pub origin: String,
     /// 1-based line and column (in characters) of the offending text.
     pub line: Option<usize>,
+    /// See `line`.
     pub column: Option<usize>,
     /// Path of the field: `machine`, `linux.migrate_probability`,
     /// `app[2].working_set`, `app[0].phase[1].uncore_pki`.
     pub field: Option<String>,
+    /// What is wrong, and the range or form wanted.
     pub message: String,
 }
 

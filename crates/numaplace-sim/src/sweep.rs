@@ -24,7 +24,9 @@ use crate::workload::Workload;
 pub struct Case {
     /// How to name it again: `mix:SEED` or a shipped scenario's name.
     pub name: String,
+    /// The machine it runs on.
     pub machine: Machine,
+    /// What runs.
     pub workload: Workload,
     /// The scenario text, for a generated mix (written out when it is
     /// among the worst).
@@ -65,8 +67,11 @@ impl Case {
 pub struct SweepOptions {
     /// Must include `default`, the yardstick.
     pub policies: Vec<PolicyKind>,
+    /// The seeds each case runs on.
     pub seeds: Vec<u64>,
+    /// Time between rounds; each policy's default when `None`.
     pub interval: Option<Duration>,
+    /// Runs at once (threads).
     pub workers: usize,
     /// Worst cases named per policy.
     pub worst: usize,
@@ -88,8 +93,11 @@ pub struct SweepOptions {
 /// One case's outcome.
 #[derive(Debug, Clone, Serialize)]
 pub struct CaseOutcome {
+    /// The case's name (`mix:SEED` or a scenario's).
     pub name: String,
+    /// Its machine's name.
     pub machine: String,
+    /// Threads it runs, all applications together.
     pub threads: usize,
     /// Per policy (in the order of [`Sweep::policies`]): mean application
     /// run time over the seeds, seconds.
@@ -110,14 +118,17 @@ pub struct CaseOutcome {
 /// One policy over every case.
 #[derive(Debug, Clone, Serialize)]
 pub struct Robustness {
+    /// The policy's name.
     pub policy: String,
     /// Mean over the cases of the change against `default`, percent.
     pub mean_percent: f64,
     /// The worst (largest) change, percent, and where.
     pub worst_percent: f64,
+    /// The case of `worst_percent`.
     pub worst_case: String,
     /// Share of the cases more than 1 % / 5 % slower than `default`.
     pub over_1_percent: f64,
+    /// See `over_1_percent`: more than 5 % slower.
     pub over_5_percent: f64,
     /// Cases where it was the fastest policy (ties count for each).
     pub best: usize,
@@ -133,9 +144,13 @@ pub struct Robustness {
 /// A policy against the better Linux of each case.
 #[derive(Debug, Clone, Serialize)]
 pub struct VsLinux {
+    /// Mean change against the faster Linux of each case, percent.
     pub mean_percent: f64,
+    /// The worst (largest) such change, percent.
     pub worst_percent: f64,
+    /// The case of `worst_percent`.
     pub worst_case: String,
+    /// Share of the cases more than 1 % slower than that Linux.
     pub over_1_percent: f64,
 }
 
@@ -206,6 +221,7 @@ impl BestSingle {
 pub struct OracleBound {
     /// Cases with an oracle placement, and those where it bounds.
     pub cases: usize,
+    /// Cases where no policy beat the oracle by more than 1 %.
     pub bounded: usize,
     /// Mean change of the oracle over the bounded cases, percent.
     pub mean_percent: f64,
@@ -259,13 +275,17 @@ impl OracleBound {
 /// The report.
 #[derive(Debug, Clone, Serialize)]
 pub struct Sweep {
+    /// The policies, in the order asked.
     pub policies: Vec<String>,
+    /// The seeds each case ran on.
     pub seeds: Vec<u64>,
     /// The worlds were drawn within ± this many percent of the machines
     /// the policies were told.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mismatch_percent: Option<f64>,
+    /// Every case's outcome.
     pub cases: Vec<CaseOutcome>,
+    /// Per policy, its robustness over the cases.
     pub summary: Vec<Robustness>,
     /// The best single policy of each case (when `autonuma` and a single
     /// policy ran).

@@ -44,7 +44,9 @@ impl MemoryPlacement {
 /// A part of a run: `instructions` executed with `model`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Phase {
+    /// Instructions it lasts, per thread.
     pub instructions: f64,
+    /// How a thread computes and touches memory meanwhile.
     pub model: ThreadModel,
 }
 
@@ -52,6 +54,7 @@ pub struct Phase {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AppKind {
+    /// An ordinary process: its threads are its own.
     Process,
     /// A virtual machine: its threads are vCPU threads (`CPU n/KVM`).
     Vm,
@@ -62,7 +65,9 @@ pub enum AppKind {
 pub struct AppSpec {
     /// Its name in tables and as the simulated process's `comm`.
     pub name: String,
+    /// A process or a VM.
     pub kind: AppKind,
+    /// Its threads, all alike.
     pub threads: u32,
     /// The phases every thread runs through, in order; a run ends when
     /// the last phase's instructions are done.
@@ -72,6 +77,7 @@ pub struct AppSpec {
     /// How many of its threads (the first ones) use the shared area; the
     /// others never touch it. Every sharer writes, as in \[Rao13\] Fig. 3.
     pub sharers: u32,
+    /// Where its memory goes: first touch, a node, interleaved.
     pub memory: MemoryPlacement,
     /// CPUs (dense ids) the application is confined to, as by its cgroup's
     /// cpuset or its own `taskset`; `None` for the whole machine. Neither
@@ -107,6 +113,7 @@ pub struct Job {
     pub name: String,
     /// This rank, from 0, of `ranks`.
     pub rank: u32,
+    /// Ranks in the job.
     pub ranks: u32,
     /// The spread of work over the ranks: rank `r` runs each phase's
     /// instructions times [`Job::work_factor`] (already applied to its
@@ -169,8 +176,12 @@ pub struct LinuxModel {
     /// the whole of it at most once per `scan_period_min_ms` and at least
     /// once per `scan_period_max_ms`.
     pub numa_balancing_scan_delay_ms: f64,
+    /// The kernel's `numa_balancing_scan_period_min_ms`.
     pub numa_balancing_scan_period_min_ms: f64,
+    /// The kernel's `numa_balancing_scan_period_max_ms`.
     pub numa_balancing_scan_period_max_ms: f64,
+    /// The kernel's `numa_balancing_scan_size_mb`: MiB of a process scanned
+    /// each period.
     pub numa_balancing_scan_size_mb: f64,
 }
 
@@ -191,10 +202,13 @@ impl Default for LinuxModel {
 /// A whole simulated experiment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Workload {
+    /// The scenario's name.
     pub name: String,
+    /// What it is, in words.
     pub description: String,
     /// Machine preset name (`westmere-2s`, ...).
     pub machine: String,
+    /// Its applications.
     pub apps: Vec<AppSpec>,
     /// Time step of the model, simulated ms.
     pub step_ms: f64,
@@ -205,6 +219,7 @@ pub struct Workload {
     /// machine parameter drawn within ± this many percent of it per run
     /// seed (the scenario's `mismatch_percent`; `--mismatch` overrides it).
     pub mismatch_percent: Option<f64>,
+    /// The simulated kernel's settings.
     pub linux: LinuxModel,
 }
 

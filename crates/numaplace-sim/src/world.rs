@@ -34,7 +34,9 @@ pub const PAGE: f64 = 4096.0;
 /// Where the simulated processes' memory sits in their address space: the
 /// shared area first, then one private region per thread.
 pub const SHARED_BASE: u64 = 0x1000_0000;
+/// Where the threads' private regions start.
 pub const PRIVATE_BASE: u64 = 0x1_0000_0000;
+/// The distance between two threads' private regions.
 pub const PRIVATE_STRIDE: u64 = 0x100_0000_0000;
 /// The `comm` a simulated process of this application carries (the
 /// kernel keeps 15 bytes).
@@ -137,8 +139,11 @@ impl ThreadState {
 /// Statistics over the whole run.
 #[derive(Debug, Clone, Default)]
 pub struct Totals {
+    /// Threads moved between CPUs.
     pub thread_migrations: u64,
+    /// Of those, moves to another node.
     pub node_migrations: u64,
+    /// Pages moved between nodes.
     pub pages_migrated: u64,
     /// Automatic NUMA balancing: hinting faults taken, threads it moved
     /// toward their memory (a swap counts once).
@@ -146,17 +151,23 @@ pub struct Totals {
     /// ... of the hinting faults, those on a page of the faulting thread's
     /// node; the pages balancing moved (of `pages_migrated`).
     pub hinting_faults_local: u64,
+    /// See `hinting_faults_local`.
     pub balancing_pages_migrated: u64,
+    /// Threads the kernel's NUMA balancing moved to another node.
     pub numa_task_moves: u64,
     /// Times a policy turned the kernel's automatic NUMA balancing on or
     /// off.
     pub numa_balancing_changes: u64,
+    /// Energy, joules, from the machine's power model.
     pub energy_j: f64,
     /// Over all threads: instructions, LLC misses, uncore requests and
     /// the cycles they were outstanding (\[Rao13\] §3.1's t').
     pub instructions: f64,
+    /// See `instructions`.
     pub llc_misses: f64,
+    /// See `instructions`.
     pub uncore_requests: f64,
+    /// See `instructions`.
     pub uncore_occupancy: f64,
 }
 
@@ -203,6 +214,8 @@ pub struct World {
 }
 
 impl World {
+    /// The world of `workload` on `machine`, with `seed`'s random choices,
+    /// at time 0.
     pub fn new(machine: Machine, workload: Workload, seed: u64) -> World {
         World::with_constants(machine, workload, seed, Constants::default())
     }
@@ -293,14 +306,17 @@ impl World {
         });
     }
 
+    /// The machine.
     pub fn machine(&self) -> &Machine {
         &self.machine
     }
 
+    /// The simulated time now, seconds.
     pub fn time(&self) -> f64 {
         self.time
     }
 
+    /// The counts so far.
     pub fn totals(&self) -> &Totals {
         &self.totals
     }
@@ -354,6 +370,7 @@ impl World {
         (done + running) / total.max(1.0)
     }
 
+    /// The trace recorded so far, taken out (`None` where none was asked for).
     pub fn take_trace(&mut self) -> Option<Trace> {
         self.trace.take()
     }

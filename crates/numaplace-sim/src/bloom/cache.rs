@@ -7,11 +7,13 @@ use super::*;
 /// Outcome of one access to a [`SharedCache`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
+    /// The line was there.
     Hit,
     /// The line was filled; `evicted` is the block address (byte address
     /// divided by the line size) of the line it replaced, if the way held
     /// one.
     Miss {
+        /// The block address of the line replaced, if any.
         evicted: Option<u64>,
     },
 }
@@ -71,14 +73,17 @@ impl SharedCache {
         Ok(cache)
     }
 
+    /// Its sets and ways.
     pub fn geometry(&self) -> CacheGeometry {
         self.geometry
     }
 
+    /// Cores that share it.
     pub fn cores(&self) -> usize {
         self.cores
     }
 
+    /// The signature hardware attached, if any.
     pub fn signatures(&self) -> Option<&CacheSignatures> {
         self.signatures.as_ref()
     }
@@ -88,10 +93,12 @@ impl SharedCache {
         self.signatures.as_mut()
     }
 
+    /// Accesses that hit, so far.
     pub fn hits(&self) -> u64 {
         self.hits
     }
 
+    /// Accesses that missed, so far.
     pub fn misses(&self) -> u64 {
         self.misses
     }

@@ -26,6 +26,7 @@ pub struct Best {
     pub sets: Option<Vec<CpuSet>>,
     /// Mean run time it gives, seconds.
     pub runtime_s: f64,
+    /// How the search found it, in words (the `Oracle:` line of `compare`).
     pub method: String,
     /// Simulations the search ran, at most its budget.
     pub evaluations: usize,
