@@ -32,26 +32,14 @@
 //! apply: the group holds the local mapping, next to its memory, and is
 //! not probed; the reason goes with the pins.
 
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 pub mod classify;
-// 5 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod fit;
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 pub mod mapping;
 pub mod metrics;
-// 15 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod models;
-// 2 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod params;
 pub mod power_fit;
 pub mod premise;
-// 8 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod vote;
 
 use std::collections::BTreeMap;
@@ -69,17 +57,24 @@ pub use vote::Vote;
 /// What the policy did to one group, for reports and tests.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GroupReport {
+    /// The process's or VM's name.
     pub label: String,
+    /// Times it was switched to the other mapping to measure it there.
     pub probes: u32,
     /// Changes of mapping after the initial local placement (temporary
     /// switches to probe included), as §6.2 / Fig. 11 count them.
     pub remaps: u32,
+    /// Seconds those probes cost (modelled).
     pub probe_overhead_s: f64,
+    /// Seconds the remaps cost (modelled).
     pub remap_overhead_s: f64,
     /// First and last round the group was seen, seconds since the epoch.
     pub first_s: f64,
+    /// See `first_s`.
     pub last_s: f64,
+    /// Its mapping now; `None` while it is left to Linux.
     pub mapping: Option<Mapping>,
+    /// The vote that decided its mapping last.
     pub last_vote: Option<Vote>,
     /// The power model of the last vote.
     pub power_model: Option<PowerModel>,
@@ -143,6 +138,7 @@ pub struct AdaptiveMapping {
 }
 
 impl AdaptiveMapping {
+    /// The policy with `params`, knowing nothing yet.
     pub fn new(params: AdaptiveParams) -> AdaptiveMapping {
         AdaptiveMapping {
             params,

@@ -115,14 +115,8 @@ use numaplace_model::{Action, Counter, CpuSet, Plan, Task, TaskId, Topology};
 use crate::{Needs, Policy, Signal, View};
 use numaplace_model::scope::glob;
 
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 mod algorithm;
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 mod params;
-// 3 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod premise;
 
 pub use algorithm::{
@@ -200,6 +194,7 @@ pub struct Brm {
 }
 
 impl Brm {
+    /// The policy with `params`, knowing nothing yet.
     pub fn new(params: BrmParams) -> Brm {
         Brm {
             rng: Rng::new(params.seed),

@@ -19,16 +19,10 @@
 
 pub mod aside;
 mod candidates;
-// 2 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod classes;
-// 2 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod distributed_intensity;
 pub mod layout;
 mod machine;
-// 6 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod memory;
 
 use std::collections::BTreeMap;
@@ -66,6 +60,7 @@ pub struct DinoParams {
     /// A thread changes class only after `hysteresis-needed` of its last
     /// `hysteresis-window` intervals were in the new class (§3.3.3: 7 of 10).
     pub hysteresis_window: usize,
+    /// See `hysteresis_window`.
     pub hysteresis_needed: usize,
     /// Pages moved around each sampled address (§4: K = 4096).
     pub window_pages: u64,
@@ -125,6 +120,7 @@ pub struct Dino {
 }
 
 impl Dino {
+    /// The policy with `params`, knowing nothing yet.
     pub fn new(params: DinoParams) -> Dino {
         let follower = MemoryFollower::new(params.window_pages, true);
         Dino {

@@ -42,11 +42,7 @@ use numaplace_model::{Action, CpuSet, Outcome, Snapshot, TaskId, Topology};
 use crate::as_if_applied::{AsIfApplied, Proposing};
 use crate::{Policy, Scope, View};
 
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 mod config;
-// 3 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod left_alone;
 mod memory_checks;
 
@@ -62,6 +58,7 @@ pub use numaplace_model::world::{
 /// What the caller of [`Engine::run`] sees of the loop: each journal entry
 /// as it is made (with the round's snapshot), and the end of each round.
 pub trait Observer {
+    /// A journal entry, as it is made, with the snapshot of its round.
     fn entry(&mut self, snapshot: &Snapshot, entry: &JournalEntry);
 
     /// After each round; [`ControlFlow::Break`] ends the loop (a round
@@ -83,32 +80,42 @@ pub trait Observer {
 /// every thread's affinity as first seen and what it set since, so what
 /// it pinned is put back as before when it stops.
 pub struct Reconfigure {
+    /// The new scope.
     pub scope: Scope,
     /// A new policy, starting from nothing (`None`: the one running goes
     /// on with what it has learned).
     pub policy: Option<Box<dyn Policy>>,
+    /// The new engine configuration.
     pub config: EngineConfig,
 }
 
 /// What one round did, and what it cost.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RoundReport {
+    /// Processes in scope this round.
     pub managed: usize,
+    /// Decisions the policy made.
     pub decided: usize,
+    /// Of those, carried out.
     pub applied: usize,
     /// Proposed and not applied: a dry run's (or advice's) actions.
     #[serde(default)]
     pub not_applied: usize,
+    /// Declined by the engine (scope, rate limit, a thread's own affinity).
     pub skipped: usize,
+    /// Refused by the kernel.
     pub refused: usize,
+    /// Whose thread or process was gone.
     pub gone: usize,
     /// Not tried this round: the kernel refused the same action lately
     /// (counted in `skipped` too, not journalled again).
     #[serde(default)]
     pub held_back: usize,
+    /// Pages moved between nodes.
     pub pages_moved: u64,
     /// Nanoseconds in the policy and in the actuator.
     pub decide_ns: u64,
+    /// See `decide_ns`.
     pub apply_ns: u64,
     /// What the policy made of each group it classes, by pid
     /// ([`crate::Policy::classes`]), where [`Engine::report_classes`] asked.
@@ -191,17 +198,26 @@ struct Backoff {
 /// Totals since the engine started.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EngineTotals {
+    /// Rounds run.
     pub rounds: u64,
+    /// Decisions made.
     pub decided: u64,
+    /// Decisions carried out.
     pub applied: u64,
     /// Proposed and not applied (a dry run).
     #[serde(default)]
     pub not_applied: u64,
+    /// Declined by the engine.
     pub skipped: u64,
+    /// Refused by the kernel.
     pub refused: u64,
+    /// Whose thread or process was gone.
     pub gone: u64,
+    /// Pages moved between nodes.
     pub pages_moved: u64,
+    /// Nanoseconds in the policy.
     pub decide_ns: u64,
+    /// Nanoseconds in the actuator.
     pub apply_ns: u64,
 }
 
@@ -221,6 +237,9 @@ impl EngineTotals {
     }
 }
 
+/// The loop every world runs: takes a snapshot, asks the policy, checks
+/// and carries out its decisions, journals them, and puts back what it
+/// changed when it stops.
 pub struct Engine {
     policy: Box<dyn Policy>,
     scope: Scope,
@@ -246,6 +265,7 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// An engine running `policy` on `scope` with `config`.
     pub fn new(policy: Box<dyn Policy>, scope: Scope, config: EngineConfig) -> Engine {
         Engine {
             policy,
@@ -291,6 +311,7 @@ impl Engine {
         self.report_classes = on;
     }
 
+    /// The running policy's name.
     pub fn policy_name(&self) -> &'static str {
         self.policy.name()
     }
@@ -305,6 +326,7 @@ impl Engine {
         self.policy.without(signal)
     }
 
+    /// Its counts since it started.
     pub fn totals(&self) -> &EngineTotals {
         &self.totals
     }

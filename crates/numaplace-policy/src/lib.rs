@@ -33,8 +33,6 @@ macro_rules! checked_params {
     };
 }
 
-// 8 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod adaptive;
 pub mod as_if_applied;
 // auto/ is being split along its moves (issue 35, item 3); until that lands
@@ -43,32 +41,14 @@ pub mod as_if_applied;
 // `sight`, ...) are fixed in the split, then this goes.
 #[allow(missing_docs, unreachable_pub, rustdoc::private_intra_doc_links)]
 pub mod auto;
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 pub mod brm;
-// 2 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod dino;
-// 24 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod engine;
-// 3 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod numad;
-// 4 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod preplacement;
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 pub mod registry;
-// 6 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod replay;
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 pub mod static_placement;
-// 4 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod symbiosis;
 #[cfg(any(test, feature = "testutil"))]
 pub mod testutil;

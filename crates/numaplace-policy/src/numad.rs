@@ -23,6 +23,8 @@ use numaplace_model::{Action, CpuSet, Node, NodeSet, Plan, Snapshot, TaskGroup, 
 
 use crate::{Needs, Policy, View};
 
+/// The numad-like policy's parameters (`[policy]` with
+/// `name = "numad-like"`), numad's defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct NumadParams {
@@ -63,6 +65,8 @@ impl Default for NumadParams {
     }
 }
 
+/// numad's placement: each process big enough gets the fewest, least
+/// loaded nodes that hold it, its memory moved after it.
 pub struct NumadLike {
     params: NumadParams,
     /// When each process was last placed (snapshot time, ns), and on
@@ -73,6 +77,7 @@ pub struct NumadLike {
 }
 
 impl NumadLike {
+    /// The policy with `params`, knowing nothing yet.
     pub fn new(params: NumadParams) -> Self {
         NumadLike {
             params,

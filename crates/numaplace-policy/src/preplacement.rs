@@ -47,7 +47,9 @@ pub struct NodeRoom {
 /// A request: `numad -w NCPUS:MB`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Request {
+    /// CPUs' worth of work (`NCPUS`).
     pub cpus: f64,
+    /// Memory, bytes (`MB`).
     pub memory: u64,
 }
 
@@ -55,7 +57,9 @@ pub struct Request {
 /// the whole request; when not, they are every node of the machine.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Advice {
+    /// The nodes advised (kernel ids).
     pub nodes: Vec<u32>,
+    /// Whether they hold the whole request.
     pub fits: bool,
 }
 

@@ -42,6 +42,7 @@ macro_rules! policies {
                 }
             }
 
+            /// The policy's name, as `--policy` and `[policy] name` take it.
             pub fn name(&self) -> &'static str {
                 match self {
                     $( PolicyKind::$variant { .. } => $name, )*

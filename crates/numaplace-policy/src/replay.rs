@@ -23,8 +23,11 @@ use crate::engine::{Actuator, AffinityError, Telemetry};
 /// Counts of what a replayed policy asked for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplayCounts {
+    /// Pins asked for.
     pub pins: u64,
+    /// Moves of a process's memory asked for.
     pub memory_moves: u64,
+    /// Moves of pages around a hot address asked for.
     pub window_moves: u64,
 }
 
@@ -33,6 +36,7 @@ pub struct ReplayCounts {
 #[derive(Debug)]
 pub struct ReplayActuator {
     as_if: AsIfApplied,
+    /// What the policy asked for so far.
     pub counts: ReplayCounts,
 }
 
@@ -90,7 +94,9 @@ impl Actuator for ReplayActuator {
 /// ([`ReplayActuator::overlay`]), and the actuator that takes them as
 /// done.
 pub struct ReplayWorld<T> {
+    /// The recording's snapshots.
     pub telemetry: T,
+    /// What takes the actions as done.
     pub actuator: ReplayActuator,
 }
 

@@ -69,6 +69,7 @@ pub struct StaticPlacement {
 }
 
 impl StaticPlacement {
+    /// The policy with `params`.
     pub fn new(params: StaticParams) -> Self {
         StaticPlacement { params }
     }

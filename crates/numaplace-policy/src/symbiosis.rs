@@ -42,14 +42,8 @@
 //! **Left alone.** Threads outside the scope, threads that chose their own
 //! CPUs (as the engine requires), threads without a signature.
 
-// 4 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod live;
-// 3 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod partition;
-// 4 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod place;
 
 use std::collections::{BTreeMap, HashMap};
@@ -76,12 +70,14 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
+    /// Every algorithm, in §3.3's order.
     pub const ALL: [Algorithm; 3] = [
         Algorithm::WeightSorting,
         Algorithm::InterferenceGraph,
         Algorithm::WeightedInterferenceGraph,
     ];
 
+    /// Its name, as `algorithm` takes it.
     pub fn name(self) -> &'static str {
         match self {
             Algorithm::WeightSorting => "weight-sorting",
@@ -100,6 +96,7 @@ impl Algorithm {
     remote = "Self"
 )]
 pub struct SymbiosisParams {
+    /// Which of §3.3's algorithms decides.
     pub algorithm: Algorithm,
     /// §3.3.4's two phases for multithreaded processes (and VMs).
     pub two_phase: bool,
@@ -250,6 +247,7 @@ impl Domains {
 }
 
 impl Symbiosis {
+    /// The policy with `params`, knowing nothing yet.
     pub fn new(params: SymbiosisParams) -> Symbiosis {
         Symbiosis {
             params,

@@ -19,6 +19,7 @@ pub enum Class {
 }
 
 impl Class {
+    /// Every class, in the order of the paper's Fig. 4.
     pub const ALL: [Class; 3] = [
         Class::HighCacheMissRate,
         Class::LowCacheCoherencyTraffic,

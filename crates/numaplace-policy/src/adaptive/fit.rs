@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinearModel {
+    /// The constant term.
     pub intercept: f64,
+    /// One coefficient per metric, in the metrics' order.
     pub coefficients: Vec<f64>,
     /// Coefficient of determination on the rows it was fitted to (§6.1
     /// reports 0.70-0.93 for the performance models).
@@ -23,6 +25,7 @@ pub struct LinearModel {
 }
 
 impl LinearModel {
+    /// The model's value at metrics `x`.
     pub fn predict(&self, x: &[f64]) -> f64 {
         let y = self.intercept
             + self
@@ -41,9 +44,11 @@ impl LinearModel {
 /// Why a fit failed.
 #[derive(Debug, Clone, PartialEq)]
 pub enum FitError {
+    /// No rows to fit.
     NoRows,
     /// Rows of different lengths.
     Ragged,
+    /// A value is NaN or infinite.
     NotFinite,
 }
 

@@ -24,6 +24,7 @@ use super::models::Mapping;
 /// CPUs than vcores.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Layout {
+    /// The CPUs (kernel ids) the group's vcores go to, in order.
     pub cpus: Vec<u32>,
     /// Vcore indices sharing each used physical core.
     pub cores: Vec<Vec<usize>>,

@@ -14,11 +14,14 @@ use super::metrics::PageMetrics;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Mapping {
+    /// The fewest sockets: memory and threads together.
     Local,
+    /// The most sockets: memory interleaved over them.
     Interleaved,
 }
 
 impl Mapping {
+    /// The other mapping.
     pub fn other(self) -> Mapping {
         match self {
             Mapping::Local => Mapping::Interleaved,
@@ -43,8 +46,11 @@ pub use numaplace_model::PowerModel;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PerformanceModel {
+    /// The class (\[Bae12\] Fig. 4), 0 to 2.
     pub class: u8,
+    /// The mapping its metrics were measured in.
     pub measured_in: Mapping,
+    /// The ratio's linear model.
     #[serde(flatten)]
     pub model: LinearModel,
 }
@@ -55,13 +61,17 @@ pub struct PerformanceModel {
 pub struct Models {
     /// Always [`Models::FORMAT`].
     pub format: String,
+    /// [`Models::VERSION`] when written by this numaplace.
     pub version: u32,
     /// The machine the models were trained on.
     pub machine: String,
     /// How they were made (scenarios, seeds).
     pub source: String,
+    /// The classifier's thresholds.
     pub classifier: Classifier,
+    /// One model per class and mapping measured in.
     pub performance: Vec<PerformanceModel>,
+    /// The machine's power model.
     pub power: PowerModel,
 }
 
@@ -81,7 +91,9 @@ const FIX: &str = "write a new one with `numaplace train --out FILE`, \
                    or leave `coefficients` out to use the built-in westmere-2s models";
 
 impl Models {
+    /// What the file says it is.
     pub const FORMAT: &'static str = "numaplace-adaptive-models";
+    /// The layout version this numaplace writes and reads.
     pub const VERSION: u32 = 1;
 
     /// The models trained on the simulator's `westmere-2s` with the
@@ -99,10 +111,12 @@ impl Models {
         Ok(m)
     }
 
+    /// The file's text, as `numaplace train` writes it.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("models serialise") + "\n"
     }
 
+    /// `Ok` where every model is one the policy can use.
     pub fn validate(&self) -> Result<(), ModelsError> {
         let bad = |what: String| Err(ModelsError(format!("{what}; {FIX}")));
         if self.format != Models::FORMAT || self.version != Models::VERSION {
@@ -147,6 +161,8 @@ impl Models {
         Ok(())
     }
 
+    /// The performance model of `class` measured in `measured_in`, if the
+    /// file has one.
     pub fn performance(&self, class: Class, measured_in: Mapping) -> Option<&LinearModel> {
         self.performance
             .iter()

@@ -87,7 +87,9 @@ impl Default for AdaptiveConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "AdaptiveConfig", into = "AdaptiveConfig")]
 pub struct AdaptiveParams {
+    /// The parameters as written.
     pub config: AdaptiveConfig,
+    /// The models they name, loaded (or the built-in ones).
     pub models: Models,
     /// Whether `models` are the ones the config says: the built-in ones,
     /// or the coefficient file's once its text was handed over

@@ -78,8 +78,11 @@ pub(super) fn probe(
 /// objective and the mapping it favours.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Vote {
+    /// What it optimises: run time, power or energy.
     pub objective: Objective,
+    /// The group's class.
     pub class: Class,
+    /// The mapping its metrics were measured in.
     pub measured_in: Mapping,
     /// Predicted interleaved / local run-time ratio.
     pub perf_ratio: f64,
@@ -87,17 +90,22 @@ pub struct Vote {
     pub power_ratio: f64,
     /// The objective's ratio.
     pub ratio: f64,
+    /// The mapping it favours.
     pub mapping: Mapping,
+    /// Whether the ratio is farther from 1 than the unconfident band.
     pub confident: bool,
+    /// The group's cycles per instruction, where counted.
     pub cpi: Option<f64>,
     /// Modelled watts in the mapping measured in.
     pub watts: f64,
+    /// Where the performance model came from.
     pub source: &'static str,
     /// Where the power model came from.
     pub power_from: &'static str,
 }
 
 impl Vote {
+    /// The vote in words, for a decision's reason.
     pub fn describe(&self, cfg: &AdaptiveConfig) -> String {
         format!(
             "objective {}: {} from {} measured {}, predicted interleaved/local run time {:.3}, \

@@ -8,6 +8,7 @@
 pub struct Rng(numaplace_model::rng::Rng);
 
 impl Rng {
+    /// A generator seeded with `seed`.
     pub fn new(seed: u64) -> Rng {
         Rng(numaplace_model::rng::Rng::new(seed))
     }

@@ -35,6 +35,7 @@ pub struct BrmParams {
     /// A thread forgets its per-node penalties after a number of rounds
     /// drawn from this range, inclusive (§4.2 gives no figure).
     pub reset_min_rounds: u32,
+    /// See `reset_min_rounds`.
     pub reset_max_rounds: u32,
 }
 

@@ -57,11 +57,19 @@ pub fn home(shares: &BTreeMap<u32, f64>) -> Option<u32> {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Stay {
     /// A single-thread program on the node holding its memory.
-    LocalSingleThread { share: f64 },
+    LocalSingleThread {
+        /// The share of its memory on that node, 0-1.
+        share: f64,
+    },
     /// A multithreaded process whose memory is spread over the nodes as its
     /// threads are (first touch by each thread): this thread's node holds
     /// `share` of it while `threads` of the process's threads run here.
-    MemoryFollowsThreads { share: f64, threads: f64 },
+    MemoryFollowsThreads {
+        /// The share of the process's memory on this thread's node, 0-1.
+        share: f64,
+        /// The share of its threads running there, 0-1.
+        threads: f64,
+    },
 }
 
 impl Stay {

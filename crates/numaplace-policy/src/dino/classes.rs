@@ -31,6 +31,7 @@ impl Default for Thresholds {
 }
 
 impl Thresholds {
+    /// The class of a thread with `mpki` LLC misses per 1000 instructions.
     pub fn classify(&self, mpki: f64) -> Class {
         if mpki > self.super_devil_mpki {
             Class::SuperDevil
@@ -83,6 +84,7 @@ impl Hysteresis {
         }
     }
 
+    /// The class the thread is in now.
     pub fn current(&self) -> Class {
         self.current
     }

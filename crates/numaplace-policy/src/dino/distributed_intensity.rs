@@ -71,6 +71,7 @@ pub struct DistributedIntensity {
 }
 
 impl DistributedIntensity {
+    /// DI-Plain: threads spread by miss rate, memory left where it is.
     pub fn plain() -> DistributedIntensity {
         DistributedIntensity {
             migrate: None,
@@ -80,6 +81,7 @@ impl DistributedIntensity {
         }
     }
 
+    /// DI-Migrate: the same, memory following its threads, with `p`.
     pub fn migrate(p: DiParams) -> DistributedIntensity {
         DistributedIntensity {
             migrate: Some(MemoryFollower::new(p.window_pages, false)),

@@ -27,7 +27,9 @@ const PAGE: u64 = 4096;
 /// Where a thread is to run, for the memory that should follow it.
 #[derive(Debug, Clone)]
 pub struct Placed<'a> {
+    /// The thread.
     pub tid: i32,
+    /// Its process.
     pub tgid: i32,
     /// Kernel id of the node of the CPUs it is placed on.
     pub node: u32,
@@ -43,8 +45,11 @@ pub enum Who<'a> {
     Text(Cow<'a, str>),
     /// `[CLASS ]thread TID of LABEL`.
     Thread {
+        /// Its class's name, where known.
         class: Option<&'static str>,
+        /// The thread.
         tid: i32,
+        /// Its process's name.
         label: &'a str,
     },
 }
@@ -103,6 +108,8 @@ pub struct MemoryFollower {
 }
 
 impl MemoryFollower {
+    /// A follower that moves `window_pages` around each hot page and, with
+    /// `detect_ping_pong`, stops moving a region that keeps bouncing.
     pub fn new(window_pages: u64, detect_ping_pong: bool) -> MemoryFollower {
         MemoryFollower {
             window_pages: window_pages.max(1),

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+/// `[engine]`: how the engine carries decisions out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EngineConfig {

@@ -14,12 +14,15 @@ use crate::{LeftAlone, View};
 /// A thread no policy may place, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeftAloneNote {
+    /// The thread.
     pub tid: i32,
+    /// Its process.
     pub pid: i32,
     /// Its process's label (name, or VM name). Untrusted.
     pub label: String,
     /// [`crate::LeftAlone::kind`].
     pub kind: String,
+    /// The reason in words.
     pub why: String,
 }
 

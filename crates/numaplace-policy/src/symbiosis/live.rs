@@ -40,6 +40,7 @@ pub struct Filter {
 }
 
 impl Filter {
+    /// An empty filter of `2^bits` entries.
     pub fn new(bits: u32) -> Filter {
         Filter {
             words: vec![0; (1usize << bits).div_ceil(64)],
@@ -47,6 +48,7 @@ impl Filter {
         }
     }
 
+    /// Its entries.
     pub fn entries(&self) -> u32 {
         1 << self.bits
     }
@@ -63,12 +65,14 @@ impl Filter {
         self.words[i / 64] |= 1 << (i % 64);
     }
 
+    /// Sets every entry set in `other`.
     pub fn union_with(&mut self, other: &Filter) {
         for (a, b) in self.words.iter_mut().zip(&other.words) {
             *a |= b;
         }
     }
 
+    /// Entries set.
     pub fn count_ones(&self) -> u32 {
         self.words.iter().map(|w| w.count_ones()).sum()
     }

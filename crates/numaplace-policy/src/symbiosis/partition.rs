@@ -34,10 +34,12 @@ impl Graph {
         }
     }
 
+    /// Its nodes.
     pub fn len(&self) -> usize {
         self.n
     }
 
+    /// Whether it has no nodes.
     pub fn is_empty(&self) -> bool {
         self.n == 0
     }
@@ -50,6 +52,7 @@ impl Graph {
         }
     }
 
+    /// The weight of the edge between `a` and `b`.
     pub fn get(&self, a: usize, b: usize) -> f64 {
         self.w[a * self.n + b]
     }

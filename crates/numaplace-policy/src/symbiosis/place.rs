@@ -29,6 +29,7 @@ use super::partition::{Graph, partition, proportional_counts};
 /// One task as the algorithms see it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Member {
+    /// The task.
     pub tid: i32,
     /// Its process: threads of one process share data (§3.3.4).
     pub tgid: i32,
@@ -114,8 +115,11 @@ pub fn co_run_cost(g: &Graph, place: &[(usize, usize)]) -> f64 {
 /// What the algorithms need besides the members.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
+    /// Which algorithm.
     pub algorithm: Algorithm,
+    /// §3.3.4's two phases for multithreaded processes.
     pub two_phase: bool,
+    /// Largest number of tasks split by trying every balanced split.
     pub exact_limit: usize,
 }
 
