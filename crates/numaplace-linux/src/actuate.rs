@@ -47,11 +47,7 @@ use crate::sysroot::SysRoot;
 /// 4096-page `move_pages` calls moved 256 MiB in 0.36 s, where
 /// `migratepages` took 2.2 s.
 pub const BATCH_PAGES: usize = 4096;
-// 2 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod libvirt;
-// 3 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod memory;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -73,16 +69,26 @@ const MAX_AFFINITY_BITS: usize = 1 << 18;
 pub enum ActError {
     /// The task exited, or its tid now names another task.
     #[error("thread {tid} (started at tick {start}) is gone, or its tid now names another task", tid = .task.tid, start = .task.start_time)]
-    Gone { task: TaskId },
+    Gone {
+        /// The thread.
+        task: TaskId,
+    },
     /// The task is a kernel thread: numaplace never changes one.
     #[error("thread {tid} is a kernel thread; numaplace never changes kernel threads", tid = .task.tid)]
-    KernelThread { task: TaskId },
+    KernelThread {
+        /// The thread.
+        task: TaskId,
+    },
     /// The kernel refused the call.
     #[error("{call} on thread {tid}: {errno}", tid = .task.tid)]
     Os {
+        /// The system call (`sched_setaffinity`).
         call: &'static str,
+        /// The thread.
         task: TaskId,
+        /// The error's name (`EPERM`).
         errno: String,
+        /// The error.
         source: io::Error,
     },
 }

@@ -22,8 +22,11 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 #[error("{path}: cannot {step}: {source}")]
 pub struct WriteError {
+    /// The file written.
     pub path: PathBuf,
+    /// The step that failed (`create`, `rename`).
     pub step: &'static str,
+    /// The error.
     #[source]
     pub source: io::Error,
 }

@@ -26,9 +26,11 @@ pub enum NumaBalancing {
     /// The kernel has none (no `CONFIG_NUMA_BALANCING`), or the file
     /// cannot be read.
     Absent,
+    /// Off (mode 0).
     Off,
     /// Pages and tasks balanced between nodes (mode 1, or 3 with tiering).
     Normal {
+        /// Whether memory tiering is on too (mode 3).
         tiering: bool,
     },
     /// Memory tiering only (mode 2): hot pages promoted from memory-only

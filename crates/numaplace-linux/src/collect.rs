@@ -81,9 +81,11 @@ impl Default for CollectOptions {
     }
 }
 
+/// Why a round could not be read.
 #[derive(Debug, Error)]
 pub enum CollectError {
     #[error("cannot list processes")]
+    /// `/proc` could not be listed.
     ListProcesses(#[source] ProcError),
 }
 
@@ -98,6 +100,8 @@ pub struct RoundGaps {
     pub malformed: usize,
 }
 
+/// Reads a round's snapshot of the host: every process and thread,
+/// their counters, memory per node, and the machine's readings.
 pub struct Collector {
     root: SysRoot,
     proc: ProcReader,

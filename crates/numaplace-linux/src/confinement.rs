@@ -126,6 +126,7 @@ impl<T: Clone> Read<crate::kubelet::Checkpoint<T>, T> {
 }
 
 impl Confinements {
+    /// Reads cgroups' cpusets under `root`, remembering none yet.
     pub fn new(root: SysRoot) -> Confinements {
         Confinements {
             root,

@@ -14,15 +14,25 @@ use crate::sysroot::SysRoot;
 /// counts of a large machine fit many times over.
 const MAX_STAT_BYTES: u64 = 16 << 20;
 
+/// Why the CPUs' idle times could not be read.
 #[derive(Debug, Error)]
 pub enum CpuIdleError {
     #[error("cannot read {path}")]
+    /// `stat` could not be read.
     Read {
+        /// The file.
         path: PathBuf,
+        /// The error.
         source: std::io::Error,
     },
     #[error("{path}: {source}")]
-    Parse { path: PathBuf, source: ParseError },
+    /// `stat` did not parse.
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: ParseError,
+    },
 }
 
 /// Each CPU's idle share over the sample (0 busy .. 1 idle), by kernel

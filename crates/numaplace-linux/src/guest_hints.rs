@@ -11,17 +11,9 @@
 //! and puts each VM's hinted vCPUs in the round's snapshot
 //! (`Snapshot::guest_hints`), where BRM takes them as candidates.
 
-// 22 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod agent;
-// 2 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod host;
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 pub mod socket;
-// 2 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod telemetry;
 
 pub use host::{GuestHints, HintRound};

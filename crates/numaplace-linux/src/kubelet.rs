@@ -43,6 +43,7 @@ use numaplace_model::CpuSet;
 
 /// Where the kubelet keeps them by default.
 pub const DEFAULT_CPU_MANAGER_STATE: &str = "/var/lib/kubelet/cpu_manager_state";
+/// See [`DEFAULT_CPU_MANAGER_STATE`].
 pub const DEFAULT_MEMORY_MANAGER_STATE: &str = "/var/lib/kubelet/memory_manager_state";
 /// A checkpoint of thousands of pods is a few hundred KB.
 pub const MAX_BYTES: u64 = 8 << 20;
@@ -238,12 +239,14 @@ pub type MemoryManagerState = Checkpoint<MemoryPods>;
 type Version = (u64, i64, i64, u64);
 
 impl Checkpoint<Exclusive> {
+    /// The CPU manager's checkpoint at `path`, not read yet.
     pub fn new(path: impl Into<PathBuf>) -> CpuManagerState {
         Checkpoint::with(path.into(), "CPU manager", parse_cpu_manager_state)
     }
 }
 
 impl Checkpoint<MemoryPods> {
+    /// The memory manager's checkpoint at `path`, not read yet.
     pub fn new(path: impl Into<PathBuf>) -> MemoryManagerState {
         Checkpoint::with(path.into(), "memory manager", parse_memory_manager_state)
     }
@@ -259,6 +262,7 @@ impl<T: Clone> Checkpoint<T> {
         }
     }
 
+    /// The checkpoint file.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -121,15 +121,23 @@ fn plural(s: &CpuSet) -> &'static str {
 #[derive(Debug, Error)]
 pub enum LaunchError {
     #[error("set_mempolicy ({policy}): {errno}: {source}")]
+    /// The memory policy could not be set.
     MemoryPolicy {
+        /// The policy asked for.
         policy: MemoryPolicy,
+        /// The error's name (`EINVAL`).
         errno: String,
+        /// The error.
         source: io::Error,
     },
     #[error("sched_setaffinity (CPUs {cpus}): {errno}: {source}")]
+    /// The CPUs could not be set.
     Affinity {
+        /// The CPUs asked for.
         cpus: CpuSet,
+        /// The error's name (`EINVAL`).
         errno: String,
+        /// The error.
         source: io::Error,
     },
 }
@@ -253,11 +261,14 @@ pub(crate) fn set_own_affinity(cpus: &CpuSet) -> io::Result<()> {
 #[derive(Debug, Error)]
 #[error("{program}: {why}")]
 pub struct ExecError {
+    /// The program.
     pub program: String,
+    /// Why it could not run.
     pub why: String,
     /// 127 when the command was not found, 126 when it was found but could
     /// not be executed (POSIX's `sh`, "Command Search and Execution").
     pub status: u8,
+    /// The error.
     pub source: io::Error,
 }
 

@@ -24,6 +24,7 @@ pub struct LiveControl {
 }
 
 impl LiveControl {
+    /// Sets the time between rounds from the next round on.
     pub fn set_interval(&self, interval: Duration) {
         self.interval_ns
             .store(interval.as_nanos() as u64, Ordering::Relaxed);
@@ -79,6 +80,7 @@ impl LiveTelemetry {
         }
     }
 
+    /// The collector that reads the host.
     pub fn collector(&self) -> &Collector {
         &self.collector
     }

@@ -80,7 +80,9 @@ pub struct Config {
     pub working_set: u64,
     /// Bytes of the shared area (a multiple of [`WORD_BYTES`]; 0: none).
     pub shared: u64,
+    /// Where the lists' and the shared area's memory goes.
     pub memory: MemoryPolicy,
+    /// How long each thread runs.
     pub length: Length,
     /// Seed of the lists' random order (thread i uses `seed + i`).
     pub seed: u64,
@@ -89,24 +91,30 @@ pub struct Config {
 /// A CPU a thread was seen on (`getcpu`), and that CPU's node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct Seen {
+    /// The CPU (kernel id).
     pub cpu: u32,
+    /// Its node (kernel id).
     pub node: u32,
 }
 
 /// What one thread did.
 #[derive(Debug, Clone, Serialize)]
 pub struct ThreadReport {
+    /// The thread's index, from 0.
     pub thread: usize,
     /// The CPU it was pinned to.
     pub cpu: u32,
     /// Where it was seen at the start and the end of its timed loops.
     pub ran_on: Vec<Seen>,
+    /// Seconds its timed loops took.
     pub seconds: f64,
+    /// Its timed loops.
     pub loops: u64,
     /// List hops (loops × entries).
     pub hops: u64,
     /// Atomic adds to the shared area (loops × words).
     pub shared_adds: u64,
+    /// List hops per second.
     pub hops_per_second: f64,
     /// Base pages of its list per node.
     pub private_pages: BTreeMap<u32, u64>,
@@ -117,16 +125,21 @@ pub struct ThreadReport {
 /// What a run did.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// One report per thread.
     pub threads: Vec<ThreadReport>,
     /// The mean of the threads' run times (\[Rao13\]'s measure).
     pub mean_seconds: f64,
     /// All threads' hops per second, summed.
     pub hops_per_second: f64,
+    /// Entries of each thread's list.
     pub entries_per_thread: u64,
+    /// Words of the shared area.
     pub shared_words: u64,
     /// Base pages of the shared area per node.
     pub shared_pages: BTreeMap<u32, u64>,
+    /// Base pages of the shared area not resident.
     pub shared_pages_absent: u64,
+    /// The base page size, bytes.
     pub page_size: u64,
 }
 
@@ -134,7 +147,9 @@ pub struct Report {
 #[derive(Debug, Error)]
 #[error("{what}: {source}")]
 pub struct BenchError {
+    /// What failed.
     pub what: String,
+    /// The error.
     pub source: io::Error,
 }
 

@@ -24,16 +24,31 @@ pub enum NumastatError {
         "{path} does not exist: a kernel built without CONFIG_NUMA has no nodes and writes no \
          numastat"
     )]
-    NoNuma { path: PathBuf },
+    /// The root has no NUMA nodes in sysfs.
+    NoNuma {
+        /// The file or directory.
+        path: PathBuf,
+    },
     #[error(
         "{path} does not exist though the node is online: a kernel that writes no per-node \
          numastat (or the node just went offline)"
     )]
-    NoFile { path: PathBuf },
+    /// A node has no `numastat`.
+    NoFile {
+        /// The file or directory.
+        path: PathBuf,
+    },
     #[error(transparent)]
+    /// A file could not be read.
     Read(#[from] ReadError),
     #[error("{path}: {error}")]
-    Parse { path: PathBuf, error: ParseError },
+    /// A `numastat` file did not parse.
+    Parse {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why it did not parse.
+        error: ParseError,
+    },
 }
 
 /// Every online node's `numastat` under the root, by node (kernel id).
@@ -84,6 +99,7 @@ pub struct NumaCounters {
 }
 
 impl NumaCounters {
+    /// None read yet.
     pub fn new() -> NumaCounters {
         NumaCounters::default()
     }

@@ -15,30 +15,14 @@
 //! - [`sampling`]: [`AddressSampler`], sampled data addresses per thread
 //!   (PEBS load latency, IBS op), and its [`SamplingAvailability`].
 
-// 9 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod availability;
-// 9 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod counters;
-// 49 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod events;
-// 3 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod libpfm;
-// 8 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod libpfm_events;
 pub mod monitor;
-// 7 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod raw_event;
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 mod registry;
-// 10 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod sampling;
 pub mod scaling;
 

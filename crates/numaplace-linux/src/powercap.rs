@@ -35,31 +35,50 @@ pub const RAPL_CONTROL_TYPE: &str = "intel-rapl";
 #[derive(Debug, Error)]
 pub enum PowercapError {
     #[error(transparent)]
+    /// A file could not be read.
     Read(#[from] ReadError),
     #[error("cannot list {path}")]
-    List { path: PathBuf, source: io::Error },
+    /// A directory could not be listed.
+    List {
+        /// The file or directory.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
     #[error("{path}: expected a count of microjoules, found {value:?}")]
-    Parse { path: PathBuf, value: String },
+    /// A file's value is not a number.
+    Parse {
+        /// The file or directory.
+        path: PathBuf,
+        /// What it holds.
+        value: String,
+    },
 }
 
 /// Whether package energy can be read, and why not.
 #[derive(Debug)]
 pub enum RaplStatus {
+    /// RAPL zones to read.
     Available(Rapl),
     /// No `sys/class/powercap` (kernel without CONFIG_POWERCAP, or a
     /// virtual machine).
     NoPowercap {
+        /// Where powercap was looked for.
         path: PathBuf,
     },
     /// powercap exists but holds no `intel-rapl:<N>` zone; `others` lists
     /// what it does hold.
     NoRaplZones {
+        /// Where powercap was looked for.
         path: PathBuf,
+        /// The zones it holds.
         others: Vec<String>,
     },
     /// A zone's `energy_uj` cannot be read (root-only since Linux 5.10).
     EnergyUnreadable {
+        /// Where powercap was looked for.
         path: PathBuf,
+        /// The error.
         source: io::Error,
     },
     /// Another file could not be read or made no sense.
@@ -67,6 +86,7 @@ pub enum RaplStatus {
 }
 
 impl RaplStatus {
+    /// The zones, if available.
     pub fn available(&self) -> Option<&Rapl> {
         match self {
             RaplStatus::Available(r) => Some(r),
@@ -74,6 +94,7 @@ impl RaplStatus {
         }
     }
 
+    /// The same, by value.
     pub fn into_available(self) -> Option<Rapl> {
         match self {
             RaplStatus::Available(r) => Some(r),
@@ -139,8 +160,11 @@ pub struct RaplZone {
 /// One zone's cumulative energy counter, raw.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnergyReading {
+    /// The zone's directory name (`intel-rapl:0`).
     pub zone: String,
+    /// Its `name` (`package-0`, `dram`).
     pub name: String,
+    /// Its counter, microjoules.
     pub energy_uj: u64,
 }
 

@@ -7,14 +7,8 @@
 //! binds them to the files under a [`SysRoot`](crate::SysRoot). No parser
 //! panics on any input.
 
-// 7 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod error;
-// 2 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod reader;
-// 1 public item here still lacks docs (issue 35): document it, then drop this.
-#[allow(missing_docs)]
 mod task_dir;
 
 pub use error::{ParseError, ProcError};

@@ -18,37 +18,68 @@ use std::path::{Path, PathBuf};
 use numaplace_model::{RecordHeader, Snapshot};
 use thiserror::Error;
 
+/// Why a recording could not be written or read.
 #[derive(Debug, Error)]
 pub enum RecordError {
     #[error("{path}: already exists (choose another file, or pass --force to overwrite it)")]
-    Exists { path: PathBuf },
+    /// The file to record to exists (and no `--force`).
+    Exists {
+        /// The recording.
+        path: PathBuf,
+    },
     #[error(
         "{path}: not a regular file (a FIFO, a device or a directory); a recording is written \
          only to a regular file"
     )]
-    NotRegular { path: PathBuf },
-    #[error("{path}: cannot {action}")]
-    Io {
+    /// The file is not a regular file.
+    NotRegular {
+        /// The recording.
         path: PathBuf,
+    },
+    #[error("{path}: cannot {action}")]
+    /// Reading or writing it failed.
+    Io {
+        /// The recording.
+        path: PathBuf,
+        /// What was being done (`create it`, `write to it`).
         action: &'static str,
+        /// The error.
         source: io::Error,
     },
     #[error("{path}: empty file, not a numaplace recording")]
-    Empty { path: PathBuf },
+    /// The recording is empty.
+    Empty {
+        /// The recording.
+        path: PathBuf,
+    },
     #[error("{path}: not a numaplace recording: {detail}")]
-    NotARecording { path: PathBuf, detail: String },
+    /// Its first line is not a recording's header.
+    NotARecording {
+        /// The recording.
+        path: PathBuf,
+        /// What is wrong with it.
+        detail: String,
+    },
     #[error(
         "{path}: recorded by a newer numaplace (format version {found}; this one reads up to {supported}): upgrade numaplace to replay it"
     )]
+    /// A newer numaplace wrote it.
     NewerVersion {
+        /// The recording.
         path: PathBuf,
+        /// The version it says.
         found: u32,
+        /// The newest this numaplace reads.
         supported: u32,
     },
     #[error("{path}:{line}: bad snapshot: {detail}")]
+    /// A snapshot line that does not parse.
     BadLine {
+        /// The recording.
         path: PathBuf,
+        /// The line, from 1.
         line: usize,
+        /// What is wrong with it.
         detail: String,
     },
 }
@@ -171,6 +202,7 @@ pub struct Replay {
 }
 
 impl Replay {
+    /// Opens the recording at `path` and reads its header.
     pub fn open(path: &Path) -> Result<Replay, RecordError> {
         // A regular file only (never a device or FIFO), and every line
         // bounded: `/dev/zero` is not a recording.
@@ -202,6 +234,7 @@ impl Replay {
         })
     }
 
+    /// The recording's header.
     pub fn header(&self) -> &RecordHeader {
         &self.header
     }

@@ -45,20 +45,33 @@ pub const MOUNTS: &str = "proc/mounts";
 
 /// The monitoring event files read in each `mon_L3_<XX>` directory.
 pub const LLC_OCCUPANCY: &str = "llc_occupancy";
+/// Memory bandwidth to all memory, bytes.
 pub const MBM_TOTAL_BYTES: &str = "mbm_total_bytes";
+/// Memory bandwidth to local memory, bytes.
 pub const MBM_LOCAL_BYTES: &str = "mbm_local_bytes";
 
 /// A resctrl read failed; every variant names the path.
 #[derive(Debug, Error)]
 pub enum ResctrlError {
     #[error(transparent)]
+    /// A file could not be read.
     Read(#[from] ReadError),
     #[error("cannot list {path}")]
-    List { path: PathBuf, source: io::Error },
-    #[error("{path}: {what}, found {value:?}")]
-    Parse {
+    /// A directory could not be listed.
+    List {
+        /// The file or directory.
         path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    #[error("{path}: {what}, found {value:?}")]
+    /// A file's value is not what resctrl writes.
+    Parse {
+        /// The file or directory.
+        path: PathBuf,
+        /// What was expected.
         what: &'static str,
+        /// What was found.
         value: String,
     },
 }
@@ -66,23 +79,28 @@ pub enum ResctrlError {
 /// Whether resctrl monitoring can be read, and why not.
 #[derive(Debug)]
 pub enum ResctrlStatus {
+    /// Mounted, with L3 monitoring: what it offers.
     Available(Resctrl),
     /// No `resctrl` filesystem at `/sys/fs/resctrl` in `proc/mounts`.
     NotMounted {
+        /// The mount table read.
         mounts: PathBuf,
     },
     /// The root has no `proc/mounts` (a snapshot taken without it), so
     /// whether resctrl was mounted cannot be told.
     NoMountTable {
+        /// The mount table read.
         mounts: PathBuf,
     },
     /// resctrl is mounted, but not where we read it.
     MountedElsewhere {
+        /// Where it is mounted.
         mount_point: String,
     },
     /// Mounted, but without L3 monitoring (allocation only, or a CPU
     /// without CMT/MBM): `info/L3_MON/mon_features` is absent or empty.
     NoL3Monitoring {
+        /// The file that lists the monitoring features.
         mon_features: PathBuf,
     },
     /// `proc/mounts` or `mon_features` exists but could not be read.
@@ -90,6 +108,7 @@ pub enum ResctrlStatus {
 }
 
 impl ResctrlStatus {
+    /// resctrl, if available.
     pub fn available(&self) -> Option<&Resctrl> {
         match self {
             ResctrlStatus::Available(r) => Some(r),
@@ -97,6 +116,7 @@ impl ResctrlStatus {
         }
     }
 
+    /// The same, by value.
     pub fn into_available(self) -> Option<Resctrl> {
         match self {
             ResctrlStatus::Available(r) => Some(r),
@@ -150,14 +170,19 @@ pub enum ResctrlGroupKind {
     /// A CTRL_MON group (`/<c>`); its counts include its monitor groups.
     Control,
     /// A MON group under `parent` (`/mon_groups/<m>`, `/<c>/mon_groups/<m>`).
-    Monitor { parent: String },
+    Monitor {
+        /// The control group it is under (`/` for the root's).
+        parent: String,
+    },
 }
 
 /// One group: `name` is its path under the mount (`/`, `/c1`,
 /// `/c1/mon_groups/m1`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResctrlGroup {
+    /// Its path under the mount point (`/`, `/c1/mon_groups/m1`).
     pub name: String,
+    /// What kind of group.
     pub kind: ResctrlGroupKind,
 }
 

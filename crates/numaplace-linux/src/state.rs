@@ -40,8 +40,6 @@ use numaplace_model::{CpuSet, TaskId};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-// 4 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod restore;
 pub use restore::{Restore, RestoreReport, restore_all};
 
@@ -57,7 +55,9 @@ const MAX_BYTES: u64 = 64 << 20;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PinEntry {
+    /// The thread.
     pub task: TaskId,
+    /// Its process.
     pub tgid: i32,
     /// Its affinity before numaplace first pinned it.
     pub original: CpuSet,
@@ -70,7 +70,9 @@ pub struct PinEntry {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KernelBalancingEntry {
+    /// `kernel.numa_balancing`'s whole value before numaplace changed it.
     pub original: u32,
+    /// The value numaplace last wrote.
     pub applied: u32,
 }
 
@@ -110,41 +112,73 @@ pub enum StateError {
         "{path}: the state file is a symbolic link; numaplace never writes through one. \
          Remove the link, or choose a state file path that is a regular file"
     )]
-    Symlink { path: PathBuf },
+    /// The state file is a symbolic link.
+    Symlink {
+        /// The state file.
+        path: PathBuf,
+    },
+    /// The state file is not a regular file.
     #[error("{path}: not a regular file; remove it or choose another state file path")]
-    NotRegular { path: PathBuf },
+    NotRegular {
+        /// The state file.
+        path: PathBuf,
+    },
     #[error(
         "{path}: writable by group or others (mode {mode:04o}), so another user could \
          plant files there; make it private: chmod go-w {path}"
     )]
-    Writable { path: PathBuf, mode: u32 },
+    /// The state file may be written by others.
+    Writable {
+        /// The state file.
+        path: PathBuf,
+        /// Its mode bits.
+        mode: u32,
+    },
     #[error(
         "{path}: owned by uid {owner}, not by numaplace's user (uid {euid}) or root; \
          chown it, or choose another state file path"
     )]
+    /// The state file belongs to another user.
     Owner {
+        /// The state file.
         path: PathBuf,
+        /// Its owner's uid.
         owner: u32,
+        /// numaplace's effective uid.
         euid: u32,
     },
     #[error(
         "{path}: the state file is in use by another numaplace daemon{holder}; \
          stop it first, or give this one another --state"
     )]
-    Locked { path: PathBuf, holder: String },
+    /// Another daemon holds the state file.
+    Locked {
+        /// The state file.
+        path: PathBuf,
+        /// Who holds it, where known (` (pid N)`).
+        holder: String,
+    },
     #[error(
         "{path}: state file format version {found}, newer than this numaplace's {supported}; \
          run the numaplace that wrote it (or move the file away by hand)"
     )]
+    /// A newer numaplace wrote the state file.
     NewerVersion {
+        /// The state file.
         path: PathBuf,
+        /// The version it says.
         found: u64,
+        /// The newest this numaplace reads.
         supported: u32,
     },
+    /// Reading or writing it failed.
     #[error("{path}: {what}")]
     Io {
+        /// The state file.
         path: PathBuf,
+        /// What was being done (`reading`, `renaming`).
         what: &'static str,
+        /// The error.
         source: io::Error,
     },
 }
@@ -220,6 +254,7 @@ impl StateFile {
         Ok(state)
     }
 
+    /// Where it is.
     pub fn path(&self) -> &Path {
         &self.path
     }

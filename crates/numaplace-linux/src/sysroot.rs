@@ -11,18 +11,36 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum SysRootError {
     #[error("{path}: cannot read the root directory")]
-    Unreadable { path: PathBuf, source: io::Error },
+    /// The root could not be read.
+    Unreadable {
+        /// The root.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
     #[error("{path}: not a directory; give the directory that holds sys/")]
-    NotADirectory { path: PathBuf },
+    /// The root is not a directory.
+    NotADirectory {
+        /// The root.
+        path: PathBuf,
+    },
     #[error("{path}: not a Linux sysfs tree: {path}/sys/devices/system/cpu is missing{hint}")]
-    NotSysfs { path: PathBuf, hint: &'static str },
+    /// The root does not look like a machine's.
+    NotSysfs {
+        /// The root.
+        path: PathBuf,
+        /// What to give instead.
+        hint: &'static str,
+    },
 }
 
 /// A file read under a root failed.
 #[derive(Debug, Error)]
 #[error("cannot read {path}")]
 pub struct ReadError {
+    /// The file.
     pub path: PathBuf,
+    /// The error.
     pub source: io::Error,
 }
 
@@ -72,6 +90,7 @@ impl SysRoot {
         self.path == Path::new("/")
     }
 
+    /// The root's path.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -29,8 +29,6 @@
 //! another namespace numbers tasks differently). Where any is missing,
 //! [`TaskIterator::open`] says which and the collector reads `/proc`.
 
-// 3 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod btf;
 mod prog;
 
@@ -49,47 +47,70 @@ use prog::{Insn, Layout};
 #[derive(Debug, thiserror::Error)]
 pub enum TaskIterError {
     #[error("cannot read the kernel's BTF ({path}): {source}")]
+    /// The kernel's BTF could not be read.
     Btf {
+        /// The BTF file.
         path: String,
+        /// The error.
         source: std::io::Error,
     },
     #[error("the kernel's BTF: {0}")]
+    /// The BTF lacks what the iterator needs.
     Layout(#[from] BtfError),
     #[error("{what} failed: {source}{hint}")]
+    /// A system call to load or attach the iterator failed.
     Syscall {
+        /// The call, in words (`creating a task iterator (BPF_ITER_CREATE)`).
         what: &'static str,
+        /// The error.
         source: std::io::Error,
+        /// What to do, where known (after a `: `).
         hint: String,
     },
     #[error(
         "the iterator's thread ids are not those of this /proc: numaplace runs in a pid namespace other than the host's ({0})"
     )]
+    /// numaplace runs in a pid namespace other than the host's.
     Namespace(String),
     #[error("reading the iterator: {0}")]
+    /// Reading the iterator's output failed.
     Read(std::io::Error),
     #[error("the iterator gave {got} bytes, not whole records of {size}")]
-    Torn { got: usize, size: usize },
+    /// The output is not whole records.
+    Torn {
+        /// Bytes read.
+        got: usize,
+        /// Bytes of one record.
+        size: usize,
+    },
 }
 
 /// What the iterator read of one task, as `/proc/PID/stat` shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskRecord {
+    /// The thread id.
     pub tid: i32,
+    /// Its process.
     pub tgid: i32,
     /// Clock ticks since boot, as `stat`'s field 22.
     pub start_time: u64,
+    /// Its `comm`. Untrusted.
     pub comm: String,
+    /// Its one-letter state.
     pub state: char,
+    /// The CPU it last ran on.
     pub cpu: u32,
     /// The kernel's `PF_*` flags.
     pub flags: u32,
     /// Clock ticks, as `stat`'s fields 14 and 15.
     pub utime: u64,
+    /// See `utime`.
     pub stime: u64,
     /// Nanoseconds run, precise (the scheduler's clock).
     pub runtime_ns: u64,
     /// Minor and major page faults of this thread.
     pub min_flt: u64,
+    /// See `min_flt`.
     pub maj_flt: u64,
     /// The CPUs it may run on, as `sched_getaffinity` reads them (its
     /// mask and the CPUs online); `None` where the record does not hold

@@ -81,10 +81,12 @@ impl AnonMapping {
         self.addr() as u64
     }
 
+    /// Its length, bytes.
     pub fn len(&self) -> usize {
         self.len
     }
 
+    /// Whether it is zero bytes long.
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -25,8 +25,6 @@ use thiserror::Error;
 
 use crate::sysroot::SysRoot;
 
-// 2 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod repair;
 
 pub use repair::{Repair, RepairKind};
@@ -55,25 +53,59 @@ impl TopologySource {
     }
 }
 
+/// Why a machine's topology could not be had.
 #[derive(Debug, Error)]
 pub enum DiscoveryError {
     #[error("hwloc could not read {what}: {detail}")]
-    Hwloc { what: String, detail: String },
+    /// hwloc failed.
+    Hwloc {
+        /// What hwloc was doing.
+        what: String,
+        /// The reason, in words.
+        detail: String,
+    },
     #[error("{path}: cannot read: {detail}")]
-    Read { path: PathBuf, detail: String },
+    /// A snapshot could not be read.
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The reason, in words.
+        detail: String,
+    },
     #[error(
         "{path}: hwloc rejected this XML file: {detail} (give a file written by `lstopo --of xml`)"
     )]
-    Xml { path: PathBuf, detail: String },
+    /// hwloc refused the XML file.
+    Xml {
+        /// The file.
+        path: PathBuf,
+        /// The reason, in words.
+        detail: String,
+    },
     #[error("{path}: not read: {detail}; give a file written by `lstopo --of xml`")]
-    XmlShape { path: PathBuf, detail: String },
+    /// The XML file is not one numaplace reads.
+    XmlShape {
+        /// The file.
+        path: PathBuf,
+        /// The reason, in words.
+        detail: String,
+    },
     #[error(
         "invalid synthetic topology {input:?}: {detail} (expected levels like \"pack:2 l3:1 core:4 pu:2\")"
     )]
-    Synthetic { input: String, detail: String },
+    /// The synthetic description is not valid.
+    Synthetic {
+        /// The description given.
+        input: String,
+        /// The reason, in words.
+        detail: String,
+    },
     #[error("{source_name}: {error}")]
+    /// What was read is not a machine numaplace can use.
     Inconsistent {
+        /// Where it was read from.
         source_name: String,
+        /// What is wrong with it.
         error: TopologyError,
     },
 }
@@ -96,7 +128,9 @@ const HWLOC_REDIRECTS: [&str; 4] = [
 /// hwloc read (empty when the machine's files agree with each other).
 #[derive(Debug, Clone)]
 pub struct Discovered {
+    /// The machine.
     pub topology: Topology,
+    /// What was contradictory in what hwloc read, and what discovery did.
     pub repairs: Vec<Repair>,
 }
 

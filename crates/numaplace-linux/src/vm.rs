@@ -16,19 +16,11 @@
 //! started without it is found through its QMP socket ([`qmp`]) or
 //! libvirt's status file ([`libvirt`]), as [`discover`] does each round.
 
-// 6 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod discover;
 #[cfg(test)]
 mod fake_qmp;
-// 14 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod libvirt;
-// 34 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod qmp;
-// 17 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 pub mod virsh;
 
 pub use discover::{VmDiscovery, VmSources};

@@ -18,8 +18,6 @@
 //!   ids index arrays and kernel ids go to syscalls, and the two never mix.
 
 mod build;
-// 3 public items here still lack docs (issue 35): document them, then drop this.
-#[allow(missing_docs)]
 mod synthetic;
 
 pub use build::TopologyError;

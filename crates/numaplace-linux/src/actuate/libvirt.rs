@@ -60,6 +60,8 @@ pub struct ThroughLibvirt<A> {
 }
 
 impl<A: Actuator> ThroughLibvirt<A> {
+    /// An actuator that acts on libvirt's domains through `virsh` and on
+    /// everything else through `inner`.
     pub fn new(inner: A, virsh: Virsh, domains: SharedDomains) -> Self {
         ThroughLibvirt {
             inner,
@@ -74,6 +76,7 @@ impl<A: Actuator> ThroughLibvirt<A> {
         self.state = Some(state);
     }
 
+    /// The actuator it wraps.
     pub fn into_inner(self) -> A {
         self.inner
     }

@@ -269,8 +269,11 @@ pub fn window_range(
 /// One line of `/proc/<pid>/maps`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MapsLine<'a> {
+    /// The mapping's first address.
     pub start: u64,
+    /// The address past its last.
     pub end: u64,
+    /// Its permissions (`rw-p`).
     pub perms: &'a str,
     /// The path or pseudo-name (`[heap]`, `[vdso]`); empty if anonymous.
     pub path: &'a str,

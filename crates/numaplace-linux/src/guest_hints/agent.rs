@@ -39,40 +39,65 @@ use crate::procfs::{ProcError, ProcReader};
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     #[error("{path}: cannot read the online CPUs")]
+    /// The guest's online CPUs could not be read.
     Online {
+        /// The file.
         path: PathBuf,
         #[source]
+        /// The error.
         source: io::Error,
     },
     #[error("{path}: {what}")]
-    BadOnline { path: PathBuf, what: String },
+    /// The online CPUs' list did not parse.
+    BadOnline {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        what: String,
+    },
     #[error(transparent)]
+    /// `/proc` could not be read.
     Proc(#[from] ProcError),
     #[error(
         "no virtio-serial port named {name:?}: neither {dev} nor an entry of {sys} names it \
          (give the VM a virtserialport with name={name}, or --device PATH)"
     )]
+    /// No virtio port of that name.
     NoPort {
+        /// The port's name.
         name: String,
+        /// Where its device was looked for.
         dev: PathBuf,
+        /// Where sysfs lists the ports.
         sys: PathBuf,
     },
     #[error("{path}: cannot open the port")]
+    /// The port could not be opened.
     Open {
+        /// The file.
         path: PathBuf,
         #[source]
+        /// The error.
         source: io::Error,
     },
     #[error(
         "{path}: not a character device, so not a virtio-serial port (hints are written only to \
          one: give the port's /dev/vportNpM, or --device - to print them)"
     )]
-    NotAPort { path: PathBuf },
+    /// The path given is not a virtio port.
+    NotAPort {
+        /// The file.
+        path: PathBuf,
+    },
     #[error(
         "--port {name:?}: not a port name (give the name= of the VM's virtserialport, one path \
          component of letters, digits, '.', '_' and '-')"
     )]
-    BadName { name: String },
+    /// A port name numaplace does not accept.
+    BadName {
+        /// The port's name.
+        name: String,
+    },
 }
 
 /// The guest's online CPUs (`/sys/devices/system/cpu/online`).
@@ -103,6 +128,7 @@ pub struct PinnedThreads {
 }
 
 impl PinnedThreads {
+    /// None seen yet.
     pub fn new() -> PinnedThreads {
         PinnedThreads::default()
     }
@@ -199,6 +225,7 @@ pub fn find_port(root: &SysRoot, name: &str) -> Result<PathBuf, AgentError> {
 /// What became of one round's message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sent {
+    /// Written whole.
     All,
     /// Nobody reads the host's end (QEMU's socket has no client), or its
     /// buffer is full: the message is dropped, the next round's full set
@@ -218,6 +245,7 @@ pub struct HintPort {
 }
 
 impl HintPort {
+    /// Opens the port at `path` for writing.
     pub fn open(path: &Path) -> Result<HintPort, AgentError> {
         let file = OpenOptions::new()
             .write(true)
@@ -246,6 +274,7 @@ impl HintPort {
         })
     }
 
+    /// The port's path.
     pub fn path(&self) -> &Path {
         &self.path
     }

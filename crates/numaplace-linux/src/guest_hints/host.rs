@@ -49,7 +49,9 @@ pub const REPORT_EVERY: Duration = Duration::from_secs(600);
 pub const RETRY_AFTER: Duration = Duration::from_secs(10);
 /// Hints expire after this many of the guest's intervals without a `set`.
 pub const EXPIRE_INTERVALS: u32 = 3;
+/// Hints expire no sooner than this after the last `set`.
 pub const MIN_EXPIRY: Duration = Duration::from_secs(2);
+/// Hints expire no later than this after the last `set`.
 pub const MAX_EXPIRY: Duration = Duration::from_secs(60);
 
 /// What one round found.

@@ -129,6 +129,7 @@ pub enum ConnectError {
     /// another holds it (a second numaplace, `tasks --guest-hints` while the
     /// daemon runs).
     Busy,
+    /// Any other failure to connect.
     Other(io::Error),
 }
 

@@ -13,7 +13,9 @@ use super::GuestHints;
 /// `inner`'s snapshots, with the guests' hints when `hints` follows any
 /// socket patterns.
 pub struct Hinted<T> {
+    /// The world's own telemetry.
     pub inner: T,
+    /// The guests' hints, where any are configured.
     pub hints: Option<GuestHints>,
 }
 

@@ -13,11 +13,22 @@ pub enum CounterStatus {
     /// In every monitored thread's group, as `event` (perf's spelling);
     /// `source` says where its encoding came from
     /// ([`EventSpec::source`](super::EventSpec::source)).
-    Counted { event: String, source: String },
+    Counted {
+        /// The event, as perf spells it.
+        event: String,
+        /// Where its encoding came from.
+        source: String,
+    },
     /// Works here, but is not in the group (`why`).
-    Spare { why: String },
+    Spare {
+        /// The reason, in words.
+        why: String,
+    },
     /// Cannot be counted here.
-    Unavailable { reason: String },
+    Unavailable {
+        /// Why not.
+        reason: String,
+    },
 }
 
 /// The file-descriptor budget.
@@ -25,6 +36,7 @@ pub enum CounterStatus {
 pub struct FdLimit {
     /// `RLIMIT_NOFILE` soft limit, after raising.
     pub soft: u64,
+    /// The hard limit.
     pub hard: u64,
     /// The soft limit before numaplace raised it to the hard one.
     pub raised_from: Option<u64>,
@@ -37,18 +49,21 @@ pub struct Availability {
     pub counters: BTreeMap<Counter, CounterStatus>,
     /// `perf_event_paranoid` as read (None: absent).
     pub paranoid: Option<i32>,
+    /// Whether kernel mode is left out of the counts (paranoid 2 and up).
     pub exclude_kernel: bool,
     /// Software events count kernel-side all the same
     /// ([`OpenOptions::software_kernel`](super::counters::OpenOptions)).
     pub software_kernel: bool,
     /// One fd per counted event.
     pub fds_per_thread: usize,
+    /// The open-file limit, and whether it holds the threads' fds.
     pub fd_limit: FdLimit,
     /// Threads that can be counted within the fd budget.
     pub max_threads: usize,
 }
 
 impl Availability {
+    /// Whether counter `c` is counted here.
     pub fn is_counted(&self, c: Counter) -> bool {
         matches!(self.counters.get(&c), Some(CounterStatus::Counted { .. }))
     }
@@ -131,6 +146,7 @@ impl fmt::Display for Availability {
 /// What the host looks like, for explaining a failed open.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HostFacts {
+    /// `perf_event_paranoid` as read (None: absent).
     pub paranoid: Option<i32>,
     /// PMUs under `sys/bus/event_source/devices`.
     pub pmus: Vec<String>,

@@ -30,7 +30,9 @@ pub enum EventSource {
 /// One event of a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EventSpec {
+    /// The counter it counts.
     pub counter: Counter,
+    /// Where its encoding came from.
     pub source: EventSource,
 }
 
@@ -44,6 +46,7 @@ impl EventSpec {
         })
     }
 
+    /// Counter `counter` by raw encoding `event`.
     pub fn raw(counter: Counter, event: RawEvent) -> Self {
         EventSpec {
             counter,
@@ -168,9 +171,13 @@ pub fn exclude_kernel_for(paranoid: Option<i32>) -> bool {
 #[derive(Debug, thiserror::Error)]
 #[error("perf_event_open({event}) for thread {tid}: {source}")]
 pub struct OpenError {
+    /// The thread.
     pub tid: i32,
+    /// The counter.
     pub counter: Counter,
+    /// The event, as perf spells it.
     pub event: String,
+    /// The error.
     pub source: io::Error,
 }
 
@@ -227,6 +234,7 @@ impl ThreadCounters {
         })
     }
 
+    /// The thread counted.
     pub fn tid(&self) -> i32 {
         self.tid
     }
@@ -236,6 +244,7 @@ impl ThreadCounters {
         self.members.len()
     }
 
+    /// The counters open on it.
     pub fn counters(&self) -> impl Iterator<Item = Counter> + '_ {
         self.members.iter().map(|(c, _)| *c)
     }

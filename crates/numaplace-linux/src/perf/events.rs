@@ -81,8 +81,11 @@ pub const CORE_PMUS: [&str; 3] = ["cpu", "cpu_core", "cpu_atom"];
 /// Which `perf_event_attr` word a format field lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ConfigWord {
+    /// `perf_event_attr.config`.
     Config,
+    /// `perf_event_attr.config1`.
     Config1,
+    /// `perf_event_attr.config2`.
     Config2,
     /// Newer kernels' fourth word; not supported by our encoder.
     Config3,
@@ -92,7 +95,9 @@ pub enum ConfigWord {
 /// value's low bits going to the first range).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FormatField {
+    /// The word its bits are in.
     pub word: ConfigWord,
+    /// Its bit ranges, low to high (`0-7`, `32-35`).
     pub ranges: Vec<(u8, u8)>,
 }
 
@@ -126,29 +131,63 @@ impl FormatField {
 /// One `name=value` term of an event description.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Term {
+    /// The field's name (`event`, `umask`, `cmask`).
     pub name: String,
+    /// Its value.
     pub value: u64,
 }
 
 /// What was wrong with a format or event text.
 #[derive(Debug, Clone, Error, PartialEq, Eq)]
 pub enum ParseError {
+    /// A format file's text that is not `configN:BITS`.
     #[error("format {text:?}: {why}")]
-    Format { text: String, why: &'static str },
+    Format {
+        /// The text.
+        text: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A term that is not `name` or `name=value`.
     #[error("event term {term:?}: {why}")]
-    Term { term: String, why: &'static str },
+    Term {
+        /// The term.
+        term: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A term naming a field the PMU does not have.
     #[error("field {field:?} is not in this PMU's format/ directory (it has: {known})")]
-    UnknownField { field: String, known: String },
+    UnknownField {
+        /// The field.
+        field: String,
+        /// The fields it has.
+        known: String,
+    },
+    /// A field whose format file did not parse.
     #[error("field {field:?} has an unreadable format file: {why}")]
-    BadField { field: String, why: String },
+    BadField {
+        /// The field.
+        field: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A value wider than its field.
     #[error("value {value:#x} does not fit field {field:?} ({width} bits)")]
     TooWide {
+        /// The field.
         field: String,
+        /// The value.
         value: u64,
+        /// The field's width, bits.
         width: u32,
     },
+    /// A field in the fourth config word.
     #[error("field {field:?} lives in config3, which numaplace cannot set")]
-    Config3 { field: String },
+    Config3 {
+        /// The field.
+        field: String,
+    },
 }
 
 /// Parses a format file: `config:0-7`, `config1:0-15`, `config:21`,
@@ -256,9 +295,11 @@ pub fn with_term(mut terms: Vec<Term>, name: &str, value: u64) -> Vec<Term> {
 /// A PMU as sysfs describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pmu {
+    /// Its name under `event_source/devices` (`cpu`, `uncore_imc_0`).
     pub name: String,
     /// `perf_event_attr.type` for its events.
     pub pmu_type: u32,
+    /// Its format fields by name, from `format/`.
     pub formats: BTreeMap<String, FormatField>,
     /// Format files that did not parse: an error only if an event uses them.
     pub bad_formats: BTreeMap<String, ParseError>,
@@ -335,20 +376,43 @@ impl Pmu {
 /// Reading or encoding an event under a root failed.
 #[derive(Debug, Error)]
 pub enum EventError {
+    /// A file could not be read.
     #[error(transparent)]
     Read(#[from] ReadError),
+    /// A format file did not parse.
     #[error("{path}: {source}")]
-    Parse { path: PathBuf, source: ParseError },
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Why it did not parse.
+        source: ParseError,
+    },
+    /// A `type` file that is not a number.
     #[error("{path}: not a PMU type number: {text:?}")]
-    BadType { path: PathBuf, text: String },
+    BadType {
+        /// The file.
+        path: PathBuf,
+        /// The text.
+        text: String,
+    },
+    /// No PMU of that name.
     #[error("no PMU {pmu:?} under {dir} (there are: {known})")]
     NoSuchPmu {
+        /// The name asked for.
         pmu: String,
+        /// Where PMUs were looked for.
         dir: PathBuf,
+        /// The PMUs there are.
         known: String,
     },
+    /// An event description did not encode.
     #[error("{what}: {source}")]
-    Encoding { what: String, source: ParseError },
+    Encoding {
+        /// The event, as given.
+        what: String,
+        /// Why it did not parse.
+        source: ParseError,
+    },
 }
 
 /// Resolves events by name through a [`SysRoot`].
@@ -358,6 +422,7 @@ pub struct EventResolver<'a> {
 }
 
 impl<'a> EventResolver<'a> {
+    /// A resolver reading under `root`.
     pub fn new(root: &'a SysRoot) -> Self {
         EventResolver { root }
     }
@@ -474,7 +539,9 @@ fn list_dir(root: &SysRoot, rel: &str) -> Result<Vec<String>, EventError> {
 /// A name to look for, with terms to override (`cmask=1`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Candidate {
+    /// The event's name in the PMU's `events/`.
     pub name: &'static str,
+    /// Terms set on top of its own.
     pub overrides: &'static [(&'static str, u64)],
 }
 
@@ -512,18 +579,23 @@ pub const REQUEST_CANDIDATES: [Candidate; 3] = [
 /// Intel Nehalem to Skylake; perf's pmu-events JSON has the others).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UncoreEncodings {
+    /// The raw encoding of `t'` (the config's `uncore_occupancy`).
     pub occupancy: Option<String>,
+    /// The raw encoding of `λ` (the config's `uncore_requests`).
     pub requests: Option<String>,
 }
 
 /// The uncore pair: each an event, or why not.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UncoreEvents {
+    /// `t'`, or why it is not there.
     pub occupancy: Result<RawEvent, String>,
+    /// `λ`, or why it is not there.
     pub requests: Result<RawEvent, String>,
 }
 
 impl UncoreEvents {
+    /// The event of counter `c`; `None` for a counter not of the pair.
     pub fn get(&self, c: Counter) -> Option<&Result<RawEvent, String>> {
         match c {
             Counter::UncoreOccupancy => Some(&self.occupancy),

@@ -88,8 +88,11 @@ type GetOsEventEncodingFn = unsafe extern "C" fn(*const c_char, c_int, c_int, *m
 pub struct PfmEncoding {
     /// `perf_event_attr.type` (`PERF_TYPE_RAW` for core events).
     pub pmu_type: u32,
+    /// `perf_event_attr.config`.
     pub config: u64,
+    /// `perf_event_attr.config1`.
     pub config1: u64,
+    /// `perf_event_attr.config2`.
     pub config2: u64,
     /// libpfm's fully qualified name, shortened by [`short_fstr`]:
     /// `skx::OFFCORE_REQUESTS_OUTSTANDING:DEMAND_DATA_RD:c=1`.

@@ -24,7 +24,9 @@ pub enum Choice {
     /// A libpfm4 event string, without the `pmu::` prefix; `note` says how
     /// it relates to the counter where it is not the obvious event.
     Event {
+        /// The event string.
         name: &'static str,
+        /// How it relates to the counter; empty where it is the obvious event.
         note: &'static str,
     },
     /// This CPU has no event that means the counter: why.
@@ -42,11 +44,17 @@ pub struct CpuEvents {
     pub pmus: &'static [&'static str],
     /// The CPU in words, for messages.
     pub cpu: &'static str,
+    /// `t'`: cycles with an outstanding offcore data read.
     pub occupancy: Choice,
+    /// `λ`: offcore data reads.
     pub requests: Choice,
+    /// LLC references.
     pub llc_references: Choice,
+    /// LLC misses.
     pub llc_misses: Choice,
+    /// Instructions retired.
     pub instructions: Choice,
+    /// Core cycles.
     pub cycles: Choice,
     /// The PEBS load-latency event (`:ldlat=N` is appended), or why none.
     pub load_latency: Choice,

@@ -11,9 +11,13 @@ pub struct RawEvent {
     /// Where it came from, perf-style: `cpu/offcore_requests.demand_data_rd/`
     /// or `cpu/event=0x60,umask=0x01,cmask=1/`.
     pub what: String,
+    /// `perf_event_attr.type`.
     pub pmu_type: u32,
+    /// `perf_event_attr.config`.
     pub config: u64,
+    /// `perf_event_attr.config1`.
     pub config1: u64,
+    /// `perf_event_attr.config2`.
     pub config2: u64,
     /// Where the encoding came from.
     pub origin: EventOrigin,
@@ -40,12 +44,21 @@ impl RawEvent {
 pub enum EventOrigin {
     /// Given by the user (configuration), checked against sysfs' format
     /// files.
-    User { text: String },
+    User {
+        /// The text given.
+        text: String,
+    },
     /// Described by the kernel in sysfs (an event file, or a PMU's type).
-    Sysfs { path: PathBuf },
+    Sysfs {
+        /// The sysfs file.
+        path: PathBuf,
+    },
     /// Encoded by libpfm4 for the PMU it detected (or was forced to):
     /// its fully qualified name, `skx::OFFCORE_REQUESTS:DEMAND_DATA_RD`.
-    Libpfm { event: String },
+    Libpfm {
+        /// libpfm4's fully qualified name.
+        event: String,
+    },
 }
 
 impl std::fmt::Display for EventOrigin {

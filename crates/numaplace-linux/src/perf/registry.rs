@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// [`AddressSampler::sync`]: super::AddressSampler::sync
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct SyncReport {
+    /// Opened for threads new to the list.
     pub opened: usize,
     /// Closed because the thread left the list.
     pub closed: usize,

@@ -105,6 +105,7 @@ pub enum SampleSource {
 }
 
 impl SampleSource {
+    /// Its name in words, for messages.
     pub fn name(self) -> &'static str {
         match self {
             SampleSource::PebsLoads => "PEBS load latency",
@@ -149,6 +150,7 @@ pub struct SamplerConfig {
     /// The event; `None`: PEBS where a core PMU describes `mem-loads`, else
     /// IBS where there is an `ibs_op` PMU.
     pub source: Option<SampleSource>,
+    /// How often samples are taken.
     pub rate: SampleRate,
     /// Load-latency threshold in cycles for PEBS, replacing sysfs' `ldlat`
     /// (perf mem uses 30; sysfs says 3, which samples nearly every load).
@@ -187,6 +189,7 @@ impl Default for SamplerConfig {
 /// A sampling event resolved from sysfs, not yet opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SampleEvent {
+    /// The kind of sampling.
     pub source: SampleSource,
     /// perf's spelling: `cpu/mem-loads,ldlat=30/`, `ibs_op//`, `page-faults`.
     pub what: String,
@@ -234,22 +237,29 @@ pub struct SamplingAvailability {
     /// or libpfm4); `None` for page faults (a generic event) and where
     /// nothing is sampled.
     pub event_source: Option<String>,
+    /// The kind of sampling chosen, if any.
     pub source: Option<SampleSource>,
+    /// `perf_event_attr.precise_ip` asked for.
     pub precise_ip: u8,
     /// User space only (false: IBS, which samples the kernel too; its
     /// kernel addresses are dropped).
     pub exclude_kernel: bool,
+    /// How often samples are taken.
     pub rate: SampleRate,
+    /// `perf_event_paranoid` as read.
     pub paranoid: Option<i32>,
+    /// Fds opened per thread.
     pub fds_per_thread: usize,
     /// Ring-buffer bytes per thread, header page included.
     pub ring_bytes_per_thread: usize,
+    /// The open-file limit, and whether it holds them.
     pub fd_limit: FdLimit,
     /// Threads that fit the fd and memory budgets.
     pub max_threads: usize,
 }
 
 impl SamplingAvailability {
+    /// Whether samples can be taken here.
     pub fn is_available(&self) -> bool {
         self.event.is_ok()
     }

@@ -13,23 +13,39 @@ pub enum ProcError {
     /// The task (or process) exited between being listed and being read
     /// (`ENOENT` / `ESRCH`). Callers walking tasks skip it silently.
     #[error("{path}: the task is gone (it exited)")]
-    Gone { path: PathBuf },
+    Gone {
+        /// The file.
+        path: PathBuf,
+    },
     /// Not allowed to read it (`EACCES` / `EPERM`): another user's task,
     /// or a `numa_maps` that needs ptrace access. Run as that user or root.
     #[error("{path}: permission denied (the task belongs to another user; run as root)")]
-    Denied { path: PathBuf },
+    Denied {
+        /// The file.
+        path: PathBuf,
+    },
     /// The task is there but the kernel does not provide this file, e.g.
     /// `numa_maps` on a kernel built without `CONFIG_NUMA`.
     #[error("{path}: this kernel does not provide the file (for numa_maps: CONFIG_NUMA is off)")]
-    Unavailable { path: PathBuf },
+    Unavailable {
+        /// The file.
+        path: PathBuf,
+    },
     /// Any other I/O failure.
     #[error("{path}: cannot read: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
     /// The file was read but its content was refused.
     #[error("{path}: cannot parse")]
     Parse {
+        /// The file.
         path: PathBuf,
         #[source]
+        /// Why it did not parse.
         error: ParseError,
     },
 }

@@ -27,10 +27,12 @@ pub struct ProcReader {
 }
 
 impl ProcReader {
+    /// A reader of `/proc` under `root`.
     pub fn new(root: SysRoot) -> Self {
         ProcReader { root }
     }
 
+    /// The root it reads under.
     pub fn root(&self) -> &SysRoot {
         &self.root
     }

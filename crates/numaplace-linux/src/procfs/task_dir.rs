@@ -53,6 +53,7 @@ impl TaskDir {
         Ok(TaskDir { dir, path })
     }
 
+    /// The directory's path.
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -15,18 +15,25 @@ pub enum Restore {
     Restored,
     /// The thread changed its affinity since numaplace pinned it (or
     /// someone did for it): left as it is, entry dropped.
-    LeftAlone { why: String },
+    LeftAlone {
+        /// The reason, in words.
+        why: String,
+    },
     /// The thread exited, or its tid names another task: entry dropped.
     Gone,
     /// Could not restore now (the kernel refused, dry run): the entry is
     /// kept, so a later restore tries again; it is dropped once the thread
     /// exits or changes its own affinity.
-    Kept { why: String },
+    Kept {
+        /// The reason, in words.
+        why: String,
+    },
 }
 
 /// The result of [`restore_all`], entry by entry.
 #[derive(Debug, Default)]
 pub struct RestoreReport {
+    /// Each entry and what became of it.
     pub entries: Vec<(PinEntry, Restore)>,
     /// `kernel.numa_balancing`, where numaplace had changed it.
     pub kernel_balancing: Option<(KernelBalancingEntry, Restore)>,
@@ -38,6 +45,7 @@ pub struct RestoreReport {
 }
 
 impl RestoreReport {
+    /// How many entries' restores `f` holds for.
     pub fn count(&self, f: impl Fn(&Restore) -> bool) -> usize {
         self.entries.iter().filter(|(_, r)| f(r)).count()
     }

@@ -31,8 +31,10 @@ const KIND_ENUM64: u32 = 19;
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum BtfError {
     #[error("not BTF: {0}")]
+    /// The BTF blob does not parse.
     Malformed(String),
     #[error("the kernel's BTF has no {0}")]
+    /// A type or member the iterator needs is missing.
     Missing(String),
 }
 
@@ -70,6 +72,7 @@ fn u32_at(b: &[u8], at: usize) -> Option<u32> {
 }
 
 impl<'a> Btf<'a> {
+    /// Parses a BTF blob (`/sys/kernel/btf/vmlinux`).
     pub fn parse(blob: &'a [u8]) -> Result<Btf<'a>, BtfError> {
         let bad = |what: &str| BtfError::Malformed(what.to_string());
         let magic = blob

@@ -37,7 +37,9 @@ pub enum RepairKind {
 /// contradictory and what discovery did about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Repair {
+    /// What kind of repair.
     pub kind: RepairKind,
+    /// The sentence.
     pub message: String,
 }
 

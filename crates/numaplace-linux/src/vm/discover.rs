@@ -65,6 +65,7 @@ const MAX_SCAN: usize = 65_536;
 pub const ROUND_BUDGET: Duration = Duration::from_secs(1);
 /// A failed socket is asked again after this, then twice as long each time.
 pub const RETRY_FIRST: Duration = Duration::from_secs(10);
+/// The longest wait before asking a failed socket again.
 pub const RETRY_MAX: Duration = Duration::from_secs(300);
 /// Slack between a process's start time (seconds since boot, from clock
 /// ticks, plus the boot time, a whole second) and a file's time.
@@ -97,10 +98,13 @@ pub type SharedDomains = std::sync::Arc<std::sync::Mutex<Vec<LibvirtDomain>>>;
 /// A running libvirt domain, as numaplace acts on it: through `virsh`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LibvirtDomain {
+    /// The domain's name.
     pub name: String,
+    /// Its UUID.
     pub uuid: String,
     /// QEMU's pid and start time.
     pub pid: i32,
+    /// See `pid`.
     pub start_time: u64,
     /// `(vCPU index, tid)` of its vCPU threads.
     pub vcpus: Vec<(u32, i32)>,
@@ -201,6 +205,7 @@ pub struct VmDiscovery {
 }
 
 impl VmDiscovery {
+    /// A discovery over `sources`, having found nothing yet.
     pub fn new(sources: VmSources) -> VmDiscovery {
         VmDiscovery {
             sources,
@@ -228,6 +233,7 @@ impl VmDiscovery {
         &self.domains
     }
 
+    /// Where it looks.
     pub fn sources(&self) -> &VmSources {
         &self.sources
     }

@@ -91,14 +91,33 @@ pub struct Placement {
     pub memory_nodeset_static: bool,
 }
 
+/// Why libvirt's status files could not be used.
 #[derive(Debug, Error)]
 pub enum LibvirtError {
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    /// A status file could not be read.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
     #[error("{path}: not trusted: {why}")]
-    Untrusted { path: PathBuf, why: String },
+    /// A status file numaplace does not trust.
+    Untrusted {
+        /// The file.
+        path: PathBuf,
+        /// The reason, in words.
+        why: String,
+    },
     #[error("{path}: not a libvirt status file: {why}")]
-    Malformed { path: PathBuf, why: String },
+    /// A status file that does not parse.
+    Malformed {
+        /// The file.
+        path: PathBuf,
+        /// The reason, in words.
+        why: String,
+    },
 }
 
 /// Parses a status file's text.
@@ -242,9 +261,13 @@ fn placement(domain: roxmltree::Node<'_, '_>) -> Result<Placement, String> {
 /// renames it).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusFile {
+    /// Its path.
     pub path: PathBuf,
+    /// Its inode.
     pub ino: u64,
+    /// Its modification time (seconds, nanoseconds).
     pub mtime: (i64, i64),
+    /// Its size, bytes.
     pub size: u64,
 }
 

@@ -70,6 +70,7 @@ pub struct QmpAnswer {
     /// it says whether that very process is still alive, whatever reused
     /// its pid since.
     pub server_pidfd: Option<OwnedFd>,
+    /// The vCPU threads, by index.
     pub vcpus: Vec<QmpVcpu>,
     /// The guest's name (`-name`), if it has one.
     pub name: Option<String>,
@@ -81,41 +82,96 @@ pub struct QmpAnswer {
 #[derive(Debug, Error)]
 pub enum QmpError {
     #[error("{path}: cannot connect: {source}")]
-    Connect { path: PathBuf, source: io::Error },
+    /// The socket could not be connected to.
+    Connect {
+        /// The QMP socket.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
     #[error(
         "{path}: busy: its backlog is full (QEMU's monitor serves one client at a time, and \
          others wait)"
     )]
-    Backlog { path: PathBuf },
+    /// The monitor's backlog is full.
+    Backlog {
+        /// The QMP socket.
+        path: PathBuf,
+    },
     #[error(
         "{path}: no greeting within {ms} ms: another client holds it (QEMU's monitor serves \
          one client at a time: use a second -qmp socket for numaplace) or it is not a QMP \
          socket"
     )]
-    NoGreeting { path: PathBuf, ms: u128 },
-    #[error("{path}: no reply to {command} within {ms} ms (all of the exchange)")]
-    Timeout {
+    /// No greeting in time: another client holds the monitor, or it is not QMP.
+    NoGreeting {
+        /// The QMP socket.
         path: PathBuf,
+        /// The time allowed, ms.
+        ms: u128,
+    },
+    #[error("{path}: no reply to {command} within {ms} ms (all of the exchange)")]
+    /// No reply in time.
+    Timeout {
+        /// The QMP socket.
+        path: PathBuf,
+        /// The command (`query-cpus-fast`).
         command: &'static str,
+        /// The time allowed, ms.
         ms: u128,
     },
     #[error("{path}: a message longer than {max} bytes: not QMP, ignored")]
-    LineTooLong { path: PathBuf, max: usize },
-    #[error("{path}: more than {max} bytes in one exchange: not QMP, ignored")]
-    TooMuch { path: PathBuf, max: usize },
-    #[error("{path}: the server closed the connection {during}")]
-    Closed { path: PathBuf, during: String },
-    #[error("{path}: not QMP: {what}")]
-    Nonsense { path: PathBuf, what: String },
-    #[error("{path}: {command} failed: {class}: {desc}")]
-    Refused {
+    /// A message longer than QMP's.
+    LineTooLong {
+        /// The QMP socket.
         path: PathBuf,
+        /// The most bytes allowed.
+        max: usize,
+    },
+    #[error("{path}: more than {max} bytes in one exchange: not QMP, ignored")]
+    /// More bytes in one exchange than QMP sends.
+    TooMuch {
+        /// The QMP socket.
+        path: PathBuf,
+        /// The most bytes allowed.
+        max: usize,
+    },
+    #[error("{path}: the server closed the connection {during}")]
+    /// QEMU closed the connection.
+    Closed {
+        /// The QMP socket.
+        path: PathBuf,
+        /// When, in words (`before query-cpus-fast was sent`).
+        during: String,
+    },
+    #[error("{path}: not QMP: {what}")]
+    /// An answer that is not QMP.
+    Nonsense {
+        /// The QMP socket.
+        path: PathBuf,
+        /// What was wrong.
+        what: String,
+    },
+    #[error("{path}: {command} failed: {class}: {desc}")]
+    /// QEMU refused the command.
+    Refused {
+        /// The QMP socket.
+        path: PathBuf,
+        /// The command (`query-cpus-fast`).
         command: &'static str,
+        /// QMP's error class.
         class: String,
+        /// QMP's description.
         desc: String,
     },
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: io::Error },
+    /// Reading or writing the socket failed.
+    Io {
+        /// The QMP socket.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
 }
 
 impl QmpError {
@@ -169,6 +225,7 @@ impl<'a> QmpConnection<'a> {
         Self::open_within(path, DEADLINE)
     }
 
+    /// Connects to `path` and reads the greeting, within `deadline`.
     pub fn open_within(path: &'a Path, deadline: Duration) -> Result<Self, QmpError> {
         let end = Instant::now() + deadline;
         let stream = connect(path)?;

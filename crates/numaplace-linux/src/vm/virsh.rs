@@ -47,15 +47,43 @@ pub enum VirshError {
         "{program} not found: install libvirt's client (Debian: libvirt-clients) or set \
          [vms] virsh to its path"
     )]
-    NotInstalled { program: String },
+    /// `virsh` is not installed.
+    NotInstalled {
+        /// The program.
+        program: String,
+    },
     #[error("cannot run {program}: {why}")]
-    Spawn { program: String, why: String },
+    /// `virsh` could not be started.
+    Spawn {
+        /// The program.
+        program: String,
+        /// The reason, in words.
+        why: String,
+    },
     #[error("virsh {what} took more than {secs} s (libvirtd not answering?); killed")]
-    TimedOut { what: String, secs: u64 },
+    /// `virsh` took too long.
+    TimedOut {
+        /// The command, in words.
+        what: String,
+        /// The time allowed, seconds.
+        secs: u64,
+    },
     #[error("virsh {what}: {message}")]
-    Failed { what: String, message: String },
+    /// `virsh` failed.
+    Failed {
+        /// The command, in words.
+        what: String,
+        /// What it said.
+        message: String,
+    },
     #[error("virsh {what}: unexpected output: {output}")]
-    Unparsable { what: String, output: String },
+    /// `virsh`'s output did not parse.
+    Unparsable {
+        /// The command, in words.
+        what: String,
+        /// What it printed.
+        output: String,
+    },
 }
 
 /// A domain's memory tuning (`virsh numatune`).
@@ -82,6 +110,7 @@ impl Default for Virsh {
 }
 
 impl Virsh {
+    /// Runs `program` on libvirt's `uri`, each call bounded by `timeout`.
     pub fn new(program: impl Into<PathBuf>, uri: &str, timeout: Duration) -> Virsh {
         Virsh {
             program: program.into(),
@@ -90,10 +119,12 @@ impl Virsh {
         }
     }
 
+    /// The program it runs.
     pub fn program(&self) -> &Path {
         &self.program
     }
 
+    /// The time each call may take.
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
