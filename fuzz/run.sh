@@ -28,6 +28,9 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 
+# fuzz/Cargo.lock (its own workspace) as committed: a dependency that
+# moved fails here rather than being re-resolved silently.
+cargo metadata --locked --format-version 1 >/dev/null
 targets=$(cargo fuzz list)
 cargo fuzz build
 if [ "$build_only" = 1 ]; then
