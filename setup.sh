@@ -38,7 +38,7 @@ build_packages=(gcc libc6-dev pkg-config libhwloc-dev libudev-dev ca-certificate
 # libpfm4 (libpfm.so.4, which numaplace loads at run time for model-specific
 # events; crates/numaplace-linux/tests/it/libpfm_cpus.rs checks its encodings for
 # each CPU numaplace knows and fails without it; no -dev package: nothing
-# links it), tmux (crates/numaplace/tests/it/cli_top.rs drives `numaplace top`
+# links it), tmux (crates/numaplace/tests/cli/cli_top.rs drives `numaplace top`
 # in a detached tmux session with send-keys and capture-pane; it skips,
 # saying so, without tmux), libvirt-daemon-driver-qemu (virt-qemu-run:
 # libvirt starting a domain with placement='auto', which asks numaplace as

@@ -16,7 +16,7 @@
 # file naming kthreadd, the metrics endpoint) run only as root; the kthreadd
 # case puts kthreadd's affinity back with sched_setaffinity whatever the
 # binary did. Needs python3 (the metrics client, a busy port) and taskset.
-# `cargo test -p numaplace --test it cli_hostile::` runs it on the binary built.
+# `cargo test -p numaplace --test daemon cli_hostile::` runs it on the binary built.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 bin=${1:-}

@@ -15,7 +15,7 @@
 # at all after it, or an affinity was not restored. Needs root (the
 # real daemon pins). Release build (in CARGO_TARGET_DIR if set), or the
 # binary NUMAPLACE_BIN names. A one-minute run is the ignored cargo test
-# `cargo test -p numaplace --test it soak:: -- --ignored`.
+# `cargo test -p numaplace --test daemon soak:: -- --ignored`.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 secs=${1:-600}

@@ -58,7 +58,7 @@ pub struct Member {
 /// stale lines), so a pair measured across cores and a pair measured on one
 /// core are not comparable; a graph built from the raw counts kept the
 /// pairing the signatures were taken in for all 495 mixes of
-/// `tests/it/symbiosis.rs`. The weights come from the same hardware and a
+/// `tests/policies/symbiosis.rs`. The weights come from the same hardware and a
 /// good hash spreads footprints at random (§5.3), so the expectation is
 /// the pair's symbiosis with the co-runners removed; the raw count is
 /// reported beside it.

@@ -1,7 +1,7 @@
 //! Issue 8's acceptance in the simulator: the `symbiosis` policy
 //! (\[Symbiosis-Bloom\]) on that paper's experiment and on a
 //! multi-socket machine. Print the tables with
-//! `cargo test -p numaplace-sim --test it symbiosis:: -- --nocapture`.
+//! `cargo test -p numaplace-sim --test policies symbiosis:: -- --nocapture`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;

@@ -1,7 +1,7 @@
 //! M8, a time slice's cache refill (docs/simulator.md): what it does to
 //! threads that time-share a CPU, and that it does nothing where every
 //! thread has its CPU to itself. Print the numbers with
-//! `cargo test --release -p numaplace-sim --test it slices:: -- --nocapture`.
+//! `cargo test --release -p numaplace-sim --test papers slices:: -- --nocapture`.
 
 use numaplace_policy::PolicyKind;
 use numaplace_sim::model::{Constants, Mechanisms};

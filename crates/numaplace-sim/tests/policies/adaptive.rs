@@ -2,7 +2,7 @@
 //! §5) on `westmere-2s` with the 22 Fig. 4 benchmarks as 8-vcore VMs,
 //! 10 seeds, for each objective; and the models judged out of sample.
 //!
-//! `cargo test -p numaplace-sim --test it adaptive:: -- --nocapture` prints the
+//! `cargo test -p numaplace-sim --test policies adaptive:: -- --nocapture` prints the
 //! tables.
 
 use numaplace_policy::adaptive::fit::r_squared;

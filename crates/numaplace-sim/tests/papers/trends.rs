@@ -2,7 +2,7 @@
 //! \[Symbiosis-Bloom\] and validation target 7 of \[Blagodurov11\]
 //! (docs/simulator.md, "Validation"). Each test
 //! names the figure it reproduces and the tolerance it allows, and prints
-//! what it measured (`cargo test -p numaplace-sim --test it trends:: --
+//! what it measured (`cargo test -p numaplace-sim --test papers trends:: --
 //! --nocapture`).
 
 use numaplace_model::{Action, CpuSet, Plan, Task, TaskId};

@@ -13,7 +13,7 @@
 //! fuller experiments are brm.rs, adaptive.rs, symbiosis.rs and dino.rs. The
 //! baseline is `default` (Linux without automatic NUMA balancing), as the
 //! seeds measured. Print the rows with
-//! `cargo test --release -p numaplace-sim --test it headlines:: -- --nocapture`.
+//! `cargo test --release -p numaplace-sim --test papers headlines:: -- --nocapture`.
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
