@@ -43,56 +43,10 @@ impl Auto {
             self.history.clear();
             return;
         }
-        if !e.moves.is_empty() && !e.trial.started() {
-            // Settling: turned off, one round; turned on, until the
-            // kernel has placed the memory it is going to.
-            let memory: BTreeMap<i32, BTreeMap<u32, u64>> = e
-                .moves
-                .iter()
-                .filter_map(|m| Some((m.pid, s.group(m.pid)?.memory_total()?)))
-                .collect();
-            let (mut moved, mut total) = (0u64, 0u64);
-            for (pid, now) in &memory {
-                total += now.values().sum::<u64>();
-                let was = k.memory_seen.get(pid);
-                let nodes: BTreeSet<u32> = now
-                    .keys()
-                    .chain(was.into_iter().flat_map(|w| w.keys()))
-                    .copied()
-                    .collect();
-                // Pages that changed node: what some nodes gained and
-                // others lost (a process that only grew or shrank moved
-                // nothing).
-                let (mut gained, mut lost) = (0u64, 0u64);
-                for n in &nodes {
-                    let a = now.get(n).copied().unwrap_or(0);
-                    let b = was.and_then(|w| w.get(n)).copied().unwrap_or(0);
-                    gained += a.saturating_sub(b);
-                    lost += b.saturating_sub(a);
-                }
-                moved += gained.min(lost);
-            }
-            let still = total > 0 && (moved as f64) < KERNEL_STILL * total as f64;
-            if !k.memory_seen.is_empty() && total > 0 {
-                k.moved_share += moved as f64 / total as f64;
-            }
-            k.still_rounds = if still && !k.memory_seen.is_empty() {
-                k.still_rounds + 1
-            } else {
-                0
-            };
-            k.memory_seen = memory;
-            let settled = if before {
-                e.rounds > KERNEL_OFF_SETTLE_ROUNDS
-            } else {
-                e.rounds > KERNEL_ON_SETTLE_ROUNDS && k.still_rounds >= 2
-                    || e.rounds > KERNEL_MAX_SETTLE_ROUNDS
-            };
-            if !settled {
-                e.kernel = Some(k);
-                self.trial = Some(e);
-                return;
-            }
+        if !e.moves.is_empty() && !e.trial.started() && !k.settled(s, &e) {
+            e.kernel = Some(k);
+            self.trial = Some(e);
+            return;
         }
         let verdict = if e.moves.is_empty() {
             Verdict::Unjudged
@@ -323,5 +277,63 @@ impl Auto {
             model: false,
             model_from: BTreeMap::new(),
         });
+    }
+}
+
+impl KernelTrial {
+    /// Whether the trial `e` has settled, this round's memory noted:
+    /// turned off, after one round; turned on, once the kernel has placed
+    /// the memory it is going to (it hardly moved for two rounds), or
+    /// after [`KERNEL_MAX_SETTLE_ROUNDS`].
+    fn settled(&mut self, s: &Snapshot, e: &Experiment) -> bool {
+        self.note_memory(s, &e.moves);
+        if self.before {
+            e.rounds > KERNEL_OFF_SETTLE_ROUNDS
+        } else {
+            e.rounds > KERNEL_ON_SETTLE_ROUNDS && self.still_rounds >= 2
+                || e.rounds > KERNEL_MAX_SETTLE_ROUNDS
+        }
+    }
+
+    /// Notes the moved groups' memory per node this round: the share of
+    /// it that changed node since the last round (added to
+    /// [`KernelTrial::moved_share`]) and whether it hardly moved
+    /// ([`KERNEL_STILL`], counted in [`KernelTrial::still_rounds`]).
+    fn note_memory(&mut self, s: &Snapshot, moves: &[Move]) {
+        let memory: BTreeMap<i32, BTreeMap<u32, u64>> = moves
+            .iter()
+            .filter_map(|m| Some((m.pid, s.group(m.pid)?.memory_total()?)))
+            .collect();
+        let (mut moved, mut total) = (0u64, 0u64);
+        for (pid, now) in &memory {
+            total += now.values().sum::<u64>();
+            let was = self.memory_seen.get(pid);
+            let nodes: BTreeSet<u32> = now
+                .keys()
+                .chain(was.into_iter().flat_map(|w| w.keys()))
+                .copied()
+                .collect();
+            // Pages that changed node: what some nodes gained and
+            // others lost (a process that only grew or shrank moved
+            // nothing).
+            let (mut gained, mut lost) = (0u64, 0u64);
+            for n in &nodes {
+                let a = now.get(n).copied().unwrap_or(0);
+                let b = was.and_then(|w| w.get(n)).copied().unwrap_or(0);
+                gained += a.saturating_sub(b);
+                lost += b.saturating_sub(a);
+            }
+            moved += gained.min(lost);
+        }
+        let still = total > 0 && (moved as f64) < KERNEL_STILL * total as f64;
+        if !self.memory_seen.is_empty() && total > 0 {
+            self.moved_share += moved as f64 / total as f64;
+        }
+        self.still_rounds = if still && !self.memory_seen.is_empty() {
+            self.still_rounds + 1
+        } else {
+            0
+        };
+        self.memory_seen = memory;
     }
 }

@@ -14,10 +14,8 @@ use numaplace_model::{Action, CpuSet, Decision, Plan, Snapshot, Task};
 
 use super::experiment::Judgement;
 use super::predict::{Fit, Layout, Memory, Predictor};
-use super::{
-    Auto, Before, Experiment, LAYOUT, MODEL_LAYOUT, Move, SETTLED_AGE, Trial, home_within, percent,
-    share_on,
-};
+use super::rollback::{home_within, share_on};
+use super::{Auto, Before, Experiment, LAYOUT, MODEL_LAYOUT, Move, SETTLED_AGE, Trial, percent};
 use crate::View;
 
 /// The gain the model must predict for a layout to be tried, in judging

@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 
 use numaplace_model::{
-    Action, Counter, CpuSet, MachineReadings, NodeMeminfo, NodeMemory, Plan, Snapshot, Task,
-    Topology,
+    Action, Counter, CpuSet, Decision, MachineReadings, NodeMeminfo, NodeMemory, Plan, Snapshot,
+    Task, Topology,
 };
 
+use super::rollback::{home_within, undo_of};
 use super::*;
 use crate::Params;
 use crate::testutil::{counters, decide, process, task};
