@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use numaplace_model::{Action, Plan, Snapshot};
 
-use super::experiment::{Trial, Verdict};
+use super::experiment::Verdict;
 use super::{
-    Auto, Experiment, KERNEL, KERNEL_FOUND_WORK, KERNEL_MAX_SETTLE_ROUNDS,
+    ARRIVAL, Auto, Experiment, KERNEL, KERNEL_FOUND_WORK, KERNEL_MAX_SETTLE_ROUNDS,
     KERNEL_OFF_SETTLE_ROUNDS, KERNEL_ON_SETTLE_ROUNDS, KERNEL_STILL, KernelTrial, Move,
     SETTLED_AGE, percent,
 };
@@ -58,22 +58,50 @@ impl Auto {
             self.trial = Some(e);
             return;
         }
-        self.kernel_held.0 += 1;
-        let wait = self.judge.backoff_after(self.kernel_held.0);
-        self.kernel_held.1 = s.seq + wait;
+        // Turned on, it is kept unless the groups went slower by more than
+        // the margin, if it moved memory while it settled; turned off,
+        // only if they went faster by more than it. What the kernel's
+        // balancing costs shows at once (a hinting fault on every page it
+        // scans) and what it gains mostly later (the pages of a thread the
+        // load balancer moves follow it, which a trial of a few rounds
+        // rarely sees), so a trial that shows no loss says its cost is
+        // small, and one that shows a gain of turning it off says nothing
+        // of what is lost later. That holds only where the kernel found
+        // memory to move while it settled: where it moved none, its faults
+        // are all it brought (mix-186: 10 s, +1.7 % under `autonuma`, no
+        // page moved), and it must pay like any move.
+        let found_work = k.moved_share >= KERNEL_FOUND_WORK;
+        let bar = if before || !found_work {
+            self.judge.margin
+        } else {
+            -self.judge.margin
+        };
+        let retry = !self.retried_after_arrival.1
+            && matches!(&verdict, Verdict::Judged(j)
+                if !j.keeps_jointly(bar) && j.control.is_none() && e.trial.groups_came());
+        let again = if retry {
+            self.retried_after_arrival.1 = true;
+            self.kernel_held.1 = s.seq;
+            ARRIVAL.to_string()
+        } else {
+            self.kernel_held.0 += 1;
+            let wait = self.judge.backoff_after(self.kernel_held.0);
+            self.kernel_held.1 = s.seq + wait;
+            format!("{} is tried again in {wait} rounds", word(!before))
+        };
         let undo = |why: String, plan: &mut Plan| {
             plan.push(
                 Action::KernelBalancing { on: before },
                 format!(
                     "auto: experiment {} ({KERNEL} {}) rolled back: {why}; it goes back {}, and \
-                     {} is tried again in {wait} rounds",
+                     {again}",
                     e.number,
                     word(!before),
                     word(before),
-                    word(!before)
                 ),
             );
         };
+        let wait = self.kernel_held.1.saturating_sub(s.seq);
         match verdict {
             Verdict::Wait => {}
             Verdict::Judged(j) => {
@@ -85,26 +113,6 @@ impl Auto {
                         .unwrap_or_default(),
                     self.judge.measure_rounds
                 );
-                // Turned on, it is kept unless the groups went slower by
-                // more than the margin, if it moved memory while it
-                // settled; turned off, only if they went faster by more
-                // than it. What the kernel's balancing
-                // costs shows at once (a hinting fault on every page it
-                // scans) and what it gains mostly later (the pages of a
-                // thread the load balancer moves follow it, which a trial
-                // of a few rounds rarely sees), so a trial that shows no
-                // loss says its cost is small, and one that shows a gain
-                // of turning it off says nothing of what is lost later.
-                // That holds only where the kernel found memory to move
-                // while it settled: where it moved none, its faults are
-                // all it brought (mix-186: 10 s, +1.7 % under `autonuma`,
-                // no page moved), and it must pay like any move.
-                let found_work = k.moved_share >= KERNEL_FOUND_WORK;
-                let bar = if before || !found_work {
-                    self.judge.margin
-                } else {
-                    -self.judge.margin
-                };
                 if j.keeps_jointly(bar) {
                     self.verdicts.push(format!(
                         "experiment {} ({KERNEL} {}) kept: {numbers}; {} is tried again in \
@@ -263,19 +271,13 @@ impl Auto {
             ),
         );
         self.trial = Some(Experiment {
-            number,
-            trial: Trial::new(moves.iter().map(|m| m.pid).collect(), baseline),
-            moves,
-            rounds: 0,
-            layout: None,
             kernel: Some(KernelTrial {
                 before: now,
                 memory_seen: BTreeMap::new(),
                 still_rounds: 0,
                 moved_share: 0.0,
             }),
-            model: false,
-            model_from: BTreeMap::new(),
+            ..Experiment::new(number, moves, baseline)
         });
     }
 }

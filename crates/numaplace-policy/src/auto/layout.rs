@@ -1,13 +1,10 @@
 //! DI-Migrate's layout of the whole machine ([`super::LAYOUT`]) tried as
 //! one experiment over every group.
 
-use std::collections::BTreeMap;
-
 use numaplace_model::{Action, Decision, Plan};
 
-use super::experiment::Trial;
-use super::rollback::home_within;
-use super::{Auto, Before, Experiment, LAYOUT, Move, SETTLED_AGE, percent};
+use super::rollback::layout_before;
+use super::{Auto, Experiment, LAYOUT, Move, SETTLED_AGE, percent};
 use crate::View;
 
 impl Auto {
@@ -20,7 +17,7 @@ impl Auto {
         decisions: Vec<Decision>,
         plan: &mut Plan,
     ) {
-        let (t, s) = (view.topology, view.snapshot);
+        let s = view.snapshot;
         let n = self.judge.measure_rounds;
         // Judged by the groups past their start (a group starting up runs
         // slower than it will, so its baseline would make any layout look
@@ -39,21 +36,9 @@ impl Auto {
         let number = self.experiments + 1;
         self.experiments = number;
         let earlier: String = self.verdicts.drain(..).map(|v| v + "; ").collect();
-        let crowded = crate::dino::aside::crowded(s, t).is_some();
-        let mut before = BTreeMap::new();
+        let before = layout_before(view);
         let mut moves = Vec::new();
         for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
-            for x in g.threads.iter().filter_map(|&tid| s.task(tid)) {
-                before.insert(
-                    x.tid,
-                    Before {
-                        task: x.id(),
-                        tgid: g.pid,
-                        allowed: x.allowed_cpus.clone(),
-                        node: home_within(t, x, crowded),
-                    },
-                );
-            }
             moves.push(Move {
                 pid: g.pid,
                 label: String::new(),
@@ -78,14 +63,8 @@ impl Auto {
             );
         }
         self.trial = Some(Experiment {
-            number,
-            trial: Trial::new(moves.iter().map(|m| m.pid).collect(), baseline),
-            moves,
-            rounds: 0,
             layout: Some(before),
-            kernel: None,
-            model: false,
-            model_from: BTreeMap::new(),
+            ..Experiment::new(number, moves, baseline)
         });
     }
 }

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use numaplace_model::{Action, Decision, Plan, Snapshot};
 
-use super::experiment::{Judgement, Trial, Verdict};
+use super::experiment::{Judgement, Verdict};
 use super::rollback::{share_on, undo_of};
-use super::{Auto, DINO_LAYOUT, Experiment, LAYOUT, Move, percent};
+use super::{ARRIVAL, Auto, DINO_LAYOUT, Experiment, LAYOUT, Move, percent};
 use crate::View;
 
 impl Auto {
@@ -80,16 +80,7 @@ impl Auto {
             return;
         }
         self.experiments = number;
-        self.trial = Some(Experiment {
-            number,
-            trial: Trial::new(moves.iter().map(|m| m.pid).collect(), baseline),
-            moves,
-            rounds: 0,
-            layout: None,
-            kernel: None,
-            model: false,
-            model_from: BTreeMap::new(),
-        });
+        self.trial = Some(Experiment::new(number, moves, baseline));
     }
 
     /// The rest of the memory of kept moves that had not all arrived when
@@ -257,10 +248,17 @@ impl Auto {
             if e.model {
                 self.model_misses = (self.model_misses + 1).min(3);
             }
-            let wait = self.hold_layout(s.seq);
+            let again =
+                if j.control.is_none() && e.trial.groups_came() && !self.retried_after_arrival.0 {
+                    self.retried_after_arrival.0 = true;
+                    ARRIVAL.to_string()
+                } else {
+                    let wait = self.hold_layout(s.seq);
+                    format!("not tried again for {wait} rounds")
+                };
             let why = format!(
                 "{numbers} (a layout is kept when the groups together gain more than \
-                 {}); not tried again for {wait} rounds",
+                 {}); {again}",
                 percent(margin)
             );
             self.roll_back_layout(view, e, &why, plan);

@@ -4,9 +4,11 @@
 //! carried on while the engine's rate limit spreads it
 //! ([`Auto::finish_undoing`]).
 
+use std::collections::BTreeMap;
+
 use numaplace_model::{Action, Decision, Plan, Snapshot, TaskId, Topology};
 
-use super::{Auto, Experiment, GATHER, MEMORY_HOME, Move, model_layout};
+use super::{Auto, Before, Experiment, GATHER, MEMORY_HOME, Move, model_layout};
 use crate::View;
 
 /// The thread a pin is for.
@@ -276,4 +278,27 @@ impl Auto {
         }
         back
     }
+}
+
+/// Every thread in scope's affinity and where a layout's rollback first
+/// puts it ([`home_within`]), by tid: what a layout's trial keeps to put
+/// back ([`super::Experiment::layout`]).
+pub(super) fn layout_before(view: &View<'_>) -> BTreeMap<i32, Before> {
+    let (t, s) = (view.topology, view.snapshot);
+    let crowded = crate::dino::aside::crowded(s, t).is_some();
+    let mut before = BTreeMap::new();
+    for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
+        for x in g.threads.iter().filter_map(|&tid| s.task(tid)) {
+            before.insert(
+                x.tid,
+                Before {
+                    task: x.id(),
+                    tgid: g.pid,
+                    allowed: x.allowed_cpus.clone(),
+                    node: home_within(t, x, crowded),
+                },
+            );
+        }
+    }
+    before
 }
