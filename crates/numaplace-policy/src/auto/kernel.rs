@@ -79,16 +79,7 @@ impl Auto {
         let retry = !self.retried_after_arrival.1
             && matches!(&verdict, Verdict::Judged(j)
                 if !j.keeps_jointly(bar) && j.control.is_none() && e.trial.groups_came());
-        let again = if retry {
-            self.retried_after_arrival.1 = true;
-            self.kernel_held.1 = s.seq;
-            ARRIVAL.to_string()
-        } else {
-            self.kernel_held.0 += 1;
-            let wait = self.judge.backoff_after(self.kernel_held.0);
-            self.kernel_held.1 = s.seq + wait;
-            format!("{} is tried again in {wait} rounds", word(!before))
-        };
+        let again = self.hold_kernel(s.seq, retry, word(!before));
         let undo = |why: String, plan: &mut Plan| {
             plan.push(
                 Action::KernelBalancing { on: before },
@@ -175,6 +166,22 @@ impl Auto {
                 self.history.clear();
             }
         }
+    }
+
+    /// Notes a trial of the kernel's balancing ended at round `seq` and
+    /// when the `other` setting is tried again: at once where the trial is
+    /// to be `retried` ([`ARRIVAL`], once), else after a doubling wait;
+    /// returns those words for the reason.
+    fn hold_kernel(&mut self, seq: u64, retried: bool, other: &str) -> String {
+        if retried {
+            self.retried_after_arrival.1 = true;
+            self.kernel_held.1 = seq;
+            return ARRIVAL.to_string();
+        }
+        self.kernel_held.0 += 1;
+        let wait = self.judge.backoff_after(self.kernel_held.0);
+        self.kernel_held.1 = seq + wait;
+        format!("{other} is tried again in {wait} rounds")
     }
 
     /// Starts a trial of the kernel's balancing the other way where the
