@@ -13,6 +13,7 @@ pub mod kubelet;
 pub mod launch;
 pub mod live;
 pub mod microbench;
+pub mod mmap;
 pub mod nodes;
 pub mod numastat;
 pub mod perf;

@@ -437,20 +437,7 @@ impl Mapping {
                 len: 0,
             });
         }
-        // SAFETY: a fresh private anonymous mapping; nothing else is touched.
-        let addr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        if addr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
+        let addr = crate::mmap::map_anonymous(len)?;
         Ok(Mapping { addr, len })
     }
 

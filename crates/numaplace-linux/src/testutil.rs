@@ -1,7 +1,6 @@
 //! For tests that fault memory in: [`AnonMapping`], a private anonymous
-//! mapping, mapped when made and unmapped when dropped. The one home of the
-//! `mmap` block the collector's, the actuator's and the sampler's tests
-//! share.
+//! mapping, mapped when made ([`crate::mmap`]) and unmapped when dropped,
+//! which the collector's, the actuator's and the sampler's tests share.
 //!
 //! Compiled for this crate's own tests, and with the `testutil` feature,
 //! which the crate's dev-dependency on itself turns on for its
@@ -19,18 +18,8 @@ pub struct AnonMapping {
 impl AnonMapping {
     /// `len` bytes, none touched yet. Panics if `mmap` fails.
     pub fn new(len: usize) -> AnonMapping {
-        // SAFETY: a fresh private anonymous mapping, unmapped in Drop.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
+        // Unmapped in Drop.
+        let p = crate::mmap::map_anonymous(len).expect("mmap of a private anonymous mapping");
         AnonMapping {
             addr: NonNull::new(p).expect("mmap returned a mapping"),
             len,

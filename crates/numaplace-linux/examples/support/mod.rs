@@ -17,25 +17,7 @@ pub(crate) fn parse_mib(mib: &str) -> Result<usize, String> {
     Ok(mib)
 }
 
-/// A fresh private anonymous read-write mapping of `len` bytes.
-pub(crate) fn map_anonymous(len: usize) -> std::io::Result<*mut libc::c_void> {
-    // SAFETY: a fresh private anonymous mapping; no existing memory is touched.
-    let addr = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if addr == libc::MAP_FAILED {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(addr)
-    }
-}
+pub(crate) use numaplace_linux::mmap::map_anonymous;
 
 /// Writes one byte in every page of `len` bytes at `addr`, so the kernel
 /// allocates them all (under the memory policy in force).

@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use numaplace_model::{Action, Plan, Snapshot};
 
-use super::experiment::{Trial, Verdict};
+use super::experiment::Verdict;
 use super::{
-    Auto, Experiment, KERNEL, KERNEL_FOUND_WORK, KERNEL_MAX_SETTLE_ROUNDS,
+    ARRIVAL, Auto, Experiment, KERNEL, KERNEL_FOUND_WORK, KERNEL_MAX_SETTLE_ROUNDS,
     KERNEL_OFF_SETTLE_ROUNDS, KERNEL_ON_SETTLE_ROUNDS, KERNEL_STILL, KernelTrial, Move,
     SETTLED_AGE, percent,
 };
@@ -43,56 +43,10 @@ impl Auto {
             self.history.clear();
             return;
         }
-        if !e.moves.is_empty() && !e.trial.started() {
-            // Settling: turned off, one round; turned on, until the
-            // kernel has placed the memory it is going to.
-            let memory: BTreeMap<i32, BTreeMap<u32, u64>> = e
-                .moves
-                .iter()
-                .filter_map(|m| Some((m.pid, s.group(m.pid)?.memory_total()?)))
-                .collect();
-            let (mut moved, mut total) = (0u64, 0u64);
-            for (pid, now) in &memory {
-                total += now.values().sum::<u64>();
-                let was = k.memory_seen.get(pid);
-                let nodes: BTreeSet<u32> = now
-                    .keys()
-                    .chain(was.into_iter().flat_map(|w| w.keys()))
-                    .copied()
-                    .collect();
-                // Pages that changed node: what some nodes gained and
-                // others lost (a process that only grew or shrank moved
-                // nothing).
-                let (mut gained, mut lost) = (0u64, 0u64);
-                for n in &nodes {
-                    let a = now.get(n).copied().unwrap_or(0);
-                    let b = was.and_then(|w| w.get(n)).copied().unwrap_or(0);
-                    gained += a.saturating_sub(b);
-                    lost += b.saturating_sub(a);
-                }
-                moved += gained.min(lost);
-            }
-            let still = total > 0 && (moved as f64) < KERNEL_STILL * total as f64;
-            if !k.memory_seen.is_empty() && total > 0 {
-                k.moved_share += moved as f64 / total as f64;
-            }
-            k.still_rounds = if still && !k.memory_seen.is_empty() {
-                k.still_rounds + 1
-            } else {
-                0
-            };
-            k.memory_seen = memory;
-            let settled = if before {
-                e.rounds > KERNEL_OFF_SETTLE_ROUNDS
-            } else {
-                e.rounds > KERNEL_ON_SETTLE_ROUNDS && k.still_rounds >= 2
-                    || e.rounds > KERNEL_MAX_SETTLE_ROUNDS
-            };
-            if !settled {
-                e.kernel = Some(k);
-                self.trial = Some(e);
-                return;
-            }
+        if !e.moves.is_empty() && !e.trial.started() && !k.settled(s, &e) {
+            e.kernel = Some(k);
+            self.trial = Some(e);
+            return;
         }
         let verdict = if e.moves.is_empty() {
             Verdict::Unjudged
@@ -104,22 +58,41 @@ impl Auto {
             self.trial = Some(e);
             return;
         }
-        self.kernel_held.0 += 1;
-        let wait = self.judge.backoff_after(self.kernel_held.0);
-        self.kernel_held.1 = s.seq + wait;
+        // Turned on, it is kept unless the groups went slower by more than
+        // the margin, if it moved memory while it settled; turned off,
+        // only if they went faster by more than it. What the kernel's
+        // balancing costs shows at once (a hinting fault on every page it
+        // scans) and what it gains mostly later (the pages of a thread the
+        // load balancer moves follow it, which a trial of a few rounds
+        // rarely sees), so a trial that shows no loss says its cost is
+        // small, and one that shows a gain of turning it off says nothing
+        // of what is lost later. That holds only where the kernel found
+        // memory to move while it settled: where it moved none, its faults
+        // are all it brought (mix-186: 10 s, +1.7 % under `autonuma`, no
+        // page moved), and it must pay like any move.
+        let found_work = k.moved_share >= KERNEL_FOUND_WORK;
+        let bar = if before || !found_work {
+            self.judge.margin
+        } else {
+            -self.judge.margin
+        };
+        let retry = !self.retried_after_arrival.1
+            && matches!(&verdict, Verdict::Judged(j)
+                if !j.keeps_jointly(bar) && j.control.is_none() && e.trial.groups_came());
+        let again = self.hold_kernel(s.seq, retry, word(!before));
         let undo = |why: String, plan: &mut Plan| {
             plan.push(
                 Action::KernelBalancing { on: before },
                 format!(
                     "auto: experiment {} ({KERNEL} {}) rolled back: {why}; it goes back {}, and \
-                     {} is tried again in {wait} rounds",
+                     {again}",
                     e.number,
                     word(!before),
                     word(before),
-                    word(!before)
                 ),
             );
         };
+        let wait = self.kernel_held.1.saturating_sub(s.seq);
         match verdict {
             Verdict::Wait => {}
             Verdict::Judged(j) => {
@@ -131,26 +104,6 @@ impl Auto {
                         .unwrap_or_default(),
                     self.judge.measure_rounds
                 );
-                // Turned on, it is kept unless the groups went slower by
-                // more than the margin, if it moved memory while it
-                // settled; turned off, only if they went faster by more
-                // than it. What the kernel's balancing
-                // costs shows at once (a hinting fault on every page it
-                // scans) and what it gains mostly later (the pages of a
-                // thread the load balancer moves follow it, which a trial
-                // of a few rounds rarely sees), so a trial that shows no
-                // loss says its cost is small, and one that shows a gain
-                // of turning it off says nothing of what is lost later.
-                // That holds only where the kernel found memory to move
-                // while it settled: where it moved none, its faults are
-                // all it brought (mix-186: 10 s, +1.7 % under `autonuma`,
-                // no page moved), and it must pay like any move.
-                let found_work = k.moved_share >= KERNEL_FOUND_WORK;
-                let bar = if before || !found_work {
-                    self.judge.margin
-                } else {
-                    -self.judge.margin
-                };
                 if j.keeps_jointly(bar) {
                     self.verdicts.push(format!(
                         "experiment {} ({KERNEL} {}) kept: {numbers}; {} is tried again in \
@@ -213,6 +166,22 @@ impl Auto {
                 self.history.clear();
             }
         }
+    }
+
+    /// Notes a trial of the kernel's balancing ended at round `seq` and
+    /// when the `other` setting is tried again: at once where the trial is
+    /// to be `retried` ([`ARRIVAL`], once), else after a doubling wait;
+    /// returns those words for the reason.
+    fn hold_kernel(&mut self, seq: u64, retried: bool, other: &str) -> String {
+        if retried {
+            self.retried_after_arrival.1 = true;
+            self.kernel_held.1 = seq;
+            return ARRIVAL.to_string();
+        }
+        self.kernel_held.0 += 1;
+        let wait = self.judge.backoff_after(self.kernel_held.0);
+        self.kernel_held.1 = seq + wait;
+        format!("{other} is tried again in {wait} rounds")
     }
 
     /// Starts a trial of the kernel's balancing the other way where the
@@ -309,19 +278,71 @@ impl Auto {
             ),
         );
         self.trial = Some(Experiment {
-            number,
-            trial: Trial::new(moves.iter().map(|m| m.pid).collect(), baseline),
-            moves,
-            rounds: 0,
-            layout: None,
             kernel: Some(KernelTrial {
                 before: now,
                 memory_seen: BTreeMap::new(),
                 still_rounds: 0,
                 moved_share: 0.0,
             }),
-            model: false,
-            model_from: BTreeMap::new(),
+            ..Experiment::new(number, moves, baseline)
         });
+    }
+}
+
+impl KernelTrial {
+    /// Whether the trial `e` has settled, this round's memory noted:
+    /// turned off, after one round; turned on, once the kernel has placed
+    /// the memory it is going to (it hardly moved for two rounds), or
+    /// after [`KERNEL_MAX_SETTLE_ROUNDS`].
+    fn settled(&mut self, s: &Snapshot, e: &Experiment) -> bool {
+        self.note_memory(s, &e.moves);
+        if self.before {
+            e.rounds > KERNEL_OFF_SETTLE_ROUNDS
+        } else {
+            e.rounds > KERNEL_ON_SETTLE_ROUNDS && self.still_rounds >= 2
+                || e.rounds > KERNEL_MAX_SETTLE_ROUNDS
+        }
+    }
+
+    /// Notes the moved groups' memory per node this round: the share of
+    /// it that changed node since the last round (added to
+    /// [`KernelTrial::moved_share`]) and whether it hardly moved
+    /// ([`KERNEL_STILL`], counted in [`KernelTrial::still_rounds`]).
+    fn note_memory(&mut self, s: &Snapshot, moves: &[Move]) {
+        let memory: BTreeMap<i32, BTreeMap<u32, u64>> = moves
+            .iter()
+            .filter_map(|m| Some((m.pid, s.group(m.pid)?.memory_total()?)))
+            .collect();
+        let (mut moved, mut total) = (0u64, 0u64);
+        for (pid, now) in &memory {
+            total += now.values().sum::<u64>();
+            let was = self.memory_seen.get(pid);
+            let nodes: BTreeSet<u32> = now
+                .keys()
+                .chain(was.into_iter().flat_map(|w| w.keys()))
+                .copied()
+                .collect();
+            // Pages that changed node: what some nodes gained and
+            // others lost (a process that only grew or shrank moved
+            // nothing).
+            let (mut gained, mut lost) = (0u64, 0u64);
+            for n in &nodes {
+                let a = now.get(n).copied().unwrap_or(0);
+                let b = was.and_then(|w| w.get(n)).copied().unwrap_or(0);
+                gained += a.saturating_sub(b);
+                lost += b.saturating_sub(a);
+            }
+            moved += gained.min(lost);
+        }
+        let still = total > 0 && (moved as f64) < KERNEL_STILL * total as f64;
+        if !self.memory_seen.is_empty() && total > 0 {
+            self.moved_share += moved as f64 / total as f64;
+        }
+        self.still_rounds = if still && !self.memory_seen.is_empty() {
+            self.still_rounds + 1
+        } else {
+            0
+        };
+        self.memory_seen = memory;
     }
 }

@@ -14,10 +14,8 @@ use numaplace_model::{Action, CpuSet, Decision, Plan, Snapshot, Task};
 
 use super::experiment::Judgement;
 use super::predict::{Fit, Layout, Memory, Predictor};
-use super::{
-    Auto, Before, Experiment, LAYOUT, MODEL_LAYOUT, Move, SETTLED_AGE, Trial, home_within, percent,
-    share_on,
-};
+use super::rollback::{layout_before, share_on};
+use super::{Auto, Experiment, LAYOUT, MODEL_LAYOUT, Move, SETTLED_AGE, percent};
 use crate::View;
 
 /// The gain the model must predict for a layout to be tried, in judging
@@ -457,21 +455,9 @@ impl Auto {
             layout.evaluations,
             percent(self.judge.margin),
         );
-        let crowded = crate::dino::aside::crowded(s, t).is_some();
-        let mut before = BTreeMap::new();
+        let before = layout_before(view);
         let mut moves = Vec::new();
         for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {
-            for x in g.threads.iter().filter_map(|&tid| s.task(tid)) {
-                before.insert(
-                    x.tid,
-                    Before {
-                        task: x.id(),
-                        tgid: g.pid,
-                        allowed: x.allowed_cpus.clone(),
-                        node: home_within(t, x, crowded),
-                    },
-                );
-            }
             let to = fit
                 .groups
                 .iter()
@@ -506,18 +492,14 @@ impl Auto {
             }
         }
         self.trial = Some(Experiment {
-            number,
-            trial: Trial::new(moves.iter().map(|m| m.pid).collect(), baseline),
-            moves,
-            rounds: 0,
             layout: Some(before),
-            kernel: None,
             model: true,
             model_from: fit
                 .threads
                 .iter()
                 .map(|x| (x.task.tid, (x.cpu, x.pages.clone())))
                 .collect(),
+            ..Experiment::new(number, moves, baseline)
         });
     }
 

@@ -273,11 +273,7 @@ impl Predictor {
             return None;
         }
         let mut fit = Fit::default();
-        let mut no_uncore = false;
-        let mut no_penalty = false;
-        let mut no_memory = false;
-        let mut no_cycles = false;
-        let mut no_samples = false;
+        let mut lacking = Lacking::default();
         for g in &s.groups {
             let counted: Vec<_> = g
                 .threads
@@ -288,25 +284,12 @@ impl Predictor {
             if counted.is_empty() {
                 continue;
             }
-            let memory = g.memory_total();
-            let total: u64 = memory.iter().flat_map(|m| m.values()).sum();
-            let mut group_pages = vec![0.0; self.nodes];
-            if let Some(m) = &memory {
-                for (&os, &b) in m {
-                    if let Some(n) = topology.node_by_os_id(os) {
-                        group_pages[n.id] += b as f64 / total.max(1) as f64;
-                    }
-                }
-            }
-            if total == 0 {
-                no_memory = true;
-            }
+            let (group_pages, total) = shares_per_node(topology, g, self.nodes);
+            lacking.memory |= total == 0;
             let threads = g.threads.len().max(1) as f64;
             let spread_like = spread_like_threads(topology, s, g, &group_pages);
             let shared = SharedWrites::of(s, &self.writers, g.pid, &g.threads);
-            if s.samples.is_empty() {
-                no_samples = true;
-            }
+            lacking.samples |= s.samples.is_empty();
             let gi = fit.groups.len();
             let mut any = false;
             for (x, c) in counted {
@@ -327,7 +310,7 @@ impl Predictor {
                 let cpi = match c.get(Counter::Cycles) {
                     Some(cy) if cy > 0 => cy as f64 / instr,
                     _ => {
-                        no_cycles = true;
+                        lacking.cycles = true;
                         // Cycles from the CPU time at the model's clock.
                         demand * secs * self.ghz * 1e9 / instr
                     }
@@ -337,9 +320,7 @@ impl Predictor {
                     .get(Counter::UncoreRequests)
                     .or(c.get(Counter::LlcReferences))
                     .map(|r| r as f64 / instr);
-                if uncore.is_none() {
-                    no_uncore = true;
-                }
+                lacking.uncore |= uncore.is_none();
                 let a = uncore.unwrap_or(mu).max(mu);
                 let penalty = match (
                     c.get(Counter::UncoreOccupancy),
@@ -347,7 +328,7 @@ impl Predictor {
                 ) {
                     (Some(o), Some(r)) if r > 0 => Some(o as f64 / r as f64),
                     _ => {
-                        no_penalty = true;
+                        lacking.penalty = true;
                         None
                     }
                 };
@@ -403,27 +384,7 @@ impl Predictor {
         if fit.threads.is_empty() {
             return None;
         }
-        if no_cycles {
-            fit.lacking
-                .push("cycles (CPI taken from CPU time at the model's clock)");
-        }
-        if no_uncore {
-            fit.lacking
-                .push("uncore requests and LLC references (taken as the LLC misses)");
-        }
-        if no_penalty {
-            fit.lacking
-                .push("the uncore penalty (memory-level parallelism assumed 2)");
-        }
-        if no_memory {
-            fit.lacking
-                .push("memory per node of some processes (working set assumed 1 MiB)");
-        }
-        if no_samples {
-            fit.lacking.push(
-                "sampled data addresses (writes to shared data not seen: no coherence predicted)",
-            );
-        }
+        fit.lacking = lacking.said();
         self.calibrate(&mut fit);
         let cpus: Vec<usize> = fit.threads.iter().map(|t| t.cpu).collect();
         let speeds = self.solve(&fit, &cpus, None, &[]);
@@ -721,4 +682,66 @@ impl Predictor {
             b
         })
     }
+}
+
+/// The inputs a fit lacked for some thread or group, said in
+/// [`Fit::lacking`].
+#[derive(Debug, Default)]
+struct Lacking {
+    cycles: bool,
+    uncore: bool,
+    penalty: bool,
+    memory: bool,
+    samples: bool,
+}
+
+impl Lacking {
+    /// What was lacked and what was assumed instead, in words.
+    fn said(&self) -> Vec<&'static str> {
+        [
+            (
+                self.cycles,
+                "cycles (CPI taken from CPU time at the model's clock)",
+            ),
+            (
+                self.uncore,
+                "uncore requests and LLC references (taken as the LLC misses)",
+            ),
+            (
+                self.penalty,
+                "the uncore penalty (memory-level parallelism assumed 2)",
+            ),
+            (
+                self.memory,
+                "memory per node of some processes (working set assumed 1 MiB)",
+            ),
+            (
+                self.samples,
+                "sampled data addresses (writes to shared data not seen: no coherence predicted)",
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(lacked, what)| lacked.then_some(what))
+        .collect()
+    }
+}
+
+/// Group `g`'s memory as shares per node (dense ids, `nodes` of them),
+/// and its bytes in all (0 when not known).
+fn shares_per_node(
+    topology: &Topology,
+    g: &numaplace_model::TaskGroup,
+    nodes: usize,
+) -> (Vec<f64>, u64) {
+    let memory = g.memory_total();
+    let total: u64 = memory.iter().flat_map(|m| m.values()).sum();
+    let mut shares = vec![0.0; nodes];
+    if let Some(m) = &memory {
+        for (&os, &b) in m {
+            if let Some(n) = topology.node_by_os_id(os) {
+                shares[n.id] += b as f64 / total.max(1) as f64;
+            }
+        }
+    }
+    (shares, total)
 }

@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 
 use numaplace_model::{
-    Action, Counter, CpuSet, MachineReadings, NodeMeminfo, NodeMemory, Plan, Snapshot, Task,
-    Topology,
+    Action, Counter, CpuSet, Decision, MachineReadings, NodeMeminfo, NodeMemory, Plan, Snapshot,
+    Task, Topology,
 };
 
+use super::rollback::{home_within, undo_of};
 use super::*;
 use crate::Params;
 use crate::testutil::{counters, decide, process, task};
@@ -882,6 +883,65 @@ fn the_kernels_balancing_is_put_back_when_the_groups_lose() {
     assert!(
         seq > started + KERNEL_ON_SETTLE_ROUNDS as u64,
         "judged only once settled: {seq}"
+    );
+}
+
+/// [`kernel_round`] with more programs of one thread each (pids
+/// `newcomers`, thread = pid + 1), each retiring 1e9 instructions a second.
+fn kernel_round_with(seq: u64, balancing: bool, ips: u64, newcomers: &[i32]) -> Snapshot {
+    let t = topo();
+    let mut s = kernel_round(seq, balancing, ips);
+    for &pid in newcomers {
+        s.tasks.push(Task {
+            utime: 50,
+            last_cpu: Some(3),
+            ..task(pid + 1, pid, t.span())
+        });
+        s.groups.push(process(pid, "newcomer", vec![pid + 1]));
+        s.counters
+            .insert(pid + 1, counters([(Counter::Instructions, 1_000_000_000)]));
+    }
+    s
+}
+
+#[test]
+fn a_trial_that_loses_while_a_group_comes_is_tried_again_without_its_back_off_once() {
+    let t = topo();
+    let backoff = JudgeParams::default().backoff_rounds;
+    let mut auto = Auto::new(AutoParams::default());
+    let started = until_kernel_trial(&mut auto, &t);
+    // Rounds from `from` until the kernel's setting changes, with these
+    // programs beside the first: the round and the setting asked for.
+    let until_change = |auto: &mut Auto, from: u64, on: bool, ips: u64, others: &[i32]| {
+        (from..from + 3 * backoff).find_map(|seq| {
+            let plan = decide(auto, &t, &kernel_round_with(seq, on, ips, others));
+            kernel_action(&plan).map(|(to, why)| (seq, to, why.to_string()))
+        })
+    };
+    // A program comes as balancing is turned on and the first goes 10 %
+    // slower: with no group left unmoved to measure the newcomer's load
+    // by, the loss may be its own, so the trial is rolled back and tried
+    // again once a new baseline is measured, not after the back-off.
+    let (rolled, on, why) =
+        until_change(&mut auto, started + 1, true, 900_000_000, &[200]).expect("judged");
+    assert!(!on, "put back off: {why}");
+    assert!(why.contains("-10.0 %"), "{why}");
+    assert!(why.contains("groups came while it was measured"), "{why}");
+    let (again, on, why) =
+        until_change(&mut auto, rolled + 1, false, 900_000_000, &[200]).expect("tried again");
+    assert!(on, "{why}");
+    assert!(
+        again - rolled < backoff,
+        "tried again {} rounds after, not after the back-off of {backoff}: {why}",
+        again - rolled
+    );
+    // Once only: the next such loss waits out the back-off.
+    let (_, on, why) =
+        until_change(&mut auto, again + 1, true, 800_000_000, &[200, 300]).expect("judged");
+    assert!(!on, "{why}");
+    assert!(
+        why.contains(&format!("on is tried again in {backoff} rounds")),
+        "{why}"
     );
 }
 

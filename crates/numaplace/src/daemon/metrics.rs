@@ -565,11 +565,8 @@ mod tests {
         assert!(!text.contains("outcome=\"not_applied\""), "{text}");
     }
 
-    fn scrape(mut s: impl Read + Write) -> String {
-        s.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-        let mut body = String::new();
-        s.read_to_string(&mut body).unwrap();
-        body
+    fn scrape(s: impl Read + Write) -> String {
+        ask(s, b"GET /metrics HTTP/1.0\r\n\r\n")
     }
 
     /// Idle connections held open by anyone, three times the cap, do not
