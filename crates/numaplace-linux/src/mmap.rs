@@ -1,6 +1,6 @@
 //! The one `mmap` call of the crate: a fresh private anonymous read-write
 //! mapping, for the memory benchmark ([`crate::microbench`]), the tests'
-//! [`crate::testutil::AnonMapping`] and the example programs that fault
+//! `testutil::AnonMapping` and the example programs that fault
 //! memory in for the QEMU tests.
 
 use std::io;

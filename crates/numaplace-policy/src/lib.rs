@@ -35,11 +35,6 @@ macro_rules! checked_params {
 
 pub mod adaptive;
 pub mod as_if_applied;
-// auto/ is being split along its moves (issue 35, item 3); until that lands
-// the workspace's lints are off here: its undocumented public items, `pub`
-// items no other crate reaches and doc links to private items (`GATHER`,
-// `sight`, ...) are fixed in the split, then this goes.
-#[allow(missing_docs, unreachable_pub, rustdoc::private_intra_doc_links)]
 pub mod auto;
 pub mod brm;
 pub mod dino;

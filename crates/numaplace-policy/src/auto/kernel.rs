@@ -190,9 +190,8 @@ impl Auto {
     /// run would spend its time on it before the moves that pay at once.
     pub(super) fn maybe_try_kernel(&mut self, view: &View<'_>, plan: &mut Plan) {
         let s = view.snapshot;
-        if let Some(now) = s.machine.numa_balancing
-            && s.seq >= self.kernel_held.1
-        {
+        let due = s.seq >= self.kernel_held.1;
+        if let Some(now) = s.machine.numa_balancing.filter(|_| due) {
             self.try_kernel(view, now, plan);
         }
     }

@@ -8,9 +8,9 @@
 //! (the reasons of the actions that start and undo it).
 //!
 //! With `place-at-start`, a group that has just started is placed at
-//! first sight, before it touches its memory ([`sight`]), without an
+//! first sight, before it touches its memory (`sight`), without an
 //! experiment. Its moves, in the order it tries them:
-//! - DI-Migrate's layout of the whole machine ([`LAYOUT`], \[Blagodurov11\]
+//! - DI-Migrate's layout of the whole machine (`LAYOUT`, \[Blagodurov11\]
 //!   §3.2), once the groups are past their start: one experiment over
 //!   every group, judged as one (a layout's gain is the machine's, spread
 //!   thin over its groups). Kept, DI-Migrate manages the machine from then
@@ -18,10 +18,10 @@
 //! - numad's placement (`numad-like`: a process that fits one node goes to
 //!   the node with the most free CPU and memory, its memory after it),
 //!   which needs no counters, per group, where its premise holds.
-//! - The threads of a group brought together alone ([`GATHER`]) where its
+//! - The threads of a group brought together alone (`GATHER`) where its
 //!   memory lies spread like them.
 //! - When nothing else is to be tried: the kernel's automatic NUMA
-//!   balancing the other way ([`KERNEL`]: turned on where it is off, off
+//!   balancing the other way (`KERNEL`: turned on where it is off, off
 //!   where it is on), where the engine may change it (scope all,
 //!   `[engine] manage_kernel_balancing`), also under a kept layout: one
 //!   experiment over every group, judged as one once the kernel has
@@ -36,13 +36,13 @@
 //! numad's ranking of the nodes then reads the signal such a machine still
 //! has, each node's `numastat` (`numad/spill.rs`).
 //!
-//! Where each part lives: a round's steps in order ([`round`]: the groups
+//! Where each part lives: a round's steps in order (`round`: the groups
 //! noted, the seed policies asked, the premises of single-group moves, the
-//! layout step, the moves step); the layouts ([`layout`] for DI-Migrate's,
-//! [`model_layout`] for the machine model's); moves of single groups and
-//! each round of a trial under way ([`moves`]); their premises
-//! ([`premise`]); undoing a trial ([`rollback`]); the kernel's balancing
-//! ([`kernel`]); placement at first sight ([`sight`]); the judge
+//! layout step, the moves step); the layouts (`layout` for DI-Migrate's,
+//! `model_layout` for the machine model's); moves of single groups and
+//! each round of a trial under way (`moves`); their premises
+//! (`premise`); undoing a trial (`rollback`); the kernel's balancing
+//! (`kernel`); placement at first sight (`sight`); the judge
 //! ([`experiment`]) and the machine model as a predictor ([`predict`]).
 
 pub mod experiment;
@@ -84,7 +84,7 @@ pub struct AutoParams {
     /// the engine's rate limit) before it is judged anyway.
     pub max_settle_rounds: usize,
     /// Groups that have just started are gathered onto a node at first
-    /// sight, before they touch their memory ([`sight`]). Off by default:
+    /// sight, before they touch their memory (`sight`). Off by default:
     /// it gains on the mean and loses badly on some mixes
     /// (docs/policies.md, "Eighth session").
     pub place_at_start: bool,
@@ -145,7 +145,7 @@ const GATHER: &str = "gathering of threads";
 /// 004 §3.2: threads ranked by last-level cache misses and dealt over the
 /// memory domains so each domain gets as many intensive ones as the
 /// others, each thread on one core, its memory following it): one
-/// experiment over every group at once, judged as one ([`LAYOUT`]'s
+/// experiment over every group at once, judged as one (`LAYOUT`'s
 /// verdict is [`experiment::Judgement::keeps_jointly`]).
 const LAYOUT: &str = "distributed-intensity layout";
 
@@ -154,7 +154,7 @@ const LAYOUT: &str = "distributed-intensity layout";
 /// threads brought together where first touch left them apart) and its
 /// costs (a hinting fault on every scanned page, more where nothing is
 /// misplaced) are the machine's, so the trial is judged as one over every
-/// group, as [`LAYOUT`]'s.
+/// group, as `LAYOUT`'s.
 const KERNEL: &str = "kernel's automatic NUMA balancing";
 
 /// Rounds at least after turning the kernel's balancing on before a
@@ -184,7 +184,7 @@ const KERNEL_FOUND_WORK: f64 = 0.002;
 /// settle before it is measured anyway.
 const KERNEL_MAX_SETTLE_ROUNDS: usize = 60;
 
-/// The hysteresis of DI-Migrate's ranking in [`LAYOUT`]
+/// The hysteresis of DI-Migrate's ranking in `LAYOUT`
 /// ([`DiParams::rank_hysteresis_percent`]).
 const LAYOUT_RANK_HYSTERESIS_PERCENT: f64 = 10.0;
 
@@ -198,7 +198,7 @@ const DINO_LAYOUT: &str = "dino layout";
 
 /// The layout the machine model predicts best (`auto/model_layout.rs`):
 /// each running thread on a CPU of its own, a group gathered on one node
-/// with its memory, judged together as [`LAYOUT`] is.
+/// with its memory, judged together as `LAYOUT` is.
 const MODEL_LAYOUT: &str = "predicted layout";
 
 /// Why a trial rolled back on a loss measured while groups came is tried
@@ -216,7 +216,7 @@ const ARRIVAL: &str = "groups came while it was measured and none was left unmov
 struct Move {
     pid: i32,
     label: String,
-    /// [`MEMORY_HOME`], [`GATHER`], [`LAYOUT`] or [`DINO_LAYOUT`].
+    /// [`MEMORY_HOME`], `GATHER`, `LAYOUT` or [`DINO_LAYOUT`].
     kind: &'static str,
     /// It moved memory (to put back on rollback), whether or not to one
     /// node ([`Move::memory_to`]).
@@ -242,12 +242,12 @@ struct Experiment {
     trial: Trial,
     /// Rounds since the moves were made.
     rounds: usize,
-    /// A trial of the machine's layout ([`LAYOUT`]): every thread's
+    /// A trial of the machine's layout (`LAYOUT`): every thread's
     /// affinity and node before it, by tid, to put back on rollback (the
     /// layout re-pins threads every round, so the first round's pins do
     /// not say what it changed).
     layout: Option<BTreeMap<i32, Before>>,
-    /// A trial of the kernel's balancing ([`KERNEL`]).
+    /// A trial of the kernel's balancing (`KERNEL`).
     kernel: Option<KernelTrial>,
     /// The layout under trial is the model's ([`MODEL_LAYOUT`]), not
     /// DI-Migrate's.
@@ -302,6 +302,10 @@ struct Before {
     node: Option<numaplace_model::CpuSet>,
 }
 
+/// `auto`: predicts with the machine model which of the seed policies'
+/// moves and layouts pays on the groups in scope, tries them one
+/// experiment at a time against the machine as it was and keeps only
+/// what measured faster (see the module's documentation).
 pub struct Auto {
     params: AutoParams,
     judge: JudgeParams,
@@ -319,7 +323,7 @@ pub struct Auto {
     /// again.
     layout_held: (u32, u64),
     /// Trials of the kernel's balancing so far and the round until which
-    /// it is not tried again ([`KERNEL`]; `u64::MAX` once the engine did
+    /// it is not tried again (`KERNEL`; `u64::MAX` once the engine did
     /// not carry a change out: out of scope or not allowed here).
     kernel_held: (u32, u64),
     /// A layout's, and the kernel's balancing's, trial was rolled back on
@@ -406,6 +410,7 @@ const SETTLED_AGE: u64 = 2;
 const SPECULATIVE_AGE: u64 = 8;
 
 impl Auto {
+    /// `auto` with its parameters (`[policy.auto]`).
     pub fn new(params: AutoParams) -> Auto {
         Auto {
             judge: params.judge(),

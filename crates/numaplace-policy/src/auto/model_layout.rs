@@ -169,9 +169,8 @@ impl Auto {
         let mut pages: Vec<Vec<f64>> = fit.threads.iter().map(|x| x.pages.clone()).collect();
         let mut back = 0;
         for (i, x) in fit.threads.iter().enumerate() {
-            if let Some((c, p)) = from.get(&x.task.tid)
-                && p.len() == pages[i].len()
-            {
+            let had = from.get(&x.task.tid);
+            if let Some((c, p)) = had.filter(|(_, p)| p.len() == pages[i].len()) {
                 cpus[i] = *c;
                 pages[i] = p.clone();
                 back += 1;
@@ -676,10 +675,12 @@ fn plan_cpus(t: &numaplace_model::Topology, fit: &Fit, plan: &[Decision]) -> Opt
     let mut cpus: Vec<usize> = fit.threads.iter().map(|x| x.cpu).collect();
     let mut pinned = false;
     for d in plan {
-        if let Action::Pin { task, cpus: to, .. } = &d.action
-            && let Some(i) = fit.threads.iter().position(|x| x.task == *task)
-            && let Some(c) = to.first().and_then(|c| t.cpu_by_os_id(c))
-        {
+        let Action::Pin { task, cpus: to, .. } = &d.action else {
+            continue;
+        };
+        let i = fit.threads.iter().position(|x| x.task == *task);
+        let c = to.first().and_then(|c| t.cpu_by_os_id(c));
+        if let (Some(i), Some(c)) = (i, c) {
             cpus[i] = c.id;
             pinned = true;
         }

@@ -333,10 +333,12 @@ impl Auto {
              measured throughout to judge the moves against; undone as unproven, tried \
              again after {wait} rounds"
         );
-        if e.model
-            && let Some(g) = self.counterfactual(view, &e.model_from)
-            && g > self.model_threshold()
-        {
+        let predicted = if e.model {
+            self.counterfactual(view, &e.model_from)
+        } else {
+            None
+        };
+        if let Some(g) = predicted.filter(|&g| g > self.model_threshold()) {
             // No group was measured throughout, but the model,
             // fitted to the moved state, predicts the placement
             // before it slower: kept.

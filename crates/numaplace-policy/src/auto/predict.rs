@@ -69,10 +69,13 @@ const MIN_DEMAND: f64 = 0.05;
 /// What the model makes of one running thread.
 #[derive(Debug, Clone)]
 pub struct ThreadFit {
+    /// The thread, by tid and start time.
     pub task: TaskId,
+    /// Its process (the group it belongs to).
     pub pid: i32,
     /// Index into [`Fit::groups`].
     pub group: usize,
+    /// Its parameters in the machine model, fitted to its counters.
     pub model: ThreadModel,
     /// Share of a CPU it ran over the round (≤ 1).
     pub demand: f64,
@@ -100,6 +103,7 @@ pub struct ThreadFit {
 /// The fitted threads of one round.
 #[derive(Debug, Clone, Default)]
 pub struct Fit {
+    /// The running threads placed by the model.
     pub threads: Vec<ThreadFit>,
     /// Group pids, by index.
     pub groups: Vec<i32>,
@@ -256,6 +260,7 @@ impl Predictor {
         bytes / 4096.0 * self.page_migration_s / threads.max(1) as f64
     }
 
+    /// The dense node of dense CPU `cpu`.
     pub fn node_of(&self, cpu: usize) -> usize {
         self.node_of_cpu[cpu]
     }

@@ -40,7 +40,7 @@ pub(super) fn thread_nodes(view: &View<'_>, g: &numaplace_model::TaskGroup) -> V
 /// every access is local, 1.1 when all cross a link of distance 21, 0.2
 /// between the nodes of one package at distance 12); `None` when its
 /// memory or its threads' CPUs are not known.
-pub fn reach(view: &View<'_>, pid: i32) -> Option<f64> {
+pub(crate) fn reach(view: &View<'_>, pid: i32) -> Option<f64> {
     let (t, s) = (view.topology, view.snapshot);
     let g = s.group(pid)?;
     let mem = g.memory_total()?;
@@ -144,9 +144,7 @@ pub(super) fn worth_bringing_together(view: &View<'_>, pid: i32) -> Result<Premi
             llc >> 20
         ));
     }
-    if let Some(d) = spread_like_threads(view, pid)
-        && d < LIKE_THREADS
-    {
+    if let Some(d) = spread_like_threads(view, pid).filter(|&d| d < LIKE_THREADS) {
         let on: BTreeSet<usize> = thread_nodes(view, g).into_iter().collect();
         if on.len() < 2 {
             return Err(format!(

@@ -59,9 +59,10 @@ pub(super) fn undo_of(
     let (mut home, mut undo) = (Vec::new(), Vec::new());
     let crowded = crate::dino::aside::crowded(s, t).is_some();
     for d in decisions {
-        if let Action::Pin { task, tgid, .. } = &d.action
-            && let Some(x) = s.task(task.tid).filter(|x| x.id() == *task)
-        {
+        let Action::Pin { task, tgid, .. } = &d.action else {
+            continue;
+        };
+        if let Some(x) = s.task(task.tid).filter(|x| x.id() == *task) {
             if let Some(cpus) = home_within(t, x, crowded) {
                 home.push(Action::Pin {
                     task: *task,
@@ -158,10 +159,10 @@ impl Auto {
             "auto: experiment {number} ({} of {}) rolled back: {why}",
             m.kind, m.label
         );
-        if m.kind == GATHER
-            && let Some(until) = self.backoff.until(m.pid, GATHER)
-        {
-            self.backoff.hold(m.pid, MEMORY_HOME, until);
+        if m.kind == GATHER {
+            if let Some(until) = self.backoff.until(m.pid, GATHER) {
+                self.backoff.hold(m.pid, MEMORY_HOME, until);
+            }
         }
         let memory = if m.moved_memory {
             self.memory_back(s, &m)

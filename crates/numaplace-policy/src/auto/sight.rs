@@ -58,9 +58,10 @@ impl Auto {
         let mut busy = vec![false; t.cores().len()];
         for x in s.tasks.iter().filter(|x| !placing.contains(&x.tgid)) {
             let held = x.allowed_cpus.len() < t.span().len();
-            if (x.state == 'R' || held)
-                && let Some(c) = x.last_cpu.and_then(|c| t.cpu_by_os_id(c))
-            {
+            if x.state != 'R' && !held {
+                continue;
+            }
+            if let Some(c) = x.last_cpu.and_then(|c| t.cpu_by_os_id(c)) {
                 busy[c.core] = true;
             }
         }

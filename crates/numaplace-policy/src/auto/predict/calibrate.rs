@@ -57,11 +57,7 @@ impl Predictor {
                 // Memory stalls per instruction, ns, before the MLP
                 // overlaps them (M5).
                 let serial = (a - mu).max(0.0) * self.llc_hit_ns + mu * s.memory_ns;
-                if let Some(p) = penalty
-                    && p > 0.0
-                    && a > 0.0
-                    && serial > 0.0
-                {
+                if let Some(p) = penalty.filter(|&p| p > 0.0 && a > 0.0 && serial > 0.0) {
                     let stall = p * a / self.ghz;
                     t.model.mlp = (serial / stall).clamp(1.0, 16.0);
                 }

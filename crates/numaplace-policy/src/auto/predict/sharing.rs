@@ -20,14 +20,14 @@ const WRITES_KEPT: u64 = 8;
 /// over the last rounds: by (pid, region), the first thread seen, whether
 /// another was seen too, and the round last seen.
 #[derive(Debug, Default)]
-pub struct Writers {
+pub(crate) struct Writers {
     regions: BTreeMap<(i32, u64), (i32, bool, u64)>,
 }
 
 impl Writers {
     /// Adds the round's sampled stores and forgets those too old or of
     /// processes gone.
-    pub fn update(&mut self, s: &Snapshot) {
+    pub(crate) fn update(&mut self, s: &Snapshot) {
         for g in &s.groups {
             for &tid in &g.threads {
                 for x in s
