@@ -2,23 +2,21 @@
 //! count in virtual machines too: each node's `numastat` (where the page
 //! allocator served, and for whom), the machine's NUMA lines of
 //! `/proc/vmstat` (hinting faults, pages migrated) and each process's page
-//! faults (`minflt`, `majflt`). A [`Snapshot`] holds them as counts over
-//! its round, raw, as it holds counter deltas; the rates per second come
-//! from the pure functions here ([`node_rates`], [`NumaStat::per_second`]).
+//! faults (`minflt`, `majflt`). A snapshot (`crate::Snapshot`) holds them as
+//! counts over its round, raw, as it holds counter deltas; the rates per
+//! second come from pure functions ([`NumaStat::per_second`] here,
+//! `Snapshot::node_rates`).
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
-
-use crate::snapshot::Snapshot;
 
 /// One node's `numastat` (`/sys/devices/system/node/nodeN/numastat`): the
 /// page allocator's allocations from the node (each one page, or one block
 /// of pages such as a huge page), by whether they went where they were
 /// meant to and whether the task they were for ran on the node (the
 /// kernel's `Documentation/admin-guide/numastat.rst`). Cumulative since
-/// boot as read; over a round in a [`Snapshot`].
+/// boot as read; over a round in a snapshot.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NumaStat {
     /// Allocations here that were meant for this node.
@@ -88,7 +86,7 @@ pub struct NumaStatRates {
 /// The machine's NUMA counters of `/proc/vmstat`; a counter this kernel
 /// does not write is `None` (the hinting faults and balancing migrations
 /// need `CONFIG_NUMA_BALANCING`). Cumulative since boot as read; over a
-/// round in a [`Snapshot`].
+/// round in a snapshot.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VmNumaStat {
     /// Hinting faults the kernel's automatic NUMA balancing took.
@@ -146,7 +144,7 @@ pub struct VmNumaRates {
 }
 
 /// Page faults a process's threads took (`minflt`, `majflt` of their
-/// `stat`): cumulative as read; over a round in a [`Snapshot`].
+/// `stat`): cumulative as read; over a round in a snapshot.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageFaults {
     /// Faults served without reading from disk: a fresh page (the first
@@ -183,22 +181,6 @@ impl fmt::Display for NoRates {
             NoRates::NotRead => "not read this round (no numastat files, or not collected)",
         })
     }
-}
-
-/// Each node's `numastat` in allocations per second over the snapshot's
-/// round, by node (kernel id), or why there are none.
-pub fn node_rates(s: &Snapshot) -> Result<BTreeMap<u32, NumaStatRates>, NoRates> {
-    if s.interval_ns == 0 {
-        return Err(NoRates::FirstRound);
-    }
-    if s.machine.numastat.is_empty() {
-        return Err(NoRates::NotRead);
-    }
-    Ok(s.machine
-        .numastat
-        .iter()
-        .filter_map(|(&n, c)| Some((n, c.per_second(s.interval_ns)?)))
-        .collect())
 }
 
 fn seconds(interval_ns: u64) -> Option<f64> {
@@ -260,45 +242,6 @@ mod tests {
             json,
             r#"{"numa_hint_faults":40.0,"numa_pages_migrated":0.0}"#
         );
-    }
-
-    #[test]
-    fn the_first_round_says_it_has_no_rates() {
-        let mut s = Snapshot::default();
-        s.machine.numastat.insert(0, stat(10, 0, 10, 0));
-        assert_eq!(node_rates(&s), Err(NoRates::FirstRound));
-        s.interval_ns = 1_000_000_000;
-        assert_eq!(node_rates(&s).unwrap()[&0].numa_hit, 10.0);
-        s.machine.numastat.clear();
-        assert_eq!(node_rates(&s), Err(NoRates::NotRead));
-        assert!(NoRates::FirstRound.to_string().contains("second reading"));
-    }
-
-    /// Recordings made before these signals still read; the signals
-    /// round-trip, and are left out of the JSON when there are none.
-    #[test]
-    fn snapshots_without_them_still_read() {
-        let old = serde_json::to_string(&Snapshot::default()).unwrap();
-        for key in ["numastat", "vmstat_numa", "page_faults"] {
-            assert!(!old.contains(key), "{old}");
-        }
-        assert_eq!(
-            serde_json::from_str::<Snapshot>(&old).unwrap(),
-            Snapshot::default()
-        );
-        let mut s = Snapshot::default();
-        s.machine.numastat.insert(1, stat(5, 1, 4, 1));
-        s.machine.vmstat_numa = Some(VmNumaStat {
-            numa_hint_faults: Some(9),
-            ..VmNumaStat::default()
-        });
-        s.page_faults.insert(42, PageFaults { minor: 7, major: 0 });
-        let text = serde_json::to_string(&s).unwrap();
-        assert!(
-            text.contains(r#""page_faults":{"42":{"minor":7,"major":0}}"#),
-            "{text}"
-        );
-        assert_eq!(serde_json::from_str::<Snapshot>(&text).unwrap(), s);
     }
 
     #[test]

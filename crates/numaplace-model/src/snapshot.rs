@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::counters::CounterDeltas;
-use crate::memory_events::{NumaStat, PageFaults, VmNumaStat};
+use crate::memory_events::{NoRates, NumaStat, NumaStatRates, PageFaults, VmNumaStat};
 use crate::task::{NumaFaults, Task, TaskGroup};
 use crate::topology::Topology;
 
@@ -126,6 +126,23 @@ pub struct CacheSignature {
 }
 
 impl Snapshot {
+    /// Each node's `numastat` in allocations per second over the round, by
+    /// node (kernel id), or why there are none.
+    pub fn node_rates(&self) -> Result<BTreeMap<u32, NumaStatRates>, NoRates> {
+        if self.interval_ns == 0 {
+            return Err(NoRates::FirstRound);
+        }
+        if self.machine.numastat.is_empty() {
+            return Err(NoRates::NotRead);
+        }
+        Ok(self
+            .machine
+            .numastat
+            .iter()
+            .filter_map(|(&n, c)| Some((n, c.per_second(self.interval_ns)?)))
+            .collect())
+    }
+
     /// Seconds since a task or process that started at `start_time`
     /// (clock ticks since boot) began, when the round was taken; `None`
     /// where the world gave no uptime.
@@ -184,7 +201,7 @@ pub struct MachineReadings {
     /// no PMU. Empty in the
     /// first round (a count over a round needs two readings), where the
     /// kernel has none, and in recordings made before;
-    /// [`crate::memory_events::node_rates`] says which.
+    /// [`Snapshot::node_rates`] says which.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub numastat: BTreeMap<u32, NumaStat>,
     /// The machine's `/proc/vmstat` NUMA counters over the interval
@@ -344,5 +361,60 @@ mod task_lookup_tests {
             assert_eq!(s.task(tid).map(|t| t.tid), Some(tid), "sorted, {tid}");
         }
         assert!(s.task(8).is_none() && s.task(0).is_none() && s.task(2000).is_none());
+    }
+}
+
+#[cfg(test)]
+mod memory_event_tests {
+    use super::*;
+    use crate::memory_events::{NoRates, NumaStat, PageFaults, VmNumaStat};
+
+    fn stat(hit: u64, foreign: u64, local: u64, other: u64) -> NumaStat {
+        NumaStat {
+            numa_hit: hit,
+            numa_foreign: foreign,
+            local_node: local,
+            other_node: other,
+            ..NumaStat::default()
+        }
+    }
+
+    #[test]
+    fn the_first_round_says_it_has_no_rates() {
+        let mut s = Snapshot::default();
+        s.machine.numastat.insert(0, stat(10, 0, 10, 0));
+        assert_eq!(s.node_rates(), Err(NoRates::FirstRound));
+        s.interval_ns = 1_000_000_000;
+        assert_eq!(s.node_rates().unwrap()[&0].numa_hit, 10.0);
+        s.machine.numastat.clear();
+        assert_eq!(s.node_rates(), Err(NoRates::NotRead));
+        assert!(NoRates::FirstRound.to_string().contains("second reading"));
+    }
+
+    /// Recordings made before these signals still read; the signals
+    /// round-trip, and are left out of the JSON when there are none.
+    #[test]
+    fn snapshots_without_them_still_read() {
+        let old = serde_json::to_string(&Snapshot::default()).unwrap();
+        for key in ["numastat", "vmstat_numa", "page_faults"] {
+            assert!(!old.contains(key), "{old}");
+        }
+        assert_eq!(
+            serde_json::from_str::<Snapshot>(&old).unwrap(),
+            Snapshot::default()
+        );
+        let mut s = Snapshot::default();
+        s.machine.numastat.insert(1, stat(5, 1, 4, 1));
+        s.machine.vmstat_numa = Some(VmNumaStat {
+            numa_hint_faults: Some(9),
+            ..VmNumaStat::default()
+        });
+        s.page_faults.insert(42, PageFaults { minor: 7, major: 0 });
+        let text = serde_json::to_string(&s).unwrap();
+        assert!(
+            text.contains(r#""page_faults":{"42":{"minor":7,"major":0}}"#),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<Snapshot>(&text).unwrap(), s);
     }
 }

@@ -4,7 +4,7 @@
 
 use numaplace_linux::testutil::AnonMapping;
 use numaplace_linux::{CollectOptions, Collector, SysRoot};
-use numaplace_model::memory_events::{NoRates, node_rates};
+use numaplace_model::memory_events::NoRates;
 
 /// Pages touched between the rounds: 16 MiB of 4 KiB pages.
 const PAGES: usize = 4096;
@@ -26,7 +26,7 @@ fn fresh_memory_shows_in_page_faults_and_numastat() {
         first.page_faults.is_empty(),
         "the first round has no counts"
     );
-    assert_eq!(node_rates(&first), Err(NoRates::FirstRound));
+    assert_eq!(first.node_rates(), Err(NoRates::FirstRound));
     assert!(first.machine.vmstat_numa.is_none());
 
     let len = PAGES * 4096;
@@ -53,7 +53,9 @@ fn fresh_memory_shows_in_page_faults_and_numastat() {
         "{allocated} allocations over the nodes: {:?}",
         second.machine.numastat
     );
-    let rates = node_rates(&second).expect("a rate per node from the second round");
+    let rates = second
+        .node_rates()
+        .expect("a rate per node from the second round");
     assert_eq!(rates.len(), second.machine.numastat.len());
     assert!(rates.values().any(|r| r.numa_hit > 0.0), "{rates:?}");
     assert!(second.machine.vmstat_numa.is_some(), "vmstat is read");

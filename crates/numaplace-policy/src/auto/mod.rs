@@ -201,6 +201,11 @@ const DINO_LAYOUT: &str = "dino layout";
 /// with its memory, judged together as `LAYOUT` is.
 const MODEL_LAYOUT: &str = "predicted layout";
 
+/// A layout's name for reasons: the model's or DI-Migrate's.
+fn layout_name(model: bool) -> &'static str {
+    if model { MODEL_LAYOUT } else { LAYOUT }
+}
+
 /// Why a trial rolled back on a loss measured while groups came is tried
 /// again as soon as a new baseline is measured, once, rather than after
 /// its back-off: a group that comes adds its load to the machine, and when

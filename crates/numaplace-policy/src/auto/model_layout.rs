@@ -15,7 +15,7 @@ use numaplace_model::{Action, CpuSet, Decision, Plan, Snapshot, Task};
 use super::experiment::Judgement;
 use super::predict::{Fit, Layout, Memory, Predictor};
 use super::rollback::{layout_before, share_on};
-use super::{Auto, Experiment, LAYOUT, MODEL_LAYOUT, Move, SETTLED_AGE, percent};
+use super::{Auto, Experiment, MODEL_LAYOUT, Move, SETTLED_AGE, percent};
 use crate::View;
 
 /// The gain the model must predict for a layout to be tried, in judging
@@ -661,11 +661,6 @@ fn pins_of(
         ));
     }
     out
-}
-
-/// A layout's name for reasons.
-pub(super) fn layout_name(model: bool) -> &'static str {
-    if model { MODEL_LAYOUT } else { LAYOUT }
 }
 
 /// A plan's pins as a placement of the fit's threads: each pinned thread

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use numaplace_model::{Action, Decision, Plan, Snapshot, TaskId, Topology};
 
-use super::{Auto, Before, Experiment, GATHER, MEMORY_HOME, Move, model_layout};
+use super::{Auto, Before, Experiment, GATHER, MEMORY_HOME, Move, layout_name};
 use crate::View;
 
 /// The thread a pin is for.
@@ -214,7 +214,7 @@ impl Auto {
         let reason = format!(
             "auto: experiment {} ({}) rolled back: {why}",
             e.number,
-            model_layout::layout_name(e.model)
+            layout_name(e.model)
         );
         let before = e.layout.unwrap_or_default();
         for g in s.groups.iter().filter(|g| view.managed.contains(&g.pid)) {

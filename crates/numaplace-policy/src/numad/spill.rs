@@ -12,7 +12,6 @@
 //! before where it does. Without rates (the first round, a kernel without
 //! `numastat`, a recording made before) nothing changes.
 
-use numaplace_model::memory_events::node_rates;
 use numaplace_model::{Counter, Node, Snapshot, Topology};
 
 use super::NodeRoom;
@@ -24,7 +23,7 @@ pub(super) fn turned_away(t: &Topology, s: &Snapshot, ranks_by_misses: bool) -> 
     if ranks_by_misses && counts_instructions(s) {
         return None;
     }
-    let rates = node_rates(s).ok()?;
+    let rates = s.node_rates().ok()?;
     Some(
         t.nodes()
             .iter()

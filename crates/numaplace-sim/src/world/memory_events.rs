@@ -191,7 +191,7 @@ mod tests {
             assert_eq!(s.page_faults[&g.pid].minor, PAGES, "{}", g.comm);
         }
         assert_eq!(s.machine.vmstat_numa.unwrap().pgmigrate_success, Some(0));
-        let rates = numaplace_model::memory_events::node_rates(&s).unwrap();
+        let rates = s.node_rates().unwrap();
         assert!(rates[&1].other_node > 0.0);
         for _ in 0..10 {
             w.advance();

@@ -244,7 +244,7 @@ fn node_rows(
             *node_busy.entry(n).or_default() += b;
         }
     }
-    let allocations = numaplace_model::memory_events::node_rates(snap).unwrap_or_default();
+    let allocations = snap.node_rates().unwrap_or_default();
     topology
         .nodes()
         .iter()
