@@ -404,11 +404,22 @@ impl Auto {
         let Some(fit) = self.fit_movable(view) else {
             return false;
         };
-        let Some(cpus) = plan_cpus(view.topology, &fit, plan) else {
+        let t = view.topology;
+        let Some(cpus) = plan_cpus(t, &fit, plan) else {
             return false;
         };
         let horizon = self.horizons(view, &fit);
+        let allowed: Vec<bool> = (t.cpus().iter())
+            .map(|c| t.span().contains(c.os_id))
+            .collect();
         let predictor = self.predictor.as_mut().expect("built by the fit");
+        // DINO pins a thread to a core's CPUs, two threads of a pair to
+        // the same two: each runs on a CPU of its own there, as Linux puts
+        // them (before, both went to the core's first CPU and the model saw
+        // them time-share it while its sibling idled: DINO's layout of
+        // mix:46009, 12 threads on 8 two-way cores, scored -0.16 in round
+        // 4, where DINO gains 8 %).
+        let cpus = predictor.one_per_cpu(&fit, &cpus, &allowed, true);
         follow_score(predictor, &fit, &cpus, &horizon) > threshold
     }
 

@@ -527,8 +527,9 @@ impl Predictor {
         let start = std::mem::take(&mut warm.after);
         let per = self.predict_from(fit, cpus, pages, &start, &mut warm.after);
         // While memory moves (at the rate limit), the threads already run
-        // where the placement puts them with their memory still where it
-        // was: that state, for the seconds the move takes.
+        // where the placement puts them, their memory coming to them page
+        // by page: from that state with all of it still where it was to
+        // the placement's, linearly over the seconds the move takes.
         let moving = moved.iter().any(|&b| b > 0.0);
         let during = if moving {
             let old: Vec<Vec<f64>> = fit.threads.iter().map(|t| t.pages.clone()).collect();
@@ -550,7 +551,7 @@ impl Predictor {
                 0.0
             };
             gain += r;
-            net += r * (h - move_s) / h + transition * move_s / h - copy_s / h;
+            net += r * (h - move_s) / h + (transition + r) / 2.0 * move_s / h - copy_s / h;
         }
         let n = fit.groups.len().max(1) as f64;
         (net / n, gain / n)
