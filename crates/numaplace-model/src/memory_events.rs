@@ -188,10 +188,9 @@ fn seconds(interval_ns: u64) -> Option<f64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn stat(hit: u64, foreign: u64, local: u64, other: u64) -> NumaStat {
+impl NumaStat {
+    /// Counts of the four lines the tests set, the others 0.
+    pub(crate) fn counted(hit: u64, foreign: u64, local: u64, other: u64) -> NumaStat {
         NumaStat {
             numa_hit: hit,
             numa_foreign: foreign,
@@ -199,6 +198,15 @@ mod tests {
             other_node: other,
             ..NumaStat::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(hit: u64, foreign: u64, local: u64, other: u64) -> NumaStat {
+        NumaStat::counted(hit, foreign, local, other)
     }
 
     #[test]

@@ -370,13 +370,7 @@ mod memory_event_tests {
     use crate::memory_events::{NoRates, NumaStat, PageFaults, VmNumaStat};
 
     fn stat(hit: u64, foreign: u64, local: u64, other: u64) -> NumaStat {
-        NumaStat {
-            numa_hit: hit,
-            numa_foreign: foreign,
-            local_node: local,
-            other_node: other,
-            ..NumaStat::default()
-        }
+        NumaStat::counted(hit, foreign, local, other)
     }
 
     #[test]
