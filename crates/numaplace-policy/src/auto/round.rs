@@ -302,25 +302,38 @@ impl Auto {
             .filter(|(pid, (kind, _))| ready(pid, kind))
             .collect();
         let mut lone: Vec<(i32, Vec<Decision>)> = Vec::new();
-        if kinds.is_empty() && self.first_seen.len() == 1 {
-            // A lone group, numad's placement with nothing to try: DINO's
-            // layout of its threads, once it has run long, or once past
-            // its start where the model predicts it pays (a short run is
-            // over before it has run long).
+        if self.first_seen.len() == 1 {
+            // A lone group: DINO's layout of its threads, where numad's
+            // placement has nothing to try once it has run long, or once
+            // past its start where the model predicts it pays (a short run
+            // is over before it has run long); where numad's placement has
+            // a premise too, only where the model predicts DINO's clearly
+            // better ([`Auto::predicts_better`]).
             lone = dino
                 .into_iter()
                 .filter(|(pid, ds)| {
                     ready(pid, DINO_LAYOUT)
                         && ds.iter().any(|d| matches!(d.action, Action::Pin { .. }))
                         && self.age(s.seq, *pid) >= settled_after
+                        && kinds.get(pid).is_none_or(|(kind, _)| *kind == MEMORY_HOME)
                 })
                 .collect();
         }
+        let had_premise: BTreeSet<i32> = kinds.keys().copied().collect();
         if !kinds.is_empty() || !lone.is_empty() {
             self.gate_moves(view, &mut kinds, &mut lone);
         }
         for (pid, ds) in lone {
-            if self.age(s.seq, pid) >= long_lived || self.predicts_it_pays(view, &ds) {
+            let dino_pays = match kinds.get(&pid) {
+                Some((_, numad)) => {
+                    let numad = numad.clone();
+                    self.predicts_better(view, pid, &ds, Some(&numad))
+                }
+                // numad's placement had a premise and was left out.
+                None if had_premise.contains(&pid) => self.predicts_better(view, pid, &ds, None),
+                None => self.age(s.seq, pid) >= long_lived || self.predicts_it_pays(view, &ds),
+            };
+            if dino_pays {
                 kinds.insert(pid, (DINO_LAYOUT, ds));
             }
         }
