@@ -205,15 +205,11 @@ impl NumaStat {
 mod tests {
     use super::*;
 
-    fn stat(hit: u64, foreign: u64, local: u64, other: u64) -> NumaStat {
-        NumaStat::counted(hit, foreign, local, other)
-    }
-
     #[test]
     fn counts_over_a_round_never_go_negative() {
-        let before = stat(100, 5, 90, 10);
-        let after = stat(400, 5, 300, 110);
-        assert_eq!(after.since(&before), stat(300, 0, 210, 100));
+        let before = NumaStat::counted(100, 5, 90, 10);
+        let after = NumaStat::counted(400, 5, 300, 110);
+        assert_eq!(after.since(&before), NumaStat::counted(300, 0, 210, 100));
         // A node that went offline and came back starts from zero.
         assert_eq!(before.since(&after), NumaStat::default());
         let r = after.since(&before).per_second(2_000_000_000).unwrap();

@@ -369,14 +369,12 @@ mod memory_event_tests {
     use super::*;
     use crate::memory_events::{NoRates, NumaStat, PageFaults, VmNumaStat};
 
-    fn stat(hit: u64, foreign: u64, local: u64, other: u64) -> NumaStat {
-        NumaStat::counted(hit, foreign, local, other)
-    }
-
     #[test]
     fn the_first_round_says_it_has_no_rates() {
         let mut s = Snapshot::default();
-        s.machine.numastat.insert(0, stat(10, 0, 10, 0));
+        s.machine
+            .numastat
+            .insert(0, NumaStat::counted(10, 0, 10, 0));
         assert_eq!(s.node_rates(), Err(NoRates::FirstRound));
         s.interval_ns = 1_000_000_000;
         assert_eq!(s.node_rates().unwrap()[&0].numa_hit, 10.0);
@@ -398,7 +396,7 @@ mod memory_event_tests {
             Snapshot::default()
         );
         let mut s = Snapshot::default();
-        s.machine.numastat.insert(1, stat(5, 1, 4, 1));
+        s.machine.numastat.insert(1, NumaStat::counted(5, 1, 4, 1));
         s.machine.vmstat_numa = Some(VmNumaStat {
             numa_hint_faults: Some(9),
             ..VmNumaStat::default()
