@@ -327,6 +327,10 @@ pub struct Auto {
     /// Layout rollbacks so far and the round until which it is not tried
     /// again.
     layout_held: (u32, u64),
+    /// The groups in scope when the layout was last held, or when the
+    /// model was last asked about a mix that came during a hold
+    /// ([`Auto::layout_step`]).
+    layout_held_for: BTreeSet<i32>,
     /// Trials of the kernel's balancing so far and the round until which
     /// it is not tried again (`KERNEL`; `u64::MAX` once the engine did
     /// not carry a change out: out of scope or not allowed here).
@@ -444,6 +448,7 @@ impl Auto {
             }),
             layout_kept: false,
             layout_held: (0, 0),
+            layout_held_for: BTreeSet::new(),
             kernel_held: (0, 0),
             retried_after_arrival: (false, false),
             dino: Dino::new(DinoParams::default()),

@@ -14,7 +14,7 @@ use numaplace_model::{Action, CpuSet, Decision, Plan, Snapshot, Task};
 
 use super::experiment::Judgement;
 use super::predict::{Fit, Layout, Memory, Predictor};
-use super::rollback::{layout_before, share_on};
+use super::rollback::{layout_before, memory_left, share_on};
 use super::{Auto, Experiment, MODEL_LAYOUT, Move, SETTLED_AGE, percent};
 use crate::View;
 
@@ -73,11 +73,12 @@ impl Auto {
             .get_or_insert_with(|| Predictor::new(topology, machine));
         // While the kernel balances, it moves the memory after the threads
         // (numaplace's memory mover leaves it that), at its own pace.
-        p.set_migration_rate(if view.snapshot.machine.numa_balancing == Some(true) {
-            KERNEL_BYTES_PER_S
+        if view.snapshot.machine.numa_balancing == Some(true) {
+            p.set_migration_rate(KERNEL_BYTES_PER_S, false);
         } else {
-            (crate::engine::EngineConfig::default().migrate_mib_per_sec << 20) as f64
-        });
+            let engine = crate::engine::EngineConfig::default().migrate_mib_per_sec << 20;
+            p.set_migration_rate(engine as f64, true);
+        }
         p
     }
 
@@ -547,6 +548,9 @@ impl Auto {
                 memory_before: g.memory_total().unwrap_or_default(),
             });
         }
+        // The least memory first, as the model counted the moves arriving
+        // under the engine's one rate limit (`predict::moves::serve_order`).
+        moves.sort_by(|a, b| memory_left(s, a).total_cmp(&memory_left(s, b)));
         self.push_model_pins(pins, &why, plan);
         for m in &moves {
             if let Some((process, node)) = m.memory_to {

@@ -46,6 +46,9 @@ mod calibrate;
 mod moves;
 mod sharing;
 
+#[cfg(test)]
+pub(crate) use moves::serve_order;
+
 use sharing::{SharedWrites, Writers, own_pages, spread_like_threads};
 
 /// The LLC miss curve's exponent where one measured point cannot give it:
@@ -189,6 +192,10 @@ pub struct Predictor {
     /// How fast memory a placement moves arrives, bytes a second
     /// ([`Predictor::set_migration_rate`]).
     migrate_bytes_per_s: f64,
+    /// Whether that rate is shared by every group's move, served one group
+    /// after another (the engine's), rather than each group's own (the
+    /// kernel's, which scans each process on its own).
+    migration_shared: bool,
 }
 
 impl Predictor {
@@ -236,6 +243,7 @@ impl Predictor {
             writers: Writers::default(),
             migrate_bytes_per_s: (crate::engine::EngineConfig::default().migrate_mib_per_sec << 20)
                 as f64,
+            migration_shared: true,
         }
     }
 
@@ -246,13 +254,14 @@ impl Predictor {
     }
 
     /// How fast memory moves, bytes a second: the engine's rate limit
-    /// (its default, 256 MiB/s, unless told), or what the kernel's
-    /// balancing moves where it moves the memory instead.
-    pub fn set_migration_rate(&mut self, bytes_per_s: f64) {
+    /// (its default, 256 MiB/s, unless told), one budget for every move of
+    /// a round (`shared`), or what the kernel's balancing moves of each
+    /// process where it moves the memory instead.
+    pub fn set_migration_rate(&mut self, bytes_per_s: f64, shared: bool) {
         self.migrate_bytes_per_s = bytes_per_s.max(1.0);
+        self.migration_shared = shared;
     }
 
-    /// The dense node of dense CPU `cpu`.
     /// Seconds one thread of `threads` stalls while `bytes` of their
     /// process's memory are copied to another node (M7's cost of a page's
     /// migration, shared by the threads).
@@ -538,20 +547,28 @@ impl Predictor {
         } else {
             Vec::new()
         };
+        let (done, wait) = self.arrivals(&moved);
         let (mut gain, mut net) = (0.0, 0.0);
         for g in 0..fit.groups.len() {
             let now = fit.now[g].max(1.0);
             let r = (per[g].max(1.0) / now).ln();
             let h = horizon_s[g].max(1.0);
             let copy_s = moved[g] / 4096.0 * self.page_migration_s / threads[g].max(1) as f64;
-            let move_s = (moved[g] / self.migrate_bytes_per_s).min(h);
+            // Until its memory's turn the group runs placed with all of it
+            // where it was; then it arrives linearly until done.
+            let end = done[g].min(h);
+            let waiting = wait[g].min(end);
+            let arriving = end - waiting;
             let transition = if moving {
                 (during[g].max(1.0) / now).ln()
             } else {
                 0.0
             };
             gain += r;
-            net += r * (h - move_s) / h + (transition + r) / 2.0 * move_s / h - copy_s / h;
+            net += r * (h - end) / h
+                + transition * waiting / h
+                + (transition + r) / 2.0 * arriving / h
+                - copy_s / h;
         }
         let n = fit.groups.len().max(1) as f64;
         (net / n, gain / n)

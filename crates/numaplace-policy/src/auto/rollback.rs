@@ -111,6 +111,13 @@ pub(super) fn away_from(s: &Snapshot, pid: i32, node: u32) -> f64 {
     })
 }
 
+/// The bytes of move `m`'s memory not yet on the node it goes to (0 where
+/// it moves none).
+pub(super) fn memory_left(s: &Snapshot, m: &Move) -> f64 {
+    m.memory_to
+        .map_or(0.0, |(process, node)| away_from(s, process.tid, node))
+}
+
 pub(super) fn share_on(s: &Snapshot, pid: i32, node: u32) -> Option<f64> {
     let m = s.group(pid)?.memory_total()?;
     let total: u64 = m.values().sum();
@@ -195,8 +202,14 @@ impl Auto {
     pub(super) fn hold_layout(&mut self, round: u64) -> u64 {
         self.layout_held.0 += 1;
         let wait = self.judge.backoff_after(self.layout_held.0);
-        self.layout_held.1 = round + wait;
+        self.hold_layout_until(round + wait);
         wait
+    }
+
+    /// Holds the layout until round `until`, noting the groups in scope.
+    pub(super) fn hold_layout_until(&mut self, until: u64) {
+        self.layout_held.1 = until;
+        self.layout_held_for = self.first_seen.keys().copied().collect();
     }
 
     /// Undoes a layout's trial: every thread it re-pinned back onto the

@@ -663,6 +663,69 @@ fn a_kept_layout_places_a_group_that_comes_later_in_the_round_it_comes() {
     assert_eq!(allowed.len(), 3, "{allowed:?}");
 }
 
+/// A layout rolled back holds every layout for its back-off, but not
+/// against a mix it never saw: a group that comes during the hold is
+/// asked about once it is past its start (the model's layout only), and a
+/// mix that does not change is asked nothing more.
+#[test]
+fn groups_that_come_while_the_layout_is_held_get_the_models_layout_asked_once_past_their_start() {
+    let t = topo();
+    let p = AutoParams::default();
+    let settled = SETTLED_AGE * p.measure_rounds as u64;
+    // Two devils under one LLC; the layout tried is 10 % slower and rolled
+    // back. With `third`, a third devil comes on CPU 0 in that round:
+    // three on package 0, package 1 idle.
+    let run = |third: Option<u64>| {
+        let mut auto = Auto::new(AutoParams::default());
+        let mut allowed = BTreeMap::new();
+        let mut plans = Vec::new();
+        let mut tried = false;
+        for seq in 1..=40 {
+            let ips = if tried { 900_000_000 } else { 1_000_000_000 };
+            let mut who = vec![(300, 0u32), (400, 1u32)];
+            if third.is_some_and(|r| seq >= r) {
+                who.push((500, 0));
+            }
+            let plan = decide(&mut auto, &t, &devils_of(seq, ips, &allowed, &who));
+            tried |= plan.decisions.iter().any(|d| is_layout(&d.reason));
+            for (tid, cpus) in crate::testutil::pins(&plan) {
+                allowed.insert(tid, cpus);
+            }
+            plans.push((seq, plan));
+        }
+        plans
+    };
+    let trials = |plans: &[(u64, Plan)], after: u64| -> Vec<u64> {
+        (plans.iter())
+            .filter(|(seq, plan)| {
+                *seq > after
+                    && plan.decisions.iter().any(|d| {
+                        d.reason.contains(&format!("trying the {MODEL_LAYOUT}"))
+                            || d.reason.contains(&format!("trying {LAYOUT}"))
+                    })
+            })
+            .map(|(seq, _)| *seq)
+            .collect()
+    };
+    let alone = run(None);
+    let back = rolled_back(&alone).expect("the layout rolled back");
+    assert!(
+        trials(&alone, back).is_empty(),
+        "the same mix: nothing within the back-off after round {back}"
+    );
+    let came = back + 2;
+    let plans = run(Some(came));
+    assert_eq!(rolled_back(&plans), Some(back), "the same first trial");
+    let again = trials(&plans, back);
+    assert!(
+        again
+            .first()
+            .is_some_and(|&r| r >= came + settled && r < back + p.backoff_rounds),
+        "asked once the third is past its start (round {came} + {settled}), within the \
+         back-off: {again:?}"
+    );
+}
+
 #[test]
 fn a_layout_whose_gain_is_within_the_noise_margin_is_not_kept() {
     // +1 %, inside the 2 % margin.
@@ -1476,6 +1539,63 @@ fn memory_arriving_over_the_whole_horizon_pays_part_of_its_gain() {
         net < gain / 2.0,
         "at most half of it: net {net}, gain {gain}"
     );
+}
+
+/// Under the engine's one rate limit, the memory of a placement's groups
+/// arrives one group after another, the least first: the second group's
+/// waits for the first's, so the same placement is predicted to pay less
+/// than where each group's memory moved at the whole rate (as the kernel
+/// moves each process's) and its gain once in place is the same.
+#[test]
+fn memory_moved_for_several_groups_arrives_one_after_another_under_one_rate() {
+    let t = topo();
+    // Process 100 (threads 101-102) on node 0's CPUs with 256 MiB on node
+    // 1; process 200 (threads 201-202) on node 1's with 1 GiB on node 0.
+    let mut s = memory_bound_process(2);
+    let node_memory = |node: u32, bytes: u64| {
+        Some(BTreeMap::from([(
+            node,
+            NodeMemory {
+                anon: bytes,
+                file: 0,
+                huge: 0,
+            },
+        )]))
+    };
+    s.groups[0].memory = node_memory(1, 256 << 20);
+    for (i, tid) in [201, 202].into_iter().enumerate() {
+        s.tasks.push(Task {
+            utime: 100,
+            last_cpu: Some(t.cpus()[2 + i].os_id),
+            ..task(tid, 200, t.span())
+        });
+    }
+    let mut other = process(200, "hog2", vec![201, 202]);
+    other.memory = node_memory(0, GIB);
+    s.groups.push(other);
+    count_misses(&mut s, &[101, 102, 201, 202], 2.0, 20.0);
+    let mut predictor = super::predict::Predictor::new(&t, None);
+    let fit = predictor.fit(&t, &s, &|_| true).expect("a fit");
+    let cpus: Vec<usize> = fit.threads.iter().map(|x| x.cpu).collect();
+    let follow = vec![super::predict::Memory::Follow; fit.groups.len()];
+    let horizon = vec![8.0; fit.groups.len()];
+    let rate = 256.0 * 1024.0 * 1024.0;
+    let mut score = |shared: bool| {
+        predictor.set_migration_rate(rate, shared);
+        predictor.score(&fit, &cpus, &follow, &horizon, &mut Vec::new())
+    };
+    let (apart, gain_apart) = score(false);
+    let (shared, gain_shared) = score(true);
+    assert!(gain_apart > 0.1, "local memory pays: {gain_apart}");
+    assert!((gain_apart - gain_shared).abs() < 1e-12, "same placement");
+    assert!(
+        shared < apart - 0.01,
+        "1 GiB waits 1 s for 256 MiB at 256 MiB/s: {shared} against {apart}"
+    );
+    assert!(shared > 0.0, "still pays within 8 s: {shared}");
+    // The least first: 256 MiB, then 1 GiB; nothing moved, not served.
+    let order = super::predict::serve_order(&[GIB as f64, 0.0, 256.0 * 1024.0 * 1024.0]);
+    assert_eq!(order, vec![2, 0]);
 }
 
 /// Pins of `tids` to `cpus` (os ids), one set each.

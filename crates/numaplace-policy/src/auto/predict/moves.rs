@@ -1,12 +1,40 @@
 //! The search's moves: which CPUs a thread may go to, a whole group onto
-//! one node, a placement made one movable thread per CPU, and where a
-//! group's memory goes once its threads are placed.
+//! one node, a placement made one movable thread per CPU, where a group's
+//! memory goes once its threads are placed, and when it arrives there.
 
 use std::collections::BTreeMap;
 
 use super::{Fit, Memory, Predictor};
 
 impl Predictor {
+    /// Per group, the seconds until the memory `moved` (bytes per group)
+    /// has all arrived, and the seconds it waits before its own starts
+    /// moving. The engine carries a round's moves in the plan's order
+    /// within one page budget, which a placement's plan orders smallest
+    /// first ([`serve_order`]): a group's memory waits for the moves before
+    /// it. mix:50059 (21 groups on sapphirerapids-2s-snc4, 4 GiB of one
+    /// process's memory among them): counted as if each group had the
+    /// whole rate, the model's layout was predicted +10.7 % net of moving;
+    /// at the rate limit its last moves had not started 13 rounds later,
+    /// and it gained 3.8 % where DI-Migrate's layout gains 12.8 %.
+    pub(super) fn arrivals(&self, moved: &[f64]) -> (Vec<f64>, Vec<f64>) {
+        let rate = self.migrate_bytes_per_s;
+        if !self.migration_shared {
+            return (
+                moved.iter().map(|b| b / rate).collect(),
+                vec![0.0; moved.len()],
+            );
+        }
+        let (mut done, mut wait) = (vec![0.0; moved.len()], vec![0.0; moved.len()]);
+        let mut before = 0.0;
+        for g in serve_order(moved) {
+            wait[g] = before / rate;
+            before += moved[g];
+            done[g] = before / rate;
+        }
+        (done, wait)
+    }
+
     /// A group whose threads all run on one node gets its memory there; a
     /// group spread over several nodes keeps its memory where it is.
     pub(super) fn memory_follows(&self, fit: &Fit, cpus: &[usize], mem: &mut [Memory]) {
@@ -175,6 +203,16 @@ impl Predictor {
         }
         cpus
     }
+}
+
+/// The order the engine is asked to move groups' memory in: the least
+/// first (each group's bytes in `moved`; ties by index), so that the
+/// groups waiting behind the others under one rate limit wait least in
+/// all. Groups that move nothing are left out.
+pub(crate) fn serve_order(moved: &[f64]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..moved.len()).filter(|&g| moved[g] > 0.0).collect();
+    order.sort_by(|&a, &b| moved[a].total_cmp(&moved[b]).then(a.cmp(&b)));
+    order
 }
 
 #[cfg(test)]
