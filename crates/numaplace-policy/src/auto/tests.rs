@@ -726,6 +726,56 @@ fn groups_that_come_while_the_layout_is_held_get_the_models_layout_asked_once_pa
     );
 }
 
+/// Under a kept model layout, a process of two threads that comes with
+/// only one free CPU in each package is not split across them by the
+/// model in the round it comes: what its threads share shows only over
+/// rounds of sampled stores. It is left to Linux until past its start; a
+/// process of one thread is placed at once (the test above).
+#[test]
+fn threads_of_a_process_that_comes_are_not_split_over_packages_before_their_sharing_shows() {
+    let t = topo();
+    let mut auto = Auto::new(AutoParams::default());
+    let mut allowed = BTreeMap::new();
+    let mut tried = false;
+    let came = 24;
+    for seq in 1..=came {
+        let ips = if tried { 1_200_000_000 } else { 1_000_000_000 };
+        let mut who = vec![(300, 0u32), (400, 1u32)];
+        if seq >= came {
+            who.push((500, 1));
+        }
+        let mut s = devils_of(seq, ips, &allowed, &who);
+        if seq >= came {
+            // A second thread of process 500, on CPU 3.
+            s.tasks.push(Task {
+                utime: seq * 100,
+                last_cpu: Some(3),
+                ..task(501, 500, t.span())
+            });
+            s.counters.insert(501, s.counters[&500].clone());
+            s.groups.last_mut().unwrap().threads.push(501);
+        }
+        let plan = decide(&mut auto, &t, &s);
+        tried |= plan.decisions.iter().any(|d| is_layout(&d.reason));
+        let pinned = crate::testutil::pinned_tids(&plan);
+        if seq == came {
+            let kept: BTreeSet<u32> = (allowed.values())
+                .filter(|c| c.len() == 1)
+                .filter_map(|c| c.first())
+                .collect();
+            assert_eq!(kept.len(), 2, "the devils kept one a package: {allowed:?}");
+            assert!(
+                !pinned.contains(&500) && !pinned.contains(&501),
+                "left to Linux in the round it came: {plan:?}"
+            );
+        }
+        for (tid, cpus) in crate::testutil::pins(&plan) {
+            allowed.insert(tid, cpus);
+        }
+    }
+    assert!(auto.model_kept, "the model's layout kept throughout");
+}
+
 #[test]
 fn a_layout_whose_gain_is_within_the_noise_margin_is_not_kept() {
     // +1 %, inside the 2 % margin.
