@@ -117,7 +117,9 @@ row "advise --pid that does not exist" "2:no running process" -- "$bin" advise -
 row "--metrics unix:/nonexistent/dir/sock" "2:does not exist" -- "$bin" run --pid $me --dry-run --rounds 1 --metrics unix:/nonexistent/dir/sock
 python3 -c 'import socket,time; s=socket.socket(); s.bind(("127.0.0.1",0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(600)' >"$work/port" &
 bg+=($!)
-sleep 0.5
+# Wait for the listener to say its port: python3 starts slowly on a loaded
+# machine, and an empty port is another error than the one this row checks.
+for _ in $(seq 100); do [ -s "$work/port" ] && break; sleep 0.1; done
 row "--metrics on a busy port" "2:cannot listen" -- "$bin" run --pid $me --dry-run --rounds 1 --metrics "127.0.0.1:$(cat "$work/port")"
 # top --connect to peers that are not a numaplace daemon: each answer
 # bounded in time (2 s) and size (4 MiB), one line, exit 2.
@@ -263,7 +265,8 @@ if [ "$(cat "$work/precious")" = precious ]; then echo "     (the file is unchan
 python3 -c 'open("/proc/self/comm", "wb").write("x\u009by\u202ez".encode()); import time; time.sleep(600)' &
 named=$!
 bg+=($named)
-sleep 0.3
+# Until it has renamed itself (python3 starts slowly on a loaded machine).
+for _ in $(seq 100); do [ "$(head -c1 /proc/$named/comm 2>/dev/null)" = x ] && break; sleep 0.1; done
 row "tasks --json of a thread named with U+009B, U+202E" 0 -- "$bin" tasks --json --pid $named
 if grep -q $'\xc2\x9b\|\xe2\x80\xae' "$work/out"; then echo "BAD  (raw in the JSON)"; bad=1; nbad=$((nbad + 1)); elif grep -q 'u009b' "$work/out"; then echo "     (escaped)"; else echo "BAD  (the thread is not in the answer)"; bad=1; nbad=$((nbad + 1)); fi
 
