@@ -253,6 +253,39 @@ mod tests {
     use super::Predictor;
     use crate::testutil::{counters, process, task};
 
+    /// Round 10, one second long, nothing in it yet.
+    fn round_10() -> Snapshot {
+        Snapshot {
+            seq: 10,
+            interval_ns: 1_000_000_000,
+            ..Snapshot::default()
+        }
+    }
+
+    /// Thread `tid` of process `pid` on dense CPU `cpu`, busy the whole
+    /// round: 1e9 instructions at `cpi` cycles each, `misses` LLC misses.
+    fn busy(
+        s: &mut Snapshot,
+        t: &Topology,
+        (tid, pid): (i32, i32),
+        cpu: usize,
+        (cpi, misses): (u64, u64),
+    ) {
+        s.tasks.push(Task {
+            last_cpu: Some(t.cpus()[cpu].os_id),
+            ..task(tid, pid, t.span())
+        });
+        s.counters.insert(
+            tid,
+            counters([
+                (Counter::Instructions, 1_000_000_000),
+                (Counter::Cycles, cpi * 1_000_000_000),
+                (Counter::LlcMisses, misses),
+                (Counter::TaskClock, 1_000_000_000),
+            ]),
+        );
+    }
+
     /// Three busy threads a plan put on one CPU of node 0 (DI-Migrate pins
     /// to a node's CPUs, and the model's reading of its plan took the
     /// first): made one per CPU, the two moved go to the node's idle core
@@ -262,26 +295,10 @@ mod tests {
     #[test]
     fn threads_sharing_a_cpu_go_to_idle_cores_of_their_node_first() {
         let t = Topology::synthetic("pack:1 numa:2 l3:1 core:2 pu:2").unwrap();
-        let mut s = Snapshot {
-            seq: 10,
-            interval_ns: 1_000_000_000,
-            ..Snapshot::default()
-        };
+        let mut s = round_10();
         let tids = vec![100, 101, 102];
         for &tid in &tids {
-            s.tasks.push(Task {
-                last_cpu: Some(t.cpus()[0].os_id),
-                ..task(tid, 100, t.span())
-            });
-            s.counters.insert(
-                tid,
-                counters([
-                    (Counter::Instructions, 1_000_000_000),
-                    (Counter::Cycles, 2_000_000_000),
-                    (Counter::LlcMisses, 1_000_000),
-                    (Counter::TaskClock, 1_000_000_000),
-                ]),
-            );
+            busy(&mut s, &t, (tid, 100), 0, (2, 1_000_000));
         }
         let mut p = process(100, "app", tids);
         let node0 = t.nodes()[0].os_id;
@@ -317,11 +334,7 @@ mod tests {
     #[test]
     fn a_group_is_gathered_onto_a_node_by_swapping_out_another_groups_thread() {
         let t = Topology::synthetic("pack:2 numa:1 l3:1 core:2 pu:1").unwrap();
-        let mut s = Snapshot {
-            seq: 10,
-            interval_ns: 1_000_000_000,
-            ..Snapshot::default()
-        };
+        let mut s = round_10();
         // Process 100's threads on CPUs 0 and 2, 200's on 1, 300's on 3.
         for (pid, tids) in [(100, vec![101, 102]), (200, vec![201]), (300, vec![301])] {
             for &tid in &tids {
@@ -331,18 +344,7 @@ mod tests {
                     201 => 1,
                     _ => 3,
                 };
-                s.tasks.push(Task {
-                    last_cpu: Some(t.cpus()[cpu].os_id),
-                    ..task(tid, pid, t.span())
-                });
-                s.counters.insert(
-                    tid,
-                    counters([
-                        (Counter::Instructions, 1_000_000_000),
-                        (Counter::Cycles, 1_000_000_000),
-                        (Counter::TaskClock, 1_000_000_000),
-                    ]),
-                );
+                busy(&mut s, &t, (tid, pid), cpu, (1, 0));
             }
             s.groups.push(process(pid, "app", tids));
         }
