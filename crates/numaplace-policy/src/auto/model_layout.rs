@@ -14,7 +14,7 @@ use numaplace_model::{Action, CpuSet, Decision, Plan, Snapshot, Task};
 
 use super::experiment::Judgement;
 use super::predict::{Fit, Layout, Memory, Predictor};
-use super::rollback::{layout_before, memory_left, share_on};
+use super::rollback::{in_serve_order, layout_before, share_on};
 use super::{Auto, Experiment, MODEL_LAYOUT, Move, SETTLED_AGE, percent};
 use crate::View;
 
@@ -548,11 +548,8 @@ impl Auto {
                 memory_before: g.memory_total().unwrap_or_default(),
             });
         }
-        // The least memory first, as the model counted the moves arriving
-        // under the engine's one rate limit (`predict::moves::serve_order`).
-        moves.sort_by(|a, b| memory_left(s, a).total_cmp(&memory_left(s, b)));
         self.push_model_pins(pins, &why, plan);
-        for m in &moves {
+        for m in in_serve_order(s, &moves) {
             if let Some((process, node)) = m.memory_to {
                 plan.push(
                     Action::MoveMemory {

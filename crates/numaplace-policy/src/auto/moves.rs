@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use numaplace_model::{Action, Decision, Plan, Snapshot};
 
 use super::experiment::{Judgement, Verdict};
-use super::rollback::{memory_left, share_on, undo_of};
+use super::rollback::{in_serve_order, share_on, undo_of};
 use super::{ARRIVAL, Auto, DINO_LAYOUT, Experiment, LAYOUT, Move, percent};
 use crate::View;
 
@@ -176,12 +176,7 @@ impl Auto {
         // chose, whatever numad would choose now.
         let mut moving = false;
         if e.rounds <= self.params.max_settle_rounds {
-            // The least left first: the engine serves a round's moves in
-            // the plan's order within one budget, and the groups waiting
-            // behind the others wait least in all so.
-            let mut left: Vec<&Move> = e.moves.iter().filter(|m| m.memory_to.is_some()).collect();
-            left.sort_by(|a, b| memory_left(s, a).total_cmp(&memory_left(s, b)));
-            for m in left {
+            for m in in_serve_order(s, &e.moves) {
                 let Some((process, node)) = m.memory_to else {
                     continue;
                 };

@@ -46,7 +46,6 @@ mod calibrate;
 mod moves;
 mod sharing;
 
-#[cfg(test)]
 pub(crate) use moves::serve_order;
 
 use sharing::{SharedWrites, Writers, own_pages, spread_like_threads};

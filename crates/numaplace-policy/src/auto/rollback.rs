@@ -111,11 +111,20 @@ pub(super) fn away_from(s: &Snapshot, pid: i32, node: u32) -> f64 {
     })
 }
 
-/// The bytes of move `m`'s memory not yet on the node it goes to (0 where
-/// it moves none).
-pub(super) fn memory_left(s: &Snapshot, m: &Move) -> f64 {
-    m.memory_to
-        .map_or(0.0, |(process, node)| away_from(s, process.tid, node))
+/// The moves of `moves` with memory still to carry, in the order the
+/// engine is asked to carry them: the least left first, as the model
+/// counts them arriving under its one rate limit
+/// ([`super::predict::serve_order`]).
+pub(super) fn in_serve_order<'a>(s: &Snapshot, moves: &'a [Move]) -> Vec<&'a Move> {
+    let left: Vec<f64> = (moves.iter())
+        .map(|m| {
+            m.memory_to
+                .map_or(0.0, |(process, node)| away_from(s, process.tid, node))
+        })
+        .collect();
+    (super::predict::serve_order(&left).into_iter())
+        .map(|i| &moves[i])
+        .collect()
 }
 
 pub(super) fn share_on(s: &Snapshot, pid: i32, node: u32) -> Option<f64> {

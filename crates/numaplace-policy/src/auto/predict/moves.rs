@@ -100,19 +100,20 @@ impl Predictor {
         }
         let mut out = cpus.to_vec();
         let mut left: Vec<usize> = Vec::new();
+        // The least busy core's CPU first, of the free ones, then of
+        // the others'.
+        let take = |from: &mut Vec<usize>, busy: &[u32]| {
+            let (k, _) =
+                (from.iter().enumerate()).min_by_key(|&(_, &c)| (busy[self.core_of_cpu[c]], c))?;
+            Some(from.swap_remove(k))
+        };
         for &i in &members {
             let c = if free.is_empty() {
-                // The least busy core's CPU first, as for free ones.
-                let (k, _) = (others.iter().enumerate())
-                    .min_by_key(|&(_, &c)| (busy_core[self.core_of_cpu[c]], c))?;
-                let c = others.swap_remove(k);
-                let other = holder[c].expect("held by another group's thread");
-                left.push(other);
+                let c = take(&mut others, &busy_core)?;
+                left.push(holder[c].expect("held by another group's thread"));
                 c
             } else {
-                let (k, &c) = (free.iter().enumerate())
-                    .min_by_key(|&(_, &c)| (busy_core[self.core_of_cpu[c]], c))?;
-                free.swap_remove(k);
+                let c = take(&mut free, &busy_core)?;
                 busy_core[self.core_of_cpu[c]] += 1;
                 c
             };
