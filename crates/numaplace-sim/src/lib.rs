@@ -15,6 +15,7 @@ pub mod generate;
 pub mod oracle;
 pub mod oracle_search;
 pub mod outcome;
+pub mod paired;
 pub mod report;
 pub mod rng;
 pub mod run;

@@ -376,12 +376,15 @@ pub fn mean_rsd(v: &[f64]) -> (f64, f64) {
     (mean, 100.0 * var.sqrt() / mean)
 }
 
+/// A run's score: its mean application run time, or its makespan where no
+/// application finished, seconds.
+pub fn score(r: &RunResult) -> f64 {
+    r.mean_runtime_s().unwrap_or(r.makespan_s)
+}
+
 /// Summarises one policy's runs over seeds.
 pub fn summarise(policy: &str, runs: &[RunResult]) -> PolicySummary {
-    let scores: Vec<f64> = runs
-        .iter()
-        .map(|r| r.mean_runtime_s().unwrap_or(r.makespan_s))
-        .collect();
+    let scores: Vec<f64> = runs.iter().map(score).collect();
     let (mean, rsd) = mean_rsd(&scores);
     let hours: Vec<f64> = runs
         .iter()

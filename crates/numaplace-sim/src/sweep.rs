@@ -16,7 +16,7 @@ use numaplace_policy::PolicyKind;
 use serde::Serialize;
 
 use crate::machine::Machine;
-use crate::run::{Driver, RunOptions, parallel, run, summarise};
+use crate::run::{Driver, RunOptions, parallel, run, score, summarise};
 use crate::workload::Workload;
 
 /// One thing to run every policy on.
@@ -102,6 +102,9 @@ pub struct CaseOutcome {
     /// Per policy (in the order of [`Sweep::policies`]): mean application
     /// run time over the seeds, seconds.
     pub mean_runtime_s: Vec<f64>,
+    /// Per policy: each seed's mean application run time, seconds, in the
+    /// order of [`Sweep::seeds`] (what the paired comparisons take).
+    pub runtime_s: Vec<Vec<f64>>,
     /// Per policy: change against `default`, percent (negative: faster).
     pub vs_default_percent: Vec<f64>,
     /// Per policy: change against the faster of Linux's two yardsticks on
@@ -152,6 +155,11 @@ pub struct VsLinux {
     pub worst_case: String,
     /// Share of the cases more than 1 % slower than that Linux.
     pub over_1_percent: f64,
+    /// The cases where it is slower than that Linux (the yardstick faster
+    /// on the mean) by more than 1 % with 95 % confidence over the paired
+    /// per-seed differences ([`crate::paired`]); `None` with one seed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub surely_over_1_percent: Option<Vec<String>>,
 }
 
 /// The policies that are no yardstick and no combination of others: each
@@ -348,6 +356,12 @@ pub fn sweep(
             summarise(&names[pi], &runs[from..from + ns]).mean_runtime_s
         };
         let mean: Vec<f64> = (0..np).map(at).collect();
+        let per_seed: Vec<Vec<f64>> = (0..np)
+            .map(|pi| {
+                let from = (ci * np + pi) * ns;
+                runs[from..from + ns].iter().map(score).collect()
+            })
+            .collect();
         let change = mean
             .iter()
             .map(|m| 100.0 * (m / mean[base] - 1.0))
@@ -364,13 +378,22 @@ pub fn sweep(
             machine: c.machine.name.clone(),
             threads: c.workload.threads(),
             mean_runtime_s: mean,
+            runtime_s: per_seed,
             vs_default_percent: change,
             vs_linux_percent: vs_linux,
             oracle_runtime_s: opts.oracle_budget.and_then(|b| oracle_of(c, opts, b)),
         });
     }
     let summary: Vec<Robustness> = (0..np)
-        .map(|pi| robustness(&names[pi], pi, &outcomes, opts.worst))
+        .map(|pi| {
+            robustness(
+                &names[pi],
+                pi,
+                &outcomes,
+                opts.worst,
+                autonuma.map(|a| (base, a)),
+            )
+        })
         .collect();
     let best_single = BestSingle::of(&names, &outcomes, &summary);
     let oracle = OracleBound::of(&names, &outcomes);
@@ -408,7 +431,41 @@ fn oracle_of(c: &Case, opts: &SweepOptions, budget: usize) -> Option<f64> {
     Some(summarise("oracle", &runs).mean_runtime_s)
 }
 
-fn robustness(policy: &str, pi: usize, cases: &[CaseOutcome], worst: usize) -> Robustness {
+/// The cases where policy `pi` is slower than the faster Linux of each
+/// (`default` at `base` or `autonuma`, whichever is faster on the mean)
+/// by more than `percent` with 95 % confidence over the paired per-seed
+/// differences; `None` with fewer than two seeds.
+fn surely_slower(
+    cases: &[CaseOutcome],
+    pi: usize,
+    base: usize,
+    autonuma: usize,
+    percent: f64,
+) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    for c in cases {
+        let linux = if c.mean_runtime_s[autonuma] < c.mean_runtime_s[base] {
+            autonuma
+        } else {
+            base
+        };
+        let lb = crate::paired::lower_bound_percent(&c.runtime_s[pi], &c.runtime_s[linux])?;
+        if lb > percent {
+            out.push(c.name.clone());
+        }
+    }
+    Some(out)
+}
+
+/// Policy `pi`'s robustness over `cases`; against the faster Linux where
+/// `linux` (the indices of `default` and `autonuma`) says both ran.
+fn robustness(
+    policy: &str,
+    pi: usize,
+    cases: &[CaseOutcome],
+    worst: usize,
+    linux: Option<(usize, usize)>,
+) -> Robustness {
     let n = cases.len().max(1) as f64;
     let mut changes: Vec<(String, f64)> = cases
         .iter()
@@ -423,8 +480,10 @@ fn robustness(policy: &str, pi: usize, cases: &[CaseOutcome], worst: usize) -> R
             c.mean_runtime_s.iter().all(|&o| m <= o * (1.0 + 1e-9))
         })
         .count();
-    let vs_linux = (!cases.is_empty() && cases.iter().all(|c| !c.vs_linux_percent.is_empty()))
-        .then(|| {
+    let vs_linux = linux
+        .filter(|_| !cases.is_empty())
+        .filter(|_| cases.iter().all(|c| !c.vs_linux_percent.is_empty()))
+        .map(|(base, autonuma)| {
             let v: Vec<(&str, f64)> = cases
                 .iter()
                 .map(|c| (c.name.as_str(), c.vs_linux_percent[pi]))
@@ -439,6 +498,7 @@ fn robustness(policy: &str, pi: usize, cases: &[CaseOutcome], worst: usize) -> R
                 worst_percent: worst.1,
                 worst_case: worst.0.to_string(),
                 over_1_percent: v.iter().filter(|x| x.1 > 1.0).count() as f64 / n,
+                surely_over_1_percent: surely_slower(cases, pi, base, autonuma, 1.0),
             }
         });
     Robustness {
@@ -501,18 +561,21 @@ impl Sweep {
             let _ = writeln!(
                 s,
                 "\nagainst the faster Linux of each case (`default` or `autonuma`):\n\
-                 {:<17} {:>7} {:>8} {:>7}  worst case",
-                "policy", "mean %", "worst %", ">1 %"
+                 {:<17} {:>7} {:>8} {:>7} {:>7}  worst case",
+                "policy", "mean %", "worst %", ">1 %", "sure>1"
             );
             for r in &self.summary {
                 if let Some(v) = &r.vs_linux {
                     let _ = writeln!(
                         s,
-                        "{:<17} {:>+7.1} {:>+8.1} {:>6.1}%  {}",
+                        "{:<17} {:>+7.1} {:>+8.1} {:>6.1}% {:>7}  {}",
                         r.policy,
                         v.mean_percent,
                         v.worst_percent,
                         100.0 * v.over_1_percent,
+                        v.surely_over_1_percent
+                            .as_ref()
+                            .map_or("-".to_string(), |c| c.len().to_string()),
                         if v.worst_percent > 0.0 {
                             v.worst_case.as_str()
                         } else {
@@ -521,6 +584,10 @@ impl Sweep {
                     );
                 }
             }
+            s.push_str(
+                "sure>1: cases slower than that Linux by more than 1 % with 95 % confidence over \
+                 the paired per-seed differences (Student's t; - with one seed).\n",
+            );
         }
         if let Some(b) = &self.best_single {
             let _ = writeln!(
@@ -639,6 +706,30 @@ mod tests {
             .fold(f64::MIN, f64::max);
         assert_eq!(linux.worst_percent, worst);
         assert!(s.table().contains("against the faster Linux"));
+        // Each seed's run time is kept, the mean is theirs, and a case is
+        // surely slower only where every reading of the seeds says so.
+        for c in &s.cases {
+            for p in 0..3 {
+                let r = &c.runtime_s[p];
+                assert_eq!(r.len(), 2);
+                assert!((r.iter().sum::<f64>() / 2.0 - c.mean_runtime_s[p]).abs() < 1e-9);
+            }
+        }
+        for p in 0..3 {
+            let sure = s.summary[p].vs_linux.as_ref().unwrap();
+            for name in sure.surely_over_1_percent.as_ref().expect("two seeds") {
+                let c = s.cases.iter().find(|c| &c.name == name).unwrap();
+                let linux = if c.mean_runtime_s[2] < c.mean_runtime_s[0] {
+                    2
+                } else {
+                    0
+                };
+                let each = (c.runtime_s[p].iter().zip(&c.runtime_s[linux]))
+                    .map(|(a, b)| 100.0 * (a / b - 1.0));
+                assert!(each.clone().sum::<f64>() / 2.0 > 1.0, "{name}");
+                assert_ne!(p, linux, "the faster Linux is not slower than itself");
+            }
+        }
         let numad = &s.summary[1];
         let worst = s
             .cases
@@ -670,6 +761,7 @@ mod tests {
             machine: "m".into(),
             threads: 4,
             mean_runtime_s: vec![10.0; 5],
+            runtime_s: vec![vec![10.0]; 5],
             vs_default_percent: vec![0.0; 5],
             vs_linux_percent: v.to_vec(),
             oracle_runtime_s: None,
@@ -679,7 +771,7 @@ mod tests {
             case("b", [2.0, 0.0, 1.0, -6.0, -2.0]),
         ];
         let summary: Vec<Robustness> = (0..names.len())
-            .map(|i| robustness(&names[i], i, &cases, 3))
+            .map(|i| robustness(&names[i], i, &cases, 3, Some((0, 1))))
             .collect();
         let b = BestSingle::of(&names, &cases, &summary).unwrap();
         assert_eq!(b.policies, ["dino", "numad-like"]);
@@ -719,6 +811,7 @@ mod tests {
                 machine: "m".into(),
                 threads: 4,
                 mean_runtime_s: mean.to_vec(),
+                runtime_s: mean.iter().map(|m| vec![*m]).collect(),
                 vs_default_percent: mean.iter().map(|m| 100.0 * (m / mean[0] - 1.0)).collect(),
                 vs_linux_percent: mean.iter().map(|m| 100.0 * (m / linux - 1.0)).collect(),
                 oracle_runtime_s: oracle,
