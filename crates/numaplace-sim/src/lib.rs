@@ -20,6 +20,7 @@ pub mod report;
 pub mod rng;
 pub mod run;
 pub mod scenario;
+pub mod shard;
 pub mod sweep;
 pub mod workload;
 pub mod world;

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use numaplace_policy::PolicyKind;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::machine::Machine;
 use crate::run::{Driver, RunOptions, parallel, run, score, summarise};
@@ -91,7 +91,7 @@ pub struct SweepOptions {
 }
 
 /// One case's outcome.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CaseOutcome {
     /// The case's name (`mix:SEED` or a scenario's).
     pub name: String,
@@ -110,11 +110,11 @@ pub struct CaseOutcome {
     /// Per policy: change against the faster of Linux's two yardsticks on
     /// this case, `default` and `autonuma`; empty when `autonuma` did not
     /// run.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub vs_linux_percent: Vec<f64>,
     /// The oracle's static placement's mean run time over the seeds, when
     /// it was searched and found one.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oracle_runtime_s: Option<f64>,
 }
 
@@ -311,11 +311,35 @@ pub fn sweep(
     opts: &SweepOptions,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Sweep, String> {
-    let names: Vec<String> = opts.policies.iter().map(|p| p.name().to_string()).collect();
-    let base = names
+    let outcomes = run_cases(cases, opts, progress)?;
+    Sweep::of(
+        opts.policies.iter().map(|p| p.name().to_string()).collect(),
+        opts.seeds.clone(),
+        opts.mismatch,
+        opts.worst,
+        outcomes,
+    )
+}
+
+/// The index of `default` among `names`, the sweep's yardstick.
+fn default_of(names: &[String]) -> Result<usize, String> {
+    names
         .iter()
         .position(|n| n == "default")
-        .ok_or("the sweep judges against `default`: include it in the policies")?;
+        .ok_or_else(|| "the sweep judges against `default`: include it in the policies".into())
+}
+
+/// Every case's outcome, in the order of `cases` (what a shard of a sweep
+/// writes, [`crate::shard`]): every policy run on it over the seeds, in
+/// parallel over `workers` threads; `progress(done, total)` is called
+/// after each run.
+pub fn run_cases(
+    cases: &[Case],
+    opts: &SweepOptions,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Vec<CaseOutcome>, String> {
+    let names: Vec<String> = opts.policies.iter().map(|p| p.name().to_string()).collect();
+    let base = default_of(&names)?;
     let autonuma = names.iter().position(|n| n == "autonuma");
     let (np, ns) = (opts.policies.len(), opts.seeds.len());
     let mut jobs = Vec::with_capacity(cases.len() * np * ns);
@@ -384,28 +408,41 @@ pub fn sweep(
             oracle_runtime_s: opts.oracle_budget.and_then(|b| oracle_of(c, opts, b)),
         });
     }
-    let summary: Vec<Robustness> = (0..np)
-        .map(|pi| {
-            robustness(
-                &names[pi],
-                pi,
-                &outcomes,
-                opts.worst,
-                autonuma.map(|a| (base, a)),
-            )
+    Ok(outcomes)
+}
+
+impl Sweep {
+    /// The report over `cases` (each run with `policies` over `seeds`;
+    /// the worlds within ± `mismatch` percent): per policy its robustness,
+    /// with its `worst` cases named, the best single policy of each case
+    /// and the oracle's bound where it was searched.
+    pub fn of(
+        policies: Vec<String>,
+        seeds: Vec<u64>,
+        mismatch: Option<f64>,
+        worst: usize,
+        cases: Vec<CaseOutcome>,
+    ) -> Result<Sweep, String> {
+        let base = default_of(&policies)?;
+        let autonuma = policies.iter().position(|n| n == "autonuma");
+        let summary: Vec<Robustness> = (0..policies.len())
+            .map(|pi| {
+                let linux = autonuma.map(|a| (base, a));
+                robustness(&policies[pi], pi, &cases, worst, linux)
+            })
+            .collect();
+        let best_single = BestSingle::of(&policies, &cases, &summary);
+        let oracle = OracleBound::of(&policies, &cases);
+        Ok(Sweep {
+            best_single,
+            oracle,
+            policies,
+            seeds,
+            mismatch_percent: mismatch.filter(|&p| p > 0.0),
+            cases,
+            summary,
         })
-        .collect();
-    let best_single = BestSingle::of(&names, &outcomes, &summary);
-    let oracle = OracleBound::of(&names, &outcomes);
-    Ok(Sweep {
-        best_single,
-        oracle,
-        policies: names,
-        seeds: opts.seeds.clone(),
-        mismatch_percent: opts.mismatch.filter(|&p| p > 0.0),
-        cases: outcomes,
-        summary,
-    })
+    }
 }
 
 /// The mean run time of case `c`'s oracle placement over the seeds: searched

@@ -62,7 +62,11 @@ fn main() -> ExitCode {
         Command::Advise(args) => commands::advise::run(&args),
         Command::Top(args) => commands::top::run(&args),
         Command::Simulate(args) => commands::simulate::simulate(&args),
-        Command::Compare(args) => commands::simulate::compare_cmd(&args),
+        Command::Compare(args) => match args.random {
+            Some(n) => commands::sweep::sweep_cmd(&args, n),
+            None => commands::simulate::compare_cmd(&args),
+        },
+        Command::Merge(args) => commands::sweep::merge_cmd(&args),
         Command::Scenarios => commands::simulate::scenarios(),
         Command::Generate(args) => commands::simulate::generate(&args),
         Command::Bench(args) => commands::bench::run(&args),

@@ -21,7 +21,7 @@ pub use machine::{
     TopologyArgs,
 };
 pub use simulator::{
-    CompareArgs, GenerateArgs, MAX_MIXES, MAX_SEEDS, SimArgs, SimulateArgs, TrainArgs,
+    CompareArgs, GenerateArgs, MAX_MIXES, MAX_SEEDS, MergeArgs, SimArgs, SimulateArgs, TrainArgs,
 };
 
 /// The version and the git commit the binary was built from (build.rs),
@@ -221,8 +221,17 @@ pub enum Command {
         numaplace compare --scenario npb-westmere --policies default,numad-like --seeds 5\n  \
         numaplace compare --scenario my.toml --synthetic \"pack:4 numa:1 l3:1 core:8 pu:1\"\n  \
         numaplace compare --random 200 --seed 1 --seeds 5   (robustness over 200 generated mixes)\n  \
-        numaplace compare --random 200 --shipped --worst-dir worst/")]
+        numaplace compare --random 200 --shipped --worst-dir worst/\n  \
+        numaplace compare --random 200 --seeds 5 --shard 2/4 > shard-2.json   (one shard of four)")]
     Compare(CompareArgs),
+
+    /// Join the shards of one sweep (`compare --random N --shard K/M`, run
+    /// anywhere: the machines of a cluster, a batch array) into the report
+    /// `compare --random N` prints unsharded, the same to the byte.
+    #[command(after_help = "Examples:\n  \
+        numaplace merge shard-1.json shard-2.json shard-3.json shard-4.json\n  \
+        numaplace merge --json shard-*.json > sweep.json")]
+    Merge(MergeArgs),
 
     /// List the built-in simulator scenarios.
     Scenarios,

@@ -170,6 +170,49 @@ pub struct CompareArgs {
         requires = "random"
     )]
     pub worst_dir: PathBuf,
+
+    /// With --random: run shard K of M only (the cases whose index, mixes
+    /// first and then the shipped scenarios, is K - 1 modulo M) and print
+    /// their outcomes as JSON; `numaplace merge` joins the M shard files
+    /// into the report the whole sweep prints.
+    #[arg(long, value_name = "K/M", requires = "random")]
+    pub shard: Option<String>,
+}
+
+impl CompareArgs {
+    /// The policies `compare` runs: `--policies`, or every one but `static`
+    /// (which holds the oracle's placement, which the oracle row shows
+    /// already, bound at launch rather than at the first round).
+    pub fn policy_names(&self) -> Vec<String> {
+        match &self.policies {
+            Some(list) => list.split(',').map(|s| s.trim().to_string()).collect(),
+            None => numaplace_policy::PolicyKind::NAMES
+                .iter()
+                .filter(|n| **n != "static")
+                .map(|n| n.to_string())
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shard files, as `compare --random N --shard K/M` wrote them:
+    /// every shard of one sweep, once, in any order.
+    #[arg(value_name = "SHARD", required = true)]
+    pub shards: Vec<PathBuf>,
+
+    /// Print JSON for programs instead of the table.
+    #[arg(long)]
+    pub json: bool,
+
+    /// Where the worst mixes of each policy are written (scenario files).
+    #[arg(long, value_name = "DIR", default_value = "numaplace-worst")]
+    pub worst_dir: PathBuf,
+
+    /// Write no files (the worst mixes).
+    #[arg(long)]
+    pub no_report: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,6 +1,6 @@
 //! The subcommands, a module each (`simulate.rs` also holds `compare`,
-//! `scenarios` and `generate`; `record.rs` `replay`; `manual.rs`
-//! `completions` and `manpages`; `run` is the library's
+//! `scenarios` and `generate`; `sweep.rs` `compare --random` and `merge`;
+//! `record.rs` `replay`; `manual.rs` `completions` and `manpages`; `run` is the library's
 //! `numaplace::daemon::run`). Each works on the library alone
 //! (`numaplace::`), none on another command.
 
@@ -14,6 +14,7 @@ pub(crate) mod manual;
 pub(crate) mod record;
 pub(crate) mod show_config;
 pub(crate) mod simulate;
+pub(crate) mod sweep;
 pub(crate) mod tasks;
 pub(crate) mod top;
 pub(crate) mod topology;

@@ -5,9 +5,9 @@
 use crate::common;
 
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Output};
+use std::process::Command;
 
-use common::{numaplace, text};
+use common::{numaplace, ok, text};
 use numaplace_linux::actuate::thread_affinity;
 use numaplace_model::CpuSet;
 use serde_json::Value;
@@ -30,17 +30,6 @@ fn nodes_with_cpus() -> usize {
         .count()
 }
 
-#[track_caller]
-fn ok(args: &[&str]) -> Output {
-    let o = numaplace(args);
-    assert!(
-        o.status.success(),
-        "numaplace {args:?}: {}\n{}",
-        o.status,
-        text(&o.stderr)
-    );
-    o
-}
 
 /// Exit status 2, and stderr says `want`.
 #[track_caller]

@@ -12,6 +12,7 @@ mod lstopo;
 mod cli;
 mod cli_bench;
 mod cli_calibrate;
+mod cli_shard;
 mod cli_simulate;
 mod cli_telemetry;
 mod cli_top;

@@ -24,6 +24,19 @@ pub(crate) fn numaplace(args: &[&str]) -> Output {
         .expect("run numaplace")
 }
 
+/// Runs the numaplace binary with `args`, which must succeed.
+#[track_caller]
+pub(crate) fn ok(args: &[&str]) -> Output {
+    let o = numaplace(args);
+    assert!(
+        o.status.success(),
+        "numaplace {args:?}: {}\n{}",
+        o.status,
+        text(&o.stderr)
+    );
+    o
+}
+
 pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
