@@ -383,16 +383,29 @@ impl AdaptiveMapping {
             .flat_map(|(_, st)| st.layout.cpus.iter().copied())
             .collect::<CpuSet>()
             .union(&view.topology.span().difference(&room));
-        let fresh = |m: Mapping| mapping::layout(view.topology, m, tasks.len(), &prefer, &taken);
-        let kept = self.groups.get(&g.pid).filter(|st| {
-            st.layout.cpus.len() == tasks.len()
-                && st.layout.cpus.iter().all(|c| !taken.contains(*c))
+        let current: Vec<Option<u32>> = tasks.iter().map(|t| t.last_cpu).collect();
+        let fresh = |m: Mapping| {
+            mapping::layout(view.topology, m, tasks.len(), &prefer, &taken)
+                .map(|l| mapping::matched(view.topology, &l, &current))
+        };
+        // The group's layout as it stands: every vcore where it was put,
+        // or, where threads ended, those left on the CPUs they hold.
+        let kept = self.groups.get(&g.pid).and_then(|st| {
+            let layout = if st.layout.cpus.len() == tasks.len() {
+                Some(st.layout.clone())
+            } else {
+                let held: Option<Vec<u32>> = (tasks.iter())
+                    .map(|t| t.allowed_cpus.first().filter(|_| t.allowed_cpus.len() == 1))
+                    .collect();
+                held.and_then(|cpus| mapping::survivors(view.topology, &st.layout, &cpus))
+            };
+            layout
+                .filter(|l| l.cpus.iter().all(|c| !taken.contains(*c)))
+                .map(|l| (st.mapping, l))
         });
         let (local, inter) = match kept {
-            Some(st) if st.mapping == Mapping::Local => {
-                (Some(st.layout.clone()), fresh(Mapping::Interleaved))
-            }
-            Some(st) => (fresh(Mapping::Local), Some(st.layout.clone())),
+            Some((Mapping::Local, l)) => (Some(l), fresh(Mapping::Interleaved)),
+            Some((_, l)) => (fresh(Mapping::Local), Some(l)),
             None => (fresh(Mapping::Local), fresh(Mapping::Interleaved)),
         };
         let (Some(local), Some(inter)) = (local, inter) else {

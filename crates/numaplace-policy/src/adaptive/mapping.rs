@@ -170,6 +170,76 @@ pub fn layout(
     Some(out)
 }
 
+/// `layout` with only the vcores still running, each on the CPU it holds
+/// (`cpus`, kernel ids, in vcore order, each one of `layout`'s): a thread
+/// that ends leaves its CPU free and the others stay where they are,
+/// instead of every later vcore moving up a slot. `None` unless each of
+/// `cpus` is a distinct CPU of `layout`.
+pub fn survivors(t: &Topology, layout: &Layout, cpus: &[u32]) -> Option<Layout> {
+    let mut seen = CpuSet::new();
+    for &c in cpus {
+        if !layout.cpus.contains(&c) || seen.contains(c) {
+            return None;
+        }
+        seen.insert(c);
+    }
+    of_cpus(t, &layout.packages, cpus.to_vec())
+}
+
+/// `layout`'s CPUs dealt to the vcores so that as few threads move as
+/// can be: each vcore (in order, `current`: the CPU its thread last ran
+/// on) keeps its CPU where that is one of the layout's, else takes one on
+/// its own node (where its first-touched memory is), else what is left.
+/// The mappings say how many vcores go on each package and core, not
+/// which: dealt in vcore order, a process's threads changed nodes away
+/// from the memory each had touched (mix:53054, 12 threads on a
+/// 2-package machine: 8 moved across nodes, 20 % slower than Linux).
+pub fn matched(t: &Topology, layout: &Layout, current: &[Option<u32>]) -> Layout {
+    let node = |c: u32| t.cpu_by_os_id(c).map(|x| x.node);
+    let mut free = layout.cpus.clone();
+    let mut out: Vec<Option<u32>> = vec![None; layout.cpus.len()];
+    let mut take = |out: &mut Vec<Option<u32>>, fits: &dyn Fn(usize, u32) -> bool| {
+        for (v, slot) in out.iter_mut().enumerate() {
+            if slot.is_none() {
+                if let Some(i) = free.iter().position(|&c| fits(v, c)) {
+                    *slot = Some(free.remove(i));
+                }
+            }
+        }
+    };
+    let was = |v: usize| current.get(v).copied().flatten();
+    take(&mut out, &|v, c| was(v) == Some(c));
+    take(&mut out, &|v, c| {
+        was(v).and_then(node).is_some_and(|n| node(c) == Some(n))
+    });
+    take(&mut out, &|_, _| true);
+    let cpus: Vec<u32> = out.into_iter().flatten().collect();
+    of_cpus(t, &layout.packages, cpus).unwrap_or_else(|| layout.clone())
+}
+
+/// The layout of vcores on `cpus` (kernel ids, in vcore order): the vcores
+/// sharing each physical core, and which of `packages` they use; `None`
+/// where a CPU is not the machine's.
+fn of_cpus(t: &Topology, packages: &[usize], cpus: Vec<u32>) -> Option<Layout> {
+    let mut cores: Vec<(usize, Vec<usize>)> = Vec::new();
+    let mut used = Vec::new();
+    for (v, &c) in cpus.iter().enumerate() {
+        let x = t.cpu_by_os_id(c)?;
+        used.push(x.package);
+        match cores.iter_mut().find(|(k, _)| *k == x.core) {
+            Some((_, on)) => on.push(v),
+            None => cores.push((x.core, vec![v])),
+        }
+    }
+    Some(Layout {
+        cpus,
+        cores: cores.into_iter().map(|(_, on)| on).collect(),
+        packages: (packages.iter().copied())
+            .filter(|p| used.contains(p))
+            .collect(),
+    })
+}
+
 /// A package's (core, CPU) slots: the first hardware thread of every
 /// core, then the second ones, and so on. A core another group already
 /// runs on counts its held hardware threads first, so its free sibling

@@ -246,6 +246,52 @@ fn mappings_for_two_and_four_sockets() {
     assert_eq!((l.packages.len(), l.cores.len()), (1, 8), "{l:?}");
 }
 
+/// A mapping says how many vcores go on each package and core, not which:
+/// threads keep the CPU they ran on where it is one of the mapping's,
+/// else take one on their own node (their first-touched memory's), and
+/// threads that end leave the others where they are (mix:53054).
+#[test]
+fn threads_are_dealt_the_mappings_cpus_with_as_few_moves_as_can_be() {
+    let t = Topology::synthetic("pack:2 core:4 pu:1").unwrap();
+    let node = |c: u32| t.cpu_by_os_id(c).unwrap().node;
+    let local = mapping::layout(&t, Mapping::Local, 8, &[0], &CpuSet::new()).unwrap();
+    let ran: Vec<Option<u32>> = [4, 0, 5, 1, 6, 2, 7, 3].map(Some).to_vec();
+    let m = mapping::matched(&t, &local, &ran);
+    assert_eq!(m.cpus, [4, 0, 5, 1, 6, 2, 7, 3], "nobody moves: {m:?}");
+    assert_eq!((m.cores.len(), m.packages.len()), (8, 2), "{m:?}");
+    // Four vcores interleaved: two on each package. A thread on one of
+    // its CPUs stays, one elsewhere on node 1 takes a node-1 CPU, one
+    // never seen running takes what is left.
+    let inter = mapping::layout(&t, Mapping::Interleaved, 4, &[0], &CpuSet::new()).unwrap();
+    let (a, b) = (inter.cpus[0], inter.cpus[1]);
+    let elsewhere_on_1 = t.packages()[1]
+        .span
+        .iter()
+        .find(|c| !inter.cpus.contains(c))
+        .unwrap();
+    let m = mapping::matched(&t, &inter, &[Some(b), Some(a), Some(elsewhere_on_1), None]);
+    assert_eq!((m.cpus[0], m.cpus[1]), (b, a), "{m:?}");
+    assert_eq!(node(m.cpus[2]), node(elsewhere_on_1), "{m:?}");
+    let mut same: Vec<u32> = m.cpus.clone();
+    let mut want = inter.cpus.clone();
+    same.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(same, want, "the mapping's CPUs, each once");
+    assert_eq!(m.cores.iter().map(Vec::len).sum::<usize>(), 4, "{m:?}");
+    // Threads that end: the others keep their CPUs.
+    let left = mapping::survivors(&t, &local, &[0, 5, 7]).unwrap();
+    assert_eq!(left.cpus, [0, 5, 7]);
+    assert_eq!((left.cores.len(), left.packages.len()), (3, 2), "{left:?}");
+    let on_0 = mapping::survivors(&t, &local, &[1, 2]).unwrap();
+    assert_eq!(on_0.packages, [0], "{on_0:?}");
+    assert!(
+        mapping::survivors(&t, &local, &[0, 0]).is_none(),
+        "one CPU twice"
+    );
+    let outside = mapping::survivors(&t, &inter, &[elsewhere_on_1]);
+    assert!(outside.is_none(), "a CPU not the layout's");
+}
+
 /// With no memory resident to say where it belongs, a group's local
 /// mapping goes to the package with the most CPUs no other group holds,
 /// not onto the free hardware threads of another group's cores (mix:90).

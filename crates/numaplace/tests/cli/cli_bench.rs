@@ -30,7 +30,6 @@ fn nodes_with_cpus() -> usize {
         .count()
 }
 
-
 /// Exit status 2, and stderr says `want`.
 #[track_caller]
 fn refused(args: &[&str], want: &str) {
