@@ -26,6 +26,9 @@ pub const ROOT_FILE_MAX_BYTES: u64 = 64 << 20;
 /// The kernel's BTF (`/sys/kernel/btf/vmlinux`): 5-10 MiB on distribution
 /// kernels.
 pub const BTF_MAX_BYTES: u64 = 128 << 20;
+/// A shard of a sweep (`compare --random N --shard K/M`): one of 100,000
+/// mixes over ten policies and ten seeds is about 150 MiB.
+pub const SHARD_MAX_BYTES: u64 = 1 << 30;
 
 const O_NONBLOCK: i32 = 0o4000;
 const O_CLOEXEC: i32 = 0o2000000;

@@ -4,7 +4,7 @@
 //! (`numaplace_sim::shard`).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -16,10 +16,6 @@ use numaplace_sim::sweep::{Case, Sweep, SweepOptions, run_cases, sweep};
 use numaplace::cli::{CompareArgs, MergeArgs};
 use numaplace::duration::parse_duration;
 use numaplace::error::InputError;
-
-/// The largest shard file `merge` reads: a shard of 100,000 mixes over
-/// ten policies and ten seeds is about 150 MiB.
-const MAX_SHARD_BYTES: u64 = 1 << 30;
 
 /// `compare --random N`: every policy over generated mixes (and the
 /// shipped scenarios with --shipped), the robustness report; with
@@ -196,22 +192,13 @@ pub(crate) fn merge_cmd(args: &MergeArgs) -> Result<()> {
     show(&report, &cases, args.json, !args.no_report, &args.worst_dir)
 }
 
-/// One shard file, read whole (at most [`MAX_SHARD_BYTES`]) and parsed.
-fn read_shard(path: &PathBuf) -> Result<Shard> {
-    let f = std::fs::File::open(path)
-        .with_context(|| format!("{}: cannot read the shard", path.display()))?;
-    let mut text = String::new();
-    std::io::Read::read_to_string(&mut std::io::Read::take(f, MAX_SHARD_BYTES + 1), &mut text)
-        .with_context(|| format!("{}: cannot read the shard", path.display()))?;
-    if text.len() as u64 > MAX_SHARD_BYTES {
-        return Err(InputError(format!(
-            "{}: larger than {} MiB, not a shard `compare --random N --shard K/M` wrote",
-            path.display(),
-            MAX_SHARD_BYTES >> 20
-        ))
-        .into());
-    }
-    serde_json::from_str(&text).map_err(|e| {
+/// One shard file, read whole (a regular file of at most
+/// `SHARD_MAX_BYTES`) and parsed.
+fn read_shard(path: &Path) -> Result<Shard> {
+    let bounded =
+        numaplace_io::bounded::read_to_string(path, numaplace_io::bounded::SHARD_MAX_BYTES)
+            .map_err(|e| InputError(format!("{}: cannot read the shard: {e}", path.display())))?;
+    serde_json::from_str(&bounded).map_err(|e| {
         InputError(format!(
             "{}: not a shard `compare --random N --shard K/M` wrote: {e}",
             path.display()
