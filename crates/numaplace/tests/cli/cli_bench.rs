@@ -7,7 +7,7 @@ use crate::common;
 use std::os::unix::process::CommandExt;
 use std::process::Command;
 
-use common::{numaplace, ok, text};
+use common::{ok, refused, text};
 use numaplace_linux::actuate::thread_affinity;
 use numaplace_model::CpuSet;
 use serde_json::Value;
@@ -28,19 +28,6 @@ fn nodes_with_cpus() -> usize {
                 .is_ok_and(|l| !l.trim().is_empty())
         })
         .count()
-}
-
-/// Exit status 2, and stderr says `want`.
-#[track_caller]
-fn refused(args: &[&str], want: &str) {
-    let o = numaplace(args);
-    let err = text(&o.stderr);
-    assert_eq!(o.status.code(), Some(2), "numaplace {args:?}: {err}");
-    assert!(
-        err.contains(want),
-        "numaplace {args:?}: want {want:?} in:\n{err}"
-    );
-    assert!(!err.contains("panicked"), "{err}");
 }
 
 #[test]

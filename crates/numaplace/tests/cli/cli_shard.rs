@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::{numaplace, ok, text};
+use common::{numaplace, ok, refused, text};
 
 /// A small sweep: 3 mixes, 2 seeds, the two Linuxes (about 12 runs).
 const SWEEP: [&str; 10] = [
@@ -48,18 +48,14 @@ fn a_sweep_split_into_shards_and_merged_is_the_sweep_to_the_byte() {
     assert!(table.contains("against the faster Linux"), "{table}");
 
     // One shard twice and one missing; not a shard; another sweep.
-    let o = numaplace(&["merge", "--no-report", &files[0], &files[0]]);
-    assert_eq!(o.status.code(), Some(2));
-    let e = text(&o.stderr);
-    assert!(e.contains("missing 2/2") && e.contains("twice 1/2"), "{e}");
+    let twice = ["merge", "--no-report", &files[0], &files[0]];
+    refused(&twice, "missing 2/2");
+    refused(&twice, "twice 1/2");
     let junk = tmp.path().join("junk.json");
     std::fs::write(&junk, "{\"numaplace_shard\": 1}").unwrap();
-    let o = numaplace(&["merge", "--no-report", &junk.to_string_lossy()]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        text(&o.stderr).contains("not a shard"),
-        "{}",
-        text(&o.stderr)
+    refused(
+        &["merge", "--no-report", &junk.to_string_lossy()],
+        "not a shard",
     );
     let other = run(&[
         "compare",
@@ -77,29 +73,23 @@ fn a_sweep_split_into_shards_and_merged_is_the_sweep_to_the_byte() {
     ]);
     let other_file = tmp.path().join("other.json");
     std::fs::write(&other_file, other).unwrap();
-    let o = numaplace(&[
-        "merge",
-        "--no-report",
-        &files[0],
-        &other_file.to_string_lossy(),
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(
-        text(&o.stderr).contains("another sweep"),
-        "{}",
-        text(&o.stderr)
+    refused(
+        &[
+            "merge",
+            "--no-report",
+            &files[0],
+            &other_file.to_string_lossy(),
+        ],
+        "another sweep",
     );
 }
 
 #[test]
 fn a_bad_shard_spec_is_refused() {
     for bad in ["0/2", "3/2", "two", "1/0"] {
-        let o = numaplace(&["compare", "--random", "1", "--seeds", "1", "--shard", bad]);
-        assert_eq!(o.status.code(), Some(2), "{bad}");
-        assert!(
-            text(&o.stderr).contains("K/M"),
-            "{bad}: {}",
-            text(&o.stderr)
+        refused(
+            &["compare", "--random", "1", "--seeds", "1", "--shard", bad],
+            "K/M",
         );
     }
     let o = numaplace(&["compare", "--seeds", "1", "--shard", "1/2"]);

@@ -37,6 +37,19 @@ pub(crate) fn ok(args: &[&str]) -> Output {
     o
 }
 
+/// Exit status 2, and stderr says `want`.
+#[track_caller]
+pub(crate) fn refused(args: &[&str], want: &str) {
+    let o = numaplace(args);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "numaplace {args:?}: {err}");
+    assert!(
+        err.contains(want),
+        "numaplace {args:?}: want {want:?} in:\n{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 pub(crate) fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
