@@ -6,7 +6,7 @@ use numaplace_model::{
 
 use super::live::{Filter, footprint};
 use super::partition::{Graph, bisect, partition, proportional_counts};
-use super::place::{Member, Options, co_run_cost, interference, place};
+use super::place::{Member, Options, co_run_cost, interference, place, repair};
 use super::*;
 use crate::Params;
 
@@ -117,6 +117,61 @@ fn member(tid: i32, tgid: i32, weight: f64, cpu: u32) -> Member {
         symbiosis: BTreeMap::new(),
         now: None,
     }
+}
+
+/// Mending a placement moves as few tasks as it can: a newcomer takes a
+/// free core (beside the footprint it conflicts with least) and nobody
+/// else moves; a core left idle while another time-shares takes one task
+/// from it; with nothing placed there is nothing to mend.
+#[test]
+fn mending_places_newcomers_and_evens_out_without_moving_the_rest() {
+    let placed = |tid, tgid, w, now| Member {
+        now: Some(now),
+        ..member(tid, tgid, w, 0)
+    };
+    // Two domains of two cores; three tasks placed, a heavy newcomer.
+    let m = vec![
+        placed(1, 1, 900.0, (0, 0)),
+        placed(2, 2, 20.0, (1, 0)),
+        placed(3, 3, 30.0, (1, 1)),
+        member(4, 4, 800.0, 0),
+    ];
+    let g = interference(Algorithm::WeightedInterferenceGraph, &m);
+    let p = repair(&m, &g, &[2, 2]).expect("three tasks have places");
+    assert_eq!(
+        &p[..3],
+        &[(0, 0), (1, 0), (1, 1)],
+        "nobody placed moves: {p:?}"
+    );
+    assert_eq!(p[3], (0, 1), "the only free core: {p:?}");
+    // A newcomer that last ran in domain 1 (no core of it) goes there when
+    // both domains have a free core.
+    let m = vec![
+        placed(1, 1, 900.0, (0, 0)),
+        placed(2, 2, 20.0, (1, 0)),
+        Member {
+            now: Some((1, usize::MAX)),
+            ..member(3, 3, 500.0, 4)
+        },
+    ];
+    let g = interference(Algorithm::WeightedInterferenceGraph, &m);
+    let p = repair(&m, &g, &[2, 2]).expect("two tasks have places");
+    assert_eq!(p, vec![(0, 0), (1, 0), (1, 1)]);
+    // Tasks that ended left core (0, 1) idle while (0, 0) holds three.
+    let m = vec![
+        placed(1, 1, 900.0, (0, 0)),
+        placed(2, 2, 20.0, (0, 0)),
+        placed(3, 3, 30.0, (0, 0)),
+    ];
+    let g = interference(Algorithm::WeightedInterferenceGraph, &m);
+    let p = repair(&m, &g, &[2]).expect("all have places");
+    let on_idle = p.iter().filter(|&&x| x == (0, 1)).count();
+    assert_eq!(on_idle, 1, "one task moves to the idle core: {p:?}");
+    assert_eq!(p.iter().filter(|&&x| x == (0, 0)).count(), 2, "{p:?}");
+    // Nothing placed: nothing to mend.
+    let fresh = vec![member(1, 1, 10.0, 0), member(2, 2, 10.0, 1)];
+    let g = interference(Algorithm::WeightedInterferenceGraph, &fresh);
+    assert_eq!(repair(&fresh, &g, &[2]), None);
 }
 
 /// Fig. 8's setting: 4 processes on 2 cores sharing a cache. Each
