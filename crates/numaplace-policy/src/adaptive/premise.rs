@@ -116,6 +116,7 @@ pub fn too_early(
     memory_known: bool,
     local: &Layout,
     vcores: usize,
+    shared_writes: Option<f64>,
 ) -> Option<String> {
     if objective == Objective::Power || share.is_some() || !memory_known {
         return None;
@@ -127,6 +128,33 @@ pub fn too_early(
              until its memory shows where Linux's first touch put it",
             local.cores.len()
         ));
+    }
+    // On one package with a core for every vcore, first touch puts all
+    // of the group's memory on that package's node, behind one memory
+    // controller. That pays where its vcores write pages they share: the
+    // lines they pass stay in one socket (\[Bae12\] §5.2's class 2, what
+    // the local mapping is for). Where its probe shows them writing
+    // almost none (under §5.2's 1 %), nothing is gained by it, and Linux
+    // spreads a busy group's threads, each first-touching its pages
+    // beside it (mix:54085: 4 threads streaming 730 MiB of their own,
+    // placed local on barcelona-4s, ran 44 % slower than under Linux).
+    // Measured: waiting also for groups that share, or whose pages
+    // were not seen, lost most of the policy's gain (mean -4.5 % -> -1.6 %
+    // over 100 generated mixes; threads sharing data ran up to 45 %
+    // faster held on one socket).
+    if local.packages.len() == 1 {
+        return shared_writes.filter(|&w| w < LITTLE_SHARING).map(|w| {
+            format!(
+                "none of its memory is resident yet and its vcores write almost no pages they \
+                 share ({:.2} % of their stores' pages, under [Bae12] §5.2's {:.0} %), so \
+                 holding its {vcores} vcores on package {} gains nothing and first touch would \
+                 put all of its memory behind that package's memory controller: not placed \
+                 until its memory shows where Linux's first touch put it",
+                w * 100.0,
+                LITTLE_SHARING * 100.0,
+                local.packages[0]
+            )
+        });
     }
     // Spread over several packages, the mapping is next to the memory
     // only if the memory is spread like it ([`memory_lopsided`]): memory
@@ -142,6 +170,12 @@ pub fn too_early(
         )
     })
 }
+
+/// Below this share of pages written by several vcores, a group's
+/// vcores pass almost no lines between them: \[Bae12\] §5.2's class-1
+/// threshold (1 %), the paper's line between groups that gain from one
+/// socket's caches and those that do not.
+pub const LITTLE_SHARING: f64 = 0.01;
 
 /// The least share of a group's resident memory the local mapping's
 /// packages must hold for the local mapping to be "next to its memory".
@@ -214,8 +248,8 @@ pub fn memory_lopsided(shares: Option<&[f64]>, packages: &[usize]) -> Option<Str
     })
 }
 
-/// Why no group is placed on a crowded machine (more runnable threads
-/// than CPUs); `None` when it is not crowded.
+/// Why no group is placed on a crowded machine (as many runnable threads
+/// as CPUs, or more); `None` when a CPU is left idle.
 ///
 /// \[Bae12\] runs one 8-vcore VM on the 16 hardware threads of its testbed
 /// (§2, §6): its mappings pin every vcore to a CPU of its own beside idle
@@ -224,13 +258,20 @@ pub fn memory_lopsided(shares: Option<&[f64]>, packages: &[usize]) -> Option<Str
 /// balancing of the time-shared CPUs stops where the pins are (mix:1062,
 /// barcelona-4s: 14 threads of one process held on 14 of the 16 cores
 /// beside six single-thread programs, 14.6 % slower than under Linux).
+/// With exactly as many, no CPU is idle, and the mapping's block of CPUs
+/// pushes the other programs off the package where their memory is
+/// (mix:54006: an 11-vcore VM held on a package and a half beside five
+/// single-thread programs, 14.5 % slower than under Linux).
 /// The power objective packs whatever the load, as its model does.
 pub fn crowding(s: &numaplace_model::Snapshot, t: &numaplace_model::Topology) -> Option<String> {
-    crate::dino::aside::crowded(s, t).map(|(runnable, cpus)| {
+    let cpus = t.span().len();
+    let runnable = s.tasks.iter().filter(|k| k.state == 'R').count();
+    (runnable >= cpus).then(|| {
         format!(
             "{runnable} runnable threads on {cpus} CPUs: [Bae12] pins one VM's vcores beside \
-             idle CPUs (§2, §6), and pins on a crowded machine stop the kernel balancing the \
-             time-shared CPUs, so the group is left to Linux while it is crowded"
+             idle CPUs (§2, §6), and pins on a machine with no idle CPU push other programs \
+             off their memory's package or stop the kernel balancing time-shared CPUs, so \
+             the group is left to Linux while the machine is crowded"
         )
     })
 }
