@@ -496,10 +496,13 @@ impl AdaptiveMapping {
         }
         let known = g.memory.is_some();
         // How much its vcores write pages they share, where its pages are
-        // seen (the page model, sampled addresses).
-        let shared_writes = vote::probe(view.snapshot, &gr.tasks, &self.params, cfg)
-            .filter(|p| p.metrics.r_am > 0.0)
-            .map(|p| (p.metrics.s_wm + p.metrics.s_ww) / 2.0);
+        // seen (the page model, sampled addresses): probed only where
+        // `too_early` asks.
+        let shared_writes = || {
+            vote::probe(view.snapshot, &gr.tasks, &self.params, cfg)
+                .filter(|p| p.metrics.r_am > 0.0)
+                .map(|p| (p.metrics.s_wm + p.metrics.s_ww) / 2.0)
+        };
         let vcores = gr.tasks.len();
         if let Some(why) =
             premise::too_early(cfg.objective, share, known, local, vcores, shared_writes)

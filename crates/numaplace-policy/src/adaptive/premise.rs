@@ -116,7 +116,7 @@ pub fn too_early(
     memory_known: bool,
     local: &Layout,
     vcores: usize,
-    shared_writes: Option<f64>,
+    shared_writes: impl FnOnce() -> Option<f64>,
 ) -> Option<String> {
     if objective == Objective::Power || share.is_some() || !memory_known {
         return None;
@@ -143,7 +143,7 @@ pub fn too_early(
     // over 100 generated mixes; threads sharing data ran up to 45 %
     // faster held on one socket).
     if local.packages.len() == 1 {
-        return shared_writes.filter(|&w| w < LITTLE_SHARING).map(|w| {
+        return shared_writes().filter(|&w| w < LITTLE_SHARING).map(|w| {
             format!(
                 "none of its memory is resident yet and its vcores write almost no pages they \
                  share ({:.2} % of their stores' pages, under [Bae12] §5.2's {:.0} %), so \

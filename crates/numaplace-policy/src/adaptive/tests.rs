@@ -1005,24 +1005,28 @@ fn a_local_mapping_over_packages_wants_its_memory_spread_like_it() {
         packages: vec![0, 1],
     };
     let why =
-        premise::too_early(Objective::Performance, None, true, &local, 8, None).expect("waits");
+        premise::too_early(Objective::Performance, None, true, &local, 8, || None).expect("waits");
     assert!(why.contains("over packages [0, 1]"), "{why}");
     let one = mapping::Layout {
         packages: vec![0],
         ..local.clone()
     };
-    assert!(premise::too_early(Objective::Performance, None, true, &one, 8, None).is_none());
+    assert!(premise::too_early(Objective::Performance, None, true, &one, 8, || None).is_none());
     // On one package: a group seen writing pages its vcores share is
     // placed at once (its lines stay in one socket); one seen writing
     // almost none waits (mix:54085), and the power objective packs.
-    assert!(premise::too_early(Objective::Performance, None, true, &one, 8, Some(0.2)).is_none());
-    let why = premise::too_early(Objective::Performance, None, true, &one, 8, Some(0.001))
+    assert!(
+        premise::too_early(Objective::Performance, None, true, &one, 8, || Some(0.2)).is_none()
+    );
+    let why = premise::too_early(Objective::Performance, None, true, &one, 8, || Some(0.001))
         .expect("waits");
     assert!(
         why.contains("behind that package's memory controller"),
         "{why}"
     );
     assert!(why.contains("0.10 % of their stores' pages"), "{why}");
-    assert!(premise::too_early(Objective::Power, None, true, &one, 8, Some(0.0)).is_none());
-    assert!(premise::too_early(Objective::Performance, Some(0.5), true, &local, 8, None).is_none());
+    assert!(premise::too_early(Objective::Power, None, true, &one, 8, || Some(0.0)).is_none());
+    assert!(
+        premise::too_early(Objective::Performance, Some(0.5), true, &local, 8, || None).is_none()
+    );
 }
