@@ -347,9 +347,11 @@ pub fn repair(m: &[Member], g: &Graph, cores_per_domain: &[usize]) -> Option<Vec
         .enumerate()
         .flat_map(|(d, &c)| (0..c).map(move |k| (d, k)))
         .collect();
-    let load = |at: &[Option<(usize, usize)>], s: (usize, usize)| {
-        at.iter().filter(|&&p| p == Some(s)).count()
-    };
+    // Tasks per slot, kept as tasks are placed and moved.
+    let mut load: BTreeMap<(usize, usize), usize> = slots.iter().map(|&s| (s, 0)).collect();
+    for p in at.iter().flatten() {
+        *load.entry(*p).or_default() += 1;
+    }
     // What member `i` adds on slot `s`: interference with the members
     // running at the same time on the other cores of its domain.
     let adds = |at: &[Option<(usize, usize)>], i: usize, s: (usize, usize)| -> f64 {
@@ -359,50 +361,50 @@ pub fn repair(m: &[Member], g: &Graph, cores_per_domain: &[usize]) -> Option<Vec
             .map(|j| g.get(i, j))
             .sum()
     };
-    let mut rounds = 0;
-    loop {
-        // Newcomers first, heaviest first.
-        let next = (0..m.len()).filter(|&i| at[i].is_none()).min_by(|&a, &b| {
-            m[b].weight
-                .total_cmp(&m[a].weight)
-                .then(m[a].tid.cmp(&m[b].tid))
-        });
-        if let Some(i) = next {
-            let home = m[i].now.map(|p| p.0);
-            let best = slots.iter().copied().min_by(|&a, &b| {
-                load(&at, a)
-                    .cmp(&load(&at, b))
-                    .then((Some(a.0) != home).cmp(&(Some(b.0) != home)))
-                    .then(adds(&at, i, a).total_cmp(&adds(&at, i, b)))
-                    .then(a.cmp(&b))
-            });
-            at[i] = best;
-            continue;
-        }
-        // Then even out: a core two tasks fuller than another gives one up.
+    // Newcomers first, heaviest first.
+    let mut newcomers: Vec<usize> = (0..m.len()).filter(|&i| at[i].is_none()).collect();
+    newcomers.sort_by(|&a, &b| {
+        m[b].weight
+            .total_cmp(&m[a].weight)
+            .then(m[a].tid.cmp(&m[b].tid))
+    });
+    for i in newcomers {
+        let home = m[i].now.map(|p| p.0);
+        let best = slots.iter().copied().min_by(|&a, &b| {
+            load[&a]
+                .cmp(&load[&b])
+                .then((Some(a.0) != home).cmp(&(Some(b.0) != home)))
+                .then(adds(&at, i, a).total_cmp(&adds(&at, i, b)))
+                .then(a.cmp(&b))
+        })?;
+        at[i] = Some(best);
+        *load.entry(best).or_default() += 1;
+    }
+    // Then even out: a core two tasks fuller than another gives one up.
+    // Each move narrows the spread, so this ends; the bound is a guard.
+    for _ in 0..4 * m.len() {
         let fullest = slots
             .iter()
             .copied()
-            .max_by(|&a, &b| load(&at, a).cmp(&load(&at, b)).then(b.cmp(&a)));
+            .max_by(|&a, &b| load[&a].cmp(&load[&b]).then(b.cmp(&a)))?;
         let emptiest = slots
             .iter()
             .copied()
-            .min_by(|&a, &b| load(&at, a).cmp(&load(&at, b)).then(a.cmp(&b)));
-        let (Some(f), Some(e)) = (fullest, emptiest) else {
-            break;
-        };
-        rounds += 1;
-        if load(&at, f) < load(&at, e) + 2 || rounds > 4 * m.len() {
+            .min_by(|&a, &b| load[&a].cmp(&load[&b]).then(a.cmp(&b)))?;
+        let (f, e) = (fullest, emptiest);
+        if load[&f] < load[&e] + 2 {
             break;
         }
-        let leaving = (0..m.len()).filter(|&i| at[i] == Some(f)).max_by(|&a, &b| {
-            (adds(&at, a, f) - adds(&at, a, e))
-                .total_cmp(&(adds(&at, b, f) - adds(&at, b, e)))
-                .then(m[b].tid.cmp(&m[a].tid))
-        });
-        if let Some(i) = leaving {
-            at[i] = Some(e);
-        }
+        let leaving = (0..m.len())
+            .filter(|&i| at[i] == Some(f))
+            .max_by(|&a, &b| {
+                (adds(&at, a, f) - adds(&at, a, e))
+                    .total_cmp(&(adds(&at, b, f) - adds(&at, b, e)))
+                    .then(m[b].tid.cmp(&m[a].tid))
+            })?;
+        at[leaving] = Some(e);
+        *load.entry(f).or_default() -= 1;
+        *load.entry(e).or_default() += 1;
     }
     at.into_iter().collect()
 }
