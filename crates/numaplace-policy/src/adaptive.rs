@@ -156,13 +156,15 @@ impl AdaptiveMapping {
     }
 }
 
-/// The packages (dense ids) holding some of the group's memory, most
-/// first (a node listed with nothing resident on it names no package).
+/// The sockets ([`mapping::Sockets`], dense ids) holding some of the
+/// group's memory, most first (a node listed with nothing resident on it
+/// names no socket).
 fn memory_packages(t: &Topology, g: &numaplace_model::TaskGroup) -> Vec<usize> {
+    let sockets = mapping::Sockets::of(t);
     let mut by: Vec<(u64, usize)> = Vec::new();
     for (node, m) in g.memory.iter().flatten() {
         let bytes = m.anon + m.file + m.huge;
-        if let Some(p) = t.node_by_os_id(*node).and_then(|n| n.package) {
+        if let Some(p) = t.node_by_os_id(*node).and_then(|n| sockets.of_node(n)) {
             if bytes > 0 {
                 by.push((bytes, p));
             }
@@ -172,15 +174,17 @@ fn memory_packages(t: &Topology, g: &numaplace_model::TaskGroup) -> Vec<usize> {
     by.into_iter().map(|(_, p)| p).collect()
 }
 
-/// The share of the group's resident memory on the given packages (dense
-/// ids); `None` when none is resident or it is not known.
+/// The share of the group's resident memory on the given sockets
+/// ([`mapping::Sockets`], dense ids); `None` when none is resident or it
+/// is not known.
 fn memory_share(t: &Topology, g: &numaplace_model::TaskGroup, packages: &[usize]) -> Option<f64> {
+    let sockets = mapping::Sockets::of(t);
     let (mut on, mut total) = (0u64, 0u64);
     for (node, m) in g.memory.iter().flatten() {
         let bytes = m.anon + m.file + m.huge;
         total += bytes;
         if t.node_by_os_id(*node)
-            .and_then(|n| n.package)
+            .and_then(|n| sockets.of_node(n))
             .is_some_and(|p| packages.contains(&p))
         {
             on += bytes;

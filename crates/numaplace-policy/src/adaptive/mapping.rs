@@ -14,9 +14,86 @@
 //! VM at a time, §6; its mappings are non-overlapping within a VM, and
 //! here between VMs too).
 
-use numaplace_model::{CpuSet, Topology};
+use numaplace_model::{Cpu, CpuSet, Node, Topology};
 
 use super::models::Mapping;
+
+/// \[Bae12\]'s sockets on this machine: each a memory controller with
+/// the cores beside it, what the local mapping fills one at a time and
+/// the interleaved mapping deals over. The paper's sockets are packages
+/// (§2, two of them). On a machine of one package whose nodes have CPUs
+/// of their own (sub-NUMA clustering, a package of several dies), the
+/// package leaves nothing to choose (both mappings are the whole
+/// machine, and a group laid anywhere on it was as often as not a node
+/// away from the memory it had touched: mix:57083, a 2-node package, 9 %
+/// slower than under Linux), so its nodes are the sockets. Where there
+/// are several packages, each is a socket even if it holds several
+/// nodes: a group held in one package keeps its traffic off the links
+/// between them, and nodes of a few cores each would split every group
+/// over several (measured: sockets made of nodes there took
+/// adaptive-mapping's mean over 100 generated mixes from -5.1 % to
+/// -3.7 % against Linux; mix:57071 lost all of a 93 % gain).
+#[derive(Debug, Clone, Copy)]
+pub struct Sockets<'t> {
+    t: &'t Topology,
+    by_node: bool,
+}
+
+impl<'t> Sockets<'t> {
+    /// The sockets of `t`.
+    pub fn of(t: &'t Topology) -> Sockets<'t> {
+        let by_node = t.packages().len() < 2 && t.cpu_nodes().count() > 1;
+        Sockets { t, by_node }
+    }
+
+    /// How many there are (dense ids `0..len`; a CPU-less node's id, where
+    /// sockets are nodes, holds no core).
+    pub fn len(&self) -> usize {
+        if self.by_node {
+            self.t.nodes().len()
+        } else {
+            self.t.packages().len()
+        }
+    }
+
+    /// Whether the machine has none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Socket `s`'s CPUs (kernel ids).
+    pub fn span(&self, s: usize) -> &'t CpuSet {
+        if self.by_node {
+            &self.t.nodes()[s].span
+        } else {
+            &self.t.packages()[s].span
+        }
+    }
+
+    /// Socket `s`'s cores (dense ids).
+    pub fn cores(&self, s: usize) -> &'t [usize] {
+        if self.by_node {
+            &self.t.nodes()[s].cores
+        } else {
+            &self.t.packages()[s].cores
+        }
+    }
+
+    /// The socket of a CPU.
+    pub fn of_cpu(&self, cpu: &Cpu) -> usize {
+        if self.by_node { cpu.node } else { cpu.package }
+    }
+
+    /// The socket whose controller a node's memory is behind; `None` for
+    /// a node beside no CPU.
+    pub fn of_node(&self, n: &Node) -> Option<usize> {
+        if self.by_node {
+            (!n.span.is_empty()).then_some(n.id)
+        } else {
+            n.package
+        }
+    }
+}
 
 /// Per vcore (in order), the CPU (kernel id) it goes on, and per physical
 /// core used, the vcores on it. `sockets` is the package order to fill
@@ -28,7 +105,8 @@ pub struct Layout {
     pub cpus: Vec<u32>,
     /// Vcore indices sharing each used physical core.
     pub cores: Vec<Vec<usize>>,
-    /// Packages used (dense ids).
+    /// Sockets used (dense ids of [`Sockets`]: packages, or nodes where
+    /// a package holds several).
     pub packages: Vec<usize>,
 }
 
@@ -40,13 +118,15 @@ struct FreeCore {
     held: usize,
 }
 
-/// Packages (dense ids) with their cores' CPUs (kernel ids, in core
-/// order) but those `taken`, in the given preference order, then the rest.
+/// Sockets ([`Sockets`], dense ids) with their cores' CPUs (kernel ids,
+/// in core order) but those `taken`, in the given preference order, then
+/// the rest.
 fn package_cores(t: &Topology, first: &[usize], taken: &CpuSet) -> Vec<(usize, Vec<FreeCore>)> {
-    // `first` names a package once per node of it that holds memory.
+    let sockets = Sockets::of(t);
+    // `first` names a socket once per node of it that holds memory.
     let mut order: Vec<usize> = Vec::new();
     for &p in first {
-        if p < t.packages().len() && !order.contains(&p) {
+        if p < sockets.len() && !order.contains(&p) {
             order.push(p);
         }
     }
@@ -56,22 +136,20 @@ fn package_cores(t: &Topology, first: &[usize], taken: &CpuSet) -> Vec<(usize, V
     // 4-vcore VM laid on the free hardware threads of a 3-thread process's
     // cores beside an idle socket, 7.8 % slower than under Linux).
     let free = |p: usize| {
-        t.packages()[p]
-            .span
+        sockets
+            .span(p)
             .iter()
             .filter(|c| !taken.contains(*c))
             .count()
     };
-    let mut rest: Vec<usize> = (0..t.packages().len())
-        .filter(|p| !order.contains(p))
-        .collect();
+    let mut rest: Vec<usize> = (0..sockets.len()).filter(|p| !order.contains(p)).collect();
     rest.sort_by_key(|&p| (std::cmp::Reverse(free(p)), p));
     order.extend(rest);
     order
         .into_iter()
         .map(|p| {
-            let cores = t.packages()[p]
-                .cores
+            let cores = sockets
+                .cores(p)
                 .iter()
                 .map(|&c| {
                     let (held, cpus): (Vec<u32>, Vec<u32>) = t.cores()[c]
@@ -221,11 +299,12 @@ pub fn matched(t: &Topology, layout: &Layout, current: &[Option<u32>]) -> Layout
 /// sharing each physical core, and which of `packages` they use; `None`
 /// where a CPU is not the machine's.
 fn of_cpus(t: &Topology, packages: &[usize], cpus: Vec<u32>) -> Option<Layout> {
+    let sockets = Sockets::of(t);
     let mut cores: Vec<(usize, Vec<usize>)> = Vec::new();
     let mut used = Vec::new();
     for (v, &c) in cpus.iter().enumerate() {
         let x = t.cpu_by_os_id(c)?;
-        used.push(x.package);
+        used.push(sockets.of_cpu(x));
         match cores.iter_mut().find(|(k, _)| *k == x.core) {
             Some((_, on)) => on.push(v),
             None => cores.push((x.core, vec![v])),

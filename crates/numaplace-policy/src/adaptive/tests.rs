@@ -246,6 +246,34 @@ fn mappings_for_two_and_four_sockets() {
     assert_eq!((l.packages.len(), l.cores.len()), (1, 8), "{l:?}");
 }
 
+/// On one package of several nodes the nodes are the sockets (the
+/// package leaves nothing to choose); on several packages each package is
+/// one, whatever nodes it holds (mix:57083, mix:57071).
+#[test]
+fn sockets_are_nodes_only_on_a_machine_of_one_package() {
+    let one = Topology::synthetic("pack:1 numa:2 l3:1 core:4 pu:2").unwrap();
+    let sockets = mapping::Sockets::of(&one);
+    assert_eq!(sockets.len(), 2);
+    // Memory on node 1: the local mapping fills node 1's cores only.
+    let l = mapping::layout(&one, Mapping::Local, 4, &[1], &CpuSet::new()).unwrap();
+    assert_eq!(l.packages, vec![1], "{l:?}");
+    assert_eq!(l.cores.len(), 4, "a core each: {l:?}");
+    assert!(
+        l.cpus.iter().all(|&c| one.cpu_by_os_id(c).unwrap().node == 1),
+        "{l:?}"
+    );
+    let i = mapping::layout(&one, Mapping::Interleaved, 4, &[1], &CpuSet::new()).unwrap();
+    assert_eq!(i.packages, vec![1, 0], "{i:?}");
+    // Several packages of several nodes: packages.
+    let many = Topology::synthetic("pack:2 numa:2 l3:1 core:2 pu:1").unwrap();
+    assert_eq!(mapping::Sockets::of(&many).len(), 2);
+    let l = mapping::layout(&many, Mapping::Local, 4, &[1], &CpuSet::new()).unwrap();
+    assert_eq!(l.packages, vec![1], "one package's two nodes: {l:?}");
+    // One node: one socket, the package.
+    let flat = Topology::synthetic("pack:1 core:4 pu:1").unwrap();
+    assert_eq!(mapping::Sockets::of(&flat).len(), 1);
+}
+
 /// A mapping says how many vcores go on each package and core, not which:
 /// threads keep the CPU they ran on where it is one of the mapping's,
 /// else take one on their own node (their first-touched memory's), and
