@@ -259,7 +259,9 @@ fn sockets_are_nodes_only_on_a_machine_of_one_package() {
     assert_eq!(l.packages, vec![1], "{l:?}");
     assert_eq!(l.cores.len(), 4, "a core each: {l:?}");
     assert!(
-        l.cpus.iter().all(|&c| one.cpu_by_os_id(c).unwrap().node == 1),
+        l.cpus
+            .iter()
+            .all(|&c| one.cpu_by_os_id(c).unwrap().node == 1),
         "{l:?}"
     );
     let i = mapping::layout(&one, Mapping::Interleaved, 4, &[1], &CpuSet::new()).unwrap();

@@ -183,6 +183,30 @@ impl Policy for DistributedIntensity {
                 *on_node.entry(m.cores[core].1).or_insert(0) += 1;
             }
         }
+        // Which anchored threads take their node's room: those that held
+        // it last round first, then in rank order. In rank order alone,
+        // threads of about equal intensity traded the room and the whole
+        // machine every round as their ranks crossed (mix:56096: 10
+        // threads bound to a node of 4 cores, 1,000 moves to another node
+        // per thread and hour).
+        let mut roomed: std::collections::BTreeSet<usize> = Default::default();
+        for held_first in [true, false] {
+            for (i, c) in cands.iter().enumerate() {
+                let Some((home, _)) = anchored[i] else {
+                    continue;
+                };
+                let beside = crate::confine(view.topology, c.confined, &m.node_cpus(home));
+                if held_first != (beside.as_ref() == Some(c.allowed)) || roomed.contains(&i) {
+                    continue;
+                }
+                let room = m.cores.iter().filter(|(_, n)| *n == home).count();
+                let taken = on_node.entry(home).or_insert(0);
+                if *taken < room {
+                    *taken += 1;
+                    roomed.insert(i);
+                }
+            }
+        }
         for (i, c) in cands.iter().enumerate() {
             let Some(&core) = assigned.get(&(i as u64)) else {
                 continue;
@@ -206,10 +230,7 @@ impl Policy for DistributedIntensity {
                 // it ran on (measured: +18 % on a generated mix of one
                 // 4-vCPU VM whose vCPUs first-touched their memory on both
                 // nodes). Beyond the node's cores it goes back to Linux.
-                let room = m.cores.iter().filter(|(_, n)| *n == home).count();
-                let taken = on_node.entry(home).or_insert(0);
-                *taken += 1;
-                let (cpus, how) = if *taken <= room {
+                let (cpus, how) = if roomed.contains(&i) {
                     let beside = m.node_cpus(home);
                     let how = format!("to node {home}'s CPUs {beside}, left to Linux within them");
                     (beside, how)

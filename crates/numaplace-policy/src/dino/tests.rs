@@ -358,6 +358,42 @@ fn without_samples_the_whole_process_follows_and_says_why() {
     assert!(plan.decisions.iter().all(|d| !d.action.moves_memory()));
 }
 
+/// Memory a process placed by a policy of its own (bound, interleaved)
+/// is not moved after its threads, with samples or without (mix:56096).
+#[test]
+fn memory_under_its_own_policy_does_not_follow() {
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:1 pu:1");
+    f.thread(1, 1, 50.0);
+    f.memory
+        .insert(1, [(0, 64 << 20), (1, 64 << 20)].into_iter().collect());
+    let mut s = f.snapshot();
+    s.explicit_mempolicy.insert(1);
+    let placed = [Placed {
+        tid: 1,
+        tgid: 1,
+        node: 0,
+        who: "t".into(),
+    }];
+    let mut follower = MemoryFollower::new(4096, false);
+    let mut plan = Plan::default();
+    follower.plan(&s, &placed, &mut plan);
+    assert!(plan.decisions.is_empty(), "no samples: {plan:?}");
+    s.samples.insert(
+        1,
+        vec![AddressSample {
+            address: 0x7000_0000,
+            node: Some(1),
+            write: true,
+        }],
+    );
+    follower.plan(&s, &placed, &mut plan);
+    assert!(plan.decisions.is_empty(), "sampled: {plan:?}");
+    // The same process without a policy of its own: its memory follows.
+    s.explicit_mempolicy.clear();
+    follower.plan(&s, &placed, &mut plan);
+    assert_eq!(plan.decisions.len(), 1, "{plan:?}");
+}
+
 proptest! {
     /// Whatever the machine and the threads: a pin names one whole core of
     /// the machine, each thread at most once, and only threads whose
@@ -652,6 +688,46 @@ fn di_leaves_a_thread_within_its_memorys_node() {
     assert!(on0 <= 3, "{plan:?}");
     // Kept there next round: nothing moves.
     assert!(f.decide(&mut di).is_empty());
+}
+
+/// A node too small for the threads whose memory it holds keeps its room
+/// for the threads that had it, however their ranks cross (mix:56096:
+/// bound threads traded the room and the whole machine every round).
+#[test]
+fn the_room_beside_memory_stays_with_the_threads_that_had_it() {
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:3 pu:1");
+    // Four threads with their memory on node 0, of three cores: DI deals
+    // the first and last in rank there, the middle two to node 1, and of
+    // those, one has the room left on node 0.
+    for (tid, mpki) in [(1, 50.0), (2, 20.0), (3, 19.0), (4, 1.0)] {
+        f.thread(tid, tid, mpki);
+        f.memory.insert(tid, BTreeMap::from([(0, 1 << 30)]));
+    }
+    let node0 = f.topo.nodes()[0].span.clone();
+    let mut di = DistributedIntensity::plain();
+    let plan = f.decide(&mut di);
+    f.apply(&plan);
+    let roomed = |f: &Fake| -> Vec<i32> {
+        [2, 3]
+            .into_iter()
+            .filter(|t| f.threads[t].2 == node0)
+            .collect()
+    };
+    let had = roomed(&f);
+    assert_eq!(had.len(), 1, "{plan:?}");
+    // Their ranks cross, again and again: the room stays where it is.
+    for round in 0..4 {
+        let (a, b) = if round % 2 == 0 {
+            (19.0, 20.0)
+        } else {
+            (20.0, 19.0)
+        };
+        f.threads.get_mut(&2).unwrap().1 = Some(a);
+        f.threads.get_mut(&3).unwrap().1 = Some(b);
+        let plan = f.decide(&mut di);
+        f.apply(&plan);
+        assert_eq!(roomed(&f), had, "round {round}: {plan:?}");
+    }
 }
 
 /// What `numaplace top` shows of DINO: each group's threads' classes, one

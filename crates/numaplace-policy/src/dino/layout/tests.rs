@@ -160,26 +160,75 @@ fn layout_with_fewer_threads_and_unequal_domains() {
 #[test]
 fn class_change_may_cross_domains() {
     // The old domain has no slot of the new class: the thread goes to
-    // the lowest one elsewhere.
+    // the lowest one elsewhere. Both threads' old cores are in domain 1,
+    // so its cores are dealt first: the devil's slot is there, the
+    // turtle's in domain 0.
     let doms = Domains {
         cores_per_domain: vec![2, 2],
     };
-    let moved = [Slotted {
-        thread: 5,
-        process: 1,
-        class: T,
-        old: Some(OldPlace { core: 3, class: D }),
-        home: None,
-    }];
-    let s = solve(&moved, &doms);
-    assert_eq!(s.layout[0], vec![T]);
-    assert_eq!(flat(&s.filled), some(&[5]));
+    let threads = [
+        Slotted {
+            thread: 5,
+            process: 1,
+            class: T,
+            old: Some(OldPlace { core: 3, class: D }),
+            home: None,
+        },
+        Slotted {
+            thread: 6,
+            process: 2,
+            class: D,
+            old: Some(OldPlace { core: 2, class: D }),
+            home: None,
+        },
+    ];
+    let s = solve(&threads, &doms);
+    assert_eq!(s.layout, vec![vec![T], vec![], vec![D], vec![]]);
+    assert_eq!(flat(&s.filled), some(&[5, 6]));
+    assert_eq!(s.initial[2], vec![Some(6)], "the devil stays on its core");
+}
+
+/// With fewer threads than cores, the layout's slots go to the cores
+/// the threads hold (mix:56116: dealt in core order, three of four
+/// threads were moved a package away from their memory).
+#[test]
+fn fewer_threads_than_cores_keep_their_cores() {
+    let doms = Domains {
+        cores_per_domain: vec![2; 8],
+    };
+    let old = [9usize, 13, 1, 6];
+    let threads: Vec<Slotted> = old
+        .iter()
+        .enumerate()
+        .map(|(i, &core)| Slotted {
+            thread: i as u64,
+            process: 1,
+            class: D,
+            old: Some(OldPlace { core, class: D }),
+            home: None,
+        })
+        .collect();
+    let s = solve(&threads, &doms);
+    let (places, _) = s.places(threads.len());
+    for (i, &core) in old.iter().enumerate() {
+        assert_eq!(places[i].map(|p| p.0), Some(core), "thread {i}: {s:?}");
+    }
+    // Without old places, core order as before: one slot per domain
+    // from domain 0 on.
+    let fresh: Vec<Slotted> = threads
+        .iter()
+        .map(|t| Slotted { old: None, ..*t })
+        .collect();
+    let s = solve(&fresh, &doms);
+    let cores: Vec<usize> = s.places(4).0.iter().map(|p| p.unwrap().0).collect();
+    assert_eq!(cores, vec![0, 2, 4, 6]);
 }
 
 #[test]
 fn old_domain_preference_skips_lower_cores() {
-    // Layout for D D d d t t on [3, 3]: T = 1; front: D->c0, D->c3;
-    // back: t->c1, t->c4; front: d->c2, d->c5.
+    // Layout for D D d d t t on [3, 3], T = 1, domain 1 first (its core
+    // 4 is held), its cores in the order 4, 3, 5: front: D->c4, D->c0;
+    // back: t->c3, t->c1; front: d->c5, d->c2.
     let doms = Domains {
         cores_per_domain: vec![3, 3],
     };
@@ -203,9 +252,9 @@ fn old_domain_preference_skips_lower_cores() {
     let s = solve(&threads, &doms);
     assert_eq!(
         s.layout,
-        vec![vec![D], vec![T], vec![DV], vec![D], vec![T], vec![DV]]
+        vec![vec![D], vec![T], vec![DV], vec![T], vec![D], vec![DV]]
     );
-    assert_eq!(flat(&s.filled), some(&[0, 4, 3, 1, 5, 2]));
+    assert_eq!(flat(&s.filled), some(&[0, 4, 3, 5, 1, 2]));
 }
 
 #[test]
