@@ -37,6 +37,41 @@ fn anchored_elsewhere(
     }
 }
 
+/// Which anchored threads (`anchored[i]`: the node holding candidate
+/// `i`'s memory, where that is not where DI deals it) take their node's
+/// room, the cores `on_node` (threads dealt there) leaves: those that held
+/// it last round first, then in rank order. In rank order alone, threads
+/// of about equal intensity traded the room and the whole machine every
+/// round as their ranks crossed (mix:56096: 10 threads bound to a node of
+/// 4 cores, 1,000 moves to another node per thread and hour).
+fn roomed(
+    t: &numaplace_model::Topology,
+    m: &Machine,
+    cands: &[Candidate<'_>],
+    anchored: &[Option<(u32, aside::Evidence)>],
+    on_node: &mut BTreeMap<u32, usize>,
+) -> std::collections::BTreeSet<usize> {
+    let mut roomed = std::collections::BTreeSet::new();
+    for held_first in [true, false] {
+        for (i, c) in cands.iter().enumerate() {
+            let Some((home, _)) = anchored[i] else {
+                continue;
+            };
+            let beside = crate::confine(t, c.confined, &m.node_cpus(home));
+            if held_first != (beside.as_ref() == Some(c.allowed)) || roomed.contains(&i) {
+                continue;
+            }
+            let room = m.cores.iter().filter(|(_, n)| *n == home).count();
+            let taken = on_node.entry(home).or_insert(0);
+            if *taken < room {
+                *taken += 1;
+                roomed.insert(i);
+            }
+        }
+    }
+    roomed
+}
+
 /// DI-Plain's and DI-Migrate's parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -183,30 +218,7 @@ impl Policy for DistributedIntensity {
                 *on_node.entry(m.cores[core].1).or_insert(0) += 1;
             }
         }
-        // Which anchored threads take their node's room: those that held
-        // it last round first, then in rank order. In rank order alone,
-        // threads of about equal intensity traded the room and the whole
-        // machine every round as their ranks crossed (mix:56096: 10
-        // threads bound to a node of 4 cores, 1,000 moves to another node
-        // per thread and hour).
-        let mut roomed: std::collections::BTreeSet<usize> = Default::default();
-        for held_first in [true, false] {
-            for (i, c) in cands.iter().enumerate() {
-                let Some((home, _)) = anchored[i] else {
-                    continue;
-                };
-                let beside = crate::confine(view.topology, c.confined, &m.node_cpus(home));
-                if held_first != (beside.as_ref() == Some(c.allowed)) || roomed.contains(&i) {
-                    continue;
-                }
-                let room = m.cores.iter().filter(|(_, n)| *n == home).count();
-                let taken = on_node.entry(home).or_insert(0);
-                if *taken < room {
-                    *taken += 1;
-                    roomed.insert(i);
-                }
-            }
-        }
+        let roomed = roomed(view.topology, &m, &cands, &anchored, &mut on_node);
         for (i, c) in cands.iter().enumerate() {
             let Some(&core) = assigned.get(&(i as u64)) else {
                 continue;
