@@ -13,13 +13,11 @@
 //! the reason of every such move says it is the fallback.
 //!
 //! Memory under a policy of its own (a process that bound or interleaved
-//! its memory, `Snapshot::explicit_mempolicy`) stays where that policy put
-//! it: \[Blagodurov11\]'s memory follows threads that first-touched it, and
-//! an interleave chased onto one node is the user's choice undone, one
-//! window at a time, for every thread that moves (mix:56096: a 3-thread
-//! program with interleaved memory, 440,000 pages moved in 12 s, and
-//! DI-Migrate 9.6 % slower than Linux; 6.4 % without the moves, as
-//! DI-Plain). `auto` reads it the same way (`auto/sight.rs`).
+//! it) follows its threads like any other: tried, leaving it where its
+//! policy put it cut DI-Migrate's mean gain over 100 generated mixes from
+//! 7.8 % to 6.7 % and DINO's from 3.5 % to 2.5 % (mix:57061: DI-Migrate
+//! -24.4 % against Linux with it, -2.4 % without), for one mix it fixed
+//! (mix:56096, 9.6 % slower than Linux, 6.4 % without the moves).
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
@@ -163,10 +161,6 @@ impl MemoryFollower {
             let Some(g) = groups.get(&p.tgid) else {
                 continue;
             };
-            // Its memory goes where its own policy says.
-            if s.explicit_mempolicy.contains(&p.tgid) {
-                continue;
-            }
             let samples = s.samples.get(&p.tid).map_or(&[][..], |v| &v[..]);
             if samples.is_empty() {
                 // Fallback: the process's pages on other nodes, when all its

@@ -358,42 +358,6 @@ fn without_samples_the_whole_process_follows_and_says_why() {
     assert!(plan.decisions.iter().all(|d| !d.action.moves_memory()));
 }
 
-/// Memory a process placed by a policy of its own (bound, interleaved)
-/// is not moved after its threads, with samples or without (mix:56096).
-#[test]
-fn memory_under_its_own_policy_does_not_follow() {
-    let mut f = Fake::new("pack:2 numa:1 l3:1 core:1 pu:1");
-    f.thread(1, 1, 50.0);
-    f.memory
-        .insert(1, [(0, 64 << 20), (1, 64 << 20)].into_iter().collect());
-    let mut s = f.snapshot();
-    s.explicit_mempolicy.insert(1);
-    let placed = [Placed {
-        tid: 1,
-        tgid: 1,
-        node: 0,
-        who: "t".into(),
-    }];
-    let mut follower = MemoryFollower::new(4096, false);
-    let mut plan = Plan::default();
-    follower.plan(&s, &placed, &mut plan);
-    assert!(plan.decisions.is_empty(), "no samples: {plan:?}");
-    s.samples.insert(
-        1,
-        vec![AddressSample {
-            address: 0x7000_0000,
-            node: Some(1),
-            write: true,
-        }],
-    );
-    follower.plan(&s, &placed, &mut plan);
-    assert!(plan.decisions.is_empty(), "sampled: {plan:?}");
-    // The same process without a policy of its own: its memory follows.
-    s.explicit_mempolicy.clear();
-    follower.plan(&s, &placed, &mut plan);
-    assert_eq!(plan.decisions.len(), 1, "{plan:?}");
-}
-
 proptest! {
     /// Whatever the machine and the threads: a pin names one whole core of
     /// the machine, each thread at most once, and only threads whose
