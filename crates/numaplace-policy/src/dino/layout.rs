@@ -436,7 +436,8 @@ impl FreeSlots {
 /// 1. Threads are sorted by class, most intensive first; the sort is
 ///    stable, so the input order breaks ties and is "the sorted order"
 ///    below.
-/// 2. [`placement_layout`] of the sorted classes.
+/// 2. [`placement_layout`] of the sorted classes, its slots dealt to the
+///    domains and cores the threads' old places are on first (`deal`).
 /// 3. Initial shape: in sorted order, a thread whose old class equals its
 ///    class, and whose old core still has a free slot of that class in the
 ///    new layout, takes that slot. When a core has fewer such slots than
