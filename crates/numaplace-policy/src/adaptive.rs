@@ -177,7 +177,7 @@ fn memory_packages(t: &Topology, g: &numaplace_model::TaskGroup) -> Vec<usize> {
 /// The share of the group's resident memory on the given sockets
 /// ([`mapping::Sockets`], dense ids); `None` when none is resident or it
 /// is not known.
-fn memory_share(t: &Topology, g: &numaplace_model::TaskGroup, packages: &[usize]) -> Option<f64> {
+fn memory_share(t: &Topology, g: &numaplace_model::TaskGroup, on_sockets: &[usize]) -> Option<f64> {
     let sockets = mapping::Sockets::of(t);
     let (mut on, mut total) = (0u64, 0u64);
     for (node, m) in g.memory.iter().flatten() {
@@ -185,7 +185,7 @@ fn memory_share(t: &Topology, g: &numaplace_model::TaskGroup, packages: &[usize]
         total += bytes;
         if t.node_by_os_id(*node)
             .and_then(|n| sockets.of_node(n))
-            .is_some_and(|p| packages.contains(&p))
+            .is_some_and(|p| on_sockets.contains(&p))
         {
             on += bytes;
         }
@@ -193,14 +193,14 @@ fn memory_share(t: &Topology, g: &numaplace_model::TaskGroup, packages: &[usize]
     (total > 0).then(|| on as f64 / total as f64)
 }
 
-/// The share of `g`'s resident memory on each of `packages`, in their
+/// The share of `g`'s resident memory on each of `sockets`, in their
 /// order; `None` while none is resident.
-fn package_shares(
+fn socket_shares(
     t: &Topology,
     g: &numaplace_model::TaskGroup,
-    packages: &[usize],
+    sockets: &[usize],
 ) -> Option<Vec<f64>> {
-    packages
+    sockets
         .iter()
         .map(|p| memory_share(t, g, std::slice::from_ref(p)))
         .collect()
@@ -492,7 +492,7 @@ impl AdaptiveMapping {
         plan: &mut Plan,
     ) {
         let (view, g, local) = (gr.view, gr.g, &gr.local);
-        let (share, elsewhere) = memory_premise(view.topology, g, &local.packages);
+        let (share, elsewhere) = memory_premise(view.topology, g, &local.sockets);
         if let Some(why) = elsewhere {
             report.left_to_linux = Some(why);
             self.left.insert(g.pid);
@@ -516,10 +516,10 @@ impl AdaptiveMapping {
         }
         let memory = match share {
             Some(f) => format!(
-                " ({:.0} % of it on package{} {:?})",
+                " ({:.0} % of it on socket{} {:?})",
                 f * 100.0,
-                if local.packages.len() == 1 { "" } else { "s" },
-                local.packages
+                if local.sockets.len() == 1 { "" } else { "s" },
+                local.sockets
             ),
             None => " (none resident yet)".to_string(),
         };
@@ -562,7 +562,7 @@ impl AdaptiveMapping {
         let (view, g, local) = (gr.view, gr.g, &gr.local);
         let st = self.groups.get_mut(&g.pid).expect("a known group");
         if st.placed_blind {
-            let (share, elsewhere) = memory_premise(view.topology, g, &st.layout.packages);
+            let (share, elsewhere) = memory_premise(view.topology, g, &st.layout.sockets);
             if let Some(why) = elsewhere.filter(|_| st.mapping == Mapping::Local) {
                 let why = format!("placed before its memory was resident, and now {why}");
                 self.groups.remove(&g.pid);
@@ -613,18 +613,14 @@ impl AdaptiveMapping {
     }
 }
 
-/// The share of the group's memory on `packages`, and why a mapping on
+/// The share of the group's memory on `sockets`, and why a mapping on
 /// them misses \[Bae12\]'s premise of memory beside the vcores, if it does
 /// (most of it elsewhere, or lopsided over them: premise.rs).
-fn memory_premise(
-    t: &Topology,
-    g: &TaskGroup,
-    packages: &[usize],
-) -> (Option<f64>, Option<String>) {
-    let share = memory_share(t, g, packages);
-    let shares = package_shares(t, g, packages);
-    let why = premise::memory_elsewhere(share, packages)
-        .or_else(|| premise::memory_lopsided(shares.as_deref(), packages));
+fn memory_premise(t: &Topology, g: &TaskGroup, sockets: &[usize]) -> (Option<f64>, Option<String>) {
+    let share = memory_share(t, g, sockets);
+    let shares = socket_shares(t, g, sockets);
+    let why = premise::memory_elsewhere(share, sockets)
+        .or_else(|| premise::memory_lopsided(shares.as_deref(), sockets));
     (share, why)
 }
 

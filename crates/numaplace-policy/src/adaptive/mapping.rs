@@ -107,7 +107,7 @@ pub struct Layout {
     pub cores: Vec<Vec<usize>>,
     /// Sockets used (dense ids of [`Sockets`]: packages, or nodes where
     /// a package holds several).
-    pub packages: Vec<usize>,
+    pub sockets: Vec<usize>,
 }
 
 /// One physical core as a layout sees it: its hardware threads no other
@@ -187,7 +187,7 @@ pub fn layout(
     let mut out = Layout {
         cpus: Vec::with_capacity(vcores),
         cores: Vec::new(),
-        packages: Vec::new(),
+        sockets: Vec::new(),
     };
     match mapping {
         Mapping::Local => {
@@ -200,7 +200,7 @@ pub fn layout(
                 if out.cpus.len() == vcores {
                     break;
                 }
-                out.packages.push(*p);
+                out.sockets.push(*p);
                 let mut on_core = vec![Vec::new(); cores.len()];
                 for (core, cpu) in smt_last(cores) {
                     if out.cpus.len() == vcores {
@@ -238,7 +238,7 @@ pub fn layout(
             }
             for (k, (pkg, _)) in pkgs[..used].iter().enumerate() {
                 if next[k] > 0 {
-                    out.packages.push(*pkg);
+                    out.sockets.push(*pkg);
                 }
                 out.cores
                     .extend(on_core[k].drain(..).filter(|v| !v.is_empty()));
@@ -261,7 +261,7 @@ pub fn survivors(t: &Topology, layout: &Layout, cpus: &[u32]) -> Option<Layout> 
         }
         seen.insert(c);
     }
-    of_cpus(t, &layout.packages, cpus.to_vec())
+    of_cpus(t, &layout.sockets, cpus.to_vec())
 }
 
 /// `layout`'s CPUs dealt to the vcores so that as few threads move as
@@ -292,7 +292,7 @@ pub fn matched(t: &Topology, layout: &Layout, current: &[Option<u32>]) -> Layout
     });
     take(&mut out, &|_, _| true);
     let cpus: Vec<u32> = out.into_iter().flatten().collect();
-    of_cpus(t, &layout.packages, cpus).unwrap_or_else(|| layout.clone())
+    of_cpus(t, &layout.sockets, cpus).unwrap_or_else(|| layout.clone())
 }
 
 /// The layout of vcores on `cpus` (kernel ids, in vcore order): the vcores
@@ -313,7 +313,7 @@ fn of_cpus(t: &Topology, packages: &[usize], cpus: Vec<u32>) -> Option<Layout> {
     Some(Layout {
         cpus,
         cores: cores.into_iter().map(|(_, on)| on).collect(),
-        packages: (packages.iter().copied())
+        sockets: (packages.iter().copied())
             .filter(|p| used.contains(p))
             .collect(),
     })

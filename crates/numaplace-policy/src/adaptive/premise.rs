@@ -57,23 +57,23 @@ pub fn fails(
     if objective == Objective::Power {
         return None;
     }
-    if inter.packages.len() > PAPER_SOCKETS {
+    if inter.sockets.len() > PAPER_SOCKETS {
         return Some(format!(
             "the interleaved mapping would spread its {vcores} vcores over {} sockets, leaving \
              only 1/{} of them beside memory first touch put on one: [Bae12]'s models were \
              learned on {PAPER_SOCKETS} sockets (§2), where half stay there, so their vote does \
              not apply",
-            inter.packages.len(),
-            inter.packages.len()
+            inter.sockets.len(),
+            inter.sockets.len()
         ));
     }
-    if local.packages.len() > 1 {
+    if local.sockets.len() > 1 {
         return Some(format!(
             "its {vcores} vcores do not fit one socket's free hardware threads, so the local \
              mapping already spans {} sockets: [Bae12]'s models learned one socket's hardware \
              threads against both sockets' cores (§2, §6: 8 vcores on a socket of 4 cores × 2), \
              and neither mapping is that here, so their vote does not apply",
-            local.packages.len()
+            local.sockets.len()
         ));
     }
     if local.cores.len() >= inter.cores.len() {
@@ -103,11 +103,12 @@ pub fn fails(
 /// Left to Linux for a round, the group's first touch says where its
 /// memory is, and [`memory_elsewhere`] decides from that.
 ///
-/// The same where the local mapping spans several packages (see the
+/// The same where the local mapping spans several sockets (see the
 /// comment in the body). A group placed before any of its memory was
-/// resident (each vcore on a core of its own, on one package) is judged
+/// resident (each vcore on a core of its own, on one socket) is judged
 /// by [`memory_elsewhere`] once its memory shows: an interleave or bind
-/// policy can put it away from the packages the local mapping chose blind (mix:145, barcelona-4s: 7 threads held on
+/// policy can put it away from the sockets the local mapping chose
+/// blind (mix:145, barcelona-4s: 7 threads held on
 /// two sockets, their memory interleaved over four nodes, ran 12.5 %
 /// slower than under Linux).
 pub fn too_early(
@@ -129,8 +130,8 @@ pub fn too_early(
             local.cores.len()
         ));
     }
-    // On one package with a core for every vcore, first touch puts all
-    // of the group's memory on that package's node, behind one memory
+    // On one socket with a core for every vcore, first touch puts all
+    // of the group's memory on that socket's node, behind one memory
     // controller. That pays where its vcores write pages they share: the
     // lines they pass stay in one socket (\[Bae12\] §5.2's class 2, what
     // the local mapping is for). Where its probe shows them writing
@@ -142,31 +143,31 @@ pub fn too_early(
     // were not seen, lost most of the policy's gain (mean -4.5 % -> -1.6 %
     // over 100 generated mixes; threads sharing data ran up to 45 %
     // faster held on one socket).
-    if local.packages.len() == 1 {
+    if local.sockets.len() == 1 {
         return shared_writes().filter(|&w| w < LITTLE_SHARING).map(|w| {
             format!(
                 "none of its memory is resident yet and its vcores write almost no pages they \
                  share ({:.2} % of their stores' pages, under [Bae12] §5.2's {:.0} %), so \
-                 holding its {vcores} vcores on package {} gains nothing and first touch would \
-                 put all of its memory behind that package's memory controller: not placed \
+                 holding its {vcores} vcores on socket {} gains nothing and first touch would \
+                 put all of its memory behind that socket's memory controller: not placed \
                  until its memory shows where Linux's first touch put it",
                 w * 100.0,
                 LITTLE_SHARING * 100.0,
-                local.packages[0]
+                local.sockets[0]
             )
         });
     }
-    // Spread over several packages, the mapping is next to the memory
+    // Spread over several sockets, the mapping is next to the memory
     // only if the memory is spread like it ([`memory_lopsided`]): memory
     // bound to one node, placed blind, left half the vcores a link away
     // from all of it, and released once it showed, they stayed where the
     // pins had left them (mix:7017: +9.3 % against Linux).
-    (local.packages.len() > 1).then(|| {
+    (local.sockets.len() > 1).then(|| {
         format!(
             "none of its memory is resident yet and the local mapping would spread its {vcores} \
-             vcores over packages {:?}, next to its memory only if the memory is spread like \
+             vcores over sockets {:?}, next to its memory only if the memory is spread like \
              them: not placed until its memory shows where it lies",
-            local.packages
+            local.sockets
         )
     })
 }
@@ -178,11 +179,11 @@ pub fn too_early(
 pub const LITTLE_SHARING: f64 = 0.01;
 
 /// The least share of a group's resident memory the local mapping's
-/// packages must hold for the local mapping to be "next to its memory".
+/// sockets must hold for the local mapping to be "next to its memory".
 pub const LOCAL_MEMORY_SHARE: f64 = 0.9;
 
 /// Why a group first seen with `share` of its memory on the local
-/// mapping's packages is left to Linux; `None` when the memory is there
+/// mapping's sockets is left to Linux; `None` when the memory is there
 /// (or none is resident yet: it will be first touched where §6.2's local
 /// mapping puts the vcores).
 ///
@@ -198,26 +199,26 @@ pub const LOCAL_MEMORY_SHARE: f64 = 0.9;
 /// Linux keeps its threads, beside their pages (mix:1028: 8 vcores whose
 /// memory Linux had spread over both sockets ran 37 % slower held local,
 /// 32 % slower interleaved).
-pub fn memory_elsewhere(share: Option<f64>, packages: &[usize]) -> Option<String> {
+pub fn memory_elsewhere(share: Option<f64>, sockets: &[usize]) -> Option<String> {
     let share = share?;
     (share < LOCAL_MEMORY_SHARE).then(|| {
         format!(
-            "only {:.0} % of its memory is on the local mapping's package{} {packages:?} \
+            "only {:.0} % of its memory is on the local mapping's socket{} {sockets:?} \
              (at least {:.0} % wanted): [Bae12]'s local mapping is next to memory on one \
              socket and it does not place memory (§7), so neither mapping is next to this \
              group's pages; left to Linux, which keeps threads beside the pages they touched",
             share * 100.0,
-            if packages.len() == 1 { "" } else { "s" },
+            if sockets.len() == 1 { "" } else { "s" },
             LOCAL_MEMORY_SHARE * 100.0
         )
     })
 }
 
-/// Why a group whose local mapping spans several packages is left to
+/// Why a group whose local mapping spans several sockets is left to
 /// Linux because its memory sits on only some of them: `shares`, the
-/// share of its resident memory on each package of the local mapping (in
-/// `packages`' order). `None` while none is resident, or when every such
-/// package holds at least half its even part.
+/// share of its resident memory on each socket of the local mapping (in
+/// `sockets`' order; [`super::mapping::Sockets`]). `None` while none is
+/// resident, or when every such socket holds at least half its even part.
 ///
 /// \[Bae12\]'s local mapping is one socket (§2): every vcore beside the
 /// memory. Spread over two or more packages (8 vcores on barcelona-4s's
@@ -228,20 +229,20 @@ pub fn memory_elsewhere(share: Option<f64>, packages: &[usize]) -> Option<String
 /// 8-vcore VM with its memory on node 1, held on packages 0 and 1 ran
 /// 14.9 % slower than under Linux, which spreads the vcores over four
 /// links (issue 16's bound is 5 %).
-pub fn memory_lopsided(shares: Option<&[f64]>, packages: &[usize]) -> Option<String> {
+pub fn memory_lopsided(shares: Option<&[f64]>, sockets: &[usize]) -> Option<String> {
     let shares = shares?;
-    if packages.len() < 2 || shares.len() != packages.len() {
+    if sockets.len() < 2 || shares.len() != sockets.len() {
         return None;
     }
-    let least = 0.5 / packages.len() as f64;
+    let least = 0.5 / sockets.len() as f64;
     let (i, low) = (shares.iter().copied().enumerate()).min_by(|a, b| a.1.total_cmp(&b.1))?;
     (low < least).then(|| {
         format!(
-            "the local mapping spans packages {packages:?} and package {} holds only {:.0} % of \
+            "the local mapping spans sockets {sockets:?} and socket {} holds only {:.0} % of \
              its memory (at least {:.0} % wanted): its vcores there would reach all of it over \
              one link ([Bae12]'s local mapping is one socket, next to all of the memory); left \
              to Linux",
-            packages[i],
+            sockets[i],
             low * 100.0,
             least * 100.0
         )

@@ -212,12 +212,12 @@ fn power_model_reproduces_figure_7() {
 fn mappings_for_two_and_four_sockets() {
     let t = Topology::synthetic("pack:2 core:4 pu:2").unwrap();
     let l = mapping::layout(&t, Mapping::Local, 8, &[1], &CpuSet::new()).unwrap();
-    assert_eq!(l.packages, vec![1]);
+    assert_eq!(l.sockets, vec![1]);
     assert_eq!(l.cores.len(), 4);
     let pkg1: BTreeSet<u32> = t.packages()[1].span.iter().collect();
     assert!(l.cpus.iter().all(|c| pkg1.contains(c)), "{l:?}");
     let i = mapping::layout(&t, Mapping::Interleaved, 8, &[0], &CpuSet::new()).unwrap();
-    assert_eq!(i.packages, vec![0, 1]);
+    assert_eq!(i.sockets, vec![0, 1]);
     assert_eq!(i.cores.len(), 8, "one vcore per physical core: {i:?}");
     let distinct: BTreeSet<u32> = i.cpus.iter().copied().collect();
     assert_eq!(distinct.len(), 8);
@@ -225,25 +225,25 @@ fn mappings_for_two_and_four_sockets() {
     assert_eq!(
         mapping::layout(&t, Mapping::Local, 16, &[], &CpuSet::new())
             .unwrap()
-            .packages
+            .sockets
             .len(),
         2
     );
     assert!(mapping::layout(&t, Mapping::Interleaved, 17, &[], &CpuSet::new()).is_none());
     let t4 = Topology::synthetic("pack:4 core:4 pu:1").unwrap();
     let i = mapping::layout(&t4, Mapping::Interleaved, 8, &[2], &CpuSet::new()).unwrap();
-    assert_eq!(i.packages.len(), 4);
-    assert_eq!(i.packages[0], 2);
+    assert_eq!(i.sockets.len(), 4);
+    assert_eq!(i.sockets[0], 2);
     let l = mapping::layout(&t4, Mapping::Local, 6, &[2], &CpuSet::new()).unwrap();
-    assert_eq!(l.packages, vec![2, 0]);
+    assert_eq!(l.sockets, vec![2, 0]);
     // A package with more cores than vcores: one vcore per core, still
     // one package (SMT siblings only when the cores run out).
     let big = Topology::synthetic("pack:2 core:8 pu:2").unwrap();
     let l = mapping::layout(&big, Mapping::Local, 6, &[0], &CpuSet::new()).unwrap();
-    assert_eq!(l.packages, vec![0]);
+    assert_eq!(l.sockets, vec![0]);
     assert_eq!(l.cores.len(), 6, "{l:?}");
     let l = mapping::layout(&big, Mapping::Local, 12, &[0], &CpuSet::new()).unwrap();
-    assert_eq!((l.packages.len(), l.cores.len()), (1, 8), "{l:?}");
+    assert_eq!((l.sockets.len(), l.cores.len()), (1, 8), "{l:?}");
 }
 
 /// On one package of several nodes the nodes are the sockets (the
@@ -256,7 +256,7 @@ fn sockets_are_nodes_only_on_a_machine_of_one_package() {
     assert_eq!(sockets.len(), 2);
     // Memory on node 1: the local mapping fills node 1's cores only.
     let l = mapping::layout(&one, Mapping::Local, 4, &[1], &CpuSet::new()).unwrap();
-    assert_eq!(l.packages, vec![1], "{l:?}");
+    assert_eq!(l.sockets, vec![1], "{l:?}");
     assert_eq!(l.cores.len(), 4, "a core each: {l:?}");
     assert!(
         l.cpus
@@ -265,12 +265,12 @@ fn sockets_are_nodes_only_on_a_machine_of_one_package() {
         "{l:?}"
     );
     let i = mapping::layout(&one, Mapping::Interleaved, 4, &[1], &CpuSet::new()).unwrap();
-    assert_eq!(i.packages, vec![1, 0], "{i:?}");
+    assert_eq!(i.sockets, vec![1, 0], "{i:?}");
     // Several packages of several nodes: packages.
     let many = Topology::synthetic("pack:2 numa:2 l3:1 core:2 pu:1").unwrap();
     assert_eq!(mapping::Sockets::of(&many).len(), 2);
     let l = mapping::layout(&many, Mapping::Local, 4, &[1], &CpuSet::new()).unwrap();
-    assert_eq!(l.packages, vec![1], "one package's two nodes: {l:?}");
+    assert_eq!(l.sockets, vec![1], "one package's two nodes: {l:?}");
     // One node: one socket, the package.
     let flat = Topology::synthetic("pack:1 core:4 pu:1").unwrap();
     assert_eq!(mapping::Sockets::of(&flat).len(), 1);
@@ -288,7 +288,7 @@ fn threads_are_dealt_the_mappings_cpus_with_as_few_moves_as_can_be() {
     let ran: Vec<Option<u32>> = [4, 0, 5, 1, 6, 2, 7, 3].map(Some).to_vec();
     let m = mapping::matched(&t, &local, &ran);
     assert_eq!(m.cpus, [4, 0, 5, 1, 6, 2, 7, 3], "nobody moves: {m:?}");
-    assert_eq!((m.cores.len(), m.packages.len()), (8, 2), "{m:?}");
+    assert_eq!((m.cores.len(), m.sockets.len()), (8, 2), "{m:?}");
     // Four vcores interleaved: two on each package. A thread on one of
     // its CPUs stays, one elsewhere on node 1 takes a node-1 CPU, one
     // never seen running takes what is left.
@@ -311,9 +311,9 @@ fn threads_are_dealt_the_mappings_cpus_with_as_few_moves_as_can_be() {
     // Threads that end: the others keep their CPUs.
     let left = mapping::survivors(&t, &local, &[0, 5, 7]).unwrap();
     assert_eq!(left.cpus, [0, 5, 7]);
-    assert_eq!((left.cores.len(), left.packages.len()), (3, 2), "{left:?}");
+    assert_eq!((left.cores.len(), left.sockets.len()), (3, 2), "{left:?}");
     let on_0 = mapping::survivors(&t, &local, &[1, 2]).unwrap();
-    assert_eq!(on_0.packages, [0], "{on_0:?}");
+    assert_eq!(on_0.sockets, [0], "{on_0:?}");
     assert!(
         mapping::survivors(&t, &local, &[0, 0]).is_none(),
         "one CPU twice"
@@ -329,14 +329,14 @@ fn threads_are_dealt_the_mappings_cpus_with_as_few_moves_as_can_be() {
 fn a_group_with_no_memory_goes_to_the_idlest_package() {
     let t = Topology::synthetic("pack:2 core:4 pu:2").unwrap();
     let first = mapping::layout(&t, Mapping::Local, 3, &[], &CpuSet::new()).unwrap();
-    assert_eq!(first.packages, vec![0]);
+    assert_eq!(first.sockets, vec![0]);
     let taken: CpuSet = first.cpus.iter().copied().collect();
     let second = mapping::layout(&t, Mapping::Local, 4, &[], &taken).unwrap();
-    assert_eq!(second.packages, vec![1], "{second:?}");
+    assert_eq!(second.sockets, vec![1], "{second:?}");
     assert_eq!(second.cores.len(), 4, "{second:?}");
     // Memory on package 0 still wins: the siblings beside it.
     let near = mapping::layout(&t, Mapping::Local, 4, &[0], &taken).unwrap();
-    assert_eq!(near.packages, vec![0], "{near:?}");
+    assert_eq!(near.sockets, vec![0], "{near:?}");
     // A node listed with nothing resident on it names no package.
     let mut vm = Vm::new();
     vm.memory = [(0, 0), (1, 0)].into_iter().collect();
@@ -358,7 +358,7 @@ fn groups_are_laid_out_on_cpus_no_other_group_holds() {
         second.cpus.iter().all(|c| !taken.contains(*c)),
         "{second:?}"
     );
-    assert_eq!(second.packages, vec![1]);
+    assert_eq!(second.sockets, vec![1]);
     let all: CpuSet = taken.union(&second.cpus.iter().copied().collect());
     assert!(
         mapping::layout(&t, Mapping::Interleaved, 1, &[], &all).is_none(),
@@ -692,7 +692,7 @@ fn a_package_named_twice_is_laid_out_once() {
     let l = mapping::layout(&t, Mapping::Local, 16, &[0, 0, 0, 0, 1], &taken).unwrap();
     let distinct: BTreeSet<u32> = l.cpus.iter().copied().collect();
     assert_eq!(distinct.len(), 16, "{l:?}");
-    assert_eq!(l.packages, vec![0, 1]);
+    assert_eq!(l.sockets, vec![0, 1]);
 }
 
 /// A core another group runs on is shared only when no whole core is
@@ -719,11 +719,11 @@ fn a_group_gets_idle_cores_before_siblings_of_another_groups_cores() {
         );
     }
     let l = mapping::layout(&t, Mapping::Local, 2, &[0], &taken).unwrap();
-    assert_eq!(l.packages, vec![0], "still the fewest packages: {l:?}");
+    assert_eq!(l.sockets, vec![0], "still the fewest packages: {l:?}");
     // Four vcores: the two idle cores, then the two siblings (still one
     // package: local uses the fewest packages).
     let l = mapping::layout(&t, Mapping::Local, 4, &[0], &taken).unwrap();
-    assert_eq!(l.packages, vec![0], "{l:?}");
+    assert_eq!(l.sockets, vec![0], "{l:?}");
     let first_two: Vec<Option<usize>> = l.cpus[..2].iter().map(|&c| core_of(c)).collect();
     assert_eq!(first_two, vec![Some(2), Some(3)], "{l:?}");
 }
@@ -1015,7 +1015,7 @@ fn a_crowded_machine_is_left_to_linux() {
 fn a_local_mapping_over_packages_wants_its_memory_spread_like_it() {
     let two = [0, 1];
     let lopsided = premise::memory_lopsided(Some(&[0.0, 1.0]), &two).expect("node 1 only");
-    assert!(lopsided.contains("package 0 holds only 0 %"), "{lopsided}");
+    assert!(lopsided.contains("socket 0 holds only 0 %"), "{lopsided}");
     assert!(lopsided.contains("at least 25 %"), "{lopsided}");
     assert!(
         !lopsided.contains("  "),
@@ -1032,13 +1032,13 @@ fn a_local_mapping_over_packages_wants_its_memory_spread_like_it() {
     let local = mapping::Layout {
         cpus: (0..8).collect(),
         cores: (0..8).map(|v| vec![v]).collect(),
-        packages: vec![0, 1],
+        sockets: vec![0, 1],
     };
     let why =
         premise::too_early(Objective::Performance, None, true, &local, 8, || None).expect("waits");
-    assert!(why.contains("over packages [0, 1]"), "{why}");
+    assert!(why.contains("over sockets [0, 1]"), "{why}");
     let one = mapping::Layout {
-        packages: vec![0],
+        sockets: vec![0],
         ..local.clone()
     };
     assert!(premise::too_early(Objective::Performance, None, true, &one, 8, || None).is_none());
@@ -1051,7 +1051,7 @@ fn a_local_mapping_over_packages_wants_its_memory_spread_like_it() {
     let why = premise::too_early(Objective::Performance, None, true, &one, 8, || Some(0.001))
         .expect("waits");
     assert!(
-        why.contains("behind that package's memory controller"),
+        why.contains("behind that socket's memory controller"),
         "{why}"
     );
     assert!(why.contains("0.10 % of their stores' pages"), "{why}");
