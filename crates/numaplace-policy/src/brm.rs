@@ -118,6 +118,7 @@ use numaplace_model::scope::glob;
 mod algorithm;
 mod params;
 pub mod premise;
+pub mod reach;
 
 pub use algorithm::{
     MAX_BACKOFF, NOISE_MARGIN, Rng, ThreadState, bias_random_pick, ewma, system_penalty,
@@ -133,6 +134,8 @@ pub const EXPLORATION_ROUNDS: u64 = 30;
 /// A node numaplace may place onto: its kernel id and CPUs.
 struct Domain {
     os_id: u32,
+    /// Its topology node (dense id).
+    node: usize,
     cpus: CpuSet,
 }
 
@@ -149,6 +152,7 @@ fn domains(t: &Topology) -> (Vec<Domain>, Vec<Option<usize>>) {
         by_node[n.id] = Some(out.len());
         out.push(Domain {
             os_id: n.os_id,
+            node: n.id,
             cpus,
         });
     }
@@ -383,7 +387,11 @@ impl Brm {
         let id = c.task.id();
         let st = self.threads.get_mut(&id).expect("inserted above");
         st.maybe_reset(round, c.here, &mut self.rng, lo, hi);
-        st.update(c.here, r.global);
+        let group = s.group(c.task.tgid);
+        let shares = group.and_then(premise::memory_shares);
+        let nodes: Vec<usize> = doms.iter().map(|d| d.node).collect();
+        let within = reach::reach(r.view.topology, &nodes, c.here, shares.as_ref());
+        st.update_within(c.here, r.global, |d| within[d]);
         let draw = self.rng.draw();
         let (prob, bias) = (st.prob, st.bias);
         if bias == c.here || !bias_random_pick(prob, draw) {
@@ -396,8 +404,6 @@ impl Brm {
         }
         // Issue 16: explorations step aside where [Rao13]'s premise
         // does not hold (brm/premise.rs), and go where they learn most.
-        let group = s.group(c.task.tgid);
-        let shares = group.and_then(premise::memory_shares);
         let mut bias = bias;
         let mut exploring = String::new();
         if st.unc[bias].is_none() {
@@ -415,8 +421,14 @@ impl Brm {
                 .as_ref()
                 .and_then(premise::home)
                 .and_then(|os| doms.iter().position(|d| d.os_id == os));
-            (bias, exploring) =
-                exploration_target(&st.unc, c.here, home, &idle, doms, &mut self.rng)?;
+            (bias, exploring) = exploration_target(
+                &st.unc,
+                c.here,
+                home,
+                &|d| idle(d) && within[d],
+                doms,
+                &mut self.rng,
+            )?;
         }
         // Its cgroup's CPUs on that node (a confined vCPU goes only
         // where its domain's cpuset reaches).
@@ -439,6 +451,7 @@ impl Brm {
             draw,
             exploring,
             shares,
+            within,
         };
         let reason = move_reason(&self.params, c, st, r, &pick, &cpus);
         plan.push(
@@ -465,6 +478,8 @@ struct Pick {
     exploring: String,
     /// Its process's memory per node, as shares.
     shares: Option<BTreeMap<u32, f64>>,
+    /// Per domain, whether it is within the thread's reach ([`reach`]).
+    within: Vec<bool>,
 }
 
 /// The words of a move: who, from where to where, the penalties per node,
@@ -480,10 +495,21 @@ fn move_reason(
     let (doms, bias) = (r.doms, pick.to);
     let to = &doms[bias];
     let mut others = String::new();
+    let mut beyond = Vec::new();
     for (i, v) in st.unc.iter().enumerate() {
-        if i != c.here && i != bias {
+        if !pick.within[i] {
+            beyond.push(doms[i].os_id.to_string());
+        } else if i != c.here && i != bias {
             let _ = write!(others, ", {} on node {}", fmt_penalty(*v), doms[i].os_id);
         }
+    }
+    if !beyond.is_empty() {
+        let _ = write!(
+            others,
+            "; nodes {} beyond its reach (it goes only to the {} nodes nearest its memory)",
+            beyond.join(","),
+            reach::REACH_NODES
+        );
     }
     let who = match (c.task.vcpu, hinted(params, r.view.snapshot, c.task)) {
         (Some(v), Some(true)) => {

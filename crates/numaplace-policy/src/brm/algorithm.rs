@@ -197,9 +197,21 @@ impl ThreadState {
     /// moment; differences of a few percent between two of them are as
     /// likely to come from other threads' moves as from the node.
     pub fn update(&mut self, here: usize, global: f64) {
+        self.update_within(here, global, |_| true);
+    }
+
+    /// [`update`](Self::update) comparing this node only with the nodes
+    /// `reach` allows (issue 16: on a machine of many nodes, the few
+    /// nearest the process's memory, `brm/reach.rs`). A node outside it
+    /// neither raises the probability nor draws the bias, and a bias left
+    /// outside it falls back to `here`: the thread stays.
+    pub fn update_within(&mut self, here: usize, global: f64, reach: impl Fn(usize) -> bool) {
         self.unc[here] = Some(global);
+        if !reach(self.bias) {
+            self.bias = here;
+        }
         for i in 0..self.unc.len() {
-            if i == here {
+            if i == here || !reach(i) {
                 continue;
             }
             if higher_by(self.unc[here], self.unc[i], NOISE_MARGIN) {

@@ -403,9 +403,12 @@ fn live_hosts_get_signatures_from_sampled_addresses() {
 }
 
 /// With SMT, the places are hardware threads: four tasks on a machine of
-/// two 2-way cores get a hardware thread each, and six pair up two by two
-/// on CPUs. Two tasks have a core each whatever is done, and one cache:
-/// nothing to pair, so they are left to Linux.
+/// two 2-way cores get a hardware thread each, and eight pair up two by
+/// two on CPUs. Two tasks have a core each whatever is done, and one
+/// cache: nothing to pair, so they are left to Linux. Six would pair up
+/// on two CPUs and be alone on the other two: they are left to Linux
+/// among the cache's four CPUs, which it shares evenly (here all of them:
+/// nothing to do).
 #[test]
 fn places_are_hardware_threads_first_of_every_core_first() {
     let topo = Topology::synthetic("pack:1 numa:1 l3:1 core:2 pu:2").unwrap();
@@ -421,7 +424,16 @@ fn places_are_hardware_threads_first_of_every_core_first() {
         plan.is_empty(),
         "fewer tasks than cores, one cache: {plan:?}"
     );
-    for n in [4usize, 6] {
+    let six: Vec<(i32, u32, u32)> = (1..=6).map(|t| (t, 0, 100 * t as u32)).collect();
+    let s = snapshot(&topo, &six);
+    let plan = Symbiosis::new(SymbiosisParams::default()).decide(&View {
+        topology: &topo,
+        snapshot: &s,
+        managed: &managed,
+    });
+    assert!(plan.is_empty(), "{plan:?}");
+    let managed: BTreeSet<i32> = (1..=8).collect();
+    for n in [4usize, 8] {
         let weights: Vec<(i32, u32, u32)> =
             (1..=n as i32).map(|t| (t, 0, 100 * t as u32)).collect();
         let s = snapshot(&topo, &weights);
@@ -552,5 +564,54 @@ fn a_thread_goes_to_the_node_of_its_own_memory_not_its_process() {
                 "thread {tid} left its memory: {plan:?}"
             );
         }
+    }
+}
+
+/// Ten tasks on two caches of four CPUs: five to each cache, which would
+/// put two tasks on one CPU and one on each of the others for as long as
+/// they run. Each task is held on its cache's CPUs instead, where Linux
+/// shares them evenly; eight (two to a CPU on each cache) are paired.
+#[test]
+fn tasks_outnumbering_a_caches_cpus_unevenly_share_them_by_turns() {
+    let topo = Topology::synthetic("pack:2 numa:1 l3:1 core:2 pu:2").unwrap();
+    let managed: BTreeSet<i32> = (1..=10).collect();
+    let ten: Vec<(i32, u32, u32)> = (1..=10).map(|t| (t, 0, 100 * t as u32)).collect();
+    let s = snapshot(&topo, &ten);
+    let plan = Symbiosis::new(SymbiosisParams::default()).decide(&View {
+        topology: &topo,
+        snapshot: &s,
+        managed: &managed,
+    });
+    let mut per_cache: BTreeMap<String, usize> = BTreeMap::new();
+    for d in &plan.decisions {
+        let Action::Pin { cpus, .. } = &d.action else {
+            panic!("{d:?}")
+        };
+        *per_cache.entry(cpus.to_list_string()).or_default() += 1;
+        assert!(
+            d.reason.contains("with its 5 tasks")
+                && d.reason.contains("2 of them would take turns 2 to a CPU"),
+            "{}",
+            d.reason
+        );
+    }
+    assert_eq!(
+        per_cache,
+        BTreeMap::from([("0-3".to_string(), 5), ("4-7".to_string(), 5)]),
+        "{plan:?}"
+    );
+    let eight: Vec<(i32, u32, u32)> = (1..=8).map(|t| (t, 0, 100 * t as u32)).collect();
+    let s = snapshot(&topo, &eight);
+    let plan = Symbiosis::new(SymbiosisParams::default()).decide(&View {
+        topology: &topo,
+        snapshot: &s,
+        managed: &managed,
+    });
+    assert_eq!(plan.decisions.len(), 8, "{plan:?}");
+    for d in &plan.decisions {
+        let Action::Pin { cpus, .. } = &d.action else {
+            panic!("{d:?}")
+        };
+        assert_eq!(cpus.len(), 1, "paired on one CPU: {d:?}");
     }
 }
