@@ -607,10 +607,7 @@ impl Symbiosis {
             };
             let who = format!("thread {} of {}", c.id.tid, c.label);
             let (partner, apart) = match &shared[d] {
-                Some(_) => (
-                    uneven_words(&new, d, doms.list[d].1.len()),
-                    String::new(),
-                ),
+                Some(_) => (uneven_words(&new, d, doms.list[d].1.len()), String::new()),
                 None => co_runners(i, cands, &members, &g, &new),
             };
             if c.allowed != *core_cpus {

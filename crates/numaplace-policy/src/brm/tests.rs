@@ -876,7 +876,10 @@ fn a_thread_reaches_only_the_nodes_nearest_its_memory() {
     let on = |r: Vec<bool>| -> Vec<usize> { (0..r.len()).filter(|&d| r[d]).collect() };
     // Memory on node 5, the thread on node 1: node 5's package, and node 1.
     let shares = BTreeMap::from([(5, 0.7), (6, 0.3)]);
-    assert_eq!(on(reach::reach(&t, &nodes, 1, Some(&shares))), [1, 4, 5, 6, 7]);
+    assert_eq!(
+        on(reach::reach(&t, &nodes, 1, Some(&shares))),
+        [1, 4, 5, 6, 7]
+    );
     // Memory unknown: the nodes nearest its own.
     assert_eq!(on(reach::reach(&t, &nodes, 6, None)), [4, 5, 6, 7]);
     // Four nodes or fewer: all of them.

@@ -72,6 +72,100 @@ fn roomed(
     roomed
 }
 
+/// Each thread whose memory anchors it (`homes[i]`, [`aside::home`]) to
+/// another node than the one its rank deals it to trades cores with the
+/// thread of the nearest rank dealt to that node whose memory is not
+/// anchored there, so that it runs beside its memory in the place of one
+/// about as intensive and the intensity per node stays as DI spreads it.
+/// Left where its rank sent it, the other thread would share the node
+/// with it (mix:56096: a devil bound to node 2 beside the devil DI dealt
+/// there, while node 0, where DI had dealt the first, had none).
+fn swap_to_anchors(
+    homes: &[Option<u32>],
+    m: &Machine,
+    assigned: &mut BTreeMap<u64, usize>,
+) -> BTreeMap<usize, usize> {
+    let mut swapped = BTreeMap::new();
+    let node = |i: usize, a: &BTreeMap<u64, usize>| a.get(&(i as u64)).map(|&k| m.cores[k].1);
+    for (i, h) in homes.iter().enumerate() {
+        let (Some(home), Some(&mine)) = (*h, assigned.get(&(i as u64))) else {
+            continue;
+        };
+        if node(i, assigned) == Some(home) {
+            continue;
+        }
+        let partner = (0..homes.len())
+            .filter(|&j| homes[j] != Some(home) && node(j, assigned) == Some(home))
+            .filter(|&j| homes[j].is_none() || homes[j] == Some(m.cores[mine].1))
+            .min_by_key(|&j| j.abs_diff(i));
+        if let Some(j) = partner {
+            let theirs = assigned[&(j as u64)];
+            assigned.insert(i as u64, theirs);
+            assigned.insert(j as u64, mine);
+            swapped.insert(i, j);
+        }
+    }
+    swapped
+}
+
+/// Among the threads of one process in one intensity class (§3.3.2's
+/// turtles, devils, super-devils), the cores the ranking gave them
+/// (`assigned`, rank to core) go first to those already on them, then to
+/// those already on their node, then in rank order.
+///
+/// \[Blagodurov11\]'s DI ranks afresh every round, and the threads of one
+/// program doing the same work have about equal miss rates, so their
+/// ranks cross from round to round with the noise and their phases, and
+/// each crossing swapped their nodes and, under DI-Migrate, their memory
+/// (mix:56096: three threads of an interleaved program traded nodes 1, 2
+/// and 3 every round, moving 74 million pages an hour). Which of such
+/// threads takes which of their cores changes nothing of how intensity is
+/// spread over the domains.
+fn keep_places(cands: &[Candidate<'_>], m: &Machine, assigned: &mut BTreeMap<u64, usize>) {
+    let classes = super::classes::Thresholds::default();
+    let mut sets: BTreeMap<(i32, super::layout::Class), Vec<usize>> = BTreeMap::new();
+    for (i, c) in cands.iter().enumerate() {
+        if assigned.contains_key(&(i as u64)) {
+            sets.entry((c.tgid, classes.classify(c.mpki)))
+                .or_default()
+                .push(i);
+        }
+    }
+    let node_of = |cpu: u32| {
+        m.cores
+            .iter()
+            .find(|(s, _)| s.contains(cpu))
+            .map(|(_, n)| *n)
+    };
+    for members in sets.values().filter(|v| v.len() > 1) {
+        let mut free: Vec<usize> = members.iter().map(|i| assigned[&(*i as u64)]).collect();
+        let mut given: BTreeMap<usize, usize> = BTreeMap::new();
+        let on_core = |i: usize, k: usize| cands[i].allowed.is_subset(&m.cores[k].0);
+        let on_node = |i: usize, k: usize| {
+            let c = &cands[i];
+            let here = c.allowed.first().filter(|_| c.allowed.len() < m.span.len());
+            here.or(c.last_cpu).and_then(node_of) == Some(m.cores[k].1)
+        };
+        for fits in [
+            &on_core as &dyn Fn(usize, usize) -> bool,
+            &on_node,
+            &|_, _| true,
+        ] {
+            for &i in members {
+                if given.contains_key(&i) {
+                    continue;
+                }
+                if let Some(pos) = free.iter().position(|&k| fits(i, k)) {
+                    given.insert(i, free.remove(pos));
+                }
+            }
+        }
+        for (i, k) in given {
+            assigned.insert(i as u64, k);
+        }
+    }
+}
+
 /// DI-Plain's and DI-Migrate's parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
@@ -197,10 +291,17 @@ impl Policy for DistributedIntensity {
             self.ranks = cands.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
         }
         let order: Vec<u64> = (0..cands.len() as u64).collect();
-        let assigned: BTreeMap<u64, usize> = layout::distributed_intensity(&order, &m.domains)
+        let mut assigned: BTreeMap<u64, usize> = layout::distributed_intensity(&order, &m.domains)
             .into_iter()
             .collect();
         let memory = process_memory(view.snapshot);
+        let homes: Vec<Option<(u32, aside::Evidence)>> = cands
+            .iter()
+            .map(|c| anchored_elsewhere(view.snapshot, c, &memory, &m, u32::MAX))
+            .collect();
+        let home_nodes: Vec<Option<u32>> = homes.iter().map(|h| h.map(|h| h.0)).collect();
+        let swapped = swap_to_anchors(&home_nodes, &m, &mut assigned);
+        keep_places(&cands, &m, &mut assigned);
         let mut placed = Vec::new();
         // Threads on each node: those DI deals there, then those left
         // beside their memory there, up to the node's cores.
@@ -289,10 +390,19 @@ impl Policy for DistributedIntensity {
                         cpus: cpus.clone(),
                     },
                     format!(
-                        "{name}: {who} ranks {} of {} by LLC miss rate ({:.1} per 1000 instructions): core {core} (CPUs {cpus}, node {node})",
+                        "{name}: {who} ranks {} of {} by LLC miss rate ({:.1} per 1000 instructions): core {core} (CPUs {cpus}, node {node}){}",
                         i + 1,
                         cands.len(),
-                        c.mpki
+                        c.mpki,
+                        match (homes[i], swapped.get(&i)) {
+                            (Some((h, e)), Some(&j)) if h == *node => format!(
+                                ", beside its memory (by {}), in the place of thread {} (rank {}), which DI dealt here",
+                                e.describe(),
+                                cands[j].id.tid,
+                                j + 1
+                            ),
+                            _ => String::new(),
+                        }
                     ),
                 );
             }

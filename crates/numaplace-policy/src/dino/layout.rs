@@ -292,7 +292,9 @@ pub fn placement_layout(classes_sorted_desc: &[Class], domains: &Domains) -> Vec
 ///
 /// There is no class and no matching against the previous round: a thread
 /// lands wherever its rank sends it, so any change of rank moves it. That
-/// is the behaviour §3.2 measured, and the reason DINO exists.
+/// is the behaviour §3.2 measured, and the reason DINO exists. The DI
+/// policies match on top of it, among the threads of one process in one
+/// class only (`distributed_intensity.rs`, `keep_places`).
 pub fn distributed_intensity(sorted_threads: &[u64], domains: &Domains) -> Vec<(u64, usize)> {
     let n = sorted_threads.len();
     let mut core_of = vec![usize::MAX; n];

@@ -505,25 +505,51 @@ fn di_plain_leaves_a_thread_beside_its_memory() {
     f.thread(1, 1, 50.0);
     f.thread(2, 2, 0.5);
     f.memory.insert(1, BTreeMap::from([(0, 0), (1, 1 << 30)]));
+    // It takes, on node 1, the core DI dealt to thread 2, which goes
+    // where thread 1 was dealt.
     let mut di = DistributedIntensity::plain();
     let plan = f.decide(&mut di);
     let node1 = f.topo.nodes()[1].span.clone();
     let first: BTreeMap<i32, CpuSet> = pins(&plan).into_iter().collect();
-    assert_eq!(first.get(&1), Some(&node1), "{plan:?}");
-    assert!(pinned_tids(&plan).contains(&2));
+    assert!(first[&1].is_subset(&node1), "{plan:?}");
+    assert!(!first[&2].is_subset(&node1), "{plan:?}");
+    assert!(
+        plan.decisions.iter().any(|d| d.reason.contains(
+            "beside its memory (by its process's resident memory), in the place of thread 2"
+        )),
+        "{plan:?}"
+    );
     // Spread memory: nothing to leave, it is placed.
     f.memory
         .insert(1, BTreeMap::from([(0, 1 << 29), (1, 1 << 29)]));
     let mut di = DistributedIntensity::plain();
     let plan = f.decide(&mut di);
     assert!(pinned_tids(&plan).contains(&1), "{plan:?}");
-    // Pinned by DI, then its memory is found on the other node: left to
-    // Linux within that node.
+    // Pinned by DI, then its memory is found on the other node: it goes
+    // there, in the place of the thread dealt there.
     f.apply(&plan);
     f.memory.insert(1, BTreeMap::from([(1, 1 << 30)]));
     let plan = f.decide(&mut di);
     let back: BTreeMap<i32, CpuSet> = pins(&plan).into_iter().collect();
-    assert_eq!(back.get(&1), Some(&node1), "{plan:?}");
+    assert!(back[&1].is_subset(&node1), "{plan:?}");
+    assert!(
+        plan.decisions
+            .iter()
+            .any(|d| d.reason.contains("beside its memory")),
+        "{plan:?}"
+    );
+    // With no thread dealt to its node to trade with (every thread's
+    // memory there), it is left to Linux within the node while the node
+    // has room: the rule of `roomed`, as before.
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:2 pu:1");
+    f.thread(1, 1, 50.0);
+    f.thread(2, 2, 0.5);
+    for tgid in [1, 2] {
+        f.memory.insert(tgid, BTreeMap::from([(1, 1 << 30)]));
+    }
+    let plan = f.decide(&mut DistributedIntensity::plain());
+    let first: BTreeMap<i32, CpuSet> = pins(&plan).into_iter().collect();
+    assert_eq!(first.get(&1), Some(&node1), "{plan:?}");
     assert!(
         plan.decisions.iter().any(|d| d.reason.contains(
             "its memory is on node 1 (by its process's resident memory) and does not follow it"
@@ -551,12 +577,12 @@ fn hinting_faults_place_a_thread_by_its_own_accesses() {
         preferred_node: None,
     };
     // DI ranks thread 1 first onto node 0; its faults (90 % on node 1)
-    // keep it beside its memory on node 1.
+    // put it beside its memory on node 1.
     let mut s = f.snapshot();
     s.numa_faults.insert(1, faults(30, 270));
     let plan = decide(&mut DistributedIntensity::plain(), &f.topo, &s);
     let got: BTreeMap<i32, CpuSet> = pins(&plan).into_iter().collect();
-    assert_eq!(got.get(&1), Some(&node1), "{plan:?}");
+    assert!(got[&1].is_subset(&node1), "{plan:?}");
     assert!(
         plan.decisions
             .iter()
@@ -720,4 +746,64 @@ fn dino_says_the_classes_of_each_groups_threads() {
         !classes.contains_key(&30),
         "no counters, no class: {classes:?}"
     );
+}
+
+/// A devil whose memory anchors it to a node takes, there, the core DI
+/// dealt to the devil of the nearest rank, which goes where the first was
+/// dealt: the two devils run on two nodes, not side by side beside the
+/// memory (mix:56096).
+#[test]
+fn an_anchored_devil_trades_places_with_the_devil_dealt_to_its_node() {
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:2 pu:1");
+    // Thread 1 (the most intensive) with its memory on node 1, thread 2
+    // about as intensive with its memory spread, two spread turtles.
+    for (tid, mpki) in [(1, 50.0), (2, 40.0), (3, 1.0), (4, 0.5)] {
+        f.thread(tid, tid, mpki);
+        let spread = BTreeMap::from([(0, 1 << 29), (1, 1 << 29)]);
+        f.memory.insert(tid, spread);
+    }
+    f.memory.insert(1, BTreeMap::from([(1, 1 << 30)]));
+    let node = |f: &Fake, tid: i32| -> Vec<usize> {
+        let cpus = &f.threads[&tid].2;
+        (f.topo.nodes().iter())
+            .filter(|n| cpus.is_subset(&n.span))
+            .map(|n| n.id)
+            .collect()
+    };
+    let mut di = DistributedIntensity::plain();
+    let plan = f.decide(&mut di);
+    f.apply(&plan);
+    assert_eq!(node(&f, 1), [1], "beside its memory: {plan:?}");
+    assert_eq!(node(&f, 2), [0], "the other devil apart: {plan:?}");
+}
+
+/// Two threads of one process in one class whose miss rates cross every
+/// round keep the cores they have: which of them takes which of their
+/// two places changes nothing of the spread (mix:56096: three threads of
+/// one program traded nodes, and their memory, every round).
+#[test]
+fn threads_of_one_process_and_class_keep_their_cores_as_their_ranks_cross() {
+    let mut f = Fake::new("pack:2 numa:1 l3:1 core:2 pu:1");
+    f.thread(1, 1, 20.0);
+    f.thread(2, 1, 19.0);
+    f.thread(3, 3, 1.0);
+    f.thread(4, 4, 0.5);
+    let mut di = DistributedIntensity::plain();
+    let plan = f.decide(&mut di);
+    f.apply(&plan);
+    let had = (f.threads[&1].2.clone(), f.threads[&2].2.clone());
+    assert_ne!(had.0, had.1, "{plan:?}");
+    for round in 0..4 {
+        let (a, b) = if round % 2 == 0 {
+            (19.0, 20.0)
+        } else {
+            (20.0, 19.0)
+        };
+        f.threads.get_mut(&1).unwrap().1 = Some(a);
+        f.threads.get_mut(&2).unwrap().1 = Some(b);
+        let plan = f.decide(&mut di);
+        f.apply(&plan);
+        assert!(plan.is_empty(), "round {round}: {plan:?}");
+        assert_eq!((f.threads[&1].2.clone(), f.threads[&2].2.clone()), had);
+    }
 }
