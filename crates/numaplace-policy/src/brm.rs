@@ -387,10 +387,15 @@ impl Brm {
         let id = c.task.id();
         let st = self.threads.get_mut(&id).expect("inserted above");
         st.maybe_reset(round, c.here, &mut self.rng, lo, hi);
-        let group = s.group(c.task.tgid);
-        let shares = group.and_then(premise::memory_shares);
-        let nodes: Vec<usize> = doms.iter().map(|d| d.node).collect();
-        let within = reach::reach(r.view.topology, &nodes, c.here, shares.as_ref());
+        // Every node is within reach on a machine of REACH_NODES or fewer:
+        // the process's memory is read only where it can narrow it.
+        let within = if doms.len() <= reach::REACH_NODES {
+            vec![true; doms.len()]
+        } else {
+            let shares = s.group(c.task.tgid).and_then(premise::memory_shares);
+            let nodes: Vec<usize> = doms.iter().map(|d| d.node).collect();
+            reach::reach(r.view.topology, &nodes, c.here, shares.as_ref())
+        };
         st.update_within(c.here, r.global, |d| within[d]);
         let draw = self.rng.draw();
         let (prob, bias) = (st.prob, st.bias);
@@ -404,6 +409,8 @@ impl Brm {
         }
         // Issue 16: explorations step aside where [Rao13]'s premise
         // does not hold (brm/premise.rs), and go where they learn most.
+        let group = s.group(c.task.tgid);
+        let shares = group.and_then(premise::memory_shares);
         let mut bias = bias;
         let mut exploring = String::new();
         if st.unc[bias].is_none() {
