@@ -305,12 +305,11 @@ impl Policy for DistributedIntensity {
         let mut placed = Vec::new();
         // Threads on each node: those DI deals there, then those left
         // beside their memory there, up to the node's cores.
-        let anchored: Vec<Option<(u32, aside::Evidence)>> = cands
-            .iter()
-            .enumerate()
-            .map(|(i, c)| {
+        // Each thread's home, read once above, where its core is not there.
+        let anchored: Vec<Option<(u32, aside::Evidence)>> = (homes.iter().enumerate())
+            .map(|(i, h)| {
                 let &core = assigned.get(&(i as u64))?;
-                anchored_elsewhere(view.snapshot, c, &memory, &m, m.cores[core].1)
+                h.filter(|(home, _)| *home != m.cores[core].1)
             })
             .collect();
         let mut on_node: BTreeMap<u32, usize> = BTreeMap::new();
